@@ -1,0 +1,100 @@
+"""Device benchmarks (issue #2). Every line is a ratio against a peer measured in this run.
+
+  python bench/bench_device.py [--quick]
+
+1. host-side cost per eager op (small tensors): trn vs CPU PyTorch          target <= 1.5x
+2. fused rms_norm 4096x4096 f32: bandwidth vs a device copy of the same bytes target >= 0.7x
+   and speed vs CPU PyTorch rms_norm with one thread                        target >= 1.0x
+3. GEMM 1024^3 f32 vs CPU PyTorch mm with one thread                         target >= 0.5x
+"""
+
+import argparse
+import time
+
+import torch
+
+import trnscope  # noqa: F401  (registers the trn device)
+
+
+def best_of(fn, repeat: int, sync=None) -> float:
+    """Best wall time in seconds of fn() over `repeat` runs (sync included)."""
+    fn()
+    if sync:
+        sync()
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        if sync:
+            sync()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def host_cost_per_op(n_ops: int, repeat: int) -> None:
+    def loop(a, b):
+        def run():
+            for _ in range(n_ops):
+                torch.add(a, b)
+        return run
+
+    a_cpu, b_cpu = torch.randn(16), torch.randn(16)
+    a_trn, b_trn = a_cpu.to("trn"), b_cpu.to("trn")
+    # Host side only: launches are asynchronous, synchronize once after the loop.
+    trn = best_of(loop(a_trn, b_trn), repeat, torch.trn.synchronize) / n_ops
+    cpu = best_of(loop(a_cpu, b_cpu), repeat) / n_ops
+    print(f"host cost per op   torch.add(16 floats): trn {trn * 1e6:6.2f} us, "
+          f"cpu {cpu * 1e6:6.2f} us -> ratio {trn / cpu:5.2f}x (target <= 1.5x)")
+
+
+def rms_norm(repeat: int) -> None:
+    n = 4096
+    x = torch.randn(n, n, device="trn")
+    w = torch.randn(n, device="trn")
+    y = torch.empty_like(x)
+    sync = torch.trn.synchronize
+    t_norm = best_of(lambda: torch.nn.functional.rms_norm(x, (n,), w), repeat, sync)
+    t_copy = best_of(lambda: y.copy_(x), repeat, sync)
+    bytes_moved = 2 * x.numel() * 4  # read x, write y (weight is negligible)
+    bw_norm, bw_copy = bytes_moved / t_norm / 1e9, bytes_moved / t_copy / 1e9
+    print(f"rms_norm 4096^2 f32 bandwidth: {bw_norm:6.2f} GB/s vs device copy {bw_copy:6.2f} "
+          f"GB/s -> {bw_norm / bw_copy:5.2f}x (target >= 0.7x)")
+    x_cpu, w_cpu = x.cpu(), w.cpu()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        t_cpu = best_of(lambda: torch.nn.functional.rms_norm(x_cpu, (n,), w_cpu), repeat)
+    finally:
+        torch.set_num_threads(threads)
+    print(f"rms_norm 4096^2 f32 speed: trn {t_norm * 1e3:7.2f} ms vs CPU torch (1 thread) "
+          f"{t_cpu * 1e3:7.2f} ms -> {t_cpu / t_norm:5.2f}x faster (target >= 1.0x)")
+
+
+def gemm(repeat: int) -> None:
+    n = 1024
+    a_cpu, b_cpu = torch.randn(n, n), torch.randn(n, n)
+    a, b = a_cpu.to("trn"), b_cpu.to("trn")
+    t_trn = best_of(lambda: torch.mm(a, b), repeat, torch.trn.synchronize)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        t_cpu = best_of(lambda: torch.mm(a_cpu, b_cpu), repeat)
+    finally:
+        torch.set_num_threads(threads)
+    flops = 2 * n**3
+    print(f"GEMM 1024^3 f32: trn {flops / t_trn / 1e9:6.1f} GFLOP/s vs CPU torch mm (1 thread) "
+          f"{flops / t_cpu / 1e9:6.1f} GFLOP/s -> {t_cpu / t_trn:5.2f}x (target >= 0.5x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    args = parser.parse_args()
+    repeat = 3 if args.quick else 10
+    host_cost_per_op(n_ops=2000, repeat=repeat)
+    rms_norm(repeat)
+    gemm(repeat)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+// Per-target vector math and map loops for the elementwise kernels (Highway
+// skeleton-inl.h pattern: re-included once per target by foreach_target).
+// Only inline code lives here so any kernel family may include it.
+//
+// Note [Vector math ranges]: Highway 1.0.3's Exp is valid up to +104 and its
+// Log on (0, FLT_MAX]; ExpF/LogF add torch's results outside those ranges
+// (NaN in -> NaN, exp(+big) = inf, log(0) = -inf, log(<0) = NaN).
+
+#if defined(TRN_KERNELS_ELEMENTWISE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TRN_KERNELS_ELEMENTWISE_INL_H_
+#undef TRN_KERNELS_ELEMENTWISE_INL_H_
+#else
+#define TRN_KERNELS_ELEMENTWISE_INL_H_
+#endif
+
+#include <cstddef>
+#include <limits>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace trn::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+// Lanes of the widest float vector of any target: size of tail buffers.
+constexpr size_t kMaxLanesF32 = HWY_MAX_BYTES / sizeof(float);
+
+template <class D, class V>
+HWY_INLINE V ExpF(D d, V x) {
+  const V y = hn::Exp(d, hn::Min(x, hn::Set(d, 100.0f)));  // exp(100) is already inf
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
+}
+
+template <class D, class V>
+HWY_INLINE V LogF(D d, V x) {
+  const V zero = hn::Zero(d);
+  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
+  V y = hn::Log(d, x);
+  y = hn::IfThenElse(hn::Eq(x, zero), hn::Neg(inf), y);
+  y = hn::IfThenElse(hn::Eq(x, inf), inf, y);
+  const auto invalid = hn::Or(hn::Lt(x, zero), hn::IsNaN(x));
+  return hn::IfThenElse(invalid, hn::Set(d, std::numeric_limits<float>::quiet_NaN()), y);
+}
+
+template <class D, class V>
+HWY_INLINE V SigmoidF(D d, V x) {
+  const V one = hn::Set(d, 1.0f);
+  return hn::Div(one, hn::Add(one, ExpF(d, hn::Neg(x))));
+}
+
+// erfc(|z|) with relative error < 1.2e-7 (Chebyshev fit, Numerical Recipes
+// erfcc); relative accuracy in the tail keeps gelu(x) accurate for x << 0.
+template <class D, class V>
+HWY_INLINE V ErfcAbsF(D d, V z) {
+  const V az = hn::Abs(z);
+  const V t = hn::Div(hn::Set(d, 1.0f), hn::MulAdd(hn::Set(d, 0.5f), az, hn::Set(d, 1.0f)));
+  V p = hn::Set(d, 0.17087277f);
+  p = hn::MulAdd(p, t, hn::Set(d, -0.82215223f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.48851587f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.13520398f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.27886807f));
+  p = hn::MulAdd(p, t, hn::Set(d, -0.18628806f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.09678418f));
+  p = hn::MulAdd(p, t, hn::Set(d, 0.37409196f));
+  p = hn::MulAdd(p, t, hn::Set(d, 1.00002368f));
+  p = hn::MulAdd(p, t, hn::Set(d, -1.26551223f));
+  return hn::Mul(t, ExpF(d, hn::Sub(p, hn::Mul(az, az))));
+}
+
+// erf(z) = sign(z) * (1 - erfc(|z|)).
+template <class D, class V>
+HWY_INLINE V ErfF(D d, V z) {
+  const V r = hn::Sub(hn::Set(d, 1.0f), ErfcAbsF(d, z));
+  return hn::CopySign(r, z);
+}
+
+// gelu(x) = x/2 * (1 + erf(x/sqrt2)) = x/2 * erfc(-x/sqrt2), evaluated so that
+// neither tail cancels.
+template <class D, class V>
+HWY_INLINE V GeluF(D d, V x) {
+  const V e = ErfcAbsF(d, hn::Mul(x, hn::Set(d, 0.70710678118654752f)));
+  const V factor = hn::IfThenElse(hn::Ge(x, hn::Zero(d)), hn::Sub(hn::Set(d, 2.0f), e), e);
+  return hn::Mul(hn::Mul(hn::Set(d, 0.5f), x), factor);
+}
+
+// gelu(approximate="tanh"): x/2 * (1 + tanh(u)) = x * sigmoid(2u).
+template <class D, class V>
+HWY_INLINE V GeluTanhF(D d, V x) {
+  const V x3 = hn::Mul(hn::Mul(x, x), x);
+  const V u = hn::Mul(hn::Set(d, 0.7978845608028654f), hn::MulAdd(hn::Set(d, 0.044715f), x3, x));
+  const V one = hn::Set(d, 1.0f);
+  return hn::Div(x, hn::Add(one, ExpF(d, hn::Mul(hn::Set(d, -2.0f), u))));
+}
+
+template <class D, class V>
+HWY_INLINE V MaxNaNF(D, V a, V b) {  // torch.maximum: NaN wins
+  return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), hn::Max(a, b));
+}
+template <class D, class V>
+HWY_INLINE V MinNaNF(D, V a, V b) {
+  return hn::IfThenElse(hn::Or(hn::IsNaN(a), hn::IsNaN(b)), hn::Add(a, b), hn::Min(a, b));
+}
+
+// out[i] = f(d, in[i]) for i < n; the tail runs through a full-width buffer.
+template <class F>
+HWY_INLINE void MapUnary(const float* in, float* out, size_t n, const F& f) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, in + i)), d, out + i);
+  if (i == n) return;
+  HWY_ALIGN float buf[kMaxLanesF32] = {};
+  for (size_t j = 0; i + j < n; ++j) buf[j] = in[i + j];
+  hn::Store(f(d, hn::Load(d, buf)), d, buf);
+  for (size_t j = 0; i + j < n; ++j) out[i + j] = buf[j];
+}
+
+// out[i] = f(d, a[i], b[i]); an operand flagged scalar is a[0] for every i.
+// out may alias an input (in-place ops).
+template <class F>
+HWY_INLINE void MapBinary(const float* a, bool a_scalar, const float* b, bool b_scalar,
+                          float* out, size_t n, const F& f) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  if (!a_scalar && !b_scalar) {
+    for (; i + N <= n; i += N) {
+      hn::StoreU(f(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, out + i);
+    }
+  } else if (a_scalar && !b_scalar) {
+    const VF va = hn::Set(d, a[0]);
+    for (; i + N <= n; i += N) hn::StoreU(f(d, va, hn::LoadU(d, b + i)), d, out + i);
+  } else if (!a_scalar && b_scalar) {
+    const VF vb = hn::Set(d, b[0]);
+    for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, a + i), vb), d, out + i);
+  } else {  // both broadcast: one value for the whole run
+    const float v = hn::GetLane(f(d, hn::Set(d, a[0]), hn::Set(d, b[0])));
+    for (; i < n; ++i) out[i] = v;
+    return;
+  }
+  if (i == n) return;
+  HWY_ALIGN float ba[kMaxLanesF32] = {};
+  HWY_ALIGN float bb[kMaxLanesF32] = {};
+  for (size_t j = 0; i + j < n; ++j) {
+    ba[j] = a_scalar ? a[0] : a[i + j];
+    bb[j] = b_scalar ? b[0] : b[i + j];
+  }
+  hn::Store(f(d, hn::Load(d, ba), hn::Load(d, bb)), d, ba);
+  for (size_t j = 0; i + j < n; ++j) out[i + j] = ba[j];
+}
+
+}  // namespace trn::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard toggle

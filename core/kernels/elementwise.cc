@@ -1,0 +1,559 @@
+// Elementwise kernels: Binary, BinaryScalar, Unary, Where, Fill, Copy and
+// their Describe* functions. Floating dtypes run in float32 chunks through the
+// Highway loops below (runtime-dispatched per target); int32/int64/bool run
+// exact templated loops.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/elementwise.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+
+#include "core/common/assert.h"
+#include "core/kernels/elementwise-inl.h"
+#include "core/kernels/kernels.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace trn::kernels::HWY_NAMESPACE {
+
+void BinaryF32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool b_scalar,
+               float* out, size_t n, float alpha) {
+  auto map = [&](const auto& f) { MapBinary(a, a_scalar, b, b_scalar, out, n, f); };
+  // Comparisons produce 1.0f / 0.0f; the store to kBool keeps nonzero = true.
+  auto flag_if = [](auto d, auto mask) { return hn::IfThenElseZero(mask, hn::Set(d, 1.0f)); };
+  auto flag_unless = [](auto d, auto mask) { return hn::IfThenZeroElse(mask, hn::Set(d, 1.0f)); };
+  switch (op) {
+    case BinaryOp::kAdd:
+    case BinaryOp::kSub: {
+      const float s = op == BinaryOp::kSub ? -alpha : alpha;
+      if (s == 1.0f) {
+        map([](auto, auto x, auto y) { return hn::Add(x, y); });
+      } else if (s == -1.0f) {
+        map([](auto, auto x, auto y) { return hn::Sub(x, y); });
+      } else {
+        map([s](auto d, auto x, auto y) { return hn::MulAdd(hn::Set(d, s), y, x); });
+      }
+      return;
+    }
+    case BinaryOp::kMul: return map([](auto, auto x, auto y) { return hn::Mul(x, y); });
+    case BinaryOp::kDiv: return map([](auto, auto x, auto y) { return hn::Div(x, y); });
+    case BinaryOp::kMaximum: return map([](auto d, auto x, auto y) { return MaxNaNF(d, x, y); });
+    case BinaryOp::kMinimum: return map([](auto d, auto x, auto y) { return MinNaNF(d, x, y); });
+    case BinaryOp::kEq: return map([&](auto d, auto x, auto y) { return flag_if(d, hn::Eq(x, y)); });
+    // Not(Eq) so that NaN != NaN is true (x86 NEQ_OQ would say false).
+    case BinaryOp::kNe:
+      return map([&](auto d, auto x, auto y) { return flag_unless(d, hn::Eq(x, y)); });
+    case BinaryOp::kLt: return map([&](auto d, auto x, auto y) { return flag_if(d, hn::Lt(x, y)); });
+    case BinaryOp::kLe: return map([&](auto d, auto x, auto y) { return flag_if(d, hn::Le(x, y)); });
+    case BinaryOp::kGt: return map([&](auto d, auto x, auto y) { return flag_if(d, hn::Gt(x, y)); });
+    case BinaryOp::kGe: return map([&](auto d, auto x, auto y) { return flag_if(d, hn::Ge(x, y)); });
+    case BinaryOp::kLogicalAnd:
+      return map([&](auto d, auto x, auto y) {
+        const auto z = hn::Zero(d);
+        return flag_unless(d, hn::Or(hn::Eq(x, z), hn::Eq(y, z)));
+      });
+    case BinaryOp::kLogicalOr:
+      return map([&](auto d, auto x, auto y) {
+        const auto z = hn::Zero(d);
+        return flag_unless(d, hn::And(hn::Eq(x, z), hn::Eq(y, z)));
+      });
+    case BinaryOp::kPow:
+      break;  // scalar std::pow, see PowRun
+  }
+  TRN_ASSERT(false, "BinaryF32: op has no vector loop");
+}
+
+void UnaryF32(UnaryOp op, const float* in, float* out, size_t n) {
+  auto map = [&](const auto& f) { MapUnary(in, out, n, f); };
+  switch (op) {
+    case UnaryOp::kNeg: return map([](auto, auto x) { return hn::Neg(x); });
+    case UnaryOp::kAbs: return map([](auto, auto x) { return hn::Abs(x); });
+    // x < 0 ? 0 : x keeps NaN (Max(x, 0) would drop it on x86).
+    case UnaryOp::kRelu:
+      return map([](auto d, auto x) { return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x); });
+    case UnaryOp::kExp: return map([](auto d, auto x) { return ExpF(d, x); });
+    case UnaryOp::kLog: return map([](auto d, auto x) { return LogF(d, x); });
+    case UnaryOp::kSqrt: return map([](auto, auto x) { return hn::Sqrt(x); });
+    case UnaryOp::kRsqrt:
+      return map([](auto d, auto x) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(x)); });
+    case UnaryOp::kReciprocal:
+      return map([](auto d, auto x) { return hn::Div(hn::Set(d, 1.0f), x); });
+    case UnaryOp::kSigmoid: return map([](auto d, auto x) { return SigmoidF(d, x); });
+    case UnaryOp::kTanh: return map([](auto d, auto x) { return hn::Tanh(d, x); });
+    case UnaryOp::kSilu:
+      return map([](auto d, auto x) {
+        return hn::Div(x, hn::Add(hn::Set(d, 1.0f), ExpF(d, hn::Neg(x))));
+      });
+    case UnaryOp::kGelu: return map([](auto d, auto x) { return GeluF(d, x); });
+    case UnaryOp::kGeluTanh: return map([](auto d, auto x) { return GeluTanhF(d, x); });
+    case UnaryOp::kSin: return map([](auto d, auto x) { return hn::Sin(d, x); });
+    case UnaryOp::kCos: return map([](auto d, auto x) { return hn::Cos(d, x); });
+    case UnaryOp::kLogicalNot:
+      return map([](auto d, auto x) {
+        return hn::IfThenElseZero(hn::Eq(x, hn::Zero(d)), hn::Set(d, 1.0f));
+      });
+  }
+}
+
+// out = cond ? a : b on 4-byte elements (float32 / int32 bits); a or b may be
+// a broadcast scalar.
+void WhereU32(const uint8_t* cond, const uint32_t* a, bool a_scalar, const uint32_t* b,
+              bool b_scalar, uint32_t* out, size_t n) {
+  const hn::ScalableTag<uint32_t> d;
+  const hn::Rebind<uint8_t, decltype(d)> d8;
+  const size_t N = hn::Lanes(d);
+  const auto zero = hn::Zero(d);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto c = hn::PromoteTo(d, hn::LoadU(d8, cond + i));
+    const auto va = a_scalar ? hn::Set(d, a[0]) : hn::LoadU(d, a + i);
+    const auto vb = b_scalar ? hn::Set(d, b[0]) : hn::LoadU(d, b + i);
+    hn::StoreU(hn::IfThenElse(hn::Ne(c, zero), va, vb), d, out + i);
+  }
+  for (; i < n; ++i) out[i] = cond[i] ? a[a_scalar ? 0 : i] : b[b_scalar ? 0 : i];
+}
+
+}  // namespace trn::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <type_traits>
+
+#include "core/kernels/convert.h"
+#include "core/kernels/strided.h"
+
+namespace trn::kernels {
+
+HWY_EXPORT(BinaryF32);
+HWY_EXPORT(UnaryF32);
+HWY_EXPORT(WhereU32);
+
+namespace {
+
+using internal::DistinctBytes;
+using internal::Cast;
+using internal::ForEachRun;
+using internal::kChunk;
+using internal::ScratchF32;
+using internal::VisitDType;
+
+// Runs fn(inputs, input_is_scalar, out, len) over float32 chunks of out's
+// innermost runs. A float32 operand with unit stride is used in place and a
+// stride-0 operand is passed as one broadcast value (both without copies);
+// other dtypes/strides are converted through per-thread scratch chunks.
+template <int NIn, class Fn>
+void RunF32(const TensorRef& out, const std::array<const TensorRef*, NIn>& ins, Fn&& fn) {
+  std::array<const TensorRef*, NIn + 1> ops;
+  ops[0] = &out;
+  for (int k = 0; k < NIn; ++k) ops[k + 1] = ins[k];
+  ForEachRun<NIn + 1>(ops, [&](const std::array<char*, NIn + 1>& p, int64_t n,
+                               const std::array<int64_t, NIn + 1>& s) {
+    const bool out_direct = out.dtype == DType::kFloat32 && s[0] == 1;
+    bool direct = out_direct;
+    for (int k = 0; k < NIn; ++k) {
+      direct &= s[k + 1] == 0 || (ins[k]->dtype == DType::kFloat32 && s[k + 1] == 1);
+    }
+    const int64_t step = direct ? n : kChunk;
+    float scalar[NIn];
+    std::array<const float*, NIn> in_p;
+    std::array<bool, NIn> in_scalar;
+    for (int64_t start = 0; start < n; start += step) {
+      const int64_t len = std::min(step, n - start);
+      for (int k = 0; k < NIn; ++k) {
+        const DType dt = ins[k]->dtype;
+        in_scalar[k] = s[k + 1] == 0;
+        if (in_scalar[k]) {
+          if (start == 0) internal::LoadAsF32(dt, p[k + 1], 0, 1, &scalar[k]);
+          in_p[k] = &scalar[k];
+        } else if (dt == DType::kFloat32 && s[k + 1] == 1) {
+          in_p[k] = reinterpret_cast<const float*>(p[k + 1]) + start;
+        } else {
+          float* buf = ScratchF32(k);
+          internal::LoadAsF32(dt, p[k + 1] + start * s[k + 1] * ItemSize(dt), s[k + 1], len, buf);
+          in_p[k] = buf;
+        }
+      }
+      float* o = out_direct ? reinterpret_cast<float*>(p[0]) + start : ScratchF32(NIn);
+      fn(in_p, in_scalar, o, static_cast<size_t>(len));
+      if (!out_direct) {
+        internal::StoreFromF32(out.dtype, p[0] + start * s[0] * ItemSize(out.dtype), s[0], len, o);
+      }
+    }
+  });
+}
+
+// ---- Exact integer / bool loops ----------------------------------------------------
+template <typename T>
+using ComputeType = std::conditional_t<std::is_same_v<T, bool>, int64_t, T>;
+
+template <typename C>
+C WrapAdd(C x, C y) {
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(x) + static_cast<U>(y));
+}
+template <typename C>
+C WrapMul(C x, C y) {
+  using U = std::make_unsigned_t<C>;
+  return static_cast<C>(static_cast<U>(x) * static_cast<U>(y));
+}
+// torch's integer pow: negative exponents give 0 except for bases 1 and -1.
+template <typename C>
+C IntPow(C base, C exp) {
+  if (exp < 0) {
+    if (base == 1) return 1;
+    if (base == -1) return (exp & 1) ? -1 : 1;
+    return 0;
+  }
+  C result = 1;
+  while (exp) {
+    if (exp & 1) result = WrapMul(result, base);
+    base = WrapMul(base, base);
+    exp >>= 1;
+  }
+  return result;
+}
+
+// out[i] = Cast<O>(f(a[i], b[i])) over exact types.
+template <typename T, typename O, typename F>
+void MapExact(const TensorRef& out, const TensorRef& a, const TensorRef& b, F f) {
+  using C = ComputeType<T>;
+  ForEachRun<3>({&out, &a, &b}, [&](const std::array<char*, 3>& p, int64_t n,
+                                    const std::array<int64_t, 3>& s) {
+    O* o = reinterpret_cast<O*>(p[0]);
+    const T* x = reinterpret_cast<const T*>(p[1]);
+    const T* y = reinterpret_cast<const T*>(p[2]);
+    if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
+      for (int64_t i = 0; i < n; ++i) o[i] = Cast<O>(f(C(x[i]), C(y[i])));
+    } else {
+      for (int64_t i = 0; i < n; ++i) o[i * s[0]] = Cast<O>(f(C(x[i * s[1]]), C(y[i * s[2]])));
+    }
+  });
+}
+
+template <typename T>
+void BinaryExact(BinaryOp op, const TensorRef& out, const TensorRef& a, const TensorRef& b,
+                 double alpha_d) {
+  using C = ComputeType<T>;
+  const C alpha = Cast<C>(alpha_d);
+  switch (op) {
+    case BinaryOp::kAdd:
+      return MapExact<T, T>(out, a, b, [=](C x, C y) { return WrapAdd(x, WrapMul(alpha, y)); });
+    case BinaryOp::kSub:
+      return MapExact<T, T>(out, a, b, [=](C x, C y) { return WrapAdd(x, WrapMul(C(-alpha), y)); });
+    case BinaryOp::kMul: return MapExact<T, T>(out, a, b, [](C x, C y) { return WrapMul(x, y); });
+    case BinaryOp::kPow: return MapExact<T, T>(out, a, b, [](C x, C y) { return IntPow(x, y); });
+    case BinaryOp::kMaximum: return MapExact<T, T>(out, a, b, [](C x, C y) { return std::max(x, y); });
+    case BinaryOp::kMinimum: return MapExact<T, T>(out, a, b, [](C x, C y) { return std::min(x, y); });
+    case BinaryOp::kEq: return MapExact<T, bool>(out, a, b, [](C x, C y) { return x == y; });
+    case BinaryOp::kNe: return MapExact<T, bool>(out, a, b, [](C x, C y) { return x != y; });
+    case BinaryOp::kLt: return MapExact<T, bool>(out, a, b, [](C x, C y) { return x < y; });
+    case BinaryOp::kLe: return MapExact<T, bool>(out, a, b, [](C x, C y) { return x <= y; });
+    case BinaryOp::kGt: return MapExact<T, bool>(out, a, b, [](C x, C y) { return x > y; });
+    case BinaryOp::kGe: return MapExact<T, bool>(out, a, b, [](C x, C y) { return x >= y; });
+    case BinaryOp::kLogicalAnd:
+      return MapExact<T, bool>(out, a, b, [](C x, C y) { return x != 0 && y != 0; });
+    case BinaryOp::kLogicalOr:
+      return MapExact<T, bool>(out, a, b, [](C x, C y) { return x != 0 || y != 0; });
+    case BinaryOp::kDiv: break;
+  }
+  TRN_ASSERT(false, "integer division must be made floating by the caller");
+}
+
+// Binary over possibly different operand dtypes (a scalar operand is float32
+// for floating tensors).
+// `dtype` is the tensors' dtype.
+Status BinaryImpl(BinaryOp op, DType dtype, const TensorRef& out, const TensorRef& a,
+                  const TensorRef& b, double alpha) {
+  TRN_ASSERT(out.dtype == (IsComparison(op) ? DType::kBool : dtype),
+             "Binary: out dtype must be the inputs' dtype (kBool for comparisons)");
+  if (IsFloating(dtype)) {
+    if (op == BinaryOp::kPow) {  // std::pow: torch's semantics for every sign and special value
+      RunF32<2>(out, {&a, &b}, [](auto in, auto sc, float* o, size_t n) {
+        for (size_t i = 0; i < n; ++i) o[i] = std::pow(in[0][sc[0] ? 0 : i], in[1][sc[1] ? 0 : i]);
+      });
+      return Status::Ok();
+    }
+    const auto fn = HWY_DYNAMIC_DISPATCH(BinaryF32);
+    const float alpha_f = static_cast<float>(alpha);
+    RunF32<2>(out, {&a, &b}, [&](auto in, auto sc, float* o, size_t n) {
+      fn(op, in[0], sc[0], in[1], sc[1], o, n, alpha_f);
+    });
+    return Status::Ok();
+  }
+  VisitDType(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>) BinaryExact<T>(op, out, a, b, alpha);
+  });
+  return Status::Ok();
+}
+
+template <typename T>
+void UnaryExact(UnaryOp op, const TensorRef& out, const TensorRef& in) {
+  using C = ComputeType<T>;
+  auto map = [&](auto f) { MapExact<T, T>(out, in, in, [&](C x, C) { return f(x); }); };
+  switch (op) {
+    case UnaryOp::kNeg: return map([](C x) { return WrapMul(x, C(-1)); });
+    case UnaryOp::kAbs: return map([](C x) { return x < 0 ? WrapMul(x, C(-1)) : x; });
+    case UnaryOp::kRelu: return map([](C x) { return x < 0 ? C(0) : x; });
+    case UnaryOp::kLogicalNot:
+      return MapExact<T, bool>(out, in, in, [](C x, C) { return x == 0; });
+    default: break;
+  }
+  TRN_ASSERT(false, "Unary: transcendental ops need a floating dtype");
+}
+
+constexpr const char* kBinaryNames[][7] = {
+    TRN_DTYPE_NAMES("add"),     TRN_DTYPE_NAMES("sub"),     TRN_DTYPE_NAMES("mul"),
+    TRN_DTYPE_NAMES("div"),     TRN_DTYPE_NAMES("pow"),     TRN_DTYPE_NAMES("maximum"),
+    TRN_DTYPE_NAMES("minimum"), TRN_DTYPE_NAMES("eq"),      TRN_DTYPE_NAMES("ne"),
+    TRN_DTYPE_NAMES("lt"),      TRN_DTYPE_NAMES("le"),      TRN_DTYPE_NAMES("gt"),
+    TRN_DTYPE_NAMES("ge"),      TRN_DTYPE_NAMES("logical_and"), TRN_DTYPE_NAMES("logical_or"),
+};
+constexpr const char* kUnaryNames[][7] = {
+    TRN_DTYPE_NAMES("neg"),     TRN_DTYPE_NAMES("abs"),     TRN_DTYPE_NAMES("relu"),
+    TRN_DTYPE_NAMES("exp"),     TRN_DTYPE_NAMES("log"),     TRN_DTYPE_NAMES("sqrt"),
+    TRN_DTYPE_NAMES("rsqrt"),   TRN_DTYPE_NAMES("reciprocal"), TRN_DTYPE_NAMES("sigmoid"),
+    TRN_DTYPE_NAMES("tanh"),    TRN_DTYPE_NAMES("silu"),    TRN_DTYPE_NAMES("gelu"),
+    TRN_DTYPE_NAMES("gelu_tanh"), TRN_DTYPE_NAMES("sin"),   TRN_DTYPE_NAMES("cos"),
+    TRN_DTYPE_NAMES("logical_not"),
+};
+// Estimated vector instructions per element (Note [Describe flops]): 1 for
+// plain arithmetic, the polynomial length for transcendental functions.
+constexpr uint64_t kUnaryFlops[] = {1, 1, 1, 10, 12, 1, 2, 1, 12, 14, 13, 22, 16, 16, 16, 1};
+constexpr const char* kWhereNames[7] = TRN_DTYPE_NAMES("where");
+constexpr const char* kFillNames[7] = TRN_DTYPE_NAMES("fill");
+constexpr const char* kCopyNames[7] = TRN_DTYPE_NAMES("copy");
+#define TRN_CAST_NAMES(from)                                                              \
+  {                                                                                      \
+    "cast_" from "_f32", "cast_" from "_f64", "cast_" from "_bf16", "cast_" from "_f16", \
+        "cast_" from "_i32", "cast_" from "_i64", "cast_" from "_bool"                    \
+  }
+constexpr const char* kCastNames[7][7] = {  // [from][to]
+    TRN_CAST_NAMES("f32"), TRN_CAST_NAMES("f64"), TRN_CAST_NAMES("bf16"), TRN_CAST_NAMES("f16"),
+    TRN_CAST_NAMES("i32"), TRN_CAST_NAMES("i64"), TRN_CAST_NAMES("bool"),
+};
+
+int D(DType d) { return static_cast<int>(d); }
+
+}  // namespace
+
+bool IsComparison(BinaryOp op) { return op >= BinaryOp::kEq; }
+
+Status Binary(BinaryOp op, const TensorRef& out, const TensorRef& a, const TensorRef& b,
+              double alpha) {
+  TRN_ASSERT(a.dtype == b.dtype, "Binary: a and b must share one dtype");
+  return BinaryImpl(op, a.dtype, out, a, b, alpha);
+}
+
+Status BinaryScalar(BinaryOp op, const TensorRef& out, const TensorRef& a, double s,
+                    bool scalar_first) {
+  if (op == BinaryOp::kPow && !scalar_first && IsFloating(a.dtype)) {
+    // torch's fast paths for common exponents (x**2 in RMSNorm written by hand).
+    if (s == 2.0) return Binary(BinaryOp::kMul, out, a, a);
+    if (s == 1.0) return Copy(out, a);
+    if (s == 0.5) return Unary(UnaryOp::kSqrt, out, a);
+    if (s == -0.5) return Unary(UnaryOp::kRsqrt, out, a);
+    if (s == -1.0) return Unary(UnaryOp::kReciprocal, out, a);
+  }
+  // The scalar becomes a stride-0 operand: float32 for floating tensors (the
+  // compute type), a's own type otherwise.
+  alignas(8) unsigned char value[8];
+  TensorRef sref = out;
+  for (int d = 0; d < sref.ndim; ++d) sref.strides[d] = 0;
+  sref.data = value;
+  if (IsFloating(a.dtype)) {
+    sref.dtype = DType::kFloat32;
+    const float f = static_cast<float>(s);
+    std::memcpy(value, &f, sizeof(f));
+  } else {
+    sref.dtype = a.dtype;
+    VisitDType(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const T v = Cast<T>(s);
+      std::memcpy(value, &v, sizeof(v));
+    });
+  }
+  return scalar_first ? BinaryImpl(op, a.dtype, out, sref, a, 1.0)
+                      : BinaryImpl(op, a.dtype, out, a, sref, 1.0);
+}
+
+Status Unary(UnaryOp op, const TensorRef& out, const TensorRef& in) {
+  TRN_ASSERT(out.dtype == (op == UnaryOp::kLogicalNot ? DType::kBool : in.dtype),
+             "Unary: out dtype must be in's dtype (kBool for logical_not)");
+  if (IsFloating(in.dtype)) {
+    const auto fn = HWY_DYNAMIC_DISPATCH(UnaryF32);
+    RunF32<1>(out, {&in}, [&](auto p, auto scalar, float* o, size_t n) {
+      if (!scalar[0]) return fn(op, p[0], o, n);
+      fn(op, p[0], o, 1);  // a broadcast input is one value: compute it once
+      std::fill_n(o + 1, n - 1, o[0]);
+    });
+    return Status::Ok();
+  }
+  VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_integral_v<T>) UnaryExact<T>(op, out, in);
+  });
+  return Status::Ok();
+}
+
+Status Where(const TensorRef& out, const TensorRef& cond, const TensorRef& a,
+             const TensorRef& b) {
+  TRN_ASSERT(cond.dtype == DType::kBool && a.dtype == out.dtype && b.dtype == out.dtype,
+             "Where: cond must be kBool and a, b, out share one dtype");
+  const size_t item = ItemSize(out.dtype);
+  const auto simd = HWY_DYNAMIC_DISPATCH(WhereU32);
+  ForEachRun<4>({&out, &cond, &a, &b}, [&](const std::array<char*, 4>& p, int64_t n,
+                                           const std::array<int64_t, 4>& s) {
+    const uint8_t* c = reinterpret_cast<const uint8_t*>(p[1]);
+    if (item == 4 && s[0] == 1 && s[1] == 1 && s[2] <= 1 && s[3] <= 1) {
+      simd(c, reinterpret_cast<const uint32_t*>(p[2]), s[2] == 0,
+           reinterpret_cast<const uint32_t*>(p[3]), s[3] == 0, reinterpret_cast<uint32_t*>(p[0]),
+           static_cast<size_t>(n));
+      return;
+    }
+    auto select = [&](auto tag) {  // moves raw bits: no dtype semantics needed
+      using U = decltype(tag);
+      U* o = reinterpret_cast<U*>(p[0]);
+      const U* x = reinterpret_cast<const U*>(p[2]);
+      const U* y = reinterpret_cast<const U*>(p[3]);
+      for (int64_t i = 0; i < n; ++i) o[i * s[0]] = c[i * s[1]] ? x[i * s[2]] : y[i * s[3]];
+    };
+    switch (item) {
+      case 1: return select(uint8_t{});
+      case 2: return select(uint16_t{});
+      case 4: return select(uint32_t{});
+      default: return select(uint64_t{});
+    }
+  });
+  return Status::Ok();
+}
+
+Status Fill(const TensorRef& out, double value) {
+  VisitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T v = Cast<T>(value);
+    ForEachRun<1>({&out}, [&](const std::array<char*, 1>& p, int64_t n,
+                              const std::array<int64_t, 1>& s) {
+      T* o = reinterpret_cast<T*>(p[0]);
+      if (s[0] == 1) {
+        std::fill_n(o, n, v);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * s[0]] = v;
+      }
+    });
+  });
+  return Status::Ok();
+}
+
+Status Copy(const TensorRef& out, const TensorRef& in) {
+  if (out.dtype == in.dtype) {
+    const size_t item = ItemSize(out.dtype);
+    ForEachRun<2>({&out, &in}, [&](const std::array<char*, 2>& p, int64_t n,
+                                   const std::array<int64_t, 2>& s) {
+      if (s[0] == 1 && s[1] == 1) {
+        std::memmove(p[0], p[1], static_cast<size_t>(n) * item);
+        return;
+      }
+      auto copy = [&](auto tag) {
+        using U = decltype(tag);
+        U* o = reinterpret_cast<U*>(p[0]);
+        const U* x = reinterpret_cast<const U*>(p[1]);
+        for (int64_t i = 0; i < n; ++i) o[i * s[0]] = x[i * s[1]];
+      };
+      switch (item) {
+        case 1: return copy(uint8_t{});
+        case 2: return copy(uint16_t{});
+        case 4: return copy(uint32_t{});
+        default: return copy(uint64_t{});
+      }
+    });
+    return Status::Ok();
+  }
+  VisitDType(out.dtype, [&](auto out_tag) {
+    using To = decltype(out_tag);
+    VisitDType(in.dtype, [&](auto in_tag) {
+      using From = decltype(in_tag);
+      ForEachRun<2>({&out, &in}, [&](const std::array<char*, 2>& p, int64_t n,
+                                     const std::array<int64_t, 2>& s) {
+        To* o = reinterpret_cast<To*>(p[0]);
+        const From* x = reinterpret_cast<const From*>(p[1]);
+        if (s[0] == 1 && s[1] == 1) {
+          for (int64_t i = 0; i < n; ++i) o[i] = Cast<To>(x[i]);
+        } else {
+          for (int64_t i = 0; i < n; ++i) o[i * s[0]] = Cast<To>(x[i * s[1]]);
+        }
+      });
+    });
+  });
+  return Status::Ok();
+}
+
+// Note [Describe flops]: flops count vector operations per element — 1 for
+// plain arithmetic and comparisons, an estimate of the polynomial evaluation
+// for transcendental functions (exp ~10, gelu ~22; see kUnaryFlops). Bytes
+// read count the distinct elements of each input: a broadcast input counts
+// its stored elements, not out's numel.
+KernelInfo DescribeBinary(BinaryOp op, const TensorRef& out, const TensorRef& a,
+                          const TensorRef* b, const char* aten_op) {
+  KernelInfo info;
+  info.name = kBinaryNames[static_cast<int>(op)][D(a.dtype)];
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  info.flops = static_cast<uint64_t>(out.numel()) * (op == BinaryOp::kPow ? 20 : 1);
+  info.bytes_read = DistinctBytes(a) + (b ? DistinctBytes(*b) : 0);
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+KernelInfo DescribeUnary(UnaryOp op, const TensorRef& out, const TensorRef& in,
+                         const char* aten_op) {
+  KernelInfo info;
+  info.name = kUnaryNames[static_cast<int>(op)][D(in.dtype)];
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  info.flops = static_cast<uint64_t>(out.numel()) * kUnaryFlops[static_cast<int>(op)];
+  info.bytes_read = DistinctBytes(in);
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+// Only out is known: a, b and cond are counted as dense in out's shape.
+KernelInfo DescribeWhere(const TensorRef& out, const char* aten_op) {
+  KernelInfo info;
+  info.name = kWhereNames[D(out.dtype)];
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  info.flops = static_cast<uint64_t>(out.numel());
+  info.bytes_read = 2 * out.nbytes() + static_cast<uint64_t>(out.numel());
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+KernelInfo DescribeFill(const TensorRef& out, const char* aten_op) {
+  KernelInfo info;
+  info.name = kFillNames[D(out.dtype)];
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+// A same-dtype copy is a DMA transfer; a cast needs the vector engine.
+KernelInfo DescribeCopy(const TensorRef& out, const TensorRef& in, const char* aten_op) {
+  KernelInfo info;
+  const bool cast = out.dtype != in.dtype;
+  info.name = cast ? kCastNames[D(in.dtype)][D(out.dtype)] : kCopyNames[D(out.dtype)];
+  info.op = aten_op;
+  info.engine = cast ? rt::Engine::kVector : rt::Engine::kDma;
+  info.flops = cast ? static_cast<uint64_t>(out.numel()) : 0;
+  info.bytes_read = DistinctBytes(in);
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+}  // namespace trn::kernels
+#endif  // HWY_ONCE

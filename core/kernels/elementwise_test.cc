@@ -1,0 +1,441 @@
+// Elementwise kernels on every compiled SIMD target against plain double
+// references, across dtypes, sizes that straddle vector widths, misaligned,
+// transposed, step-2 and broadcast layouts.
+//
+// Tolerances (relative to the double reference on the stored inputs; floats
+// are computed in float32, so float64 inputs are first rounded to float32):
+//   add/sub/mul/div/pow/max/min/neg/abs/relu/sqrt/reciprocal: 1e-6
+//   rsqrt (two roundings): 1e-6; exp/log/sigmoid/tanh/silu/sin/cos: 4e-6
+//   (+1e-7 absolute where the result crosses zero); gelu: 1e-5 (+1e-7 abs);
+//   bf16/f16 outputs: plus one ulp of the storage type.
+//   Comparisons, logical ops, integer ops, casts, where, fill: exact.
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/kernels/convert.h"
+#include "core/kernels/kernels.h"
+#include "core/kernels/kernels_test_util.h"
+
+namespace trn::kernels {
+namespace {
+
+using testing::AllLayouts;
+using testing::CheckClose;
+using testing::Empty;
+using testing::ForEachTarget;
+using testing::Layout;
+using testing::LayoutName;
+using testing::MakeRandom;
+using testing::RoundTo;
+using testing::StorageTol;
+using testing::TestTensor;
+
+const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
+                                        DType::kFloat64};
+const std::vector<DType> kNumTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
+                                      DType::kFloat64, DType::kInt32,    DType::kInt64};
+const std::vector<DType> kAllTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
+                                      DType::kFloat64, DType::kInt32,    DType::kInt64,
+                                      DType::kBool};
+
+// 1-D sizes around vector widths plus 2-D shapes (for the transposed layout).
+std::vector<std::vector<int64_t>> Shapes() {
+  return {{0}, {1}, {3}, {17}, {1000}, {4099}, {7, 33}, {64, 65}, {2, 3, 17}};
+}
+
+// The value a kernel computes with: float32 for floating dtypes.
+double Compute(DType dt, double v) { return IsFloating(dt) ? static_cast<float>(v) : v; }
+
+std::string Ctx(DType dt, Layout l, const std::vector<int64_t>& shape) {
+  std::string s = std::string(DTypeName(dt)) + " " + LayoutName(l) + " [";
+  for (int64_t d : shape) s += std::to_string(d) + ",";
+  return s + "]";
+}
+
+// ---- convert.h -------------------------------------------------------------------
+TEST(Convert, HalfDecodeIsExactForEveryBitPattern) {
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const double bf = testing::DecodeBF16(static_cast<uint16_t>(h));
+    const double f16 = testing::DecodeF16(static_cast<uint16_t>(h));
+    const float got_bf = internal::BF16ToF32(static_cast<uint16_t>(h));
+    const float got_f16 = internal::F16ToF32(static_cast<uint16_t>(h));
+    if (std::isnan(bf)) EXPECT_TRUE(std::isnan(got_bf)) << h;
+    else ASSERT_EQ(got_bf, bf) << h;
+    if (std::isnan(f16)) EXPECT_TRUE(std::isnan(got_f16)) << h;
+    else ASSERT_EQ(got_f16, f16) << h;
+  }
+}
+
+TEST(Convert, HalfEncodeRoundsToNearestEven) {
+  std::mt19937 rng(7);
+  std::vector<float> values = {0.0f, -0.0f, 1.0f, 65504.0f, 65519.99f, 65520.0f, 1e-8f,
+                               2.98e-8f, 2.9802322e-8f, 5.96e-8f, 6.1e-5f, 3.4e38f, -3.4e38f,
+                               INFINITY, -INFINITY, 1.00390625f, 1.01171875f};
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t bits = rng();
+    float f;
+    std::memcpy(&f, &bits, 4);
+    values.push_back(f);
+    values.push_back(std::ldexp(static_cast<float>(rng() % 4096) + 0.5f, -int(rng() % 40)));
+  }
+  for (float f : values) {
+    if (std::isnan(f)) {
+      EXPECT_TRUE(std::isnan(internal::BF16ToF32(internal::F32ToBF16(f))));
+      EXPECT_TRUE(std::isnan(internal::F16ToF32(internal::F32ToF16(f))));
+      continue;
+    }
+    ASSERT_EQ(internal::F32ToBF16(f), testing::EncodeBF16(f)) << f;
+    ASSERT_EQ(internal::F32ToF16(f), testing::EncodeF16(f)) << f;
+  }
+}
+
+// ---- Targets -----------------------------------------------------------------------
+TEST(Targets, SetTargetPinsDispatch) {
+  const std::vector<int64_t> targets = CompiledTargets();
+  ASSERT_FALSE(targets.empty());
+  const int64_t best = ActiveTarget();
+  for (int64_t t : targets) {
+    SetTarget(t);
+    EXPECT_EQ(ActiveTarget(), t) << TargetName(t);
+  }
+  SetTarget(0);
+  EXPECT_EQ(ActiveTarget(), best);
+  EXPECT_EQ(best, targets.front());  // best first: Highway orders by preference bit
+}
+
+// ---- Binary ------------------------------------------------------------------------
+double RefBinary(BinaryOp op, DType dt, double a, double b, double alpha) {
+  const bool fl = IsFloating(dt);
+  a = Compute(dt, a), b = Compute(dt, b);
+  switch (op) {
+    case BinaryOp::kAdd: return a + (fl ? static_cast<float>(alpha) : alpha) * b;
+    case BinaryOp::kSub: return a - (fl ? static_cast<float>(alpha) : alpha) * b;
+    case BinaryOp::kMul: return a * b;
+    case BinaryOp::kDiv: return a / b;
+    case BinaryOp::kPow:
+      if (!fl) {
+        if (b < 0) return a == 1 ? 1 : a == -1 ? (std::fmod(b, 2) != 0 ? -1 : 1) : 0;
+        return std::pow(a, b);
+      }
+      return std::pow(a, b);
+    case BinaryOp::kMaximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
+    case BinaryOp::kMinimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
+    case BinaryOp::kEq: return a == b;
+    case BinaryOp::kNe: return a != b;
+    case BinaryOp::kLt: return a < b;
+    case BinaryOp::kLe: return a <= b;
+    case BinaryOp::kGt: return a > b;
+    case BinaryOp::kGe: return a >= b;
+    case BinaryOp::kLogicalAnd: return a != 0 && b != 0;
+    case BinaryOp::kLogicalOr: return a != 0 || b != 0;
+  }
+  return 0;
+}
+
+const char* kBinaryOpNames[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "eq",
+                                "ne",  "lt",  "le",  "gt",  "ge",  "and",     "or"};
+
+void ExpectBinary(BinaryOp op, DType dt, const TestTensor& out, const TestTensor& a,
+                  const TestTensor* b, double scalar, bool scalar_first, double alpha,
+                  const std::string& ctx) {
+  const DType out_dt = out.dtype();
+  int failures = 0;
+  for (int64_t i = 0; i < out.numel() && failures < 5; ++i) {
+    const double x = scalar_first ? scalar : a.At(i);
+    const double y = b ? b->At(i) : scalar_first ? a.At(i) : scalar;
+    double e = RefBinary(op, dt, x, y, alpha);
+    std::string err;
+    if (IsComparison(op) || !IsFloating(dt)) {
+      if (dt == DType::kInt32 && !IsComparison(op)) e = static_cast<int32_t>(static_cast<int64_t>(e));
+      if (out.At(i) != e) err = "actual " + std::to_string(out.At(i)) + " expected " + std::to_string(e);
+    } else {
+      // add with alpha may round alpha*y before adding (no FMA on SSE4): bound
+      // the error by the operands' magnitude, not the (cancelled) result's.
+      const bool addsub = op == BinaryOp::kAdd || op == BinaryOp::kSub;
+      const double cancel = addsub ? 2e-7 * (std::fabs(x) + std::fabs(alpha * y)) : 0;
+      err = CheckClose(out.At(i), RoundTo(out_dt, e), 0, cancel + StorageTol(out_dt, e, 1e-6));
+    }
+    if (!err.empty()) {
+      ADD_FAILURE() << kBinaryOpNames[static_cast<int>(op)] << " " << ctx << " at " << i
+                    << " (x=" << x << ", y=" << y << "): " << err;
+      ++failures;
+    }
+  }
+}
+
+TEST(Binary, AllOpsDtypesLayoutsOnEveryTarget) {
+  ForEachTarget([](const char*) {
+    for (DType dt : kNumTypes) {
+      for (int opi = 0; opi <= static_cast<int>(BinaryOp::kLogicalOr); ++opi) {
+        const auto op = static_cast<BinaryOp>(opi);
+        if (op == BinaryOp::kDiv && !IsFloating(dt)) continue;  // caller makes it floating
+        const bool cmp = IsComparison(op);
+        // Small integer-valued inputs make ties (eq/le/ge) and exact int pow likely.
+        const double lo = cmp || op == BinaryOp::kPow ? -3 : -4, hi = -lo;
+        uint32_t seed = 1;
+        for (const auto& shape : Shapes()) {
+          for (Layout la : AllLayouts()) {
+            const Layout lb = AllLayouts()[(static_cast<int>(la) + 2) % AllLayouts().size()];
+            TestTensor a = MakeRandom(dt, shape, la, seed++, lo, hi);
+            TestTensor b = MakeRandom(dt, shape, lb, seed++, lo, hi);
+            if (cmp || op == BinaryOp::kPow) {  // round to quarters / integers
+              for (int64_t i = 0; i < a.numel(); ++i) a.Set(i, std::round(a.At(i) * 4) / 4);
+              for (int64_t i = 0; i < b.numel(); ++i) {
+                b.Set(i, op == BinaryOp::kPow ? std::round(b.At(i)) : std::round(b.At(i) * 4) / 4);
+              }
+            }
+            const DType out_dt = cmp ? DType::kBool : dt;
+            const double alpha =
+                op == BinaryOp::kAdd && la == Layout::kStep2 ? (IsFloating(dt) ? 2.5 : 2.0) : 1.0;
+            TestTensor out = testing::Empty(out_dt, shape, la == Layout::kMisaligned ? 1 : 0);
+            ASSERT_TRUE(Binary(op, out.ref, a.ref, b.ref, alpha).ok());
+            ExpectBinary(op, dt, out, a, &b, 0, false, alpha, Ctx(dt, la, shape));
+            // Scalar forms (rsub / pow(2, x) shapes).
+            for (bool first : {false, true}) {
+              const double s = op == BinaryOp::kPow && !first ? 3.0 : -1.5;
+              const double sv = IsFloating(dt) ? s : std::trunc(s);
+              TestTensor out2 = testing::Empty(out_dt, shape);
+              ASSERT_TRUE(BinaryScalar(op, out2.ref, a.ref, s, first).ok());
+              ExpectBinary(op, dt, out2, a, nullptr, sv, first, 1.0,
+                           Ctx(dt, la, shape) + (first ? " scalar-first" : " scalar"));
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Binary, FloatSpecialValuesFollowTorch) {
+  ForEachTarget([](const char*) {
+    const std::vector<double> xs = {NAN, 1.0, -2.0, 0.0, INFINITY, -8.0, -0.0, 2.0};
+    const std::vector<double> ys = {1.0, NAN, 0.0, 0.0, 2.0, 3.0, -1.0, -INFINITY};
+    const int64_t n = static_cast<int64_t>(xs.size());
+    TestTensor a = Empty(DType::kFloat32, {n}), b = Empty(DType::kFloat32, {n});
+    for (int64_t i = 0; i < n; ++i) a.Set(i, xs[i]), b.Set(i, ys[i]);
+    for (BinaryOp op : {BinaryOp::kDiv, BinaryOp::kPow, BinaryOp::kMaximum, BinaryOp::kMinimum,
+                        BinaryOp::kEq, BinaryOp::kNe, BinaryOp::kLt, BinaryOp::kGe,
+                        BinaryOp::kLogicalAnd}) {
+      TestTensor out = Empty(IsComparison(op) ? DType::kBool : DType::kFloat32, {n});
+      ASSERT_TRUE(Binary(op, out.ref, a.ref, b.ref).ok());
+      ExpectBinary(op, DType::kFloat32, out, a, &b, 0, false, 1.0, "specials");
+    }
+  });
+}
+
+// ---- Unary -------------------------------------------------------------------------
+struct UnaryCase {
+  UnaryOp op;
+  const char* name;
+  double lo, hi;     // input range
+  double rel, abs;   // float32 tolerance
+  double (*ref)(double);
+};
+
+double Erf(double x) { return std::erf(x); }
+const UnaryCase kUnaryCases[] = {
+    {UnaryOp::kNeg, "neg", -4, 4, 0, 0, [](double x) { return -x; }},
+    {UnaryOp::kAbs, "abs", -4, 4, 0, 0, [](double x) { return std::fabs(x); }},
+    {UnaryOp::kRelu, "relu", -4, 4, 0, 0, [](double x) { return x < 0 ? 0.0 : x; }},
+    {UnaryOp::kExp, "exp", -10, 10, 4e-6, 0, [](double x) { return std::exp(x); }},
+    {UnaryOp::kLog, "log", 0.01, 10, 4e-6, 1e-7, [](double x) { return std::log(x); }},
+    {UnaryOp::kSqrt, "sqrt", 0, 10, 1e-6, 0, [](double x) { return std::sqrt(x); }},
+    {UnaryOp::kRsqrt, "rsqrt", 0.01, 10, 1e-6, 0, [](double x) { return 1 / std::sqrt(x); }},
+    {UnaryOp::kReciprocal, "reciprocal", 0.1, 10, 1e-6, 0, [](double x) { return 1 / x; }},
+    {UnaryOp::kSigmoid, "sigmoid", -12, 12, 4e-6, 0, [](double x) { return 1 / (1 + std::exp(-x)); }},
+    {UnaryOp::kTanh, "tanh", -6, 6, 4e-6, 1e-7, [](double x) { return std::tanh(x); }},
+    {UnaryOp::kSilu, "silu", -12, 12, 4e-6, 1e-7, [](double x) { return x / (1 + std::exp(-x)); }},
+    {UnaryOp::kGelu, "gelu", -8, 8, 1e-5, 1e-7,
+     [](double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }},
+    {UnaryOp::kGeluTanh, "gelu_tanh", -8, 8, 1e-5, 1e-7,
+     [](double x) {
+       return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+     }},
+    {UnaryOp::kSin, "sin", -10, 10, 4e-6, 1e-7, [](double x) { return std::sin(x); }},
+    {UnaryOp::kCos, "cos", -10, 10, 4e-6, 1e-7, [](double x) { return std::cos(x); }},
+    {UnaryOp::kLogicalNot, "logical_not", -1, 1, 0, 0, [](double x) { return double(x == 0); }},
+};
+
+TEST(Unary, AllOpsDtypesLayoutsOnEveryTarget) {
+  ForEachTarget([](const char*) {
+    for (const UnaryCase& c : kUnaryCases) {
+      for (DType dt : kNumTypes) {
+        const bool exact_op = c.op == UnaryOp::kNeg || c.op == UnaryOp::kAbs ||
+                              c.op == UnaryOp::kRelu || c.op == UnaryOp::kLogicalNot;
+        if (!IsFloating(dt) && !exact_op) continue;
+        uint32_t seed = 11;
+        for (const auto& shape : Shapes()) {
+          for (Layout l : AllLayouts()) {
+            TestTensor in = MakeRandom(dt, shape, l, seed++, c.lo, c.hi);
+            if (c.op == UnaryOp::kLogicalNot) {  // make zeros common
+              for (int64_t i = 0; i < in.numel(); ++i) in.Set(i, std::round(in.At(i)));
+            }
+            const DType out_dt = c.op == UnaryOp::kLogicalNot ? DType::kBool : dt;
+            TestTensor out = Empty(out_dt, shape, l == Layout::kMisaligned ? 1 : 0);
+            ASSERT_TRUE(Unary(c.op, out.ref, in.ref).ok());
+            int failures = 0;
+            for (int64_t i = 0; i < out.numel() && failures < 5; ++i) {
+              const double x = Compute(dt, in.At(i));
+              const double e = c.ref(x);
+              const std::string err =
+                  CheckClose(out.At(i), RoundTo(out_dt, e), 0,
+                             c.abs + StorageTol(out_dt, e, c.rel));
+              if (!err.empty()) {
+                ADD_FAILURE() << c.name << " " << Ctx(dt, l, shape) << " at " << i
+                              << " x=" << x << ": " << err;
+                ++failures;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Unary, SpecialValuesFollowTorch) {
+  ForEachTarget([](const char*) {
+    const std::vector<double> xs = {NAN, INFINITY, -INFINITY, 0.0, -1.0, 200.0, -200.0, 88.0};
+    const int64_t n = static_cast<int64_t>(xs.size());
+    TestTensor in = Empty(DType::kFloat32, {n});
+    for (int64_t i = 0; i < n; ++i) in.Set(i, xs[i]);
+    struct {
+      UnaryOp op;
+      double (*ref)(double);
+    } cases[] = {
+        {UnaryOp::kExp, [](double x) { return std::exp(x); }},
+        {UnaryOp::kLog, [](double x) { return std::log(x); }},
+        {UnaryOp::kRelu, [](double x) { return std::isnan(x) ? x : x < 0 ? 0.0 : x; }},
+        {UnaryOp::kSigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }},
+        {UnaryOp::kTanh, [](double x) { return std::tanh(x); }},
+        {UnaryOp::kSqrt, [](double x) { return std::sqrt(x); }},
+    };
+    for (const auto& c : cases) {
+      TestTensor out = Empty(DType::kFloat32, {n});
+      ASSERT_TRUE(Unary(c.op, out.ref, in.ref).ok());
+      for (int64_t i = 0; i < n; ++i) {
+        const double e = static_cast<float>(c.ref(xs[i]));
+        EXPECT_EQ(CheckClose(out.At(i), e, 4e-6), "") << static_cast<int>(c.op) << " x=" << xs[i];
+      }
+    }
+  });
+}
+
+// ---- Where / Fill / Copy -----------------------------------------------------------
+TEST(Where, AllDtypesLayoutsOnEveryTarget) {
+  ForEachTarget([](const char*) {
+    for (DType dt : kAllTypes) {
+      uint32_t seed = 3;
+      for (const auto& shape : Shapes()) {
+        for (Layout l : AllLayouts()) {
+          TestTensor c = MakeRandom(DType::kBool, shape, AllLayouts()[(int(l) + 1) % 5], seed++);
+          TestTensor a = MakeRandom(dt, shape, l, seed++);
+          // b broadcast from one element half of the time (the where(mask, x, -inf) shape).
+          TestTensor b = (seed % 2) ? MakeRandom(dt, {1}, Layout::kContiguous, seed++).Expand(shape)
+                                    : MakeRandom(dt, shape, Layout::kStep2, seed++);
+          TestTensor out = Empty(dt, shape, l == Layout::kMisaligned ? 1 : 0);
+          ASSERT_TRUE(Where(out.ref, c.ref, a.ref, b.ref).ok());
+          for (int64_t i = 0; i < out.numel(); ++i) {
+            ASSERT_EQ(out.At(i), c.At(i) ? a.At(i) : b.At(i)) << Ctx(dt, l, shape) << " " << i;
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Fill, AllDtypesStridedOut) {
+  for (DType dt : kAllTypes) {
+    TestTensor base = Empty(dt, {2 * 1000 + 1});
+    TestTensor out = base.Slice(0, 1, 2, 1000);
+    ASSERT_TRUE(Fill(out.ref, -2.75).ok());
+    for (int64_t i = 0; i < base.numel(); ++i) {
+      const double e = i % 2 ? RoundTo(dt, dt == DType::kInt32 || dt == DType::kInt64 ? -2 : -2.75) : 0;
+      ASSERT_EQ(base.At(i), e) << DTypeName(dt) << " " << i;
+    }
+  }
+}
+
+// torch cast semantics: float -> int truncates, nonzero -> true, float64 -> half
+// goes through float32.
+double RefCast(DType from, DType to, double v) {
+  if (from == DType::kFloat64 && (to == DType::kBFloat16 || to == DType::kFloat16)) {
+    return RoundTo(to, static_cast<float>(v));
+  }
+  return RoundTo(to, v);
+}
+
+TEST(Copy, CastsAmongAllDtypesAndLayouts) {
+  ForEachTarget([](const char*) {
+    for (DType from : kAllTypes) {
+      for (DType to : kAllTypes) {
+        uint32_t seed = 5;
+        for (const auto& shape : Shapes()) {
+          for (Layout l : AllLayouts()) {
+            TestTensor in = MakeRandom(from, shape, l, seed++, -300.0, 300.0);
+            TestTensor out = Empty(to, shape, l == Layout::kMisaligned ? 1 : 0);
+            ASSERT_TRUE(Copy(out.ref, in.ref).ok());
+            for (int64_t i = 0; i < out.numel(); ++i) {
+              ASSERT_EQ(out.At(i), RefCast(from, to, in.At(i)))
+                  << DTypeName(from) << "->" << Ctx(to, l, shape) << " at " << i;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Copy, ToTransposedOutAndInt64Exact) {
+  TestTensor in = MakeRandom(DType::kInt64, {33, 7}, Layout::kContiguous, 1);
+  in.Set(5, 9007199254740993.0);  // not representable in float: must not pass through float
+  int64_t big = (int64_t{1} << 62) + 1;
+  std::memcpy(static_cast<char*>(in.ref.data) + 6 * 8, &big, 8);
+  TestTensor out = Empty(DType::kInt64, {7, 33}).Transpose(0, 1);
+  ASSERT_TRUE(Copy(out.ref, in.ref).ok());
+  for (int64_t i = 0; i < in.numel(); ++i) ASSERT_EQ(out.AtInt(i), in.AtInt(i)) << i;
+  EXPECT_EQ(out.AtInt(6), big);
+}
+
+// ---- Describe ----------------------------------------------------------------------
+TEST(Describe, NamesEnginesAndBytes) {
+  TestTensor a = Empty(DType::kFloat32, {64, 32});
+  TestTensor b = Empty(DType::kFloat32, {32}).Expand({64, 32});  // broadcast row
+  TestTensor out = Empty(DType::kFloat32, {64, 32});
+  KernelInfo mul = DescribeBinary(BinaryOp::kMul, out.ref, a.ref, &b.ref, "aten::mul");
+  EXPECT_STREQ(mul.name, "mul_f32");
+  EXPECT_STREQ(mul.op, "aten::mul");
+  EXPECT_EQ(mul.engine, rt::Engine::kVector);
+  EXPECT_EQ(mul.flops, 64u * 32);
+  EXPECT_EQ(mul.bytes_read, 64u * 32 * 4 + 32 * 4);
+  EXPECT_EQ(mul.bytes_written, 64u * 32 * 4);
+  KernelInfo s = DescribeBinary(BinaryOp::kAdd, out.ref, a.ref, nullptr, "aten::add");
+  EXPECT_EQ(s.bytes_read, 64u * 32 * 4);
+
+  TestTensor h = Empty(DType::kBFloat16, {64, 32});
+  KernelInfo e = DescribeUnary(UnaryOp::kExp, h.ref, h.ref, "aten::exp");
+  EXPECT_STREQ(e.name, "exp_bf16");
+  EXPECT_GT(e.flops, 64u * 32);  // transcendental: several ops per element
+
+  KernelInfo same = DescribeCopy(out.ref, a.ref, "aten::copy_");
+  EXPECT_EQ(same.engine, rt::Engine::kDma);
+  EXPECT_STREQ(same.name, "copy_f32");
+  KernelInfo cast = DescribeCopy(h.ref, a.ref, "aten::_to_copy");
+  EXPECT_EQ(cast.engine, rt::Engine::kVector);
+  EXPECT_STREQ(cast.name, "cast_f32_bf16");
+  EXPECT_EQ(cast.bytes_read, 64u * 32 * 4);
+  EXPECT_EQ(cast.bytes_written, 64u * 32 * 2);
+
+  TestTensor bo = Empty(DType::kBool, {64, 32});
+  EXPECT_STREQ(DescribeBinary(BinaryOp::kLt, bo.ref, a.ref, &a.ref, "aten::lt").name, "lt_f32");
+  EXPECT_STREQ(DescribeFill(bo.ref, "aten::fill_").name, "fill_bool");
+  EXPECT_STREQ(DescribeWhere(out.ref, "aten::where").name, "where_f32");
+}
+
+}  // namespace
+}  // namespace trn::kernels

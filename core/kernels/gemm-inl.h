@@ -1,0 +1,368 @@
+// Packed, cache-blocked f32 GEMM (Goto/BLIS structure), compiled once per
+// Highway target. Included by matmul.cc through hwy/foreach_target.h.
+//
+// Note [GEMM blocking]
+// C[m,n] += alpha * A[m,k] B[k,n] is cut into NC-wide column blocks of B, KC-deep
+// slices of k and MC-tall row blocks of A. Each KC x NC slice of B is packed once
+// into NR-wide micro-panels (stays in L3), each MC x KC block of A into MR-tall
+// micro-panels (stays in L2); the micro-kernel streams one A micro-panel and
+// one B micro-panel (L1) and keeps an MR x NR tile of C in registers:
+// MR = 6 rows x NR = 2 vectors = 12 FMA accumulators (AVX2: 6 x 16 floats),
+// plus 2 B vectors and one broadcast A value = 15 of 16 registers.
+// Packing converts any dtype and any strides to contiguous f32, so the
+// micro-kernel sees one layout whatever the operands were (w.t() included).
+
+// ---- Target-independent part (normal include guard) -----------------------------
+#ifndef TRN_KERNELS_GEMM_ARGS_H_
+#define TRN_KERNELS_GEMM_ARGS_H_
+
+#include <cstdint>
+
+#include "core/common/tensor_ref.h"
+
+namespace trn::kernels::gemm {
+
+// One operand as the packers read it: element (r, c) is at data[r*rs + c*cs].
+struct Operand {
+  const void* data = nullptr;
+  DType dtype = DType::kFloat32;
+  int64_t rs = 0;
+  int64_t cs = 0;
+};
+
+// One 2-D problem: c[i*ldc + j] (+)= alpha * sum_p a(i,p) * b(p,j).
+// accumulate = false overwrites c (it may hold garbage); true adds to it.
+struct Args {
+  int64_t m = 0, n = 0, k = 0;
+  Operand a, b;  // a: m x k, b: k x n
+  float* c = nullptr;
+  int64_t ldc = 0;
+  float alpha = 1.0f;
+  bool accumulate = false;
+};
+
+}  // namespace trn::kernels::gemm
+
+#endif  // TRN_KERNELS_GEMM_ARGS_H_
+
+// ---- Per-target part (re-included once per target) ------------------------------
+#if defined(TRN_KERNELS_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TRN_KERNELS_GEMM_INL_H_
+#undef TRN_KERNELS_GEMM_INL_H_
+#else
+#define TRN_KERNELS_GEMM_INL_H_
+#endif
+
+#include <algorithm>
+#include <vector>
+
+#include "core/kernels/convert.h"
+#include "hwy/aligned_allocator.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace trn::kernels::gemm::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+constexpr size_t kMR = 6;
+constexpr size_t kNR = 2 * hn::MaxLanes(DF());
+// Note [GEMM blocking]: sizes follow BLIS's Zen configurations. AVX2 (NR 16):
+// A block 144 x 256 f32 = 144 KiB in L2, B micro-panel 256 x 16 = 16 KiB in L1.
+// AVX-512 (NR 32) streams B micro-panels of 512 x 32 from L2 (Zen 4: 1 MiB L2)
+// and measured faster with the deeper k slice. B slice KC x NC stays in L3.
+constexpr size_t kKC = kNR >= 32 ? 512 : 256;
+constexpr size_t kMC = kNR >= 32 ? 96 : 144;
+constexpr size_t kNC = (3072 / kNR) * kNR;
+static_assert(kMC % kMR == 0, "MC must hold whole micro-panels");
+
+// Packs the mc x kc block of A at (i0, p0) into MR-row micro-panels:
+// ap[panel][p][i], rows past mc are zero.
+inline void PackA(const Operand& a, int64_t i0, int64_t p0, size_t mc, size_t kc,
+                  float* HWY_RESTRICT ap) {
+  for (size_t ir = 0; ir < mc; ir += kMR) {
+    const size_t mr = std::min(kMR, mc - ir);
+    float* HWY_RESTRICT dst = ap + ir * kc;
+    const int64_t row0 = i0 + static_cast<int64_t>(ir);
+    if (a.dtype == DType::kFloat32) {
+      const float* src = static_cast<const float*>(a.data);
+      for (size_t i = 0; i < mr; ++i) {
+        const float* s = src + (row0 + static_cast<int64_t>(i)) * a.rs + p0 * a.cs;
+        if (a.cs == 1) {
+          for (size_t p = 0; p < kc; ++p) dst[p * kMR + i] = s[p];
+        } else {
+          for (size_t p = 0; p < kc; ++p) dst[p * kMR + i] = s[static_cast<int64_t>(p) * a.cs];
+        }
+      }
+    } else {
+      internal::VisitDType(a.dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const T* src = static_cast<const T*>(a.data);
+        for (size_t i = 0; i < mr; ++i) {
+          const T* s = src + (row0 + static_cast<int64_t>(i)) * a.rs + p0 * a.cs;
+          for (size_t p = 0; p < kc; ++p) {
+            dst[p * kMR + i] = internal::ToF32(s[static_cast<int64_t>(p) * a.cs]);
+          }
+        }
+      });
+    }
+    for (size_t i = mr; i < kMR; ++i) {
+      for (size_t p = 0; p < kc; ++p) dst[p * kMR + i] = 0.0f;
+    }
+  }
+}
+
+// Packs the kc x nc block of B at (p0, j0) into NR-column micro-panels:
+// bp[panel][p][j], columns past nc are zero.
+inline void PackB(const Operand& b, int64_t p0, int64_t j0, size_t kc, size_t nc,
+                  float* HWY_RESTRICT bp) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  for (size_t jr = 0; jr < nc; jr += kNR) {
+    const size_t nr = std::min(kNR, nc - jr);
+    float* HWY_RESTRICT dst = bp + jr * kc;
+    const int64_t col0 = j0 + static_cast<int64_t>(jr);
+    if (b.dtype == DType::kFloat32 && b.cs == 1 && nr == kNR) {
+      // Row-major B: each k row of the panel is two contiguous vectors.
+      const float* s = static_cast<const float*>(b.data) + p0 * b.rs + col0;
+      for (size_t p = 0; p < kc; ++p) {
+        hn::Store(hn::LoadU(d, s), d, dst + p * kNR);
+        hn::Store(hn::LoadU(d, s + N), d, dst + p * kNR + N);
+        s += b.rs;
+      }
+      continue;
+    }
+    // Transposed or strided B (linear's w.t()), or another dtype: a blocked
+    // transpose, 16 k at a time, so each column's cache line is consumed whole
+    // and the 16 panel rows being written stay in L1. (Walking all NR columns
+    // per k thrashes L1: columns K elements apart fall into the same sets.)
+    internal::VisitDType(b.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      constexpr size_t kKBlock = 16;
+      const T* src = static_cast<const T*>(b.data) + p0 * b.rs + col0 * b.cs;
+      for (size_t pb = 0; pb < kc; pb += kKBlock) {
+        const size_t pe = std::min(kc, pb + kKBlock);
+        for (size_t j = 0; j < nr; ++j) {
+          const T* s = src + static_cast<int64_t>(j) * b.cs;
+          for (size_t p = pb; p < pe; ++p) {
+            dst[p * kNR + j] = internal::ToF32(s[static_cast<int64_t>(p) * b.rs]);
+          }
+        }
+      }
+    });
+    for (size_t j = nr; j < kNR; ++j) {
+      for (size_t p = 0; p < kc; ++p) dst[p * kNR + j] = 0.0f;
+    }
+  }
+}
+
+// C tile (mr x nr valid of MR x NR) (+)= alpha * Ap-panel * Bp-panel.
+HWY_NOINLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT ap,
+                              const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, int64_t ldc,
+                              size_t mr, size_t nr, float alpha, bool accumulate) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  auto c00 = hn::Zero(d), c01 = hn::Zero(d), c10 = hn::Zero(d), c11 = hn::Zero(d);
+  auto c20 = hn::Zero(d), c21 = hn::Zero(d), c30 = hn::Zero(d), c31 = hn::Zero(d);
+  auto c40 = hn::Zero(d), c41 = hn::Zero(d), c50 = hn::Zero(d), c51 = hn::Zero(d);
+  for (size_t p = 0; p < kc; ++p) {
+    const auto b0 = hn::Load(d, bp);
+    const auto b1 = hn::Load(d, bp + N);
+    auto a = hn::Set(d, ap[0]);
+    c00 = hn::MulAdd(a, b0, c00);
+    c01 = hn::MulAdd(a, b1, c01);
+    a = hn::Set(d, ap[1]);
+    c10 = hn::MulAdd(a, b0, c10);
+    c11 = hn::MulAdd(a, b1, c11);
+    a = hn::Set(d, ap[2]);
+    c20 = hn::MulAdd(a, b0, c20);
+    c21 = hn::MulAdd(a, b1, c21);
+    a = hn::Set(d, ap[3]);
+    c30 = hn::MulAdd(a, b0, c30);
+    c31 = hn::MulAdd(a, b1, c31);
+    a = hn::Set(d, ap[4]);
+    c40 = hn::MulAdd(a, b0, c40);
+    c41 = hn::MulAdd(a, b1, c41);
+    a = hn::Set(d, ap[5]);
+    c50 = hn::MulAdd(a, b0, c50);
+    c51 = hn::MulAdd(a, b1, c51);
+    ap += kMR;
+    bp += kNR;
+  }
+  const auto va = hn::Set(d, alpha);
+  if (mr == kMR && nr == kNR) {
+    // Full tile: write straight into C.
+    const auto put = [&](size_t i, decltype(c00) v0, decltype(c00) v1) {
+      float* row = c + static_cast<int64_t>(i) * ldc;
+      if (accumulate) {
+        hn::StoreU(hn::MulAdd(va, v0, hn::LoadU(d, row)), d, row);
+        hn::StoreU(hn::MulAdd(va, v1, hn::LoadU(d, row + N)), d, row + N);
+      } else {
+        hn::StoreU(hn::Mul(va, v0), d, row);
+        hn::StoreU(hn::Mul(va, v1), d, row + N);
+      }
+    };
+    put(0, c00, c01);
+    put(1, c10, c11);
+    put(2, c20, c21);
+    put(3, c30, c31);
+    put(4, c40, c41);
+    put(5, c50, c51);
+    return;
+  }
+  // Edge tile: spill to a buffer, copy the valid part.
+  HWY_ALIGN float tile[kMR * kNR];
+  const decltype(c00) acc[kMR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
+                                     {c30, c31}, {c40, c41}, {c50, c51}};
+  for (size_t i = 0; i < kMR; ++i) {
+    hn::Store(hn::Mul(va, acc[i][0]), d, tile + i * kNR);
+    hn::Store(hn::Mul(va, acc[i][1]), d, tile + i * kNR + N);
+  }
+  for (size_t i = 0; i < mr; ++i) {
+    float* row = c + static_cast<int64_t>(i) * ldc;
+    const float* t = tile + i * kNR;
+    for (size_t j = 0; j < nr; ++j) row[j] = accumulate ? row[j] + t[j] : t[j];
+  }
+}
+
+// Note [GEMV path]: with few rows, packing B (the whole weight of a
+// decode-time linear) costs more than the product itself. B is instead
+// streamed once in its own layout: dot products along k when B's columns are
+// contiguous (linear's w.t(); the column stays in L1 while every row of A
+// meets it), row updates (axpy) when its rows are (C rows stay in cache).
+constexpr int64_t kDotRows = 16;
+constexpr int64_t kAxpyRows = 4;
+
+inline bool UseGemv(const Args& args) {
+  if (args.b.dtype != DType::kFloat32) return false;
+  return (args.b.cs == 1 && args.m <= kAxpyRows) || (args.b.rs == 1 && args.m <= kDotRows);
+}
+
+// sum_p a_r[p] * col[p] for R rows of A (k floats each, lda apart), sharing
+// each load of the column between the rows.
+template <size_t R>
+HWY_INLINE void Dots(const float* HWY_RESTRICT a, size_t lda, const float* HWY_RESTRICT col,
+                     size_t k, float* HWY_RESTRICT out) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  decltype(hn::Zero(d)) acc[R];
+  for (size_t r = 0; r < R; ++r) acc[r] = hn::Zero(d);
+  size_t p = 0;
+  for (; p + N <= k; p += N) {
+    const auto b = hn::LoadU(d, col + p);
+    for (size_t r = 0; r < R; ++r) acc[r] = hn::MulAdd(hn::LoadU(d, a + r * lda + p), b, acc[r]);
+  }
+  for (size_t r = 0; r < R; ++r) {
+    float dot = hn::GetLane(hn::SumOfLanes(d, acc[r]));
+    for (size_t q = p; q < k; ++q) dot += a[r * lda + q] * col[q];
+    out[r] = dot;
+  }
+}
+
+void Gemv(const Args& args) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const size_t m = static_cast<size_t>(args.m), n = static_cast<size_t>(args.n);
+  const size_t k = static_cast<size_t>(args.k);
+  thread_local std::vector<float> a_rows;
+  a_rows.resize(m * k);
+  const size_t a_item = ItemSize(args.a.dtype);
+  for (size_t i = 0; i < m; ++i) {
+    const char* row = static_cast<const char*>(args.a.data) +
+                      static_cast<int64_t>(i) * args.a.rs * static_cast<int64_t>(a_item);
+    internal::LoadAsF32(args.a.dtype, row, args.a.cs, args.k, a_rows.data() + i * k);
+  }
+  const float* b = static_cast<const float*>(args.b.data);
+  const auto c_row = [&](size_t i) { return args.c + static_cast<int64_t>(i) * args.ldc; };
+  if (args.b.cs == 1) {
+    // Row-major B: c[i, :] += (alpha * a[i, p]) * b[p, :], each B row read once.
+    for (size_t i = 0; i < m; ++i) {
+      if (!args.accumulate) std::fill_n(c_row(i), n, 0.0f);
+    }
+    for (size_t p = 0; p < k; ++p) {
+      const float* brow = b + static_cast<int64_t>(p) * args.b.rs;
+      for (size_t i = 0; i < m; ++i) {
+        const float coef = args.alpha * a_rows[i * k + p];
+        const auto vc = hn::Set(d, coef);
+        float* c = c_row(i);
+        size_t j = 0;
+        for (; j + N <= n; j += N) {
+          hn::StoreU(hn::MulAdd(vc, hn::LoadU(d, brow + j), hn::LoadU(d, c + j)), d, c + j);
+        }
+        for (; j < n; ++j) c[j] += coef * brow[j];
+      }
+    }
+    return;
+  }
+  // Column-contiguous B: dot products, each column read once from memory.
+  float dots[4];
+  for (size_t j = 0; j < n; ++j) {
+    const float* bcol = b + static_cast<int64_t>(j) * args.b.cs;
+    for (size_t i0 = 0; i0 < m; i0 += 4) {
+      const size_t rows = std::min<size_t>(4, m - i0);
+      const float* a = a_rows.data() + i0 * k;
+      if (rows == 4) {
+        Dots<4>(a, k, bcol, k, dots);
+      } else {
+        for (size_t r = 0; r < rows; ++r) Dots<1>(a + r * k, k, bcol, k, dots + r);
+      }
+      for (size_t r = 0; r < rows; ++r) {
+        float& c = c_row(i0 + r)[j];
+        c = args.accumulate ? c + args.alpha * dots[r] : args.alpha * dots[r];
+      }
+    }
+  }
+}
+
+// Pack buffers per worker thread, allocated on first use and kept: a core runs
+// one kernel at a time, and GEMMs are frequent enough not to pay malloc each time.
+struct PackBuffers {
+  hwy::AlignedFreeUniquePtr<float[]> a = hwy::AllocateAligned<float>(kMC * kKC);
+  hwy::AlignedFreeUniquePtr<float[]> b = hwy::AllocateAligned<float>(kKC * kNC);
+};
+
+void GemmF32(const Args& args) {
+  const size_t m = static_cast<size_t>(args.m);
+  const size_t n = static_cast<size_t>(args.n);
+  const size_t k = static_cast<size_t>(args.k);
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    if (!args.accumulate) {
+      for (size_t i = 0; i < m; ++i) {
+        std::fill_n(args.c + static_cast<int64_t>(i) * args.ldc, n, 0.0f);
+      }
+    }
+    return;
+  }
+  if (UseGemv(args)) return Gemv(args);
+  thread_local PackBuffers buffers;
+  float* HWY_RESTRICT ap = buffers.a.get();
+  float* HWY_RESTRICT bp = buffers.b.get();
+  for (size_t jc = 0; jc < n; jc += kNC) {
+    const size_t nc = std::min(kNC, n - jc);
+    for (size_t pc = 0; pc < k; pc += kKC) {
+      const size_t kc = std::min(kKC, k - pc);
+      const bool accumulate = args.accumulate || pc > 0;
+      PackB(args.b, static_cast<int64_t>(pc), static_cast<int64_t>(jc), kc, nc, bp);
+      for (size_t ic = 0; ic < m; ic += kMC) {
+        const size_t mc = std::min(kMC, m - ic);
+        PackA(args.a, static_cast<int64_t>(ic), static_cast<int64_t>(pc), mc, kc, ap);
+        for (size_t jr = 0; jr < nc; jr += kNR) {
+          const size_t nr = std::min(kNR, nc - jr);
+          for (size_t ir = 0; ir < mc; ir += kMR) {
+            const size_t mr = std::min(kMR, mc - ir);
+            float* c = args.c + static_cast<int64_t>(ic + ir) * args.ldc +
+                       static_cast<int64_t>(jc + jr);
+            MicroKernel(kc, ap + ir * kc, bp + jr * kc, c, args.ldc, mr, nr, args.alpha,
+                        accumulate);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace trn::kernels::gemm::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // TRN_KERNELS_GEMM_INL_H_

@@ -1,0 +1,281 @@
+// rms_norm and layer_norm: strided rows gathered to f32 when needed, the row
+// math in norm-inl.h (Note [fused rms_norm]).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/norm.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "core/kernels/norm-inl.h"
+#include "hwy/highway.h"
+
+#if HWY_ONCE
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/common/assert.h"
+#include "core/kernels/convert.h"
+#include "core/kernels/kernels.h"
+
+namespace trn::kernels {
+namespace norm {
+HWY_EXPORT(RmsNormRows);
+HWY_EXPORT(LayerNormRow);
+HWY_EXPORT(StreamFence);
+}  // namespace norm
+
+namespace {
+
+// Outputs at least this large are written with non-temporal stores
+// (Note [fused rms_norm]): well past the 32 MiB L3 of the target machine, so a
+// result that a following kernel could still find in cache keeps normal stores.
+constexpr size_t kStreamBytes = size_t{64} << 20;
+
+// The rows of a tensor: dims [0, lead) index rows, dims [lead, ndim) are one row.
+struct Rows {
+  const TensorRef* t;
+  int lead;
+  int64_t inner_stride;  // the row is one run with this stride, or -1 (odd row layout)
+
+  Rows(const TensorRef& ref, int lead_dims) : t(&ref), lead(lead_dims), inner_stride(1) {
+    int64_t expected = 0;  // stride the next-outer dim needs to continue the run
+    bool first = true;
+    for (int d = t->ndim - 1; d >= lead; --d) {
+      if (t->sizes[d] == 1) continue;
+      if (first) {
+        inner_stride = t->strides[d];
+        first = false;
+      } else if (t->strides[d] != expected) {
+        inner_stride = -1;
+        return;
+      }
+      expected = t->strides[d] * t->sizes[d];
+    }
+  }
+  bool contiguous() const { return inner_stride == 1; }
+  // Element offset of row r (row-major over the leading dims).
+  int64_t Offset(int64_t r) const {
+    int64_t off = 0;
+    for (int d = lead - 1; d >= 0; --d) {
+      const int64_t s = t->sizes[d];
+      off += (r % s) * t->strides[d];
+      r /= s;
+    }
+    return off;
+  }
+  // Element offset of the i-th element of a row (row-major over the row dims).
+  int64_t InnerOffset(int64_t i) const {
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= lead; --d) {
+      const int64_t s = t->sizes[d];
+      off += (i % s) * t->strides[d];
+      i /= s;
+    }
+    return off;
+  }
+  char* Ptr(int64_t offset) const {
+    return static_cast<char*>(t->data) + offset * static_cast<int64_t>(ItemSize(t->dtype));
+  }
+};
+
+void GatherRow(const Rows& rows, int64_t r, float* dst, int64_t n) {
+  const int64_t base = rows.Offset(r);
+  const DType dt = rows.t->dtype;
+  if (rows.inner_stride >= 0) {
+    internal::LoadAsF32(dt, rows.Ptr(base), rows.inner_stride, n, dst);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    internal::LoadAsF32(dt, rows.Ptr(base + rows.InnerOffset(i)), 1, 1, dst + i);
+  }
+}
+
+void ScatterRow(const Rows& rows, int64_t r, const float* src, int64_t n) {
+  const int64_t base = rows.Offset(r);
+  const DType dt = rows.t->dtype;
+  if (rows.inner_stride >= 0) {
+    internal::StoreFromF32(dt, rows.Ptr(base), rows.inner_stride, n, src);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    internal::StoreFromF32(dt, rows.Ptr(base + rows.InnerOffset(i)), 1, 1, src + i);
+  }
+}
+
+// A per-row statistic output (mean_out / rstd_out): the leading shape, with
+// or without trailing keepdim ones.
+void StoreRowStat(const TensorRef& t, int lead, int64_t r, float v) {
+  if (t.data == nullptr) return;
+  const Rows rows(t, t.ndim >= lead ? lead : 0);
+  const int64_t off = t.ndim >= lead ? rows.Offset(r) : r;
+  internal::StoreFromF32(t.dtype, rows.Ptr(off), 1, 1, &v);
+}
+
+void CheckStat(const TensorRef& stat, const TensorRef& in, int lead, int64_t rows) {
+  if (stat.data == nullptr) return;
+  TRN_ASSERT(stat.numel() == rows, "norm statistic must have one element per row");
+  TRN_ASSERT(IsFloating(stat.dtype), "norm statistic must be floating");
+  if (stat.ndim >= lead) {
+    for (int d = 0; d < lead; ++d) {
+      TRN_ASSERT(stat.sizes[d] == in.sizes[d], "norm statistic must have the leading shape");
+    }
+  } else {
+    TRN_ASSERT(stat.is_contiguous(), "flattened norm statistic must be contiguous");
+  }
+}
+
+// Shared checks; returns the row length.
+int64_t CheckNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                  const TensorRef* bias, int norm_dims) {
+  TRN_ASSERT(norm_dims >= 1 && norm_dims <= in.ndim, "norm_dims must be in [1, in.ndim]");
+  TRN_ASSERT(out.ndim == in.ndim && out.dtype == in.dtype, "out must match in");
+  TRN_ASSERT(IsFloating(in.dtype), "normalization needs a floating dtype");
+  for (int d = 0; d < in.ndim; ++d) TRN_ASSERT(out.sizes[d] == in.sizes[d], "out must match in");
+  int64_t n = 1;
+  for (int d = in.ndim - norm_dims; d < in.ndim; ++d) n *= in.sizes[d];
+  for (const TensorRef* p : {&weight, bias}) {
+    if (p == nullptr || p->data == nullptr) continue;
+    TRN_ASSERT(p->numel() == n && IsFloating(p->dtype), "weight/bias must have the row shape");
+  }
+  return n;
+}
+
+// Weight or bias as contiguous f32 (nullptr when absent).
+const float* ParamF32(const TensorRef& p, int64_t n, std::vector<float>& scratch) {
+  if (p.data == nullptr) return nullptr;
+  const Rows rows(p, 0);
+  if (p.dtype == DType::kFloat32 && rows.contiguous()) return p.ptr<float>();
+  scratch.resize(static_cast<size_t>(n));
+  GatherRow(rows, 0, scratch.data(), n);
+  return scratch.data();
+}
+
+bool IsF32Rows(const Rows& rows) {
+  return rows.t->dtype == DType::kFloat32 && rows.contiguous();
+}
+
+const char* NormName(const char* const names[4], DType dt) {
+  switch (dt) {
+    case DType::kFloat32: return names[0];
+    case DType::kFloat64: return names[1];
+    case DType::kBFloat16: return names[2];
+    default: return names[3];
+  }
+}
+
+}  // namespace
+
+Status RmsNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+               int norm_dims, double eps, const TensorRef& rstd_out) {
+  const int64_t n = CheckNorm(out, in, weight, nullptr, norm_dims);
+  const int lead = in.ndim - norm_dims;
+  const int64_t num_rows = n == 0 ? 0 : in.numel() / n;
+  CheckStat(rstd_out, in, lead, num_rows);
+  if (num_rows == 0) return Status::Ok();
+  std::vector<float> w_scratch, row;
+  const float* w = ParamF32(weight, n, w_scratch);
+  const Rows in_rows(in, lead), out_rows(out, lead);
+  const bool direct = IsF32Rows(in_rows) && IsF32Rows(out_rows);
+  const bool stream = direct && out.nbytes() >= kStreamBytes;
+  const auto rows_fn = HWY_DYNAMIC_DISPATCH(norm::RmsNormRows);
+  const size_t len = static_cast<size_t>(n);
+  const float fe = static_cast<float>(eps);
+  if (!direct) {
+    row.resize(len);
+    const float* src = row.data();
+    float* dst = row.data();
+    for (int64_t r = 0; r < num_rows; ++r) {
+      GatherRow(in_rows, r, row.data(), n);
+      float rstd;
+      rows_fn(&src, &dst, 1, w, len, fe, false, &rstd);
+      ScatterRow(out_rows, r, row.data(), n);
+      StoreRowStat(rstd_out, lead, r, rstd);
+    }
+    return Status::Ok();
+  }
+  // Rows go to the row kernel in batches, so it can overlap each row's writes
+  // with the next row's reads (Note [fused rms_norm]).
+  constexpr int64_t kBatch = 64;
+  const float* src[kBatch];
+  float* dst[kBatch];
+  float rstd[kBatch];
+  for (int64_t r0 = 0; r0 < num_rows; r0 += kBatch) {
+    const int64_t count = std::min(kBatch, num_rows - r0);
+    for (int64_t i = 0; i < count; ++i) {
+      src[i] = in.ptr<float>() + in_rows.Offset(r0 + i);
+      dst[i] = out.ptr<float>() + out_rows.Offset(r0 + i);
+    }
+    rows_fn(src, dst, static_cast<size_t>(count), w, len, fe, stream, rstd);
+    for (int64_t i = 0; i < count; ++i) StoreRowStat(rstd_out, lead, r0 + i, rstd[i]);
+  }
+  if (stream) HWY_DYNAMIC_DISPATCH(norm::StreamFence)();
+  return Status::Ok();
+}
+
+Status LayerNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                 const TensorRef& bias, int norm_dims, double eps, const TensorRef& mean_out,
+                 const TensorRef& rstd_out) {
+  const int64_t n = CheckNorm(out, in, weight, &bias, norm_dims);
+  const int lead = in.ndim - norm_dims;
+  const int64_t num_rows = n == 0 ? 0 : in.numel() / n;
+  CheckStat(mean_out, in, lead, num_rows);
+  CheckStat(rstd_out, in, lead, num_rows);
+  if (num_rows == 0) return Status::Ok();
+  std::vector<float> w_scratch, b_scratch, row;
+  const float* w = ParamF32(weight, n, w_scratch);
+  const float* b = ParamF32(bias, n, b_scratch);
+  const Rows in_rows(in, lead), out_rows(out, lead);
+  const bool direct = IsF32Rows(in_rows) && IsF32Rows(out_rows);
+  if (!direct) row.resize(static_cast<size_t>(n));
+  const auto row_fn = HWY_DYNAMIC_DISPATCH(norm::LayerNormRow);
+  float stats[2];
+  for (int64_t r = 0; r < num_rows; ++r) {
+    if (direct) {
+      row_fn(in.ptr<float>() + in_rows.Offset(r), w, b, out.ptr<float>() + out_rows.Offset(r),
+             static_cast<size_t>(n), static_cast<float>(eps), stats);
+    } else {
+      GatherRow(in_rows, r, row.data(), n);
+      row_fn(row.data(), w, b, row.data(), static_cast<size_t>(n), static_cast<float>(eps),
+             stats);
+      ScatterRow(out_rows, r, row.data(), n);
+    }
+    StoreRowStat(mean_out, lead, r, stats[0]);
+    StoreRowStat(rstd_out, lead, r, stats[1]);
+  }
+  return Status::Ok();
+}
+
+KernelInfo DescribeRmsNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                           const char* aten_op) {
+  static const char* const kNames[4] = {"rms_norm_f32", "rms_norm_f64", "rms_norm_bf16",
+                                        "rms_norm_f16"};
+  KernelInfo info;
+  info.name = NormName(kNames, in.dtype);
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  // square-accumulate (2) + scale (1) per element, + 1 with a weight.
+  const uint64_t elems = static_cast<uint64_t>(in.numel());
+  info.flops = elems * (weight.data ? 4 : 3);
+  info.bytes_read = in.nbytes() + (weight.data ? weight.nbytes() : 0);
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+KernelInfo DescribeLayerNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                             const char* aten_op) {
+  static const char* const kNames[4] = {"layer_norm_f32", "layer_norm_f64", "layer_norm_bf16",
+                                        "layer_norm_f16"};
+  KernelInfo info;
+  info.name = NormName(kNames, in.dtype);
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  // sum (1) + centred square-accumulate (2) + centre-and-scale (2) per element,
+  // + 1 with a weight. A bias is not visible here and not counted.
+  const uint64_t elems = static_cast<uint64_t>(in.numel());
+  info.flops = elems * (weight.data ? 6 : 5);
+  info.bytes_read = in.nbytes() + (weight.data ? weight.nbytes() : 0);
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+}  // namespace trn::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,211 @@
+// The software accelerator's runtime: logical cores (one worker thread each),
+// streams (in-order command queues), events and per-core device memory.
+// Torch-free. See docs/device.md for the execution model.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/common/tensor_ref.h"
+
+namespace trn::rt {
+
+// ---- Errors -----------------------------------------------------------------
+// Bad user input (device index, env variable, capacity) and device failures.
+// Broken invariants abort instead (TRN_ASSERT), they are never thrown.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+// A command that failed on a core, reported at the next synchronizing call.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+// ---- Commands ---------------------------------------------------------------
+enum class Engine : uint8_t { kTensor, kVector, kScalar, kDma };
+enum class CommandKind : uint8_t { kKernel, kCopyH2D, kCopyD2H, kCopyD2D, kCopyH2H };
+
+const char* EngineName(Engine e);
+const char* CommandKindName(CommandKind k);
+
+// What the profiler needs about one launch. name and op are static strings
+// (string literals or entries of static tables): no allocation per launch.
+struct KernelInfo {
+  const char* name = "";  // kernel, e.g. "mul_f32"
+  const char* op = "";    // aten op that launched it, e.g. "aten::mul"
+  CommandKind kind = CommandKind::kKernel;
+  Engine engine = Engine::kVector;
+  uint64_t flops = 0;
+  uint64_t bytes_read = 0;
+  uint64_t bytes_written = 0;
+};
+
+// Work executed on a core's worker thread. Captures keep inputs alive (e.g. a
+// host tensor of a non_blocking H2D copy) until the command has run.
+using Task = std::function<Status()>;
+
+class Device;
+class Stream;
+
+// ---- Events -----------------------------------------------------------------
+// An event marks a point in a stream. Copyable handle; any thread may call.
+// Semantics follow CUDA: Query() on a never-recorded event is true; Wait()
+// and Synchronize() refer to the most recent Record() at the time of the call.
+class Event {
+ public:
+  Event();
+  void Record(Stream& stream);
+  bool Query() const;
+  void Synchronize() const;  // blocks; throws DeviceError if the recording stream failed
+  // Milliseconds between two completed recordings; InvalidArgument otherwise.
+  double ElapsedMs(const Event& end) const;
+  int64_t TimestampNs() const;  // completion time (ns since Unix epoch), 0 if none
+  bool was_recorded() const;
+  int device_index() const;  // -1 if never recorded
+
+  struct State;
+  const std::shared_ptr<State>& state() const { return state_; }
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// ---- Streams ----------------------------------------------------------------
+// An in-order queue of commands on one core. Enqueueing never blocks; any
+// thread may enqueue. Commands of different streams on one core interleave.
+class Stream {
+ public:
+  int device_index() const { return device_index_; }
+  int id() const { return id_; }  // 0 = default stream
+  Device& device() const;
+
+  void Launch(const KernelInfo& info, Task task);
+  // Plain memcpy of `bytes` on the worker; `keepalive` is released after the copy.
+  void Memcpy(void* dst, const void* src, size_t bytes, CommandKind kind, const char* op,
+              std::shared_ptr<void> keepalive = nullptr);
+  void WaitEvent(const Event& event);  // later commands wait for the event
+  void HostCallback(std::function<void()> fn);
+
+  bool Query() const;   // all enqueued commands done
+  void Synchronize();   // waits; throws DeviceError naming the first failed kernel
+
+  Stream(Device* device, int device_index, int id);
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  struct Queue;
+  Queue& queue() { return *queue_; }
+
+ private:
+  Device* device_;
+  int device_index_;
+  int id_;
+  std::unique_ptr<Queue> queue_;
+};
+
+// ---- Device memory ----------------------------------------------------------
+struct MemoryStats {
+  uint64_t allocated = 0;       // bytes in live blocks (rounded sizes)
+  uint64_t reserved = 0;        // bytes held: live + cached
+  uint64_t peak_allocated = 0;  // since start or ResetPeak()
+  uint64_t num_allocs = 0;      // Allocate() calls that succeeded
+  uint64_t num_frees = 0;
+  uint64_t capacity = 0;
+};
+
+// Caching allocator of one core. Blocks are 64-byte aligned host memory; a
+// freed block is cached for reuse by the stream it was allocated on (stream
+// order makes the reuse safe). Thread-safe.
+class Allocator {
+ public:
+  Allocator(int device_index, uint64_t capacity);
+  ~Allocator();
+  // Throws OutOfMemory naming the requested size, the free bytes and the core.
+  // bytes == 0 returns nullptr.
+  void* Allocate(size_t bytes, int stream_id);
+  void Free(void* ptr);
+  MemoryStats Stats() const;
+  void ResetPeak();
+  void EmptyCache();  // returns cached blocks to the host (caller synchronized)
+  // Called (without the allocator's lock) before cached blocks are returned to
+  // the host on the out-of-memory path: queued kernels may still use them.
+  void SetWaitIdle(std::function<void()> wait_idle);
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+// ---- Devices ----------------------------------------------------------------
+// One logical core: a worker thread executing its streams, plus memory.
+// Owned by Runtime; lives for the process.
+class Device {
+ public:
+  int index() const { return index_; }           // trn:<index>
+  int physical_core() const { return physical_; }  // from TRN_VISIBLE_CORES
+  Stream& DefaultStream();
+  Stream& GetStream(int id);  // InvalidArgument for an unknown id
+  Stream& NewStream();        // from a pool of kStreamPoolSize, round-robin
+  int num_streams() const;    // created so far, default included
+  Allocator& allocator() { return *allocator_; }
+  void Synchronize();  // all streams; throws the first DeviceError
+
+  static constexpr int kStreamPoolSize = 32;
+
+  Device(int index, int physical_core, uint64_t capacity);
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  struct Worker;
+  Worker& worker() { return *worker_; }
+
+ private:
+  int index_;
+  int physical_;
+  std::unique_ptr<Allocator> allocator_;
+  std::unique_ptr<Worker> worker_;
+};
+
+// Process-wide set of devices, created on first use from the environment:
+//   TRN_VISIBLE_CORES  "0-1" (default), "0,2", "3": physical cores made visible
+//   TRN_DEVICE_MEMORY  capacity per core: bytes or with K/M/G suffix (default 4G)
+class Runtime {
+ public:
+  static Runtime& Get();
+  int device_count() const;
+  Device& device(int index);  // InvalidArgument naming the index and the count
+  void SynchronizeAll();
+
+  // Parsers exposed for tests; throw InvalidArgument naming the value.
+  static std::vector<int> ParseVisibleCores(const std::string& spec);
+  static uint64_t ParseMemorySize(const std::string& spec);
+
+  struct Impl;
+
+ private:
+  Runtime();
+  std::unique_ptr<Impl> impl_;
+};
+
+// Wall clock used for all timestamps: ns since the Unix epoch (CLOCK_REALTIME),
+// consistent with c10::getTime().
+int64_t NowNs();
+
+}  // namespace trn::rt

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks: Debian packages and the pinned torch.
+# Idempotent: does nothing when everything is present.
+set -euo pipefail
+
+DEB_PACKAGES=(cmake ninja-build g++ ccache libhwy-dev libfmt-dev libgtest-dev libbenchmark-dev)
+TORCH_VERSION=2.13.0
+PY=${PYTHON:-python3}
+
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+have_torch=$($PY -c "import torch; print(torch.__version__.split('+')[0])" 2>/dev/null || true)
+if [ "$have_torch" != "$TORCH_VERSION" ]; then
+  # Pinned: an unpinned or newer torch pulls a multi-GB CUDA build.
+  echo "setup: installing torch==$TORCH_VERSION (found '${have_torch:-none}')"
+  $PY -m pip install -q "torch==$TORCH_VERSION"
+fi
+for mod in pytest numpy; do
+  $PY -c "import $mod" 2>/dev/null || $PY -m pip install -q "$mod"
+done

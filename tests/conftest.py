@@ -1,0 +1,36 @@
+"""Shared pytest setup: registers the trn device and offers a subprocess helper."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+
+import trnscope  # noqa: F401  (registers torch.trn)
+
+
+@pytest.fixture(autouse=True)
+def _clean_device_state():
+    """Each test starts on trn:0 with cleared counters and leaves no failed kernel behind."""
+    torch.trn.set_device(0)
+    trnscope.reset_counters()
+    yield
+    try:
+        torch.trn.synchronize()
+    except RuntimeError:
+        pass
+
+
+def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run `code` in a fresh interpreter (for env variables read once per process)."""
+    full_env = dict(os.environ)
+    full_env.update(env or {})
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )

@@ -1,0 +1,172 @@
+// bridge.h: current streams, dtype policy, tensor conversion, launches.
+#include "torch_bridge/bridge.h"
+
+#include <ATen/EmptyTensor.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <cctype>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "torch_bridge/device.h"
+
+namespace trn::bridge {
+namespace {
+
+// Stream id per device for the calling thread; grows on demand.
+thread_local std::vector<int> tls_stream_ids;
+
+// Torch's Python spelling of a dtype ("complex64"), which users know.
+std::string TorchDTypeName(at::ScalarType s) {
+  switch (s) {
+    case at::kFloat: return "float32";
+    case at::kDouble: return "float64";
+    case at::kHalf: return "float16";
+    case at::kComplexHalf: return "complex32";
+    case at::kComplexFloat: return "complex64";
+    case at::kComplexDouble: return "complex128";
+    case at::kByte: return "uint8";
+    case at::kChar: return "int8";
+    case at::kShort: return "int16";
+    case at::kInt: return "int32";
+    case at::kLong: return "int64";
+    default: break;
+  }
+  std::string name = c10::toString(s);
+  for (char& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+[[noreturn]] void UnsupportedDType(at::ScalarType s, const char* op) {
+  // RuntimeError, not TypeError: Tensor.__add__ turns a TypeError into NotImplemented.
+  TORCH_CHECK(false, "trn: ", op, " does not support dtype ", TorchDTypeName(s),
+                   "; supported: float32, bfloat16, float16, int32, int64, bool "
+                   "(float64 is computed as float32)");
+}
+
+// Per-op float64 counts keyed by the (static) op string; merged by content on read.
+std::mutex float64_mu;
+std::unordered_map<const char*, int64_t> float64_counts;
+std::atomic<bool> float64_warned{false};
+
+}  // namespace
+
+rt::Stream& CurrentStream(int device_index) {
+  rt::Device& device = GetDevice(device_index);
+  return Guarded([&]() -> rt::Stream& { return device.GetStream(CurrentStreamId(device_index)); });
+}
+
+int CurrentStreamId(int device_index) {
+  if (device_index < 0 || static_cast<size_t>(device_index) >= tls_stream_ids.size()) return 0;
+  return tls_stream_ids[device_index];
+}
+
+void SetCurrentStream(int device_index, int stream_id) {
+  TORCH_CHECK_VALUE(device_index >= 0, "trn: invalid device index ", device_index);
+  if (tls_stream_ids.size() <= static_cast<size_t>(device_index)) {
+    tls_stream_ids.resize(device_index + 1, 0);
+  }
+  tls_stream_ids[device_index] = stream_id;
+}
+
+int DeviceIndex(const at::Tensor& t) {
+  TORCH_CHECK(t.device().is_privateuseone(), "trn: expected a tensor on trn, got one on ",
+              t.device());
+  return t.device().index();
+}
+
+bool ToDType(at::ScalarType s, DType* out) {
+  switch (s) {
+    case at::kFloat: *out = DType::kFloat32; return true;
+    case at::kDouble: *out = DType::kFloat64; return true;
+    case at::kBFloat16: *out = DType::kBFloat16; return true;
+    case at::kHalf: *out = DType::kFloat16; return true;
+    case at::kInt: *out = DType::kInt32; return true;
+    case at::kLong: *out = DType::kInt64; return true;
+    case at::kBool: *out = DType::kBool; return true;
+    default: return false;
+  }
+}
+
+DType ComputeDType(at::ScalarType s, const char* op) {
+  DType d;
+  if (!ToDType(s, &d)) UnsupportedDType(s, op);
+  if (d == DType::kFloat64) NoteFloat64(op);
+  return d;
+}
+
+void NoteFloat64(const char* op) {
+  {
+    std::lock_guard<std::mutex> lock(float64_mu);
+    ++float64_counts[op];
+  }
+  // Note [float64 policy]: one warning per process, counts per op.
+  if (!float64_warned.exchange(true)) {
+    TORCH_WARN("trn computes float64 as float32: ", op,
+               " and every later float64 op keep float64 storage but results have float32 "
+               "precision (counts: trnscope.float64_downcasts())");
+  }
+}
+
+std::map<std::string, int64_t> Float64Counts() {
+  std::lock_guard<std::mutex> lock(float64_mu);
+  std::map<std::string, int64_t> merged;
+  for (const auto& [op, n] : float64_counts) merged[op] += n;
+  return merged;
+}
+
+void ResetFloat64Counts() {
+  std::lock_guard<std::mutex> lock(float64_mu);
+  float64_counts.clear();
+}
+
+TensorRef Ref(const at::Tensor& t, const char* op) {
+  TensorRef r;
+  if (!ToDType(t.scalar_type(), &r.dtype)) UnsupportedDType(t.scalar_type(), op);
+  TORCH_CHECK(t.dim() <= kMaxDims, "trn: ", op, " supports at most ", kMaxDims,
+              " dimensions, got a tensor with ", t.dim());
+  r.data = t.numel() == 0 ? nullptr : t.data_ptr();
+  r.ndim = static_cast<int>(t.dim());
+  for (int i = 0; i < r.ndim; ++i) {
+    r.sizes[i] = t.size(i);
+    r.strides[i] = t.stride(i);
+  }
+  return r;
+}
+
+TensorRef RefExpanded(const at::Tensor& t, at::IntArrayRef sizes, const char* op) {
+  TensorRef in = Ref(t, op);
+  const int ndim = static_cast<int>(sizes.size());
+  TORCH_CHECK(ndim <= kMaxDims && ndim >= in.ndim, "trn: ", op, ": cannot broadcast ",
+              t.sizes(), " to ", sizes);
+  TensorRef r = in;
+  r.ndim = ndim;
+  const int lead = ndim - in.ndim;
+  for (int i = 0; i < ndim; ++i) {
+    r.sizes[i] = sizes[i];
+    if (i < lead) {
+      r.strides[i] = 0;
+      continue;
+    }
+    const int64_t s = in.sizes[i - lead];
+    TORCH_CHECK(s == sizes[i] || s == 1, "trn: ", op, ": cannot broadcast ", t.sizes(), " to ",
+                sizes);
+    r.strides[i] = (s == sizes[i]) ? in.strides[i - lead] : 0;
+  }
+  return r;
+}
+
+at::Tensor Empty(at::IntArrayRef sizes, at::ScalarType dtype, int device_index) {
+  constexpr c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
+  return at::detail::empty_generic(sizes, DeviceAllocator(device_index), kKeys, dtype,
+                                   std::nullopt);
+}
+
+void Launch(int device_index, const rt::KernelInfo& info, rt::Task task) {
+  rt::Stream& stream = CurrentStream(device_index);
+  Guarded([&] { stream.Launch(info, std::move(task)); });
+}
+
+}  // namespace trn::bridge

@@ -1,0 +1,152 @@
+// Copies between the host and trn and between trn tensors (_copy_from).
+// Note [trn copies]:
+// - H2D runs on the destination's current stream. A non_blocking copy stages
+//   the source in a private host buffer kept alive by the command, so the
+//   caller may modify or free the source at once (pageable-memory semantics);
+//   a blocking copy waits for the stream.
+// - D2H always waits for the source's current stream.
+// - D2D on one device is a kernels::Copy (casts, strides, broadcast).
+// - Dtypes the kernels do not know, and copies across devices, synchronize and
+//   copy on the host: device memory is host memory.
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/from_blob.h>
+#include <torch/library.h>
+
+#include <memory>
+
+#include "core/kernels/kernels.h"
+#include "torch_bridge/bridge.h"
+#include "torch_bridge/device.h"
+
+namespace trn::bridge {
+namespace {
+
+constexpr const char* kOp = "aten::copy_";
+
+bool KernelDType(const at::Tensor& t) {
+  DType d;
+  return ToDType(t.scalar_type(), &d);
+}
+
+// The host view of device memory; valid only once its stream is idle.
+at::Tensor HostView(const at::Tensor& t) {
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(c10::kCPU));
+}
+
+std::shared_ptr<void> KeepAlive(const at::Tensor& t) { return std::make_shared<at::Tensor>(t); }
+
+// Enqueue a contiguous host -> contiguous device memcpy of dst's bytes.
+void EnqueueH2D(const at::Tensor& dst, const at::Tensor& host, int index) {
+  rt::Stream& stream = CurrentStream(index);
+  Guarded([&] {
+    stream.Memcpy(dst.data_ptr(), host.data_ptr(), dst.nbytes(), rt::CommandKind::kCopyH2D, kOp,
+                  KeepAlive(host));
+  });
+}
+
+// host: a CPU tensor with dst's sizes and dtype that nobody else writes.
+void HostToDevice(const at::Tensor& dst, const at::Tensor& host, bool wait) {
+  const int index = DeviceIndex(dst);
+  if (dst.is_contiguous()) {
+    EnqueueH2D(dst, host.contiguous(), index);
+  } else if (KernelDType(dst)) {
+    at::Tensor staged = Empty(dst.sizes(), dst.scalar_type(), index);
+    EnqueueH2D(staged, host.contiguous(), index);
+    const TensorRef out = Ref(dst, kOp), in = Ref(staged, kOp);
+    Launch(index, kernels::DescribeCopy(out, in, kOp),
+           [out, in] { return kernels::Copy(out, in); });
+    // staged is freed now; its block is reused only in this stream's order.
+  } else {
+    SyncCurrentStream(index);
+    HostView(dst).copy_(host);
+    return;
+  }
+  if (wait) SyncCurrentStream(index);
+}
+
+void DeviceToHost(const at::Tensor& dst, const at::Tensor& src) {
+  const int index = DeviceIndex(src);
+  at::Tensor contiguous = src;
+  if (!src.is_contiguous()) {
+    if (!KernelDType(src)) {
+      SyncCurrentStream(index);
+      dst.copy_(HostView(src));
+      return;
+    }
+    contiguous = Empty(src.sizes(), src.scalar_type(), index);
+    const TensorRef out = Ref(contiguous, kOp), in = Ref(src, kOp);
+    Launch(index, kernels::DescribeCopy(out, in, kOp),
+           [out, in] { return kernels::Copy(out, in); });
+  }
+  const bool direct = dst.is_contiguous() && dst.scalar_type() == src.scalar_type() &&
+                      dst.sizes().equals(src.sizes());
+  at::Tensor host = direct ? dst : at::empty(src.sizes(), src.options().device(c10::kCPU));
+  rt::Stream& stream = CurrentStream(index);
+  Guarded([&] {
+    stream.Memcpy(host.data_ptr(), contiguous.data_ptr(), host.nbytes(),
+                  rt::CommandKind::kCopyD2H, kOp, KeepAlive(contiguous));
+    stream.Synchronize();
+  });
+  if (!direct) dst.copy_(host);
+}
+
+void DeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
+  const int index = DeviceIndex(dst);
+  const int src_index = DeviceIndex(src);
+  if (index == src_index && KernelDType(dst) && KernelDType(src)) {
+    const TensorRef out = Ref(dst, kOp);
+    const TensorRef in = RefExpanded(src, dst.sizes(), kOp);
+    Launch(index, kernels::DescribeCopy(out, in, kOp),
+           [out, in] { return kernels::Copy(out, in); });
+    return;
+  }
+  // Across cores (or exotic dtypes): both sides idle, then a host copy.
+  SyncCurrentStream(src_index);
+  if (index != src_index) SyncCurrentStream(index);
+  HostView(dst).copy_(HostView(src));
+}
+
+at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
+  TORCH_CHECK(self.defined() && dst.defined(), "trn: copy_ of an undefined tensor");
+  if (dst.numel() == 0) return dst;
+  const bool src_trn = self.device().is_privateuseone();
+  const bool dst_trn = dst.device().is_privateuseone();
+  if (src_trn && dst_trn) {
+    DeviceToDevice(dst, self);
+  } else if (dst_trn) {
+    TORCH_CHECK(self.is_cpu(), "trn: cannot copy from ", self.device(), " to ", dst.device());
+    at::Tensor host = self;
+    if (host.scalar_type() != dst.scalar_type()) host = host.to(dst.scalar_type());
+    if (!host.sizes().equals(dst.sizes())) host = host.expand(dst.sizes());
+    // A non_blocking copy must not read the caller's memory later: stage it.
+    const bool aliases_source = host.is_same(self) || host.data_ptr() == self.data_ptr();
+    if (non_blocking && (aliases_source || !host.is_contiguous())) {
+      host = host.contiguous();
+      if (host.data_ptr() == self.data_ptr()) host = host.clone();
+    }
+    HostToDevice(dst, host, /*wait=*/!non_blocking);
+  } else {
+    TORCH_CHECK(dst.is_cpu(), "trn: cannot copy from ", self.device(), " to ", dst.device());
+    DeviceToHost(dst, self.sizes().equals(dst.sizes()) ? self : self.expand(dst.sizes()));
+  }
+  return dst;
+}
+
+at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
+  dst.resize_(self.sizes());
+  return CopyFrom(self, dst, /*non_blocking=*/false);
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_copy_from", CopyFrom);
+  m.impl("_copy_from_and_resize", CopyFromAndResize);
+}
+
+}  // namespace
+
+void CopyFromPrivateHost(const at::Tensor& dst, const at::Tensor& host) {
+  HostToDevice(dst, host, /*wait=*/false);
+}
+
+}  // namespace trn::bridge

@@ -1,0 +1,543 @@
+// Elementwise aten kernels of the trn device: binary ops with broadcasting,
+// type promotion and scalars, unary ops, where / masked_fill, fill_ / zero_.
+// Each launches core kernels asynchronously on the current stream.
+//
+// Note [elementwise dispatch]: the functional, in-place and out= overloads
+// of the structured ops are all registered. Registering only out= works
+// (CompositeExplicitAutogradNonFunctional wraps it), but costs a meta
+// function and a second dispatch per op on the eager hot path.
+// Scalar overloads (add.Scalar, mul.Scalar, ...) are CompositeExplicitAutograd
+// and reach the Tensor overloads with a 0-dim CPU "wrapped number", which is
+// read on the host and passed to the kernel as a scalar.
+#include <ATen/ExpandUtils.h>
+#include <ATen/core/Tensor.h>
+#include <c10/util/string_view.h>
+#include <torch/library.h>
+
+#include "torch_bridge/ops_util.h"
+
+namespace trn::bridge::ops {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+// One operand of a binary op: a trn tensor, or a host scalar.
+struct Operand {
+  const at::Tensor* tensor = nullptr;  // null: scalar
+  double scalar = 0;
+};
+
+Operand Of(const at::Tensor& t) {
+  if (IsCpuScalar(t)) return {nullptr, CpuScalarValue(t)};
+  return {&t, 0};
+}
+Operand Of(const at::Scalar& s) { return {nullptr, s.toDouble()}; }
+
+bool IsArith(BinaryOp op) { return !kernels::IsComparison(op); }
+
+// torch's bool arithmetic: + is or, * is and; the kernels only define
+// arithmetic on numbers.
+BinaryOp BoolArith(BinaryOp op, const char* name) {
+  switch (op) {
+    case BinaryOp::kAdd:
+    case BinaryOp::kMaximum: return BinaryOp::kLogicalOr;
+    case BinaryOp::kMul:
+    case BinaryOp::kMinimum: return BinaryOp::kLogicalAnd;
+    default: break;
+  }
+  TORCH_CHECK(false, name, ": not supported for two bool operands");
+}
+
+// How the result is produced: a new tensor, into self, or into out=.
+enum class Into { kNew, kSelf, kOut };
+
+// result <- a op b. `common` is at::result_type of the operands; comparisons
+// produce bool, true division of integers produces the default float dtype.
+at::Tensor BinaryImpl(BinaryOp op, const char* name, Operand a, Operand b,
+                      at::ScalarType common, double alpha, at::Tensor* out, Into into) {
+  if (op == BinaryOp::kDiv && at::isIntegralType(common, /*includeBool=*/true)) {
+    common = DefaultFloat();
+  }
+  const at::ScalarType result = IsArith(op) ? common : at::kBool;
+  if (common == at::kBool && IsArith(op)) {
+    if (op == BinaryOp::kPow) {
+      common = at::kLong;  // 0/1 powers are exact in int64; the result casts back
+    } else {
+      op = BoolArith(op, name);
+    }
+  }
+  const at::ScalarType kernel_out = IsArith(op) ? common : at::kBool;
+  const at::Tensor* ta = a.tensor;
+  const at::Tensor* tb = b.tensor;
+  TORCH_CHECK(ta != nullptr || tb != nullptr, name, ": expected a trn tensor operand");
+  const int device = CommonDevice(name, {ta, tb, out});
+  const at::DimVector sizes = ta == nullptr   ? at::DimVector(tb->sizes())
+                              : tb == nullptr ? at::DimVector(ta->sizes())
+                                              : at::infer_size_dimvector(ta->sizes(), tb->sizes());
+  at::Tensor res;
+  if (into == Into::kNew) {
+    res = Empty(sizes, result, device);
+  } else if (into == Into::kSelf) {
+    TORCH_CHECK(out->sizes().equals(sizes), name, ": output with shape ", out->sizes(),
+                " doesn't match the broadcast shape ", at::IntArrayRef(sizes));
+    CheckCanCast(result, out->scalar_type(), name);
+    res = *out;
+  } else {
+    PrepareOut(*out, sizes, result, name);
+    res = *out;
+  }
+  ComputeDType(common, name);  // float64 policy / unsupported dtypes
+  if (res.numel() == 0) return res;
+
+  const at::Tensor ca = ta != nullptr ? CastTo(*ta, common, name) : at::Tensor();
+  const at::Tensor cb = tb != nullptr ? CastTo(*tb, common, name) : at::Tensor();
+  const at::Tensor dst =
+      res.scalar_type() == kernel_out ? res : Empty(sizes, kernel_out, device);
+  const TensorRef o = Ref(dst, name);
+  const bool scaled = op == BinaryOp::kAdd || op == BinaryOp::kSub;
+  if (ta != nullptr && tb != nullptr) {
+    const TensorRef ra = RefExpanded(ca, sizes, name);
+    const TensorRef rb = RefExpanded(cb, sizes, name);
+    Launch(device, kernels::DescribeBinary(op, o, ra, &rb, name),
+           [=] { return kernels::Binary(op, o, ra, rb, alpha); });
+  } else if (ta != nullptr) {
+    const TensorRef ra = Ref(ca, name);
+    const double s = scaled ? b.scalar * alpha : b.scalar;
+    Launch(device, kernels::DescribeBinary(op, o, ra, nullptr, name),
+           [=] { return kernels::BinaryScalar(op, o, ra, s, false); });
+  } else {
+    at::Tensor scaled_b = cb;  // s - alpha * b: scale first (rare: rsub with alpha)
+    if (scaled && alpha != 1.0) {
+      scaled_b = Empty(sizes, common, device);
+      const TensorRef so = Ref(scaled_b, name);
+      const TensorRef si = Ref(cb, name);
+      Launch(device, kernels::DescribeBinary(BinaryOp::kMul, so, si, nullptr, name),
+             [=] { return kernels::BinaryScalar(BinaryOp::kMul, so, si, alpha, false); });
+    }
+    const TensorRef rb = Ref(scaled_b, name);
+    const double s = a.scalar;
+    Launch(device, kernels::DescribeBinary(op, o, rb, nullptr, name),
+           [=] { return kernels::BinaryScalar(op, o, rb, s, true); });
+  }
+  if (!dst.is_same(res)) LaunchCopy(device, res, dst, name);
+  return res;
+}
+
+// ---- Tensor (op) Tensor overloads, registered for every op below --------------
+at::Tensor Bin(BinaryOp op, const char* name, const at::Tensor& a, const at::Tensor& b,
+               double alpha = 1.0) {
+  return BinaryImpl(op, name, Of(a), Of(b), at::result_type(a, b), alpha, nullptr, Into::kNew);
+}
+at::Tensor& BinSelf(BinaryOp op, const char* name, at::Tensor& self, const at::Tensor& b,
+                    double alpha = 1.0) {
+  BinaryImpl(op, name, Of(self), Of(b), at::result_type(self, b), alpha, &self, Into::kSelf);
+  return self;
+}
+at::Tensor& BinOut(BinaryOp op, const char* name, const at::Tensor& a, const at::Tensor& b,
+                   at::Tensor& out, double alpha = 1.0) {
+  BinaryImpl(op, name, Of(a), Of(b), at::result_type(a, b), alpha, &out, Into::kOut);
+  return out;
+}
+at::Tensor BinS(BinaryOp op, const char* name, const at::Tensor& a, const at::Scalar& b) {
+  return BinaryImpl(op, name, Of(a), Of(b), at::result_type(a, b), 1.0, nullptr, Into::kNew);
+}
+at::Tensor& BinSelfS(BinaryOp op, const char* name, at::Tensor& self, const at::Scalar& b) {
+  BinaryImpl(op, name, Of(self), Of(b), at::result_type(self, b), 1.0, &self, Into::kSelf);
+  return self;
+}
+at::Tensor& BinOutS(BinaryOp op, const char* name, const at::Tensor& a, const at::Scalar& b,
+                    at::Tensor& out) {
+  BinaryImpl(op, name, Of(a), Of(b), at::result_type(a, b), 1.0, &out, Into::kOut);
+  return out;
+}
+
+// add / sub / rsub carry alpha.
+at::Tensor Add(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  return Bin(BinaryOp::kAdd, "aten::add", a, b, alpha.toDouble());
+}
+at::Tensor& Add_(at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  return BinSelf(BinaryOp::kAdd, "aten::add_", a, b, alpha.toDouble());
+}
+at::Tensor& AddOut(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha,
+                   at::Tensor& out) {
+  return BinOut(BinaryOp::kAdd, "aten::add", a, b, out, alpha.toDouble());
+}
+at::Tensor Sub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  return Bin(BinaryOp::kSub, "aten::sub", a, b, alpha.toDouble());
+}
+at::Tensor& Sub_(at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  return BinSelf(BinaryOp::kSub, "aten::sub_", a, b, alpha.toDouble());
+}
+at::Tensor& SubOut(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha,
+                   at::Tensor& out) {
+  return BinOut(BinaryOp::kSub, "aten::sub", a, b, out, alpha.toDouble());
+}
+// rsub(self, other, alpha) = other - alpha * self.
+at::Tensor Rsub(const at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  return Bin(BinaryOp::kSub, "aten::rsub", other, self, alpha.toDouble());
+}
+
+// Ops without alpha: one macro stamps the three overloads.
+#define TRN_BINARY_TT(Fn, OP, NAME)                                                   \
+  at::Tensor Fn(const at::Tensor& a, const at::Tensor& b) {                          \
+    return Bin(OP, "aten::" NAME, a, b);                                              \
+  }                                                                                   \
+  at::Tensor& Fn##_(at::Tensor& a, const at::Tensor& b) {                            \
+    return BinSelf(OP, "aten::" NAME "_", a, b);                                      \
+  }                                                                                   \
+  at::Tensor& Fn##Out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {   \
+    return BinOut(OP, "aten::" NAME, a, b, out);                                      \
+  }
+#define TRN_BINARY_TS(Fn, OP, NAME)                                                    \
+  at::Tensor Fn##S(const at::Tensor& a, const at::Scalar& b) {                        \
+    return BinS(OP, "aten::" NAME, a, b);                                              \
+  }                                                                                    \
+  at::Tensor& Fn##S_(at::Tensor& a, const at::Scalar& b) {                            \
+    return BinSelfS(OP, "aten::" NAME "_", a, b);                                      \
+  }                                                                                    \
+  at::Tensor& Fn##SOut(const at::Tensor& a, const at::Scalar& b, at::Tensor& out) {   \
+    return BinOutS(OP, "aten::" NAME, a, b, out);                                      \
+  }
+
+TRN_BINARY_TT(Mul, BinaryOp::kMul, "mul")
+TRN_BINARY_TT(Div, BinaryOp::kDiv, "div")
+TRN_BINARY_TT(Maximum, BinaryOp::kMaximum, "maximum")
+TRN_BINARY_TT(Minimum, BinaryOp::kMinimum, "minimum")
+TRN_BINARY_TT(LogicalAnd, BinaryOp::kLogicalAnd, "logical_and")
+TRN_BINARY_TT(LogicalOr, BinaryOp::kLogicalOr, "logical_or")
+TRN_BINARY_TT(PowTT, BinaryOp::kPow, "pow")
+TRN_BINARY_TS(Pow, BinaryOp::kPow, "pow")
+TRN_BINARY_TT(Eq, BinaryOp::kEq, "eq")
+TRN_BINARY_TS(Eq, BinaryOp::kEq, "eq")
+TRN_BINARY_TT(Ne, BinaryOp::kNe, "ne")
+TRN_BINARY_TS(Ne, BinaryOp::kNe, "ne")
+TRN_BINARY_TT(Lt, BinaryOp::kLt, "lt")
+TRN_BINARY_TS(Lt, BinaryOp::kLt, "lt")
+TRN_BINARY_TT(Le, BinaryOp::kLe, "le")
+TRN_BINARY_TS(Le, BinaryOp::kLe, "le")
+TRN_BINARY_TT(Gt, BinaryOp::kGt, "gt")
+TRN_BINARY_TS(Gt, BinaryOp::kGt, "gt")
+TRN_BINARY_TT(Ge, BinaryOp::kGe, "ge")
+TRN_BINARY_TS(Ge, BinaryOp::kGe, "ge")
+#undef TRN_BINARY_TT
+#undef TRN_BINARY_TS
+
+// pow(Scalar self, Tensor exponent): the scalar comes first.
+at::Tensor PowScalarBase(const at::Scalar& base, const at::Tensor& exp) {
+  return BinaryImpl(BinaryOp::kPow, "aten::pow", Of(base), Of(exp), at::result_type(base, exp),
+                    1.0, nullptr, Into::kNew);
+}
+at::Tensor& PowScalarBaseOut(const at::Scalar& base, const at::Tensor& exp, at::Tensor& out) {
+  BinaryImpl(BinaryOp::kPow, "aten::pow", Of(base), Of(exp), at::result_type(base, exp), 1.0,
+             &out, Into::kOut);
+  return out;
+}
+
+// ---- where / masked_fill --------------------------------------------------------
+// One side of a select: a trn tensor cast to the common dtype, or a host
+// scalar materialised as a 0-dim device tensor filled inside the same launch.
+struct Side {
+  at::Tensor tensor;
+  bool fill = false;
+  double value = 0;
+};
+
+Side MakeSide(const Operand& op, at::ScalarType dtype, int device, const char* name) {
+  if (op.tensor != nullptr) return {CastTo(*op.tensor, dtype, name), false, 0};
+  return {Empty({}, dtype, device), true, op.scalar};
+}
+
+void CheckBoolMask(const at::Tensor& mask, const char* name) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, name,
+              ": expected a boolean mask/condition, but got a tensor with dtype ",
+              mask.scalar_type());
+}
+
+// out <- cond ? a : b, everything broadcast to out's sizes.
+void LaunchWhere(int device, const at::Tensor& out, const at::Tensor& cond, const Side& a,
+                 const Side& b, const char* name) {
+  if (out.numel() == 0) return;
+  const TensorRef o = Ref(out, name);
+  const TensorRef rc = RefExpanded(cond, out.sizes(), name);
+  const TensorRef fa = Ref(a.tensor, name), fb = Ref(b.tensor, name);
+  const TensorRef ra = RefExpanded(a.tensor, out.sizes(), name);
+  const TensorRef rb = RefExpanded(b.tensor, out.sizes(), name);
+  const bool fill_a = a.fill, fill_b = b.fill;
+  const double va = a.value, vb = b.value;
+  Launch(device, kernels::DescribeWhere(o, name), [=]() -> Status {
+    if (fill_a) {
+      Status s = kernels::Fill(fa, va);
+      if (!s.ok()) return s;
+    }
+    if (fill_b) {
+      Status s = kernels::Fill(fb, vb);
+      if (!s.ok()) return s;
+    }
+    return kernels::Where(o, rc, ra, rb);
+  });
+}
+
+at::Tensor WhereImpl(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other,
+                     at::Tensor* out) {
+  const char* name = "aten::where";
+  CheckBoolMask(cond, name);
+  const Operand a = Of(self), b = Of(other);
+  const at::ScalarType common = at::result_type(self, other);
+  const int device = CommonDevice(name, {&cond, a.tensor, b.tensor, out});
+  at::DimVector sizes(cond.sizes());
+  if (a.tensor != nullptr) sizes = at::infer_size_dimvector(sizes, a.tensor->sizes());
+  if (b.tensor != nullptr) sizes = at::infer_size_dimvector(sizes, b.tensor->sizes());
+  at::Tensor res;
+  if (out == nullptr) {
+    res = Empty(sizes, common, device);
+  } else {
+    PrepareOut(*out, sizes, common, name);
+    res = *out;
+  }
+  // Selection moves float64 values exactly: no float64 policy (Ref checks the dtype).
+  const at::Tensor dst = res.scalar_type() == common ? res : Empty(sizes, common, device);
+  LaunchWhere(device, dst, cond, MakeSide(a, common, device, name),
+              MakeSide(b, common, device, name), name);
+  if (!dst.is_same(res)) LaunchCopy(device, res, dst, name);
+  return res;
+}
+
+at::Tensor Where(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other) {
+  return WhereImpl(cond, self, other, nullptr);
+}
+at::Tensor& WhereOut(const at::Tensor& cond, const at::Tensor& self, const at::Tensor& other,
+                     at::Tensor& out) {
+  WhereImpl(cond, self, other, &out);
+  return out;
+}
+
+// masked_fill: value is a Scalar, or a 0-dim tensor (trn or CPU).
+Operand FillValue(const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0,
+              "masked_fill only supports a 0-dimensional value tensor, but got tensor with ",
+              value.dim(), " dimension(s).");
+  return Of(value);
+}
+
+void MaskedFillInto(const at::Tensor& out, const at::Tensor& self, const at::Tensor& mask,
+                    const Operand& value, const char* name) {
+  CheckBoolMask(mask, name);
+  const at::ScalarType dtype = self.scalar_type();
+  const int device = CommonDevice(name, {&out, &self, &mask, value.tensor});
+  LaunchWhere(device, out, mask, MakeSide(value, dtype, device, name),
+              Side{self, false, 0}, name);
+}
+
+at::Tensor& MaskedFillImpl_(at::Tensor& self, const at::Tensor& mask, const Operand& value) {
+  const char* name = "aten::masked_fill_";
+  TORCH_CHECK(at::is_expandable_to(mask.sizes(), self.sizes()), name, ": mask of shape ",
+              mask.sizes(), " is not broadcastable to self of shape ", self.sizes());
+  MaskedFillInto(self, self, mask, value, name);
+  return self;
+}
+at::Tensor MaskedFillImpl(const at::Tensor& self, const at::Tensor& mask, const Operand& value) {
+  const char* name = "aten::masked_fill";
+  const at::DimVector sizes = at::infer_size_dimvector(self.sizes(), mask.sizes());
+  at::Tensor out = Empty(sizes, self.scalar_type(), DeviceIndex(self));
+  MaskedFillInto(out, self, mask, value, name);
+  return out;
+}
+at::Tensor& MaskedFillS_(at::Tensor& self, const at::Tensor& mask, const at::Scalar& v) {
+  return MaskedFillImpl_(self, mask, Of(v));
+}
+at::Tensor& MaskedFillT_(at::Tensor& self, const at::Tensor& mask, const at::Tensor& v) {
+  return MaskedFillImpl_(self, mask, FillValue(v));
+}
+at::Tensor MaskedFillS(const at::Tensor& self, const at::Tensor& mask, const at::Scalar& v) {
+  return MaskedFillImpl(self, mask, Of(v));
+}
+at::Tensor MaskedFillT(const at::Tensor& self, const at::Tensor& mask, const at::Tensor& v) {
+  return MaskedFillImpl(self, mask, FillValue(v));
+}
+
+// ---- Unary ----------------------------------------------------------------------
+// float_op: integer/bool inputs compute in the default float dtype (torch's
+// "int to float" unary ops); otherwise the dtype is kept.
+at::Tensor UnaryImpl(UnaryOp op, const char* name, bool float_op, const at::Tensor& self,
+                     at::Tensor* out, Into into) {
+  const at::ScalarType in = self.scalar_type();
+  const bool logical = op == UnaryOp::kLogicalNot;
+  at::ScalarType compute = in;
+  if (float_op && at::isIntegralType(in, /*includeBool=*/true)) compute = DefaultFloat();
+  TORCH_CHECK(logical || float_op || in != at::kBool, name,
+              ": not supported for bool tensors");
+  const at::ScalarType result = logical ? at::kBool : compute;
+  const int device = CommonDevice(name, {&self, out});
+  at::Tensor res;
+  if (into == Into::kNew) {
+    res = Empty(self.sizes(), result, device);
+  } else if (into == Into::kSelf) {
+    CheckCanCast(result, in, name);
+    res = *out;
+  } else {
+    PrepareOut(*out, self.sizes(), result, name);
+    res = *out;
+  }
+  ComputeDType(compute, name);
+  if (res.numel() == 0) return res;
+  const at::Tensor src = CastTo(self, compute, name);
+  const at::Tensor dst = res.scalar_type() == result ? res : Empty(self.sizes(), result, device);
+  const TensorRef o = Ref(dst, name);
+  const TensorRef i = Ref(src, name);
+  Launch(device, kernels::DescribeUnary(op, o, i, name), [=] { return kernels::Unary(op, o, i); });
+  if (!dst.is_same(res)) LaunchCopy(device, res, dst, name);
+  return res;
+}
+
+#define TRN_UNARY(Fn, OP, NAME, FLOAT_OP)                                       \
+  at::Tensor Fn(const at::Tensor& a) {                                          \
+    return UnaryImpl(OP, "aten::" NAME, FLOAT_OP, a, nullptr, Into::kNew);      \
+  }                                                                             \
+  at::Tensor& Fn##_(at::Tensor& a) {                                            \
+    UnaryImpl(OP, "aten::" NAME "_", FLOAT_OP, a, &a, Into::kSelf);             \
+    return a;                                                                   \
+  }                                                                             \
+  at::Tensor& Fn##Out(const at::Tensor& a, at::Tensor& out) {                   \
+    UnaryImpl(OP, "aten::" NAME, FLOAT_OP, a, &out, Into::kOut);                \
+    return out;                                                                 \
+  }
+
+TRN_UNARY(Neg, UnaryOp::kNeg, "neg", false)
+TRN_UNARY(Abs, UnaryOp::kAbs, "abs", false)
+TRN_UNARY(Relu, UnaryOp::kRelu, "relu", false)
+TRN_UNARY(Exp, UnaryOp::kExp, "exp", true)
+TRN_UNARY(Log, UnaryOp::kLog, "log", true)
+TRN_UNARY(Sqrt, UnaryOp::kSqrt, "sqrt", true)
+TRN_UNARY(Rsqrt, UnaryOp::kRsqrt, "rsqrt", true)
+TRN_UNARY(Reciprocal, UnaryOp::kReciprocal, "reciprocal", true)
+TRN_UNARY(Sigmoid, UnaryOp::kSigmoid, "sigmoid", true)
+TRN_UNARY(Tanh, UnaryOp::kTanh, "tanh", true)
+TRN_UNARY(Silu, UnaryOp::kSilu, "silu", true)
+TRN_UNARY(Sin, UnaryOp::kSin, "sin", true)
+TRN_UNARY(Cos, UnaryOp::kCos, "cos", true)
+TRN_UNARY(LogicalNot, UnaryOp::kLogicalNot, "logical_not", false)
+#undef TRN_UNARY
+
+UnaryOp GeluOp(c10::string_view approximate) {
+  if (approximate == "none") return UnaryOp::kGelu;
+  TORCH_CHECK(approximate == "tanh", "gelu: approximate must be 'none' or 'tanh', got '",
+              std::string(approximate), "'");
+  return UnaryOp::kGeluTanh;
+}
+at::Tensor Gelu(const at::Tensor& a, c10::string_view approximate) {
+  return UnaryImpl(GeluOp(approximate), "aten::gelu", true, a, nullptr, Into::kNew);
+}
+at::Tensor& Gelu_(at::Tensor& a, c10::string_view approximate) {
+  UnaryImpl(GeluOp(approximate), "aten::gelu_", true, a, &a, Into::kSelf);
+  return a;
+}
+at::Tensor& GeluOut(const at::Tensor& a, c10::string_view approximate, at::Tensor& out) {
+  UnaryImpl(GeluOp(approximate), "aten::gelu", true, a, &out, Into::kOut);
+  return out;
+}
+
+// ---- fill_ / zero_ ------------------------------------------------------------------
+// Data movement, not compute: float64 is written without the float64 policy.
+at::Tensor& FillValue_(at::Tensor& self, double value, const char* name) {
+  const int device = DeviceIndex(self);
+  if (self.numel() == 0) return self;
+  const TensorRef o = Ref(self, name);
+  Launch(device, kernels::DescribeFill(o, name), [=] { return kernels::Fill(o, value); });
+  return self;
+}
+at::Tensor& FillS_(at::Tensor& self, const at::Scalar& value) {
+  return FillValue_(self, value.toDouble(), "aten::fill_");
+}
+// A 0-dim trn value is broadcast by the Copy kernel: no host round trip.
+at::Tensor& FillT_(at::Tensor& self, const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0,
+              "fill_ only supports 0-dimension value tensor but got tensor with ", value.dim(),
+              " dimensions.");
+  if (value.device().is_cpu()) return FillValue_(self, CpuScalarValue(value), "aten::fill_");
+  const int device = CommonDevice("aten::fill_", {&self, &value});
+  LaunchCopy(device, self, value, "aten::fill_");
+  return self;
+}
+at::Tensor& Zero_(at::Tensor& self) { return FillValue_(self, 0.0, "aten::zero_"); }
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("add.Tensor", TORCH_FN(Add));
+  m.impl("add_.Tensor", TORCH_FN(Add_));
+  m.impl("add.out", TORCH_FN(AddOut));
+  m.impl("sub.Tensor", TORCH_FN(Sub));
+  m.impl("sub_.Tensor", TORCH_FN(Sub_));
+  m.impl("sub.out", TORCH_FN(SubOut));
+  m.impl("rsub.Tensor", TORCH_FN(Rsub));
+  m.impl("mul.Tensor", TORCH_FN(Mul));
+  m.impl("mul_.Tensor", TORCH_FN(Mul_));
+  m.impl("mul.out", TORCH_FN(MulOut));
+  m.impl("div.Tensor", TORCH_FN(Div));
+  m.impl("div_.Tensor", TORCH_FN(Div_));
+  m.impl("div.out", TORCH_FN(DivOut));
+  m.impl("maximum", TORCH_FN(Maximum));
+  m.impl("maximum.out", TORCH_FN(MaximumOut));
+  m.impl("minimum", TORCH_FN(Minimum));
+  m.impl("minimum.out", TORCH_FN(MinimumOut));
+  m.impl("logical_and", TORCH_FN(LogicalAnd));
+  m.impl("logical_and_", TORCH_FN(LogicalAnd_));
+  m.impl("logical_and.out", TORCH_FN(LogicalAndOut));
+  m.impl("logical_or", TORCH_FN(LogicalOr));
+  m.impl("logical_or_", TORCH_FN(LogicalOr_));
+  m.impl("logical_or.out", TORCH_FN(LogicalOrOut));
+  m.impl("pow.Tensor_Tensor", TORCH_FN(PowTT));
+  m.impl("pow_.Tensor", TORCH_FN(PowTT_));
+  m.impl("pow.Tensor_Tensor_out", TORCH_FN(PowTTOut));
+  m.impl("pow.Tensor_Scalar", TORCH_FN(PowS));
+  m.impl("pow_.Scalar", TORCH_FN(PowS_));
+  m.impl("pow.Tensor_Scalar_out", TORCH_FN(PowSOut));
+  m.impl("pow.Scalar", TORCH_FN(PowScalarBase));
+  m.impl("pow.Scalar_out", TORCH_FN(PowScalarBaseOut));
+#define TRN_REGISTER_CMP(NAME, Fn)                   \
+  m.impl(NAME ".Tensor", TORCH_FN(Fn));              \
+  m.impl(NAME "_.Tensor", TORCH_FN(Fn##_));          \
+  m.impl(NAME ".Tensor_out", TORCH_FN(Fn##Out));     \
+  m.impl(NAME ".Scalar", TORCH_FN(Fn##S));           \
+  m.impl(NAME "_.Scalar", TORCH_FN(Fn##S_));         \
+  m.impl(NAME ".Scalar_out", TORCH_FN(Fn##SOut));
+  TRN_REGISTER_CMP("eq", Eq)
+  TRN_REGISTER_CMP("ne", Ne)
+  TRN_REGISTER_CMP("lt", Lt)
+  TRN_REGISTER_CMP("le", Le)
+  TRN_REGISTER_CMP("gt", Gt)
+  TRN_REGISTER_CMP("ge", Ge)
+#undef TRN_REGISTER_CMP
+  m.impl("where.self", TORCH_FN(Where));
+  m.impl("where.self_out", TORCH_FN(WhereOut));
+  m.impl("masked_fill.Scalar", TORCH_FN(MaskedFillS));
+  m.impl("masked_fill_.Scalar", TORCH_FN(MaskedFillS_));
+  m.impl("masked_fill.Tensor", TORCH_FN(MaskedFillT));
+  m.impl("masked_fill_.Tensor", TORCH_FN(MaskedFillT_));
+#define TRN_REGISTER_UNARY(NAME, Fn)       \
+  m.impl(NAME, TORCH_FN(Fn));              \
+  m.impl(NAME "_", TORCH_FN(Fn##_));       \
+  m.impl(NAME ".out", TORCH_FN(Fn##Out));
+  TRN_REGISTER_UNARY("neg", Neg)
+  TRN_REGISTER_UNARY("abs", Abs)
+  TRN_REGISTER_UNARY("relu", Relu)
+  TRN_REGISTER_UNARY("exp", Exp)
+  TRN_REGISTER_UNARY("log", Log)
+  TRN_REGISTER_UNARY("sqrt", Sqrt)
+  TRN_REGISTER_UNARY("rsqrt", Rsqrt)
+  TRN_REGISTER_UNARY("reciprocal", Reciprocal)
+  TRN_REGISTER_UNARY("sigmoid", Sigmoid)
+  TRN_REGISTER_UNARY("tanh", Tanh)
+  TRN_REGISTER_UNARY("silu", Silu)
+  TRN_REGISTER_UNARY("sin", Sin)
+  TRN_REGISTER_UNARY("cos", Cos)
+  TRN_REGISTER_UNARY("logical_not", LogicalNot)
+  TRN_REGISTER_UNARY("gelu", Gelu)
+#undef TRN_REGISTER_UNARY
+  m.impl("fill_.Scalar", TORCH_FN(FillS_));
+  m.impl("fill_.Tensor", TORCH_FN(FillT_));
+  m.impl("zero_", TORCH_FN(Zero_));
+}
+
+}  // namespace trn::bridge::ops

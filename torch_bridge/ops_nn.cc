@@ -1,0 +1,562 @@
+// Neural-network aten kernels of the trn device: softmax / log_softmax, the
+// matmul family (mm, bmm, addmm, baddbmm; linear and matmul decompose onto
+// them), layer_norm, the fused rms_norm, embedding, index_select, cat, clone.
+//
+// Note [rms_norm routing]: in torch 2.13 aten::rms_norm is
+// CompositeImplicitAutograd and always calls aten::_fused_rms_norm, which is
+// CompositeImplicitAutograd on CPU (the pow/mean/add/rsqrt/mul decomposition)
+// and has an Autograd kernel. Registering _fused_rms_norm for PrivateUse1
+// makes F.rms_norm one launch of the fused kernel while autograd still
+// records it (rstd is returned for the backward). aten::rms_norm itself is
+// left alone: a PrivateUse1 kernel there would shadow the autograd formula.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/IListRef.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty_strided.h>
+#include <torch/library.h>
+
+#include <limits>
+#include <tuple>
+#include <vector>
+
+#include "torch_bridge/ops_util.h"
+
+namespace trn::bridge::ops {
+namespace {
+
+// ---- softmax ------------------------------------------------------------------------
+at::Tensor& SoftmaxInto(const at::Tensor& self, int64_t dim, bool half_to_float, bool log,
+                        at::Tensor& res, const char* name) {
+  TORCH_CHECK(!half_to_float, name, ": half_to_float=True is not supported on trn");
+  const int device = CommonDevice(name, {&self, &res});
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  ComputeDType(self.scalar_type(), name);
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), name,
+              ": expected a floating dtype, got ", self.scalar_type());
+  if (self.numel() == 0) return res;
+  TensorRef o = Ref(res, name);
+  TensorRef i = Ref(self, name);
+  if (self.dim() == 0) {  // a scalar is a row of one element
+    o.ndim = i.ndim = 1;
+    o.sizes[0] = i.sizes[0] = 1;
+    o.strides[0] = i.strides[0] = 1;
+  }
+  const int kd = static_cast<int>(d);
+  Launch(device, kernels::DescribeSoftmax(o, log, name),
+         [=] { return kernels::Softmax(o, i, kd, log); });
+  return res;
+}
+
+at::Tensor Softmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  at::Tensor res = Empty(self.sizes(), self.scalar_type(), DeviceIndex(self));
+  return SoftmaxInto(self, dim, half_to_float, false, res, "aten::_softmax");
+}
+at::Tensor& SoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_float,
+                       at::Tensor& out) {
+  PrepareOut(out, self.sizes(), self.scalar_type(), "aten::_softmax");
+  return SoftmaxInto(self, dim, half_to_float, false, out, "aten::_softmax");
+}
+at::Tensor LogSoftmax(const at::Tensor& self, int64_t dim, bool half_to_float) {
+  at::Tensor res = Empty(self.sizes(), self.scalar_type(), DeviceIndex(self));
+  return SoftmaxInto(self, dim, half_to_float, true, res, "aten::_log_softmax");
+}
+at::Tensor& LogSoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_float,
+                          at::Tensor& out) {
+  PrepareOut(out, self.sizes(), self.scalar_type(), "aten::_log_softmax");
+  return SoftmaxInto(self, dim, half_to_float, true, out, "aten::_log_softmax");
+}
+
+// ---- matmul family -------------------------------------------------------------------
+// res = beta * bias + alpha * (a @ b); a/b are [M,K]/[K,N] or [B,M,K]/[B,K,N].
+// bias undefined (or beta == 0, where torch ignores it, NaNs included) = none.
+void MatmulInto(const at::Tensor& res, const at::Tensor& a, const at::Tensor& b,
+                const at::Tensor& bias, double beta, double alpha, const char* name) {
+  const int device = CommonDevice(name, {&res, &a, &b, &bias});
+  const at::ScalarType dtype = a.scalar_type();
+  TORCH_CHECK(b.scalar_type() == dtype && (!bias.defined() || bias.scalar_type() == dtype),
+              name, ": expected operands of one dtype, but got ", dtype, " and ",
+              b.scalar_type(), bias.defined() ? " and " : "",
+              bias.defined() ? c10::toString(bias.scalar_type()) : "");
+  ComputeDType(dtype, name);
+  TORCH_CHECK(at::isFloatingType(dtype), name, ": trn matmul supports floating dtypes, got ",
+              dtype);
+  if (res.numel() == 0) return;
+  const bool use_bias = bias.defined() && beta != 0.0;
+  const TensorRef o = Ref(res, name);
+  if (a.size(-1) == 0) {  // empty K: the product is zero
+    if (use_bias) {
+      const TensorRef rbias = RefExpanded(bias, res.sizes(), name);
+      Launch(device, kernels::DescribeBinary(kernels::BinaryOp::kMul, o, rbias, nullptr, name),
+             [=] { return kernels::BinaryScalar(kernels::BinaryOp::kMul, o, rbias, beta); });
+    } else {
+      Launch(device, kernels::DescribeFill(o, name), [=] { return kernels::Fill(o, 0.0); });
+    }
+    return;
+  }
+  const TensorRef ra = Ref(a, name), rb = Ref(b, name);
+  const TensorRef rbias = use_bias ? RefExpanded(bias, res.sizes(), name) : NoRef();
+  Launch(device, kernels::DescribeMatmul(o, ra, rb, rbias, name),
+         [=] { return kernels::Matmul(o, ra, rb, rbias, alpha, beta); });
+}
+
+void CheckMm(const at::Tensor& a, const at::Tensor& b, const char* name) {
+  TORCH_CHECK(a.dim() == 2, name, ": self must be a matrix, got ", a.dim(), "-D");
+  TORCH_CHECK(b.dim() == 2, name, ": mat2 must be a matrix, got ", b.dim(), "-D");
+  TORCH_CHECK(a.size(1) == b.size(0), name, ": mat1 and mat2 shapes cannot be multiplied (",
+              a.size(0), "x", a.size(1), " and ", b.size(0), "x", b.size(1), ")");
+}
+void CheckBmm(const at::Tensor& a, const at::Tensor& b, const char* name) {
+  TORCH_CHECK(a.dim() == 3 && b.dim() == 3, name, ": batch1 and batch2 must be 3-D, got ",
+              a.dim(), "-D and ", b.dim(), "-D");
+  TORCH_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), name,
+              ": batch shapes cannot be multiplied (", a.sizes(), " and ", b.sizes(), ")");
+}
+
+at::Tensor Mm(const at::Tensor& a, const at::Tensor& b) {
+  CheckMm(a, b, "aten::mm");
+  at::Tensor res = Empty({a.size(0), b.size(1)}, a.scalar_type(), DeviceIndex(a));
+  MatmulInto(res, a, b, at::Tensor(), 0.0, 1.0, "aten::mm");
+  return res;
+}
+at::Tensor& MmOut(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  CheckMm(a, b, "aten::mm");
+  PrepareOut(out, {a.size(0), b.size(1)}, a.scalar_type(), "aten::mm");
+  TORCH_CHECK(out.scalar_type() == a.scalar_type(), "aten::mm: out dtype ", out.scalar_type(),
+              " must match the input dtype ", a.scalar_type());
+  MatmulInto(out, a, b, at::Tensor(), 0.0, 1.0, "aten::mm");
+  return out;
+}
+at::Tensor Bmm(const at::Tensor& a, const at::Tensor& b) {
+  CheckBmm(a, b, "aten::bmm");
+  at::Tensor res = Empty({a.size(0), a.size(1), b.size(2)}, a.scalar_type(), DeviceIndex(a));
+  MatmulInto(res, a, b, at::Tensor(), 0.0, 1.0, "aten::bmm");
+  return res;
+}
+at::Tensor& BmmOut(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  CheckBmm(a, b, "aten::bmm");
+  PrepareOut(out, {a.size(0), a.size(1), b.size(2)}, a.scalar_type(), "aten::bmm");
+  TORCH_CHECK(out.scalar_type() == a.scalar_type(), "aten::bmm: out dtype ", out.scalar_type(),
+              " must match the input dtype ", a.scalar_type());
+  MatmulInto(out, a, b, at::Tensor(), 0.0, 1.0, "aten::bmm");
+  return out;
+}
+
+// A 1-D vector as a [1,K] row or a [K,1] column for the GEMM.
+TensorRef AsMatrix(const at::Tensor& v, bool row, const char* name) {
+  TensorRef r = Ref(v, name);
+  const int64_t n = r.sizes[0], s = r.strides[0];
+  r.ndim = 2;
+  r.sizes[0] = row ? 1 : n;
+  r.sizes[1] = row ? n : 1;
+  r.strides[0] = row ? 0 : s;
+  r.strides[1] = row ? s : 0;
+  return r;
+}
+
+// dot and mv (matmul's 1-D paths) are GEMMs with a unit dimension.
+void GemvInto(const at::Tensor& res, const TensorRef& a, const TensorRef& b,
+              at::ScalarType dtype, const char* name) {
+  const int device = CommonDevice(name, {&res});
+  ComputeDType(dtype, name);
+  TORCH_CHECK(at::isFloatingType(dtype), name, ": trn matmul supports floating dtypes, got ",
+              dtype);
+  if (res.numel() == 0) return;
+  TensorRef o = Ref(res, name);
+  o.ndim = 2;
+  o.sizes[0] = a.sizes[0];
+  o.sizes[1] = 1;
+  o.strides[0] = res.dim() == 1 ? res.stride(0) : 0;
+  o.strides[1] = 0;
+  if (a.sizes[1] == 0) {
+    Launch(device, kernels::DescribeFill(o, name), [=] { return kernels::Fill(o, 0.0); });
+    return;
+  }
+  const TensorRef none = NoRef();
+  Launch(device, kernels::DescribeMatmul(o, a, b, none, name),
+         [=] { return kernels::Matmul(o, a, b, none, 1.0, 0.0); });
+}
+
+at::Tensor Dot(const at::Tensor& a, const at::Tensor& b) {
+  const char* name = "aten::dot";
+  TORCH_CHECK(a.dim() == 1 && b.dim() == 1, "1D tensors expected, but got ", a.dim(), "D and ",
+              b.dim(), "D tensors");
+  TORCH_CHECK(a.numel() == b.numel(), "inconsistent tensor size, expected tensor [", a.numel(),
+              "] and src [", b.numel(), "] to have the same number of elements, but got ",
+              a.numel(), " and ", b.numel(), " elements respectively");
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(), "dot : expected both vectors to have same dtype, but found ",
+              a.scalar_type(), " and ", b.scalar_type());
+  at::Tensor res = Empty({}, a.scalar_type(), CommonDevice(name, {&a, &b}));
+  GemvInto(res, AsMatrix(a, true, name), AsMatrix(b, false, name), a.scalar_type(), name);
+  return res;
+}
+
+at::Tensor Mv(const at::Tensor& m, const at::Tensor& v) {
+  const char* name = "aten::mv";
+  TORCH_CHECK(m.dim() == 2 && v.dim() == 1, "vector + matrix @ vector expected, got ", m.dim(),
+              ", ", v.dim());
+  TORCH_CHECK(m.size(1) == v.size(0), "size mismatch, got input (", m.size(0), "), mat (",
+              m.size(0), "x", m.size(1), "), vec (", v.size(0), ")");
+  TORCH_CHECK(m.scalar_type() == v.scalar_type(), name, ": expected operands of one dtype, got ",
+              m.scalar_type(), " and ", v.scalar_type());
+  at::Tensor res = Empty({m.size(0)}, m.scalar_type(), CommonDevice(name, {&m, &v}));
+  GemvInto(res, Ref(m, name), AsMatrix(v, false, name), m.scalar_type(), name);
+  return res;
+}
+
+void CheckBias(const at::Tensor& bias, at::IntArrayRef sizes, const char* name) {
+  TORCH_CHECK(at::is_expandable_to(bias.sizes(), sizes), name, ": self of shape ",
+              bias.sizes(), " is not broadcastable to the result shape ", sizes);
+}
+
+at::Tensor Addmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
+                 const at::Scalar& beta, const at::Scalar& alpha) {
+  CheckMm(a, b, "aten::addmm");
+  const at::DimVector sizes{a.size(0), b.size(1)};
+  CheckBias(bias, sizes, "aten::addmm");
+  at::Tensor res = Empty(sizes, a.scalar_type(), DeviceIndex(a));
+  MatmulInto(res, a, b, bias, beta.toDouble(), alpha.toDouble(), "aten::addmm");
+  return res;
+}
+at::Tensor& AddmmOut(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
+                     const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  CheckMm(a, b, "aten::addmm");
+  const at::DimVector sizes{a.size(0), b.size(1)};
+  CheckBias(bias, sizes, "aten::addmm");
+  // The GEMM writes out tile by tile; a bias aliasing out is read from a copy.
+  at::Tensor b_copy = bias;
+  if (bias.is_same(out)) {
+    b_copy = Empty(bias.sizes(), bias.scalar_type(), DeviceIndex(bias));
+    LaunchCopy(DeviceIndex(bias), b_copy, bias, "aten::addmm");
+  }
+  PrepareOut(out, sizes, a.scalar_type(), "aten::addmm");
+  MatmulInto(out, a, b, b_copy, beta.toDouble(), alpha.toDouble(), "aten::addmm");
+  return out;
+}
+at::Tensor& Addmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                   const at::Scalar& beta, const at::Scalar& alpha) {
+  return AddmmOut(self, a, b, beta, alpha, self);
+}
+
+at::Tensor Baddbmm(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
+                   const at::Scalar& beta, const at::Scalar& alpha) {
+  CheckBmm(a, b, "aten::baddbmm");
+  const at::DimVector sizes{a.size(0), a.size(1), b.size(2)};
+  CheckBias(bias, sizes, "aten::baddbmm");
+  at::Tensor res = Empty(sizes, a.scalar_type(), DeviceIndex(a));
+  MatmulInto(res, a, b, bias, beta.toDouble(), alpha.toDouble(), "aten::baddbmm");
+  return res;
+}
+at::Tensor& BaddbmmOut(const at::Tensor& bias, const at::Tensor& a, const at::Tensor& b,
+                       const at::Scalar& beta, const at::Scalar& alpha, at::Tensor& out) {
+  CheckBmm(a, b, "aten::baddbmm");
+  const at::DimVector sizes{a.size(0), a.size(1), b.size(2)};
+  CheckBias(bias, sizes, "aten::baddbmm");
+  at::Tensor b_copy = bias;
+  if (bias.is_same(out)) {
+    b_copy = Empty(bias.sizes(), bias.scalar_type(), DeviceIndex(bias));
+    LaunchCopy(DeviceIndex(bias), b_copy, bias, "aten::baddbmm");
+  }
+  PrepareOut(out, sizes, a.scalar_type(), "aten::baddbmm");
+  MatmulInto(out, a, b, b_copy, beta.toDouble(), alpha.toDouble(), "aten::baddbmm");
+  return out;
+}
+at::Tensor& Baddbmm_(at::Tensor& self, const at::Tensor& a, const at::Tensor& b,
+                     const at::Scalar& beta, const at::Scalar& alpha) {
+  return BaddbmmOut(self, a, b, beta, alpha, self);
+}
+
+// ---- normalization --------------------------------------------------------------------
+// Leading sizes + one 1 per normalized dim: torch's mean/rstd shape.
+at::DimVector StatSizes(const at::Tensor& input, size_t norm_dims) {
+  at::DimVector s(input.sizes().begin(), input.sizes().end());
+  for (size_t i = 0; i < norm_dims; ++i) s[s.size() - 1 - i] = 1;
+  return s;
+}
+
+void CheckNormalized(const at::Tensor& input, at::IntArrayRef shape,
+                     const std::optional<at::Tensor>& weight, const char* name) {
+  const int64_t n = static_cast<int64_t>(shape.size());
+  TORCH_CHECK(n >= 1 && input.dim() >= n &&
+                  input.sizes().slice(input.dim() - n).equals(shape),
+              name, ": expected input with shape [*, ", shape, "], but got input of size ",
+              input.sizes());
+  if (weight.has_value() && weight->defined()) {
+    TORCH_CHECK(weight->sizes().equals(shape), name, ": expected weight of shape ", shape,
+                ", got ", weight->sizes());
+  }
+}
+
+// The stat tensors seen with the leading dims only (trailing 1s dropped).
+TensorRef LeadingRef(const at::Tensor& stat, size_t norm_dims, const char* name) {
+  TensorRef r = Ref(stat, name);
+  r.ndim -= static_cast<int>(norm_dims);
+  return r;
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNorm(
+    const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, double eps) {
+  const char* name = "aten::native_layer_norm";
+  CheckNormalized(input, shape, weight, name);
+  const at::Tensor w = weight.value_or(at::Tensor());
+  const at::Tensor bi = bias.value_or(at::Tensor());
+  const int device = CommonDevice(name, {&input, &w, &bi});
+  const at::ScalarType dtype = input.scalar_type();
+  ComputeDType(dtype, name);
+  TORCH_CHECK(at::isFloatingType(dtype), name, ": expected a floating dtype, got ", dtype);
+  const at::Tensor cw = w.defined() ? CastTo(w, dtype, name) : w;
+  const at::Tensor cb = bi.defined() ? CastTo(bi, dtype, name) : bi;
+  at::Tensor out = Empty(input.sizes(), dtype, device);
+  const at::DimVector stat_sizes = StatSizes(input, shape.size());
+  at::Tensor mean = Empty(stat_sizes, dtype, device);
+  at::Tensor rstd = Empty(stat_sizes, dtype, device);
+  if (input.numel() == 0) return {out, mean, rstd};
+  const TensorRef o = Ref(out, name), i = Ref(input, name);
+  const TensorRef rw = cw.defined() ? Ref(cw, name) : NoRef();
+  const TensorRef rb = cb.defined() ? Ref(cb, name) : NoRef();
+  const TensorRef rm = LeadingRef(mean, shape.size(), name);
+  const TensorRef rr = LeadingRef(rstd, shape.size(), name);
+  const int nd = static_cast<int>(shape.size());
+  Launch(device, kernels::DescribeLayerNorm(o, i, rw, name),
+         [=] { return kernels::LayerNorm(o, i, rw, rb, nd, eps, rm, rr); });
+  return {out, mean, rstd};
+}
+
+// Note [rms_norm routing]. rstd is float32 (the opmath type) except for
+// float64 inputs, where torch returns float64: the fused kernel writes a
+// float32 rstd and the same launch widens it.
+std::tuple<at::Tensor, at::Tensor> FusedRmsNorm(const at::Tensor& input, at::IntArrayRef shape,
+                                                const std::optional<at::Tensor>& weight,
+                                                std::optional<double> eps) {
+  const char* name = "aten::rms_norm";
+  CheckNormalized(input, shape, weight, name);
+  const at::Tensor w = weight.value_or(at::Tensor());
+  const int device = CommonDevice(name, {&input, &w});
+  const at::ScalarType dtype = input.scalar_type();
+  ComputeDType(dtype, name);
+  TORCH_CHECK(at::isFloatingType(dtype), name, ": expected a floating dtype, got ", dtype);
+  const bool is_double = dtype == at::kDouble;
+  // torch's default eps is the epsilon of the opmath type.
+  const double e = eps.has_value() ? *eps
+                   : is_double     ? std::numeric_limits<double>::epsilon()
+                                   : std::numeric_limits<float>::epsilon();
+  const at::Tensor cw = w.defined() ? CastTo(w, dtype, name) : w;
+  at::Tensor out = Empty(input.sizes(), dtype, device);
+  const at::DimVector stat_sizes = StatSizes(input, shape.size());
+  at::Tensor rstd = Empty(stat_sizes, is_double ? at::kDouble : at::kFloat, device);
+  if (input.numel() == 0) return {out, rstd};
+  at::Tensor rstd32 = is_double ? Empty(stat_sizes, at::kFloat, device) : rstd;
+  const TensorRef o = Ref(out, name), i = Ref(input, name);
+  const TensorRef rw = cw.defined() ? Ref(cw, name) : NoRef();
+  const TensorRef r32 = LeadingRef(rstd32, shape.size(), name);
+  const TensorRef r64 = is_double ? LeadingRef(rstd, shape.size(), name) : NoRef();
+  const int nd = static_cast<int>(shape.size());
+  Launch(device, kernels::DescribeRmsNorm(o, i, rw, name), [=]() -> Status {
+    Status s = kernels::RmsNorm(o, i, rw, nd, e, r32);
+    if (!s.ok() || r64.data == nullptr) return s;
+    return kernels::Copy(r64, r32);
+  });
+  return {out, rstd};
+}
+
+// ---- indexing and layout ---------------------------------------------------------------
+void CheckIndex(const at::Tensor& index, const char* name) {
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, name,
+              ": expected an index of dtype int64 or int32, but got ", index.scalar_type());
+}
+
+// A contiguous copy of `t` when needed (the kernels take a 1-D index).
+at::Tensor Contiguous(const at::Tensor& t, const char* name) {
+  if (t.is_contiguous()) return t;
+  at::Tensor c = Empty(t.sizes(), t.scalar_type(), DeviceIndex(t));
+  LaunchCopy(DeviceIndex(t), c, t, name);
+  return c;
+}
+
+void IndexSelectInto(const at::Tensor& out, const at::Tensor& self, int64_t dim,
+                     const at::Tensor& index, const char* name) {
+  const int device = CommonDevice(name, {&out, &self, &index});
+  if (out.numel() == 0) return;
+  const at::Tensor idx = Contiguous(index, name);
+  const TensorRef ri = FlatRef(idx, name);
+  const TensorRef o = Ref(out, name), i = Ref(self, name);
+  const int d = static_cast<int>(dim);
+  Launch(device, kernels::DescribeIndexSelect(o, ri, name),
+         [=] { return kernels::IndexSelect(o, i, d, ri); });
+}
+
+at::DimVector IndexSelectSizes(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  at::DimVector sizes(self.sizes().begin(), self.sizes().end());
+  sizes[dim] = index.numel();
+  return sizes;
+}
+
+at::Tensor IndexSelect(const at::Tensor& self, int64_t dim, const at::Tensor& index) {
+  const char* name = "aten::index_select";
+  CheckIndex(index, name);
+  TORCH_CHECK(index.dim() <= 1, name, ": index must be 0-D or 1-D, got ", index.dim(), "-D");
+  TORCH_CHECK(self.dim() >= 1, name, ": self must have at least one dimension");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  at::Tensor out = Empty(IndexSelectSizes(self, d, index), self.scalar_type(), DeviceIndex(self));
+  IndexSelectInto(out, self, d, index, name);
+  return out;
+}
+at::Tensor& IndexSelectOut(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           at::Tensor& out) {
+  const char* name = "aten::index_select";
+  CheckIndex(index, name);
+  TORCH_CHECK(index.dim() <= 1, name, ": index must be 0-D or 1-D, got ", index.dim(), "-D");
+  TORCH_CHECK(self.dim() >= 1, name, ": self must have at least one dimension");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  PrepareOut(out, IndexSelectSizes(self, d, index), self.scalar_type(), name);
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), name, ": out dtype ", out.scalar_type(),
+              " must match self dtype ", self.scalar_type());
+  IndexSelectInto(out, self, d, index, name);
+  return out;
+}
+
+// embedding = index_select(weight, 0, indices.flatten()) in the output's 2-D
+// view. padding_idx only matters for the gradient.
+at::Tensor Embedding(const at::Tensor& weight, const at::Tensor& indices, int64_t padding_idx,
+                     bool scale_grad_by_freq, bool sparse) {
+  const char* name = "aten::embedding";
+  TORCH_CHECK(weight.dim() == 2, name, ": 'weight' must be 2-D, got ", weight.dim(), "-D");
+  CheckIndex(indices, name);
+  at::DimVector sizes(indices.sizes().begin(), indices.sizes().end());
+  sizes.push_back(weight.size(1));
+  at::Tensor out = Empty(sizes, weight.scalar_type(), DeviceIndex(weight));
+  const int device = CommonDevice(name, {&weight, &indices});
+  if (out.numel() == 0) return out;
+  const at::Tensor idx = Contiguous(indices, name);
+  const TensorRef ri = FlatRef(idx, name);
+  TensorRef o = Ref(out, name);
+  o.ndim = 2;
+  o.sizes[0] = indices.numel();
+  o.sizes[1] = weight.size(1);
+  o.strides[0] = weight.size(1);
+  o.strides[1] = 1;
+  const TensorRef w = Ref(weight, name);
+  Launch(device, kernels::DescribeIndexSelect(o, ri, name),
+         [=] { return kernels::IndexSelect(o, w, 0, ri); });
+  return out;
+}
+
+// cat: torch's legacy rule skips 1-D empty inputs; dtypes promote.
+at::Tensor CatImpl(const at::ITensorListRef& tensors, int64_t dim, at::Tensor* out) {
+  const char* name = "aten::cat";
+  const auto mat = tensors.materialize();
+  TORCH_CHECK(!mat.empty(), "torch.cat(): expected a non-empty list of Tensors");
+  std::vector<at::Tensor> inputs;
+  inputs.reserve(mat.size());
+  at::ScalarType dtype = mat[0].get().scalar_type();
+  const at::Tensor* ref = nullptr;  // first non-skipped input: gives the shape
+  for (const at::Tensor& t : mat) {
+    dtype = at::promote_types(dtype, t.scalar_type());
+    if (t.dim() == 1 && t.size(0) == 0) continue;
+    if (ref == nullptr) ref = &t;
+    inputs.push_back(t);
+  }
+  const int device = DeviceIndex(out != nullptr ? *out : mat[0].get());
+  if (ref == nullptr) {  // only legacy empty inputs
+    if (out == nullptr) return Empty({0}, dtype, device);
+    PrepareOut(*out, {0}, dtype, name);
+    return *out;
+  }
+  TORCH_CHECK(ref->dim() > 0, "zero-dimensional tensor (at position 0) cannot be concatenated");
+  const int64_t d = at::maybe_wrap_dim(dim, ref->dim());
+  at::DimVector sizes(ref->sizes().begin(), ref->sizes().end());
+  sizes[d] = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const at::Tensor& t = inputs[k];
+    TORCH_CHECK(t.dim() == ref->dim(), "Tensors must have same number of dimensions: got ",
+                ref->dim(), " and ", t.dim());
+    for (int64_t j = 0; j < t.dim(); ++j) {
+      TORCH_CHECK(j == d || t.size(j) == ref->size(j),
+                  "Sizes of tensors must match except in dimension ", d,
+                  ". Expected size ", ref->size(j), " but got size ", t.size(j),
+                  " for tensor number ", k, " in the list.");
+    }
+    TORCH_CHECK(DeviceIndex(t) == device, name, ": expected all tensors on trn:", device);
+    sizes[d] += t.size(d);
+  }
+  // A copy: float64 values move exactly, no float64 policy (Ref checks the dtype).
+  at::Tensor res;
+  if (out == nullptr) {
+    res = Empty(sizes, dtype, device);
+  } else {
+    PrepareOut(*out, sizes, dtype, name);
+    res = *out;
+  }
+  if (res.numel() == 0) return res;
+  const at::Tensor dst = res.scalar_type() == dtype ? res : Empty(sizes, dtype, device);
+  std::vector<TensorRef> refs;
+  refs.reserve(inputs.size());
+  for (at::Tensor& t : inputs) {
+    t = CastTo(t, dtype, name);
+    refs.push_back(Ref(t, name));
+  }
+  const TensorRef o = Ref(dst, name);
+  const int kd = static_cast<int>(d);
+  Launch(device, kernels::DescribeCat(o, name),
+         [o, refs = std::move(refs), kd] { return kernels::Cat(o, refs, kd); });
+  if (!dst.is_same(res)) LaunchCopy(device, res, dst, name);
+  return res;
+}
+
+at::Tensor Cat(const at::ITensorListRef& tensors, int64_t dim) {
+  return CatImpl(tensors, dim, nullptr);
+}
+at::Tensor& CatOut(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& out) {
+  CatImpl(tensors, dim, &out);
+  return out;
+}
+
+// clone: one Copy launch; Preserve keeps dense strides as torch does.
+at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_format) {
+  const char* name = "aten::clone";
+  const int device = DeviceIndex(self);
+  const auto fmt = memory_format.value_or(at::MemoryFormat::Preserve);
+  TORCH_CHECK(fmt == at::MemoryFormat::Preserve || fmt == at::MemoryFormat::Contiguous, name,
+              ": trn supports memory_format preserve/contiguous, got ", fmt);
+  at::Tensor out;
+  if (fmt == at::MemoryFormat::Preserve && !self.is_contiguous() &&
+      self.is_non_overlapping_and_dense()) {
+    out = at::empty_strided(self.sizes(), self.strides(), self.options());
+  } else {
+    out = Empty(self.sizes(), self.scalar_type(), device);
+  }
+  LaunchCopy(device, out, self, name);
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_softmax", TORCH_FN(Softmax));
+  m.impl("_softmax.out", TORCH_FN(SoftmaxOut));
+  m.impl("_log_softmax", TORCH_FN(LogSoftmax));
+  m.impl("_log_softmax.out", TORCH_FN(LogSoftmaxOut));
+  m.impl("mm", TORCH_FN(Mm));
+  m.impl("mm.out", TORCH_FN(MmOut));
+  m.impl("bmm", TORCH_FN(Bmm));
+  m.impl("bmm.out", TORCH_FN(BmmOut));
+  m.impl("dot", TORCH_FN(Dot));
+  m.impl("mv", TORCH_FN(Mv));
+  m.impl("addmm", TORCH_FN(Addmm));
+  m.impl("addmm_", TORCH_FN(Addmm_));
+  m.impl("addmm.out", TORCH_FN(AddmmOut));
+  m.impl("baddbmm", TORCH_FN(Baddbmm));
+  m.impl("baddbmm_", TORCH_FN(Baddbmm_));
+  m.impl("baddbmm.out", TORCH_FN(BaddbmmOut));
+  m.impl("native_layer_norm", TORCH_FN(NativeLayerNorm));
+  m.impl("_fused_rms_norm", TORCH_FN(FusedRmsNorm));
+  m.impl("index_select", TORCH_FN(IndexSelect));
+  m.impl("index_select.out", TORCH_FN(IndexSelectOut));
+  m.impl("embedding", TORCH_FN(Embedding));
+  m.impl("cat", TORCH_FN(Cat));
+  m.impl("cat.out", TORCH_FN(CatOut));
+  m.impl("clone", TORCH_FN(Clone));
+}
+
+}  // namespace trn::bridge::ops
