@@ -18,12 +18,17 @@ $(BUILD)/CMakeCache.txt:
 build: setup $(BUILD)/CMakeCache.txt
 	cmake --build $(BUILD) -j $(JOBS)
 
-# Editable install: registers the torch.backends entry point (autoload) and
-# points at python/trnscope, where the build puts _C.so.
-install: build
+# Editable install: registers the entry points (torch.backends autoload,
+# torch_dynamo_backends) and points at python/trnscope, where the build puts
+# _C.so. Redone when pyproject.toml changes or trnscope resolves elsewhere.
+install: build $(BUILD)/.installed
 	@$(PY) -c "import importlib.util as u, os, sys; s = u.find_spec('trnscope'); \
 	  sys.exit(s is None or not os.path.samefile(os.path.dirname(s.origin), 'python/trnscope'))" \
-	  2>/dev/null || $(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	  2>/dev/null || { rm -f $(BUILD)/.installed; $(MAKE) --no-print-directory $(BUILD)/.installed; }
+
+$(BUILD)/.installed: pyproject.toml
+	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
+	@touch $@
 
 test-core: build
 	cd $(BUILD) && ctest --output-on-failure

@@ -59,6 +59,9 @@ at::Tensor BinaryImpl(BinaryOp op, const char* name, Operand a, Operand b,
   if (op == BinaryOp::kDiv && at::isIntegralType(common, /*includeBool=*/true)) {
     common = DefaultFloat();
   }
+  TORCH_CHECK(!(op == BinaryOp::kPow && b.tensor == nullptr && b.scalar < 0 &&
+                at::isIntegralType(common, /*includeBool=*/false)),
+              "Integers to negative integer powers are not allowed.");
   const at::ScalarType result = IsArith(op) ? common : at::kBool;
   if (common == at::kBool && IsArith(op)) {
     if (op == BinaryOp::kPow) {

@@ -610,16 +610,7 @@ Device::Device(int index, int physical_core, uint64_t capacity)
     Registry().push_back(worker_.get());
   }
   worker_->thread = std::thread([w = worker_.get()] { w->Loop(); });
-  allocator_->SetWaitIdle([w = worker_.get()] {
-    std::unique_lock<std::mutex> lock(w->mu);
-    w->WaitUntil(lock, [w] {
-      for (int i = 0; i < w->num_active; ++i) {
-        const Stream::Queue& q = w->active[i]->queue();
-        if (q.completed.load(std::memory_order_acquire) < q.enqueued) return false;
-      }
-      return true;
-    });
-  });
+  allocator_->SetWaitIdle([this] { WaitIdle(); });
   const std::string name = fmt::format("trn:{} core", index);  // shown by top/gdb/perf
   pthread_setname_np(worker_->thread.native_handle(), name.substr(0, 15).c_str());
 }
@@ -666,6 +657,28 @@ Stream& Device::NewStream() {
 int Device::num_streams() const {
   std::lock_guard<std::mutex> lock(worker_->mu);
   return worker_->num_active;
+}
+
+void Device::WaitIdle() {
+  Worker& w = *worker_;
+  std::unique_lock<std::mutex> lock(w.mu);
+  w.WaitUntil(lock, [&w] {
+    for (int i = 0; i < w.num_active; ++i) {
+      const Stream::Queue& q = w.active[i]->queue();
+      if (q.completed.load(std::memory_order_acquire) < q.enqueued) return false;
+    }
+    return true;
+  });
+}
+
+uint64_t Device::PendingCommands() const {
+  std::lock_guard<std::mutex> lock(worker_->mu);
+  uint64_t pending = 0;
+  for (int i = 0; i < worker_->num_active; ++i) {
+    const Stream::Queue& q = worker_->active[i]->queue();
+    pending += q.enqueued - q.completed.load(std::memory_order_acquire);
+  }
+  return pending;
 }
 
 void Device::Synchronize() {
@@ -760,6 +773,16 @@ void Runtime::SynchronizeAll() {
     }
   }
   if (!error.empty()) throw DeviceError(error);
+}
+
+void Runtime::WaitIdleAll() {
+  for (auto& d : impl_->devices) d->WaitIdle();
+}
+
+uint64_t Runtime::PendingCommandsAll() const {
+  uint64_t pending = 0;
+  for (const auto& d : impl_->devices) pending += d->PendingCommands();
+  return pending;
 }
 
 // ---- Environment parsing ------------------------------------------------------

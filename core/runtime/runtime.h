@@ -165,6 +165,10 @@ class Device {
   int num_streams() const;    // created so far, default included
   Allocator& allocator() { return *allocator_; }
   void Synchronize();  // all streams; throws the first DeviceError
+  // Waits for every queued command but leaves failures for the next
+  // synchronizing call (the profiler must not swallow a user's error).
+  void WaitIdle();
+  uint64_t PendingCommands() const;  // enqueued, not yet completed
 
   static constexpr int kStreamPoolSize = 32;
 
@@ -192,6 +196,8 @@ class Runtime {
   int device_count() const;
   Device& device(int index);  // InvalidArgument naming the index and the count
   void SynchronizeAll();
+  void WaitIdleAll();                  // Device::WaitIdle on every device
+  uint64_t PendingCommandsAll() const;
 
   // Parsers exposed for tests; throw InvalidArgument naming the value.
   static std::vector<int> ParseVisibleCores(const std::string& spec);

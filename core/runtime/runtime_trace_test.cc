@@ -122,3 +122,24 @@ TEST(RuntimeTrace, OutOfMemoryDrainsTheCoreBeforeReleasingTheCache) {
 
 }  // namespace
 }  // namespace trn::rt
+
+namespace trn::rt {
+namespace {
+
+TEST(RuntimeIdle, WaitIdleDrainsButKeepsTheFailureForSynchronize) {
+  Device dev(0, 0, 1 << 20);
+  std::atomic<bool> gate{false};
+  dev.DefaultStream().Launch(Info("blocked", "aten::add"), [&] {
+    while (!gate.load()) std::this_thread::yield();
+    return Status::Error("boom");
+  });
+  EXPECT_EQ(dev.PendingCommands(), 1u);
+  gate = true;
+  dev.WaitIdle();
+  EXPECT_EQ(dev.PendingCommands(), 0u);
+  EXPECT_THROW(dev.Synchronize(), DeviceError) << "WaitIdle must not swallow the failure";
+  EXPECT_NO_THROW(dev.Synchronize());
+}
+
+}  // namespace
+}  // namespace trn::rt

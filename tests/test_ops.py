@@ -1,0 +1,771 @@
+"""Natively registered aten ops on trn against CPU PyTorch.
+
+Every test runs an op on CPU tensors and on copies of them on trn and
+compares with the tolerances below; the autouse fixture asserts that nothing
+ran through the CPU fallback (these ops are native on trn).
+
+Tolerances (rtol, atol): float32 arithmetic 1e-5/1e-6, float32 transcendental
+1e-4/1e-4, bfloat16 1e-2/1e-2, float16 1e-3/1e-3, integers and bool exact;
+matmul atol grows with sqrt(K).
+"""
+
+import math
+import zlib
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import trnscope
+
+F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
+I32, I64, BOOL = torch.int32, torch.int64, torch.bool
+FLOATS = [F32, BF16, F16]
+ALL = [F32, BF16, F16, I32, I64, BOOL]
+SHAPES = [(), (1,), (17,), (3, 5, 7), (0, 3)]
+
+
+@pytest.fixture(autouse=True)
+def no_fallback():
+    before = trnscope.fallback_ops()
+    yield
+    torch.trn.synchronize()
+    assert trnscope.fallback_ops() == before, "a native op went through the CPU fallback"
+
+
+def tol(dtype, transcendental=False):
+    if dtype == BF16:
+        return 1e-2, 1e-2
+    if dtype == F16:
+        return 1e-3, 1e-3
+    if dtype.is_floating_point:
+        return (1e-4, 1e-4) if transcendental else (1e-5, 1e-6)
+    return 0, 0
+
+
+def check(got, want, transcendental=False, rtol=None, atol=None):
+    assert got.device.type == "trn", got.device
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    r, a = tol(want.dtype, transcendental)
+    torch.testing.assert_close(
+        got.cpu(), want, rtol=r if rtol is None else rtol, atol=a if atol is None else atol,
+        equal_nan=True,
+    )
+
+
+def make(shape, dtype, kind="any"):
+    """Random CPU tensor; kind: any, positive (log/sqrt domain), nonzero, small_exp."""
+    # crc32, not hash(): str hashes change per process and the data must not.
+    g = torch.Generator().manual_seed(zlib.crc32(repr((shape, str(dtype), kind)).encode()))
+    if dtype == BOOL:
+        return torch.randint(0, 2, shape, generator=g).bool()
+    if not dtype.is_floating_point:
+        lo, hi = {"positive": (1, 6), "nonzero": (1, 6), "small_exp": (0, 4)}.get(kind, (-5, 6))
+        t = torch.randint(lo, hi, shape, generator=g)
+        if kind == "nonzero":
+            t = t * (torch.randint(0, 2, shape, generator=g) * 2 - 1)
+        return t.to(dtype)
+    t = torch.randn(shape, generator=g)
+    if kind in ("positive", "nonzero"):
+        t = t.abs() + 0.5
+        if kind == "nonzero":
+            t = t * (torch.randint(0, 2, shape, generator=g) * 2 - 1)
+    return t.to(dtype)
+
+
+def on_trn(x, layout="contig"):
+    """(cpu view, trn view) with the same values; layout makes the trn side
+    non-contiguous: 'transposed' (last two dims swapped back) or 'strided'
+    (every other element of a wider buffer)."""
+    if layout == "contig" or x.dim() == 0:
+        return x, x.to("trn")
+    if layout == "transposed" and x.dim() >= 2:
+        base = x.transpose(-1, -2).contiguous()
+        t = base.to("trn").transpose(-1, -2)
+        assert not t.is_contiguous() or x.shape[-1] <= 1 or x.shape[-2] <= 1
+        return x, t
+    wide = torch.stack([x, torch.zeros_like(x)], dim=-1).flatten(-2)
+    t = wide.to("trn")[..., ::2]
+    return x, t
+
+
+# ---- binary --------------------------------------------------------------------------
+BINARY = {
+    "add": (torch.add, "any"),
+    "sub": (torch.sub, "any"),
+    "mul": (torch.mul, "any"),
+    "div": (torch.div, "nonzero"),
+    "pow": (torch.pow, "small_exp"),
+    "maximum": (torch.maximum, "any"),
+    "minimum": (torch.minimum, "any"),
+    "eq": (torch.eq, "any"),
+    "ne": (torch.ne, "any"),
+    "lt": (torch.lt, "any"),
+    "le": (torch.le, "any"),
+    "gt": (torch.gt, "any"),
+    "ge": (torch.ge, "any"),
+    "logical_and": (torch.logical_and, "any"),
+    "logical_or": (torch.logical_or, "any"),
+}
+BROADCAST = [
+    ((), ()),
+    ((1,), (1,)),
+    ((17,), (17,)),
+    ((3, 5, 7), (3, 5, 7)),
+    ((3, 5, 7), (5, 1)),
+    ((3, 1, 7), (1, 5, 1)),
+    ((17,), ()),
+    ((0, 3), (3,)),
+]
+
+
+CMP = ("eq", "ne", "lt", "le", "gt", "ge")
+
+
+def binary_inputs(name, sa, sb, dtype):
+    if name == "pow" and dtype.is_floating_point:  # positive base, any real exponent
+        return make(sa, dtype, "positive"), make(sb, dtype)
+    a, b = make(sa, dtype), make(sb, dtype, BINARY[name][1])
+    if sa == sb and name in CMP:  # some equal pairs
+        b = torch.where(torch.rand(sb) < 0.3, a, b)
+    return a, b
+
+
+def cpu_or_skip(fn):
+    try:
+        return fn()
+    except (RuntimeError, TypeError, IndexError, ValueError) as e:  # torch rejects it
+        pytest.skip(f"CPU rejects: {e}")
+
+
+@pytest.mark.parametrize("shapes", BROADCAST, ids=str)
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary(name, dtype, shapes):
+    fn = BINARY[name][0]
+    a, b = binary_inputs(name, *shapes, dtype)
+    want = cpu_or_skip(lambda: fn(a, b))
+    check(fn(a.to("trn"), b.to("trn")), want, transcendental=name in ("pow", "div"))
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=str)
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_noncontiguous(name, dtype, layout):
+    a, b = binary_inputs(name, (3, 6, 5), (6, 5), dtype)
+    want = cpu_or_skip(lambda: BINARY[name][0](a, b))
+    _, ta = on_trn(a, layout)
+    _, tb = on_trn(b, "strided" if layout == "transposed" else "transposed")
+    check(BINARY[name][0](ta, tb), want, transcendental=name in ("pow", "div"))
+
+
+SCALARS = [2, -3, 2.5, True]
+
+
+@pytest.mark.parametrize("scalar", SCALARS, ids=repr)
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("name", list(BINARY))
+def test_binary_scalar(name, dtype, scalar):
+    fn = BINARY[name][0]
+    a = make((4, 9), dtype, "positive" if name == "pow" else "any")
+    want = cpu_or_skip(lambda: fn(a, scalar))
+    check(fn(a.to("trn"), scalar), want, transcendental=name in ("pow", "div"))
+
+
+@pytest.mark.parametrize("scalar", [2, 2.5, -1.5])
+@pytest.mark.parametrize("dtype", [F32, BF16, I32, I64], ids=str)
+@pytest.mark.parametrize("op", ["rsub", "rdiv", "rpow", "radd", "rmul", "rgt"])
+def test_scalar_first(op, dtype, scalar):
+    """scalar (op) tensor: rsub, pow(Scalar, Tensor), python reflected operators."""
+    fns = {
+        "rsub": lambda s, t: s - t,
+        "rdiv": lambda s, t: s / t,
+        "rpow": lambda s, t: torch.pow(abs(s), t),
+        "radd": lambda s, t: s + t,
+        "rmul": lambda s, t: s * t,
+        "rgt": lambda s, t: s > t,
+    }
+    a = make((5, 3), dtype, "nonzero" if op == "rdiv" else "small_exp" if op == "rpow" else "any")
+    want = cpu_or_skip(lambda: fns[op](scalar, a))
+    check(fns[op](scalar, a.to("trn")), want, transcendental=op in ("rpow", "rdiv"))
+
+
+def test_add_sub_alpha():
+    a, b = make((4, 6), F32), make((6,), F32)
+    check(torch.add(a.to("trn"), b.to("trn"), alpha=0.5), torch.add(a, b, alpha=0.5))
+    check(torch.sub(a.to("trn"), b.to("trn"), alpha=3), torch.sub(a, b, alpha=3))
+    check(torch.sub(a.to("trn"), 2.0, alpha=3), torch.sub(a, 2.0, alpha=3))
+    check(torch.rsub(a.to("trn"), 2.0, alpha=3), torch.rsub(a, 2.0, alpha=3))
+    ai, bi = make((4, 6), I64), make((4, 6), I64)
+    check(torch.add(ai.to("trn"), bi.to("trn"), alpha=2), torch.add(ai, bi, alpha=2))
+
+
+PROMOTIONS = [
+    (F32, BF16), (BF16, F16), (I32, F32), (I64, I32), (BOOL, I32), (BOOL, F16), (I64, BF16),
+]
+
+
+@pytest.mark.parametrize("name", ["add", "mul", "div", "maximum", "lt"])
+@pytest.mark.parametrize("dtypes", PROMOTIONS, ids=str)
+def test_binary_promotion(name, dtypes):
+    a, b = make((3, 4), dtypes[0], "any"), make((4,), dtypes[1], "nonzero")
+    fn = BINARY[name][0]
+    want = cpu_or_skip(lambda: fn(a, b))
+    check(fn(a.to("trn"), b.to("trn")), want, transcendental=True)
+
+
+def test_zero_dim_operands():
+    """A 0-dim trn tensor is a tensor operand (it does not promote like a
+    python number in the same category); a 0-dim CPU tensor is a scalar."""
+    a = make((3, 4), BF16)
+    s32 = torch.tensor(1.7)
+    check(a.to("trn") * s32.to("trn"), a * s32)
+    check(a.to("trn") * s32, a * s32)
+    i = make((3, 4), I32)
+    check(i.to("trn") + s32.to("trn"), i + s32)  # float 0-dim promotes int to float
+    check(torch.tensor(3).to("trn") * i.to("trn"), torch.tensor(3) * i)
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div", "pow", "logical_and", "lt", "eq"])
+def test_binary_inplace_and_out(name):
+    fn = BINARY[name][0]
+    a, b = make((3, 4), F32, "positive"), make((4,), F32, "nonzero")
+    want = fn(a, b)
+    ta = a.to("trn")
+    ptr = ta.data_ptr()
+    res = getattr(ta, name + "_")(b.to("trn"))
+    assert res.data_ptr() == ptr
+    check(ta, want.to(F32), transcendental=True)  # in place keeps self's dtype
+    out = torch.empty(0, device="trn", dtype=want.dtype)  # resized as torch does
+    fn(a.to("trn"), b.to("trn"), out=out)
+    check(out, want, transcendental=True)
+
+
+def test_maximum_minimum_out():
+    a, b = make((3, 4), F32), make((4,), F32)
+    out = torch.empty(0, device="trn")
+    torch.maximum(a.to("trn"), b.to("trn"), out=out)
+    check(out, torch.maximum(a, b))
+    torch.minimum(a.to("trn"), b.to("trn"), out=out)
+    check(out, torch.minimum(a, b))
+
+
+def test_inplace_non_contiguous_self_and_cast():
+    a, b = make((5, 6), F32), make((6,), F32)
+    ta = a.t().contiguous().to("trn").t()  # non-contiguous self
+    ta.mul_(b.to("trn"))
+    check(ta, a * b)
+    h = make((5, 6), F16)
+    th = h.to("trn")
+    th.add_(b.to("trn"))  # float32 result written into float16 self
+    check(th, h.add_(b))
+    t = make((2, 3), I64).to("trn")
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        t.add_(torch.ones(3, device="trn"))
+    with pytest.raises(RuntimeError, match="doesn't match the broadcast shape"):
+        torch.ones(3, device="trn").add_(torch.ones(2, 3, device="trn"))
+
+
+def test_comparison_out_and_inplace():
+    a, b = make((4, 5), F32), make((4, 5), F32)
+    out = torch.empty(0, dtype=BOOL, device="trn")
+    torch.lt(a.to("trn"), b.to("trn"), out=out)
+    check(out, a < b)
+    ta = a.to("trn")
+    ta.ge_(0.0)  # in place keeps self's dtype
+    check(ta, a.ge(0.0).float())
+
+
+# ---- where / masked_fill --------------------------------------------------------------
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize(
+    "shapes", [((3, 4), (3, 4), (3, 4)), ((3, 1), (1, 4), (4,)), ((), (5,), ()), ((0, 2), (2,), (2,))], ids=str
+)
+def test_where(dtype, shapes):
+    c = make(shapes[0], BOOL)
+    a, b = make(shapes[1], dtype), make(shapes[2], dtype)
+    check(torch.where(c.to("trn"), a.to("trn"), b.to("trn")), torch.where(c, a, b))
+
+
+def test_where_scalars_and_promotion():
+    c, a = make((3, 4), BOOL), make((3, 4), BF16)
+    check(torch.where(c.to("trn"), a.to("trn"), 0.5), torch.where(c, a, 0.5))
+    check(torch.where(c.to("trn"), 2.0, a.to("trn")), torch.where(c, 2.0, a))
+    i = make((3, 4), I32)
+    check(torch.where(c.to("trn"), i.to("trn"), a.to("trn")), torch.where(c, i, a))
+    c2, tc = on_trn(make((3, 4), BOOL), "transposed")
+    a2, ta = on_trn(make((3, 4), F32), "strided")
+    check(torch.where(tc, ta, -ta), torch.where(c2, a2, -a2))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F16, I64, BOOL], ids=str)
+def test_masked_fill(dtype):
+    x, m = make((2, 5, 5), dtype), make((5, 5), BOOL)
+    v = True if dtype == BOOL else -7
+    check(x.to("trn").masked_fill(m.to("trn"), v), x.masked_fill(m, v))
+    t = x.to("trn")
+    t.masked_fill_(m.to("trn"), v)
+    check(t, x.masked_fill(m, v))
+    check(x.to("trn").masked_fill(m.to("trn"), torch.tensor(v)), x.masked_fill(m, torch.tensor(v)))
+    check(
+        x.to("trn").masked_fill(m.to("trn"), torch.tensor(v).to("trn")),
+        x.masked_fill(m, torch.tensor(v)),
+    )
+
+
+def test_masked_fill_causal_inf():
+    s = make((2, 6, 6), F32)
+    mask = torch.ones(6, 6, dtype=BOOL).triu(1)
+    check(s.to("trn").masked_fill(mask.to("trn"), float("-inf")), s.masked_fill(mask, float("-inf")))
+
+
+def test_where_rejects_non_bool_condition():
+    with pytest.raises(RuntimeError, match="bool"):
+        torch.where(torch.ones(3, device="trn"), torch.ones(3, device="trn"), 0.0)
+
+
+# ---- unary ----------------------------------------------------------------------------
+UNARY = {
+    "neg": (torch.neg, "any", False),
+    "abs": (torch.abs, "any", False),
+    "relu": (torch.relu, "any", False),
+    "exp": (torch.exp, "any", True),
+    "log": (torch.log, "positive", True),
+    "sqrt": (torch.sqrt, "positive", True),
+    "rsqrt": (torch.rsqrt, "positive", True),
+    "reciprocal": (torch.reciprocal, "nonzero", True),
+    "sigmoid": (torch.sigmoid, "any", True),
+    "tanh": (torch.tanh, "any", True),
+    "silu": (F.silu, "any", True),
+    "gelu": (F.gelu, "any", True),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), "any", True),
+    "sin": (torch.sin, "any", True),
+    "cos": (torch.cos, "any", True),
+    "logical_not": (torch.logical_not, "any", False),
+}
+
+
+@pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("name", list(UNARY))
+def test_unary(name, dtype, shape, layout):
+    fn, kind, transcendental = UNARY[name]
+    x, t = on_trn(make(shape, dtype, kind), layout)
+    want = cpu_or_skip(lambda: fn(x))
+    check(fn(t), want, transcendental=transcendental)
+
+
+@pytest.mark.parametrize("name", ["neg", "abs", "exp", "log", "sigmoid", "relu", "sqrt", "tanh", "silu", "gelu"])
+def test_unary_inplace_and_out(name):
+    fn, kind, _ = UNARY[name]
+    x = make((4, 7), F32, kind)
+    want = fn(x)
+    t = x.to("trn")
+    if name == "silu":
+        F.silu(t, inplace=True)
+    elif name == "gelu":
+        torch.ops.aten.gelu_(t)
+    else:
+        getattr(t, name + "_")()
+    check(t, want, transcendental=True)
+    out = torch.empty(0, device="trn")
+    getattr(torch.ops.aten, name).out(x.to("trn"), out=out)
+    check(out, want, transcendental=True)
+
+
+def test_unary_int_inplace_rejected():
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.ones(3, dtype=I64, device="trn").exp_()
+
+
+# ---- casts, fill, zero, clone -----------------------------------------------------------
+@pytest.mark.parametrize("layout", ["contig", "transposed"])
+@pytest.mark.parametrize("dst", ALL, ids=str)
+@pytest.mark.parametrize("src", ALL, ids=str)
+def test_cast(src, dst, layout):
+    x = make((3, 17), src)
+    if src.is_floating_point:
+        x = (x.float() * 10).to(src)
+    x, t = on_trn(x, layout)
+    got = t.to(dst)
+    assert got.device.type == "trn"
+    check(got, x.to(dst))
+
+
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("shape", SHAPES, ids=str)
+def test_fill_zero(dtype, shape):
+    v = True if dtype == BOOL else 3
+    x, t = on_trn(make(shape, dtype), "strided" if shape else "contig")
+    t.fill_(v)
+    check(t, x.clone().fill_(v))
+    t.zero_()
+    check(t, torch.zeros_like(x))
+    t.fill_(torch.tensor(v).to("trn"))  # 0-dim trn value: no host round trip
+    check(t, x.clone().fill_(v))
+    t.fill_(torch.tensor(v))  # 0-dim CPU value
+    check(t, x.clone().fill_(v))
+
+
+def test_factories_through_fill():
+    check(torch.full((3, 4), 2.5, device="trn"), torch.full((3, 4), 2.5))
+    check(torch.ones(2, 3, dtype=I64, device="trn"), torch.ones(2, 3, dtype=I64))
+    check(torch.zeros(5, dtype=BF16, device="trn"), torch.zeros(5, dtype=BF16))
+
+
+@pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+def test_clone_contiguous(dtype, layout):
+    x, t = on_trn(make((3, 8), dtype), layout)
+    c = t.clone()
+    check(c, x.clone())
+    assert c.data_ptr() != t.data_ptr()
+    cc = t.contiguous()
+    assert cc.is_contiguous()
+    check(cc, x.contiguous())
+    c2 = t.clone(memory_format=torch.contiguous_format)
+    assert c2.is_contiguous()
+    check(c2, x)
+
+
+# ---- reductions ---------------------------------------------------------------------------
+DIMS = [None, 0, -1, (0, 2), ()]
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", DIMS, ids=str)
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin"])
+def test_reduce(name, dtype, dim, keepdim):
+    x, t = on_trn(make((3, 5, 7), dtype), "transposed" if dtype in (F32, I64) else "contig")
+    fn = getattr(torch, name)
+    kwargs = {} if dim is None else {"dim": dim, "keepdim": keepdim}
+    if dim is None and keepdim:
+        pytest.skip("keepdim needs dim")
+    want = cpu_or_skip(lambda: fn(x, **kwargs))
+    # sums of 105 terms: bf16/f16 inputs round the result once more
+    r, a = tol(want.dtype)
+    check(fn(t, **kwargs), want, rtol=2 * r, atol=10 * a)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("shape,dim", [((), None), ((), 0), ((17,), 0), ((1,), -1), ((0, 3), 1), ((0, 3), 0)], ids=str)
+def test_reduce_shapes(name, shape, dim):
+    x = make(shape, F32)
+    kwargs = {} if dim is None else {"dim": dim}
+    want = cpu_or_skip(lambda: getattr(torch, name)(x, **kwargs))
+    check(getattr(torch, name)(x.to("trn"), **kwargs), want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("src,dtype", [(BF16, F32), (F16, F32), (I32, F32), (F32, I64), (BOOL, I64), (I64, I32), (F32, F16)], ids=str)
+def test_sum_dtype(src, dtype):
+    x = make((4, 33), src)
+    check(x.to("trn").sum(1, dtype=dtype), x.sum(1, dtype=dtype), rtol=1e-2, atol=1e-2)
+    check(x.to("trn").sum(dtype=dtype), x.sum(dtype=dtype), rtol=1e-2, atol=1e-1)
+    if dtype.is_floating_point:
+        check(x.to("trn").mean(0, dtype=dtype), x.mean(0, dtype=dtype), rtol=1e-2, atol=1e-2)
+
+
+def test_mean_int_rejected():
+    with pytest.raises(RuntimeError, match="mean"):
+        torch.ones(3, dtype=I64, device="trn").mean()
+
+
+def test_reduce_out():
+    x = make((3, 5), F32)
+    out = torch.empty(0, device="trn")
+    torch.sum(x.to("trn"), 1, out=out)
+    check(out, x.sum(1))
+    out = torch.empty(0, device="trn")
+    torch.mean(x.to("trn"), 0, keepdim=True, out=out)
+    check(out, x.mean(0, keepdim=True))
+    out = torch.empty(0, device="trn")
+    torch.amax(x.to("trn"), 1, out=out)
+    check(out, x.amax(1))
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [None, 0, 1, -1], ids=str)
+@pytest.mark.parametrize("dtype", [F32, BF16, F16, I32, I64], ids=str)
+@pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
+def test_argmax_max(dtype, dim, keepdim, layout):
+    x = make((6, 9), dtype)
+    if dtype.is_floating_point:  # distinct values: the index is unambiguous
+        x = torch.randperm(54, generator=torch.Generator().manual_seed(1)).reshape(6, 9).to(dtype)
+    x, t = on_trn(x, layout)
+    kwargs = {} if dim is None else {"dim": dim, "keepdim": keepdim}
+    check(torch.argmax(t, **kwargs), torch.argmax(x, **kwargs))
+    if dim is not None:
+        v, i = torch.max(t, dim, keepdim)
+        wv, wi = torch.max(x, dim, keepdim)
+        check(v, wv)
+        check(i, wi)
+    else:
+        check(t.max(), x.max())
+        check(t.min(), x.min())
+
+
+def test_argmax_nan_and_scalar():
+    x = torch.tensor([1.0, float("nan"), 3.0, float("nan")])
+    check(x.to("trn").argmax(), x.argmax())
+    s = torch.tensor(2.0)
+    check(s.to("trn").argmax(), s.argmax())
+
+
+# ---- softmax ---------------------------------------------------------------------------
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("layout", ["contig", "transposed"])
+def test_softmax(dtype, dim, log, layout):
+    x, t = on_trn(make((3, 17, 33), dtype) * 3, layout)
+    fn = F.log_softmax if log else F.softmax
+    check(fn(t, dim=dim), fn(x, dim=dim), transcendental=True)
+
+
+def test_softmax_edges():
+    x = make((4, 8), F32)
+    x[1, :4] = float("-inf")
+    check(F.softmax(x.to("trn"), -1), F.softmax(x, -1), transcendental=True)
+    check(F.softmax(x.to("trn"), -1, dtype=F32), F.softmax(x, -1, dtype=F32), transcendental=True)
+    s = torch.tensor(1.5)
+    check(F.softmax(s.to("trn"), 0), F.softmax(s, 0))
+    e = torch.empty(0, 5)
+    check(F.softmax(e.to("trn"), -1), F.softmax(e, -1))
+
+
+# ---- matmul family --------------------------------------------------------------------------
+def mm_tol(dtype, k):
+    if dtype == BF16:
+        return 2e-2, 2e-2 * math.sqrt(k)
+    if dtype == F16:
+        return 2e-3, 2e-3 * math.sqrt(k)
+    return 1e-4, 1e-5 * math.sqrt(k)
+
+
+MNK = [(1, 1, 1), (17, 33, 9), (64, 48, 130), (5, 1, 0)]
+
+
+@pytest.mark.parametrize("transpose", ["nn", "tn", "nt", "tt"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("mnk", MNK, ids=str)
+def test_mm(mnk, dtype, transpose):
+    m, n, k = mnk
+    a = make((k, m), dtype).t() if transpose[0] == "t" else make((m, k), dtype)
+    b = make((n, k), dtype).t() if transpose[1] == "t" else make((k, n), dtype)
+    ta = a.t().contiguous().to("trn").t() if transpose[0] == "t" else a.to("trn")
+    tb = b.t().contiguous().to("trn").t() if transpose[1] == "t" else b.to("trn")
+    r, at = mm_tol(dtype, max(k, 1))
+    check(ta @ tb, a @ b, rtol=r, atol=at)
+    bias = make((n,), dtype)
+    check(torch.addmm(bias.to("trn"), ta, tb, beta=0.5, alpha=2.0),
+          torch.addmm(bias, a, b, beta=0.5, alpha=2.0), rtol=r, atol=at * 2)
+
+
+def test_addmm_beta_zero_ignores_nan_and_inplace():
+    a, b = make((4, 6), F32), make((6, 3), F32)
+    c = torch.full((4, 3), float("nan"))
+    check(torch.addmm(c.to("trn"), a.to("trn"), b.to("trn"), beta=0), torch.addmm(c, a, b, beta=0), atol=1e-5, rtol=1e-4)
+    c = make((4, 3), F32)
+    t = c.to("trn")
+    t.addmm_(a.to("trn"), b.to("trn"), alpha=0.5)
+    check(t, c.addmm(a, b, alpha=0.5), atol=1e-5, rtol=1e-4)
+    out = torch.empty(0, device="trn")
+    torch.mm(a.to("trn"), b.to("trn"), out=out)
+    check(out, a @ b, atol=1e-5, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_bmm_baddbmm(dtype):
+    a, b, c = make((3, 7, 19), dtype), make((3, 19, 5), dtype), make((7, 5), dtype)
+    r, at = mm_tol(dtype, 19)
+    check(torch.bmm(a.to("trn"), b.to("trn")), torch.bmm(a, b), rtol=r, atol=at)
+    tb = b.transpose(1, 2).contiguous().to("trn").transpose(1, 2)
+    check(torch.bmm(a.to("trn"), tb), torch.bmm(a, b), rtol=r, atol=at)
+    check(torch.baddbmm(c.to("trn"), a.to("trn"), b.to("trn"), beta=2, alpha=0.5),
+          torch.baddbmm(c, a, b, beta=2, alpha=0.5), rtol=r, atol=2 * at)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("shape", [(5, 16), (2, 7, 16), (2, 3, 4, 16)], ids=str)
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_linear(shape, bias, dtype):
+    x, w = make(shape, dtype), make((24, 16), dtype)
+    bb = make((24,), dtype) if bias else None
+    r, at = mm_tol(dtype, 16)
+    got = F.linear(x.to("trn"), w.to("trn"), bb.to("trn") if bias else None)
+    check(got, F.linear(x, w, bb), rtol=r, atol=2 * at)
+    if len(shape) >= 3:  # non-contiguous input takes matmul's bmm / reshape path
+        xs = x.transpose(0, 1)
+        ts = x.to("trn").transpose(0, 1)
+        check(F.linear(ts, w.to("trn"), bb.to("trn") if bias else None), F.linear(xs, w, bb), rtol=r, atol=2 * at)
+
+
+@pytest.mark.parametrize(
+    "sa,sb", [((5,), (5,)), ((3, 5), (5,)), ((5,), (5, 4)), ((2, 3, 5), (5, 4)), ((2, 4, 3, 5), (2, 4, 5, 6)), ((2, 1, 3, 5), (4, 5, 2))], ids=str
+)
+def test_matmul(sa, sb):
+    a, b = make(sa, F32), make(sb, F32)
+    check(torch.matmul(a.to("trn"), b.to("trn")), torch.matmul(a, b), rtol=1e-4, atol=1e-5)
+
+
+def test_mm_errors():
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        torch.mm(torch.ones(2, 3, device="trn"), torch.ones(4, 5, device="trn"))
+    with pytest.raises(RuntimeError, match="dtype"):
+        torch.mm(torch.ones(2, 3, device="trn"), torch.ones(3, 5, device="trn", dtype=BF16))
+
+
+# ---- normalization ------------------------------------------------------------------------
+@pytest.mark.parametrize("affine", [False, True])
+@pytest.mark.parametrize("norm_shape", [(33,), (5, 33)], ids=str)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("layout", ["contig", "transposed"])
+def test_layer_norm(dtype, norm_shape, affine, layout):
+    w, b = (make(norm_shape, dtype), make(norm_shape, dtype)) if affine else (None, None)
+    if layout == "transposed":
+        x = make((5, 4, 33), dtype)
+        x, t = x.transpose(0, 1), x.to("trn").transpose(0, 1)
+    else:
+        x = make((4, 5, 33), dtype)
+        t = x.to("trn")
+    tw = w.to("trn") if affine else None
+    tb = b.to("trn") if affine else None
+    check(F.layer_norm(t, norm_shape, tw, tb, 1e-5), F.layer_norm(x, norm_shape, w, b, 1e-5), transcendental=True)
+    o, m, r = torch.native_layer_norm(t, norm_shape, tw, tb, 1e-5)
+    wo, wm, wr = torch.native_layer_norm(x, norm_shape, w, b, 1e-5)
+    check(m, wm, transcendental=True)
+    check(r, wr, transcendental=True, rtol=1e-2 if dtype != F32 else 1e-4)
+
+
+@pytest.mark.parametrize("eps", [None, 1e-6])
+@pytest.mark.parametrize("weight", [False, True])
+@pytest.mark.parametrize("norm_shape", [(64,), (3, 64)], ids=str)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("layout", ["contig", "transposed"])
+def test_rms_norm(dtype, norm_shape, weight, eps, layout):
+    w = make(norm_shape, dtype) if weight else None
+    if layout == "transposed":
+        x = make((3, 2, 64), dtype)
+        x, t = x.transpose(0, 1), x.to("trn").transpose(0, 1)
+    else:
+        x = make((2, 3, 64), dtype)
+        t = x.to("trn")
+    tw = w.to("trn") if weight else None
+    check(F.rms_norm(t, norm_shape, tw, eps), F.rms_norm(x, norm_shape, w, eps), transcendental=True)
+    o, r = torch.ops.aten._fused_rms_norm(t, list(norm_shape), tw, eps)
+    wo, wr = torch.ops.aten._fused_rms_norm(x, list(norm_shape), w, eps)
+    check(r, wr, transcendental=True, rtol=1e-4, atol=1e-4)
+
+
+def launch_counts(fn):
+    torch.ops.trnscope._count_launches(True)
+    try:
+        fn()
+    finally:
+        counts = torch.ops.trnscope._launch_counts()
+        torch.ops.trnscope._count_launches(False)
+    return dict(kv.split("=") for kv in counts.split(";") if kv)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+def test_rms_norm_is_one_fused_launch(dtype):
+    """The seed's "built-in fused function": F.rms_norm is ONE kernel launch."""
+    x = torch.randn(8, 4096, dtype=dtype, device="trn")
+    w = torch.randn(4096, dtype=dtype, device="trn")
+    counts = launch_counts(lambda: F.rms_norm(x, (4096,), w, 1e-6))
+    assert len(counts) == 1 and sum(map(int, counts.values())) == 1, counts
+    (name,) = counts
+    assert name.startswith("rms_norm_"), name
+    module = torch.nn.RMSNorm(4096, eps=1e-6, dtype=dtype).to("trn")
+    with torch.inference_mode():
+        counts = launch_counts(lambda: module(x))
+    assert list(counts) == [name] and counts[name] == "1", counts
+
+
+def test_naive_rms_norm_launches_one_kernel_per_op():
+    x = torch.randn(8, 512, device="trn")
+    w = torch.randn(512, device="trn")
+
+    def naive():
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
+
+    counts = launch_counts(naive)
+    assert sum(map(int, counts.values())) == 6, counts  # pow mean add rsqrt mul mul
+    check(naive(), F.rms_norm(x.cpu(), (512,), w.cpu(), 1e-6), transcendental=True)
+
+
+def test_rms_norm_records_autograd():
+    x = torch.randn(3, 16, device="trn", requires_grad=True)
+    y = F.rms_norm(x, (16,))
+    assert y.grad_fn is not None
+    check(y.detach(), F.rms_norm(x.detach().cpu(), (16,)), transcendental=True)
+
+
+# ---- embedding, index_select, cat --------------------------------------------------------------
+@pytest.mark.parametrize("idx_dtype", [I64, I32], ids=str)
+@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=str)
+def test_embedding(dtype, idx_dtype):
+    w = make((11, 6), dtype)
+    idx = torch.randint(0, 11, (3, 5)).to(idx_dtype)
+    check(F.embedding(idx.to("trn"), w.to("trn")), F.embedding(idx.long(), w))
+    check(F.embedding(idx.to("trn").t(), w.to("trn"), padding_idx=0), F.embedding(idx.long().t(), w))
+    module = torch.nn.Embedding(11, 6).to("trn")
+    with torch.inference_mode():
+        check(module(idx.to("trn")), F.embedding(idx.long(), module.weight.detach().cpu()))
+
+
+def test_embedding_out_of_range_fails_at_sync_and_device_recovers():
+    w = torch.randn(5, 3, device="trn")
+    y = F.embedding(torch.tensor([1, 7], device="trn"), w)
+    with pytest.raises(RuntimeError, match="out of range"):
+        torch.trn.synchronize()
+    check(w + 1, w.cpu() + 1)
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", [F32, F16, I32, BOOL], ids=str)
+@pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
+def test_index_select(dtype, dim, layout):
+    x, t = on_trn(make((5, 7, 6), dtype), layout)
+    idx = torch.tensor([4, 0, 2, 2, -1])
+    idx = idx % x.shape[dim]
+    check(torch.index_select(t, dim, idx.to("trn")), torch.index_select(x, dim, idx))
+    check(torch.index_select(t, dim, idx[:1].to("trn").int()), torch.index_select(x, dim, idx[:1]))
+    out = torch.empty(0, dtype=dtype, device="trn")
+    torch.index_select(t, dim, idx.to("trn"), out=out)
+    check(out, torch.index_select(x, dim, idx))
+
+
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtypes", [(F32, F32, F32), (BF16, BF16, BF16), (I64, I64, I64), (F32, BF16, I32), (BOOL, I32, I32)], ids=str)
+def test_cat(dtypes, dim):
+    xs = [make((3, 4, 5), d) for d in dtypes]
+    sizes = [1, 3, 2]
+    xs = [x.narrow(dim, 0, s) for x, s in zip(xs, sizes)]
+    ts = [x.to("trn") for x in xs]
+    ts[1] = xs[1].transpose(0, 2).contiguous().to("trn").transpose(0, 2)  # non-contiguous input
+    check(torch.cat(ts, dim), torch.cat(xs, dim))
+    out = torch.empty(0, dtype=torch.cat(xs, dim).dtype, device="trn")
+    torch.cat(ts, dim, out=out)
+    check(out, torch.cat(xs, dim))
+
+
+def test_cat_legacy_empty_and_single():
+    x = make((3, 4), F32)
+    check(torch.cat([torch.empty(0, device="trn"), x.to("trn")], 0), torch.cat([torch.empty(0), x], 0))
+    check(torch.cat([x.to("trn")], 1), x)
+    with pytest.raises(RuntimeError, match="Sizes of tensors must match"):
+        torch.cat([torch.ones(2, 3, device="trn"), torch.ones(3, 3, device="trn")], 1)
+
+
+# ---- dtype errors -------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.float8_e4m3fn], ids=str)
+def test_unsupported_dtype_error_names_dtype_and_op(dtype):
+    with pytest.raises((TypeError, RuntimeError)) as e:
+        x = torch.empty(4, dtype=dtype, device="trn")
+        torch.exp(x)
+    msg = str(e.value)
+    assert str(dtype).replace("torch.", "") in msg and "aten::" in msg, msg
