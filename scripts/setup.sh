@@ -3,7 +3,8 @@
 # Idempotent: does nothing when everything is present.
 set -euo pipefail
 
-DEB_PACKAGES=(cmake ninja-build g++ ccache libhwy-dev libfmt-dev libgtest-dev libbenchmark-dev)
+DEB_PACKAGES=(cmake ninja-build g++ ccache libhwy-dev libfmt-dev libgtest-dev libbenchmark-dev
+  libsimdjson-dev libsqlite3-dev sqlite3 zlib1g-dev libcli11-dev chromium)
 TORCH_VERSION=2.13.0
 PY=${PYTHON:-python3}
 
