@@ -1,0 +1,903 @@
+// The compiler against independent double-precision references: graphs built
+// by hand as the torch frontend builds them (aten sequences of AOTAutograd),
+// compiled, run kernel by kernel on host buffers in step order (eager steps
+// by a scalar reference of their node), on every compiled SIMD target.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "core/compiler/graph.h"
+#include "core/compiler/program.h"
+#include "core/kernels/kernels_test_util.h"
+
+namespace trn::compiler {
+namespace {
+
+using kernels::testing::Empty;
+using kernels::testing::FillRandom;
+using kernels::testing::ForEachTarget;
+using kernels::testing::TestTensor;
+using Sizes = std::vector<int64_t>;
+
+// ---- graph building, as the frontend does it -----------------------------------------
+Meta MetaOf(const TestTensor& t) {
+  Meta m;
+  m.dtype = t.dtype();
+  m.sizes = t.sizes();
+  m.strides.assign(t.ref.strides, t.ref.strides + t.ref.ndim);
+  return m;
+}
+Meta M(DType dt, Sizes sizes) {
+  Meta m;
+  m.dtype = dt;
+  m.sizes = std::move(sizes);
+  return m;
+}
+int Bin(Graph& g, Op op, int a, int b, const Sizes& out, const char* target,
+        DType dt = DType::kFloat32) {
+  Node n;
+  n.op = op;
+  n.target = target;
+  n.inputs = {a, b};
+  n.meta = M(dt, out);
+  return g.AddNode(n);
+}
+int BinS(Graph& g, Op op, int a, double s, const Sizes& out, const char* target,
+         DType dt = DType::kFloat32) {
+  Node n;
+  n.op = op;
+  n.target = target;
+  n.inputs = {a};
+  n.scalar = s;
+  n.has_scalar = true;
+  n.meta = M(dt, out);
+  return g.AddNode(n);
+}
+int Un(Graph& g, Op op, int a, const Sizes& out, const char* target, DType dt = DType::kFloat32) {
+  Node n;
+  n.op = op;
+  n.target = target;
+  n.inputs = {a};
+  n.meta = M(dt, out);
+  return g.AddNode(n);
+}
+int Red(Graph& g, Op op, int a, std::vector<int64_t> dims, const Sizes& out, const char* target,
+        DType dt = DType::kFloat32) {
+  Node n;
+  n.op = op;
+  n.target = target;
+  n.inputs = {a};
+  n.dims = std::move(dims);
+  n.meta = M(dt, out);
+  return g.AddNode(n);
+}
+int ViewOf(Graph& g, int a, const Sizes& sizes, const Sizes& strides, int64_t offset,
+           DType dt = DType::kFloat32) {
+  Node n;
+  n.op = Op::kView;
+  n.target = "aten.view.default";
+  n.inputs = {a};
+  n.meta = M(dt, sizes);
+  n.meta.strides = strides;
+  n.meta.storage_offset = offset;
+  return g.AddNode(n);
+}
+int Mm(Graph& g, Op op, std::vector<int> in, const Sizes& out, const char* target) {
+  Node n;
+  n.op = op;
+  n.target = target;
+  n.inputs = std::move(in);
+  n.meta = M(DType::kFloat32, out);
+  return g.AddNode(n);
+}
+
+// ---- execution -------------------------------------------------------------------------
+using EagerFn = std::function<void(const EagerStep&, const std::vector<TensorRef>& in,
+                                   const TensorRef& out)>;
+
+// Runs `p` over `inputs` (bound in place) and returns the outputs.
+std::vector<TestTensor> Execute(const Program& p, const std::vector<TestTensor>& inputs,
+                                const EagerFn& eager = nullptr) {
+  std::vector<void*> base(p.buffers().size());
+  std::vector<TestTensor> owned;
+  for (size_t i = 0; i < p.buffers().size(); ++i) {
+    const Buffer& b = p.buffers()[i];
+    if (b.kind == Buffer::Kind::kInput) {
+      base[i] = inputs[b.index].ref.data;
+    } else {
+      owned.push_back(Empty(b.dtype, {b.numel}));
+      // Poison: a value read before it is written shows up as NaN.
+      for (int64_t e = 0; e < b.numel; ++e) owned.back().Set(e, NAN);
+      base[i] = owned.back().ref.data;
+    }
+  }
+  for (const Step& st : p.steps()) {
+    if (st.kind == Step::Kind::kKernel) {
+      const Status s = p.RunKernel(st.index, base);
+      EXPECT_TRUE(s.ok()) << s.error;
+    } else {
+      const EagerStep& e = p.eager()[st.index];
+      std::vector<TensorRef> in;
+      for (const View& v : e.inputs) in.push_back(v.Bind(base[v.buffer]));
+      EXPECT_TRUE(eager) << "unexpected eager step " << e.target;
+      if (eager) eager(e, in, e.output.Bind(base[e.output.buffer]));
+    }
+  }
+  std::vector<TestTensor> outs;
+  for (const View& v : p.output_views()) {
+    TestTensor t;
+    t.storage = owned.empty() ? nullptr : owned.front().storage;  // keep something alive
+    t.ref = v.Bind(base[v.buffer]);
+    outs.push_back(t);
+  }
+  // Outputs must outlive `owned`: copy them into fresh contiguous tensors.
+  std::vector<TestTensor> copies;
+  for (const TestTensor& o : outs) {
+    TestTensor c = Empty(o.dtype(), o.sizes());
+    for (int64_t i = 0; i < o.numel(); ++i) c.Set(i, o.At(i));
+    copies.push_back(c);
+  }
+  return copies;
+}
+
+void ExpectClose(const TestTensor& out, const std::vector<double>& ref, double rel,
+                 double abs_tol = 1e-6) {
+  ASSERT_EQ(out.numel(), static_cast<int64_t>(ref.size()));
+  int bad = 0;
+  for (int64_t i = 0; i < out.numel() && bad < 5; ++i) {
+    const double tol = kernels::testing::StorageTol(out.dtype(), ref[i], rel);
+    const std::string err = kernels::testing::CheckClose(out.At(i), ref[i], 0, tol + abs_tol);
+    if (!err.empty()) {
+      ADD_FAILURE() << "element " << i << ": " << err;
+      ++bad;
+    }
+  }
+}
+
+int CountNonViewNodes(const Graph& g) {
+  int n = 0;
+  for (const Node& node : g.nodes()) n += node.op != Op::kView && node.op != Op::kInput;
+  return n;
+}
+
+TestTensor Random(DType dt, const Sizes& s, uint32_t seed, double lo = -2, double hi = 2) {
+  TestTensor t = Empty(dt, s);
+  FillRandom(t, seed, lo, hi);
+  return t;
+}
+
+// ---- RMSNorm ---------------------------------------------------------------------------
+// x.pow(2).mean(-1, keepdim=True) + eps -> rsqrt -> x * r (* weight).
+Graph RmsNormGraph(const Sizes& s, bool weight, DType dt = DType::kFloat32) {
+  Graph g;
+  const int x = g.AddInput(M(dt, s));
+  const int w = weight ? g.AddInput(M(dt, {s.back()})) : -1;
+  Sizes row = s;
+  row.back() = 1;
+  int xf = x;
+  if (dt != DType::kFloat32) xf = Un(g, Op::kCast, x, s, "prims.convert_element_type.default");
+  const int p = BinS(g, Op::kPow, xf, 2.0, s, "aten.pow.Tensor_Scalar");
+  const int m = Red(g, Op::kMean, p, {-1}, row, "aten.mean.dim");
+  const int a = BinS(g, Op::kAdd, m, 1e-6, row, "aten.add.Tensor");
+  const int r = Un(g, Op::kRsqrt, a, row, "aten.rsqrt.default");
+  int y = Bin(g, Op::kMul, xf, r, s, "aten.mul.Tensor");
+  if (dt != DType::kFloat32) y = Un(g, Op::kCast, y, s, "prims.convert_element_type.default", dt);
+  if (weight) y = Bin(g, Op::kMul, y, w, s, "aten.mul.Tensor", dt);
+  g.SetOutputs({y});
+  return g;
+}
+
+std::vector<double> RmsNormRef(const TestTensor& x, const TestTensor* w, DType dt) {
+  const int64_t h = x.sizes().back(), rows = x.numel() / h;
+  std::vector<double> out(static_cast<size_t>(x.numel()));
+  for (int64_t r = 0; r < rows; ++r) {
+    double ss = 0;
+    for (int64_t i = 0; i < h; ++i) ss += x.At(r * h + i) * x.At(r * h + i);
+    const double rstd = 1.0 / std::sqrt(ss / h + 1e-6);
+    for (int64_t i = 0; i < h; ++i) {
+      double v = x.At(r * h + i) * rstd;
+      if (dt != DType::kFloat32) v = kernels::testing::RoundTo(dt, v);
+      out[r * h + i] = w ? v * w->At(i) : v;
+    }
+  }
+  return out;
+}
+
+TEST(CompilerTest, RmsNormIsOneKernel) {
+  for (bool weight : {true, false}) {
+    for (const Sizes& s : {Sizes{3, 5, 67}, Sizes{4, 1000}, Sizes{2, 1, 1537}}) {
+      SCOPED_TRACE(testing::Message() << "weight " << weight << " H " << s.back());
+      const Graph g = RmsNormGraph(s, weight);
+      const Program p = Compile(g);
+      ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+      EXPECT_STREQ(p.kernels()[0].name,
+                   weight ? "fused[pow,mean,add,rsqrt,mul,mul]" : "fused[pow,mean,add,rsqrt,mul]");
+      EXPECT_EQ(p.kernels()[0].aten_ops[0], "aten::pow.Tensor_Scalar");
+      EXPECT_STREQ(p.kernels()[0].info.op, "aten::pow");
+      TestTensor x = Random(DType::kFloat32, s, 1);
+      TestTensor w = Random(DType::kFloat32, {s.back()}, 2);
+      std::vector<TestTensor> in = {x};
+      if (weight) in.push_back(w);
+      ForEachTarget([&](const char*) {
+        const auto out = Execute(p, in);
+        ExpectClose(out[0], RmsNormRef(x, weight ? &w : nullptr, DType::kFloat32), 2e-6);
+      });
+    }
+  }
+}
+
+// The peepholes (sum of squares, x * r * w in one pass) must not fire when the
+// intermediate has another reader.
+TEST(CompilerTest, PeepholesKeepSharedIntermediates) {
+  const Sizes s = {3, 200}, row = {3, 1};
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, s));
+  const int w = g.AddInput(M(DType::kFloat32, {200}));
+  const int p = BinS(g, Op::kPow, x, 2.0, s, "aten.pow.Tensor_Scalar");
+  const int m = Red(g, Op::kSum, p, {-1}, row, "aten.sum.dim_IntList");
+  const int y = Bin(g, Op::kMul, x, m, s, "aten.mul.Tensor");
+  const int z = Bin(g, Op::kMul, y, w, s, "aten.mul.Tensor");
+  const int q = Bin(g, Op::kAdd, p, y, s, "aten.add.Tensor");  // second reader of p and y
+  g.SetOutputs({z, q});
+  const Program prog = Compile(g);
+  ASSERT_EQ(prog.kernels().size(), 1u) << prog.Report();
+  TestTensor tx = Random(DType::kFloat32, s, 60), tw = Random(DType::kFloat32, {200}, 61);
+  std::vector<double> rz(600), rq(600);
+  for (int r = 0; r < 3; ++r) {
+    double ss = 0;
+    for (int i = 0; i < 200; ++i) ss += tx.At(r * 200 + i) * tx.At(r * 200 + i);
+    for (int i = 0; i < 200; ++i) {
+      const double xv = tx.At(r * 200 + i);
+      rz[r * 200 + i] = xv * ss * tw.At(i);
+      rq[r * 200 + i] = xv * xv + xv * ss;
+    }
+  }
+  ForEachTarget([&](const char*) {
+    const auto out = Execute(prog, {tx, tw});
+    ExpectClose(out[0], rz, 1e-5, 1e-5);
+    ExpectClose(out[1], rq, 1e-5, 1e-5);
+  });
+}
+
+TEST(CompilerTest, RmsNormBf16WithCastPair) {
+  const Sizes s = {6, 300};
+  const Graph g = RmsNormGraph(s, true, DType::kBFloat16);
+  const Program p = Compile(g);
+  ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+  EXPECT_STREQ(p.kernels()[0].name,
+               "fused[convert_element_type,pow,mean,add,rsqrt,mul,convert_element_type,mul]");
+  TestTensor x = Random(DType::kBFloat16, s, 3), w = Random(DType::kBFloat16, {300}, 4);
+  ForEachTarget([&](const char*) {
+    const auto out = Execute(p, {x, w});
+    EXPECT_EQ(out[0].dtype(), DType::kBFloat16);
+    ExpectClose(out[0], RmsNormRef(x, &w, DType::kBFloat16), 1e-5, 1e-2);
+  });
+}
+
+// ---- LayerNorm ---------------------------------------------------------------------------
+TEST(CompilerTest, LayerNormIsOneKernel) {
+  const Sizes s = {7, 777}, row = {7, 1};
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, s));
+  const int w = g.AddInput(M(DType::kFloat32, {777}));
+  const int b = g.AddInput(M(DType::kFloat32, {777}));
+  const int mean = Red(g, Op::kMean, x, {1}, row, "aten.mean.dim");
+  const int d = Bin(g, Op::kSub, x, mean, s, "aten.sub.Tensor");
+  const int d2 = BinS(g, Op::kPow, d, 2.0, s, "aten.pow.Tensor_Scalar");
+  const int var = Red(g, Op::kMean, d2, {-1}, row, "aten.mean.dim");
+  const int ve = BinS(g, Op::kAdd, var, 1e-5, row, "aten.add.Tensor");
+  const int rs = Un(g, Op::kRsqrt, ve, row, "aten.rsqrt.default");
+  const int n = Bin(g, Op::kMul, d, rs, s, "aten.mul.Tensor");
+  const int nw = Bin(g, Op::kMul, n, w, s, "aten.mul.Tensor");
+  const int y = Bin(g, Op::kAdd, nw, b, s, "aten.add.Tensor");
+  g.SetOutputs({y, mean});
+  const Program p = Compile(g);
+  ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+  TestTensor tx = Random(DType::kFloat32, s, 5, -3, 5), tw = Random(DType::kFloat32, {777}, 6),
+             tb = Random(DType::kFloat32, {777}, 7);
+  std::vector<double> ref(tx.numel()), ref_mean(7);
+  for (int r = 0; r < 7; ++r) {
+    double m = 0, v = 0;
+    for (int i = 0; i < 777; ++i) m += tx.At(r * 777 + i);
+    m /= 777;
+    for (int i = 0; i < 777; ++i) v += (tx.At(r * 777 + i) - m) * (tx.At(r * 777 + i) - m);
+    v /= 777;
+    ref_mean[r] = m;
+    for (int i = 0; i < 777; ++i) {
+      ref[r * 777 + i] = (tx.At(r * 777 + i) - m) / std::sqrt(v + 1e-5) * tw.At(i) + tb.At(i);
+    }
+  }
+  ForEachTarget([&](const char*) {
+    const auto out = Execute(p, {tx, tw, tb});
+    ExpectClose(out[0], ref, 1e-5, 1e-5);
+    ExpectClose(out[1], ref_mean, 1e-5, 1e-6);
+  });
+}
+
+// ---- softmax -----------------------------------------------------------------------------
+std::vector<double> SoftmaxRef(const TestTensor& x, bool log) {
+  const int64_t h = x.sizes().back(), rows = x.numel() / h;
+  std::vector<double> out(x.numel());
+  for (int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0;
+    for (int64_t i = 0; i < h; ++i) m = std::max(m, x.At(r * h + i));
+    for (int64_t i = 0; i < h; ++i) s += std::exp(x.At(r * h + i) - m);
+    for (int64_t i = 0; i < h; ++i) {
+      out[r * h + i] = log ? x.At(r * h + i) - m - std::log(s) : std::exp(x.At(r * h + i) - m) / s;
+    }
+  }
+  return out;
+}
+
+TEST(CompilerTest, SoftmaxDecomposedIsOneKernel) {
+  const Sizes s = {2, 3, 1100}, row = {2, 3, 1};
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, s));
+  const int m = Red(g, Op::kAmax, x, {-1}, row, "aten.amax.default");
+  const int d = Bin(g, Op::kSub, x, m, s, "aten.sub.Tensor");
+  const int e = Un(g, Op::kExp, d, s, "aten.exp.default");
+  const int sum = Red(g, Op::kSum, e, {2}, row, "aten.sum.dim_IntList");
+  const int y = Bin(g, Op::kDiv, e, sum, s, "aten.div.Tensor");
+  g.SetOutputs({y});
+  const Program p = Compile(g);
+  ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+  EXPECT_STREQ(p.kernels()[0].name, "fused[amax,sub,exp,sum,div]");
+  TestTensor tx = Random(DType::kFloat32, s, 8, -10, 10);
+  ForEachTarget([&](const char*) { ExpectClose(Execute(p, {tx})[0], SoftmaxRef(tx, false), 1e-5, 1e-7); });
+}
+
+TEST(CompilerTest, SoftmaxNodesAndNonLastDim) {
+  for (Op op : {Op::kSoftmax, Op::kLogSoftmax}) {
+    const Sizes s = {5, 300};
+    Graph g;
+    const int x = g.AddInput(M(DType::kFloat32, s));
+    Node n;
+    n.op = op;
+    n.inputs = {x};
+    n.dims = {-1};
+    n.meta = M(DType::kFloat32, s);
+    const int y = g.AddNode(n);
+    n.dims = {0};  // not the last dim: a library kernel, still correct
+    const int z = g.AddNode(n);
+    g.SetOutputs({y, z});
+    const Program p = Compile(g);
+    EXPECT_EQ(p.kernels().size(), 2u);
+    TestTensor tx = Random(DType::kFloat32, s, 9, -5, 5);
+    TestTensor tt = tx.Transpose(0, 1);
+    std::vector<double> ref_t = SoftmaxRef(tt, op == Op::kLogSoftmax), ref_z(tx.numel());
+    for (int i = 0; i < 5; ++i) {
+      for (int j = 0; j < 300; ++j) ref_z[i * 300 + j] = ref_t[j * 5 + i];
+    }
+    ForEachTarget([&](const char*) {
+      const auto out = Execute(p, {tx});
+      ExpectClose(out[0], SoftmaxRef(tx, op == Op::kLogSoftmax), 1e-5, 1e-6);
+      ExpectClose(out[1], ref_z, 1e-5, 1e-6);
+    });
+  }
+}
+
+// ---- MLPs --------------------------------------------------------------------------------
+// x [m, k] @ w.t() with w [n, k] given as a graph input (as nn.Linear's weight).
+std::vector<double> LinearRef(const TestTensor& x, const TestTensor& w, const TestTensor* b) {
+  const int64_t m = x.sizes()[0], k = x.sizes()[1], n = w.sizes()[0];
+  std::vector<double> out(m * n);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double s = b ? b->At(j) : 0;
+      for (int64_t p = 0; p < k; ++p) s += x.At(i * k + p) * w.At(j * k + p);
+      out[i * n + j] = s;
+    }
+  }
+  return out;
+}
+int Transposed(Graph& g, int w, int64_t n, int64_t k) {  // aten.t of an [n, k] weight
+  return ViewOf(g, w, {k, n}, {1, k}, 0);
+}
+
+TEST(CompilerTest, GeluMlpFusesBiasAndActivation) {
+  const int64_t m = 37, k = 50, h = 70, o = 20;
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {m, k}));
+  const int w1 = g.AddInput(M(DType::kFloat32, {h, k}));
+  const int b1 = g.AddInput(M(DType::kFloat32, {h}));
+  const int w2 = g.AddInput(M(DType::kFloat32, {o, h}));
+  const int b2 = g.AddInput(M(DType::kFloat32, {o}));
+  const int t1 = Transposed(g, w1, h, k);
+  const int mm1 = Mm(g, Op::kMm, {x, t1}, {m, h}, "aten.mm.default");
+  const int a1 = Bin(g, Op::kAdd, mm1, b1, {m, h}, "aten.add.Tensor");
+  const int ge = Un(g, Op::kGelu, a1, {m, h}, "aten.gelu.default");
+  const int t2 = Transposed(g, w2, o, h);
+  const int y = Mm(g, Op::kAddmm, {b2, ge, t2}, {m, o}, "aten.addmm.default");
+  g.SetOutputs({y});
+  const Program p = Compile(g);
+  ASSERT_EQ(p.kernels().size(), 2u) << p.Report();
+  EXPECT_STREQ(p.kernels()[0].name, "fused[mm,add,gelu]");
+  EXPECT_EQ(p.kernels()[0].info.engine, rt::Engine::kTensor);
+  EXPECT_EQ(p.kernels()[0].info.flops, static_cast<uint64_t>(2 * m * h * k + 2 * m * h));
+  TestTensor tx = Random(DType::kFloat32, {m, k}, 10), tw1 = Random(DType::kFloat32, {h, k}, 11),
+             tb1 = Random(DType::kFloat32, {h}, 12), tw2 = Random(DType::kFloat32, {o, h}, 13),
+             tb2 = Random(DType::kFloat32, {o}, 14);
+  std::vector<double> hid = LinearRef(tx, tw1, &tb1);
+  TestTensor th = Empty(DType::kFloat32, {m, h});
+  for (int64_t i = 0; i < m * h; ++i) {
+    th.Set(i, 0.5 * hid[i] * (1 + std::erf(hid[i] / std::sqrt(2.0))));
+  }
+  const std::vector<double> ref = LinearRef(th, tw2, &tb2);
+  ForEachTarget([&](const char*) {
+    ExpectClose(Execute(p, {tx, tw1, tb1, tw2, tb2})[0], ref, 2e-5, 2e-5);
+  });
+}
+
+TEST(CompilerTest, SwiGluMlpIsAtMostThreeKernels) {
+  const int64_t m = 33, d = 40, f = 96;
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {m, d}));
+  const int wg = g.AddInput(M(DType::kFloat32, {f, d}));
+  const int wu = g.AddInput(M(DType::kFloat32, {f, d}));
+  const int wd = g.AddInput(M(DType::kFloat32, {d, f}));
+  const int gate = Mm(g, Op::kMm, {x, Transposed(g, wg, f, d)}, {m, f}, "aten.mm.default");
+  const int s = Un(g, Op::kSilu, gate, {m, f}, "aten.silu.default");
+  const int up = Mm(g, Op::kMm, {x, Transposed(g, wu, f, d)}, {m, f}, "aten.mm.default");
+  const int h = Bin(g, Op::kMul, s, up, {m, f}, "aten.mul.Tensor");
+  const int y = Mm(g, Op::kMm, {h, Transposed(g, wd, d, f)}, {m, d}, "aten.mm.default");
+  g.SetOutputs({y});
+  const Program p = Compile(g);
+  EXPECT_LE(p.kernels().size(), 3u) << p.Report();
+  TestTensor tx = Random(DType::kFloat32, {m, d}, 15, -1, 1),
+             tg = Random(DType::kFloat32, {f, d}, 16, -0.5, 0.5),
+             tu = Random(DType::kFloat32, {f, d}, 17, -0.5, 0.5),
+             td = Random(DType::kFloat32, {d, f}, 18, -0.5, 0.5);
+  const auto a = LinearRef(tx, tg, nullptr), b = LinearRef(tx, tu, nullptr);
+  TestTensor th = Empty(DType::kFloat32, {m, f});
+  for (int64_t i = 0; i < m * f; ++i) th.Set(i, a[i] / (1 + std::exp(-a[i])) * b[i]);
+  const auto ref = LinearRef(th, td, nullptr);
+  ForEachTarget([&](const char*) { ExpectClose(Execute(p, {tx, tg, tu, td})[0], ref, 2e-5, 1e-4); });
+}
+
+TEST(CompilerTest, ResidualAddChainAndBroadcastScalars) {
+  const Sizes s = {4, 9, 130};
+  Graph g;
+  const int a = g.AddInput(M(DType::kFloat32, s));
+  const int b = g.AddInput(M(DType::kFloat32, s));
+  const int c = g.AddInput(M(DType::kFloat32, {9, 1}));   // broadcast over rows and columns
+  const int z = g.AddInput(M(DType::kFloat32, {}));       // a 0-d tensor
+  Node k;
+  k.op = Op::kConstant;
+  k.scalar = 0.25;
+  k.meta = M(DType::kFloat32, {1});
+  const int q = g.AddNode(k);
+  const int r1 = Bin(g, Op::kAdd, a, b, s, "aten.add.Tensor");
+  const int r2 = Bin(g, Op::kSub, r1, c, s, "aten.sub.Tensor");
+  const int r3 = Bin(g, Op::kMul, r2, z, s, "aten.mul.Tensor");
+  const int r4 = Bin(g, Op::kAdd, r3, q, s, "aten.add.Tensor");
+  Node n;
+  n.op = Op::kAdd;
+  n.inputs = {r4, a};
+  n.alpha = 2;
+  n.meta = M(DType::kFloat32, s);
+  const int r5 = g.AddNode(n);
+  g.SetOutputs({r5});
+  const Program p = Compile(g);
+  ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+  TestTensor ta = Random(DType::kFloat32, s, 19), tb = Random(DType::kFloat32, s, 20),
+             tc = Random(DType::kFloat32, {9, 1}, 21), tz = Random(DType::kFloat32, {}, 22);
+  std::vector<double> ref(ta.numel());
+  for (int64_t i = 0; i < ta.numel(); ++i) {
+    const int64_t row = (i / 130) % 9;
+    ref[i] = ((ta.At(i) + tb.At(i)) - tc.At(row)) * tz.At(0) + 0.25 + 2 * ta.At(i);
+  }
+  ForEachTarget([&](const char*) { ExpectClose(Execute(p, {ta, tb, tc, tz})[0], ref, 1e-6, 1e-6); });
+}
+
+// ---- views -------------------------------------------------------------------------------
+TEST(CompilerTest, ViewsOfInputsAreStridesNotCopies) {
+  // x [6, 8, 10]: permute(2, 0, 1) * expand(y[10,1,1]) + slice(z)[::2] ... -> reshape
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {6, 8, 10}));
+  const int y = g.AddInput(M(DType::kFloat32, {10, 1, 1}));
+  const int z = g.AddInput(M(DType::kFloat32, {20, 6, 8}));
+  const int px = ViewOf(g, x, {10, 6, 8}, {1, 80, 10}, 0);     // permute
+  const int ey = ViewOf(g, y, {10, 6, 8}, {1, 0, 0}, 0);       // expand
+  const int sz = ViewOf(g, z, {10, 6, 8}, {96, 8, 1}, 48);     // z[1::2]
+  const int m = Bin(g, Op::kMul, px, ey, {10, 6, 8}, "aten.mul.Tensor");
+  const int a = Bin(g, Op::kAdd, m, sz, {10, 6, 8}, "aten.add.Tensor");
+  const int r = ViewOf(g, a, {60, 8}, {8, 1}, 0);              // reshape of the result
+  const int t = ViewOf(g, r, {8, 60}, {1, 8}, 0);              // view of a view
+  const int o = Un(g, Op::kNeg, t, {8, 60}, "aten.neg.default");
+  g.SetOutputs({o, t});
+  const Program p = Compile(g);
+  ASSERT_EQ(p.kernels().size(), 2u) << p.Report();  // views cost nothing
+  TestTensor tx = Random(DType::kFloat32, {6, 8, 10}, 23), ty = Random(DType::kFloat32, {10, 1, 1}, 24),
+             tz = Random(DType::kFloat32, {20, 6, 8}, 25);
+  std::vector<double> av(480);
+  for (int i = 0; i < 10; ++i) {
+    for (int j = 0; j < 6; ++j) {
+      for (int k = 0; k < 8; ++k) {
+        av[(i * 6 + j) * 8 + k] = tx.At(j * 80 + k * 10 + i) * ty.At(i) + tz.At(((2 * i + 1) * 6 + j) * 8 + k);
+      }
+    }
+  }
+  std::vector<double> ref_t(480), ref_o(480);
+  for (int c = 0; c < 8; ++c) {
+    for (int rr = 0; rr < 60; ++rr) {
+      ref_t[c * 60 + rr] = av[rr * 8 + c];
+      ref_o[c * 60 + rr] = -av[rr * 8 + c];
+    }
+  }
+  ForEachTarget([&](const char*) {
+    const auto out = Execute(p, {tx, ty, tz});
+    ExpectClose(out[0], ref_o, 0, 1e-6);
+    ExpectClose(out[1], ref_t, 0, 1e-6);
+  });
+}
+
+TEST(CompilerTest, ReshapeOfNonContiguousIsCloneAndView) {
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {4, 6}));
+  const int t = ViewOf(g, x, {6, 4}, {1, 6}, 0);
+  const int r = ViewOf(g, t, {24}, {}, 0);  // no strides: reshape semantics
+  const int y = BinS(g, Op::kMul, r, 3.0, {24}, "aten.mul.Tensor");
+  g.SetOutputs({y});
+  const Program p = Compile(g);
+  TestTensor tx = Random(DType::kFloat32, {4, 6}, 26);
+  std::vector<double> ref(24);
+  for (int i = 0; i < 6; ++i) {
+    for (int j = 0; j < 4; ++j) ref[i * 4 + j] = 3 * tx.At(j * 6 + i);
+  }
+  ExpectClose(Execute(p, {tx})[0], ref, 0, 1e-6);
+}
+
+// ---- dtypes ------------------------------------------------------------------------------
+TEST(CompilerTest, CastsAndFloat64) {
+  const Sizes s = {5, 33};
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat64, s));
+  const int h = g.AddInput(M(DType::kBFloat16, s));
+  const int hf = Un(g, Op::kCast, h, s, "aten._to_copy.default", DType::kFloat64);
+  const int e = Un(g, Op::kExp, x, s, "aten.exp.default", DType::kFloat64);
+  const int a = Bin(g, Op::kAdd, e, hf, s, "aten.add.Tensor", DType::kFloat64);
+  const int b = Un(g, Op::kCast, a, s, "aten._to_copy.default", DType::kBFloat16);
+  const int c = Un(g, Op::kCast, b, s, "aten._to_copy.default", DType::kFloat32);
+  const int d = BinS(g, Op::kMul, c, 0.5, s, "aten.mul.Tensor");
+  g.SetOutputs({a, d});
+  const Program p = Compile(g);
+  EXPECT_EQ(p.kernels().size(), 1u) << p.Report();
+  TestTensor tx = Random(DType::kFloat64, s, 27), th = Random(DType::kBFloat16, s, 28);
+  std::vector<double> ra(tx.numel()), rd(tx.numel());
+  for (int64_t i = 0; i < tx.numel(); ++i) {
+    ra[i] = std::exp(tx.At(i)) + th.At(i);
+    rd[i] = kernels::testing::RoundTo(DType::kBFloat16, ra[i]) * 0.5;
+  }
+  ForEachTarget([&](const char*) {
+    const auto out = Execute(p, {tx, th});
+    EXPECT_EQ(out[0].dtype(), DType::kFloat64);
+    ExpectClose(out[0], ra, 1e-6, 1e-6);  // float64 is computed in float32
+    ExpectClose(out[1], rd, 1e-2, 1e-6);
+  });
+}
+
+// ---- eager fallback, fuse=false ---------------------------------------------------------
+TEST(CompilerTest, UnknownOpRunsEagerBetweenKernels) {
+  const Sizes s = {3, 40};
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, s));
+  const int a = BinS(g, Op::kMul, x, 2.0, s, "aten.mul.Tensor");
+  Node e;
+  e.op = Op::kEager;
+  e.target = "aten.my_cube.default";
+  e.inputs = {a};
+  e.meta = M(DType::kFloat32, s);
+  const int c = g.AddNode(e);
+  const int b = Bin(g, Op::kAdd, c, a, s, "aten.add.Tensor");
+  const int i = Un(g, Op::kCast, b, s, "aten._to_copy.default", DType::kInt32);
+  const int j = BinS(g, Op::kMul, i, 3, s, "aten.mul.Tensor", DType::kInt32);  // int math: eager
+  g.SetOutputs({b, j});
+  const Program p = Compile(g);
+  ASSERT_EQ(p.eager().size(), 2u);
+  EXPECT_EQ(p.eager()[0].target, "aten.my_cube.default");
+  EXPECT_NE(p.Report().find("aten.my_cube.default"), std::string::npos);
+  TestTensor tx = Random(DType::kFloat32, s, 29);
+  std::vector<double> rb(tx.numel()), rj(tx.numel());
+  for (int64_t k = 0; k < tx.numel(); ++k) {
+    const double v = 2 * tx.At(k);
+    rb[k] = static_cast<float>(v * v * v) + v;
+    rj[k] = 3 * static_cast<double>(static_cast<int32_t>(static_cast<float>(rb[k])));
+  }
+  auto eager = [&](const EagerStep& st, const std::vector<TensorRef>& in, const TensorRef& out) {
+    TestTensor ti, to;
+    ti.ref = in[0];
+    to.ref = out;
+    for (int64_t k = 0; k < ti.numel(); ++k) {
+      const double v = ti.At(k);
+      to.Set(k, st.target == "aten.my_cube.default" ? v * v * v : v * 3);
+    }
+  };
+  ForEachTarget([&](const char*) {
+    const auto out = Execute(p, {tx}, eager);
+    ExpectClose(out[0], rb, 1e-6, 1e-5);
+    ExpectClose(out[1], rj, 0, 0);
+  });
+}
+
+TEST(CompilerTest, NoFusionIsOneKernelPerNode) {
+  const Graph g = RmsNormGraph({8, 64}, true);
+  const Program p = Compile(g, CompileOptions{false});
+  EXPECT_EQ(static_cast<int>(p.kernels().size()), CountNonViewNodes(g));
+  TestTensor x = Random(DType::kFloat32, {8, 64}, 30), w = Random(DType::kFloat32, {64}, 31);
+  ExpectClose(Execute(p, {x, w})[0], RmsNormRef(x, &w, DType::kFloat32), 2e-6);
+}
+
+// ---- a decoder block ---------------------------------------------------------------------
+TEST(CompilerTest, DecoderBlockHasFarFewerKernelsThanNodes) {
+  const int64_t b = 2, t = 8, d = 32, f = 64;
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {b, t, d}));
+  const int wn1 = g.AddInput(M(DType::kFloat32, {d}));
+  const int wq = g.AddInput(M(DType::kFloat32, {d, d}));
+  const int wn2 = g.AddInput(M(DType::kFloat32, {d}));
+  const int wg = g.AddInput(M(DType::kFloat32, {f, d}));
+  const int wu = g.AddInput(M(DType::kFloat32, {f, d}));
+  const int wd = g.AddInput(M(DType::kFloat32, {d, f}));
+  auto rms = [&](int in, int w) {
+    const Sizes s = {b, t, d}, row = {b, t, 1};
+    const int p = BinS(g, Op::kPow, in, 2.0, s, "aten.pow.Tensor_Scalar");
+    const int m = Red(g, Op::kMean, p, {-1}, row, "aten.mean.dim");
+    const int a = BinS(g, Op::kAdd, m, 1e-6, row, "aten.add.Tensor");
+    const int r = Un(g, Op::kRsqrt, a, row, "aten.rsqrt.default");
+    const int y = Bin(g, Op::kMul, in, r, s, "aten.mul.Tensor");
+    return Bin(g, Op::kMul, y, w, s, "aten.mul.Tensor");
+  };
+  auto linear = [&](int in, int w, int64_t n, int64_t k) {
+    const int flat = ViewOf(g, in, {b * t, k}, {k, 1}, 0);
+    const int mm = Mm(g, Op::kMm, {flat, Transposed(g, w, n, k)}, {b * t, n}, "aten.mm.default");
+    return ViewOf(g, mm, {b, t, n}, {t * n, n, 1}, 0);
+  };
+  const int h1 = rms(x, wn1);
+  const int q = linear(h1, wq, d, d);
+  // "attention": softmax over the feature dim of q (stands in for scores).
+  const Sizes s = {b, t, d};
+  Node sm;
+  sm.op = Op::kSoftmax;
+  sm.inputs = {q};
+  sm.dims = {-1};
+  sm.meta = M(DType::kFloat32, s);
+  const int att = g.AddNode(sm);
+  const int r1 = Bin(g, Op::kAdd, x, att, s, "aten.add.Tensor");
+  const int h2 = rms(r1, wn2);
+  const int gate = linear(h2, wg, f, d);
+  const int up = linear(h2, wu, f, d);
+  const int si = Un(g, Op::kSilu, gate, {b, t, f}, "aten.silu.default");
+  const int hm = Bin(g, Op::kMul, si, up, {b, t, f}, "aten.mul.Tensor");
+  const int down = linear(hm, wd, d, f);
+  const int out = Bin(g, Op::kAdd, r1, down, s, "aten.add.Tensor");
+  g.SetOutputs({out});
+  const Program p = Compile(g);
+  const int nodes = CountNonViewNodes(g);
+  EXPECT_LE(static_cast<int>(p.kernels().size()) * 2, nodes) << p.Report();
+  EXPECT_LE(p.kernels().size(), 8u) << p.Report();
+  if (std::getenv("TRN_PRINT_REPORT")) std::puts(p.Report().c_str());
+  // Numerics against the same program without fusion (itself checked op by op above).
+  const Program naive = Compile(g, CompileOptions{false});
+  EXPECT_EQ(static_cast<int>(naive.kernels().size()), nodes);
+  std::vector<TestTensor> in;
+  uint32_t seed = 40;
+  for (int id : g.inputs()) in.push_back(Random(DType::kFloat32, g.nodes()[id].meta.sizes, seed++, -1, 1));
+  const auto ref = Execute(naive, in)[0].Values();
+  ForEachTarget([&](const char*) { ExpectClose(Execute(p, in)[0], ref, 1e-4, 1e-5); });
+}
+
+// ---- reductions elsewhere ------------------------------------------------------------------
+TEST(CompilerTest, FullAndLeadingReductions) {
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {30, 50}));
+  const int a = Red(g, Op::kSum, x, {}, {}, "aten.sum.default");           // full: one row
+  const int b = Red(g, Op::kAmax, x, {0}, {50}, "aten.amax.default");      // leading: library
+  const int c = Red(g, Op::kMean, x, {0, 1}, {1, 1}, "aten.mean.dim");
+  g.SetOutputs({a, b, c});
+  const Program p = Compile(g);
+  TestTensor tx = Random(DType::kFloat32, {30, 50}, 50);
+  double sum = 0;
+  std::vector<double> mx(50, -INFINITY);
+  for (int i = 0; i < 30; ++i) {
+    for (int j = 0; j < 50; ++j) {
+      sum += tx.At(i * 50 + j);
+      mx[j] = std::max(mx[j], tx.At(i * 50 + j));
+    }
+  }
+  ForEachTarget([&](const char*) {
+    const auto out = Execute(p, {tx});
+    ExpectClose(out[0], {sum}, 1e-5, 1e-5);
+    ExpectClose(out[1], mx, 0, 0);
+    ExpectClose(out[2], {sum / 1500}, 1e-5, 1e-6);
+  });
+}
+
+// ---- graph validation, hash ----------------------------------------------------------------
+TEST(CompilerTest, MalformedGraphsNameTheNode) {
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {4, 5}));
+  auto expect_error = [&](Node n, const std::string& what) {
+    try {
+      g.AddNode(n);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const std::invalid_argument& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("node 1"), std::string::npos) << msg;
+      EXPECT_NE(msg.find(what), std::string::npos) << msg;
+    }
+  };
+  Node bad_id;
+  bad_id.op = Op::kNeg;
+  bad_id.inputs = {7};
+  bad_id.meta = M(DType::kFloat32, {4, 5});
+  expect_error(bad_id, "refers to value 7");
+  Node arity;
+  arity.op = Op::kAdd;
+  arity.inputs = {x};
+  arity.meta = M(DType::kFloat32, {4, 5});
+  expect_error(arity, "expects 2 tensor input(s), got 1");
+  Node dims;
+  dims.op = Op::kSum;
+  dims.inputs = {x};
+  dims.dims = {2};
+  dims.meta = M(DType::kFloat32, {4});
+  expect_error(dims, "dim 2 out of range");
+  Node bcast;
+  bcast.op = Op::kNeg;
+  bcast.inputs = {x};
+  bcast.meta = M(DType::kFloat32, {4, 6});
+  expect_error(bcast, "does not broadcast");
+  Node mm;
+  mm.op = Op::kMm;
+  mm.inputs = {x, x};
+  mm.meta = M(DType::kFloat32, {4, 5});
+  expect_error(mm, "do not multiply");
+  EXPECT_THROW(g.SetOutputs({3}), std::invalid_argument);
+}
+
+TEST(CompilerTest, HashIgnoresSizesButNotOps) {
+  const uint64_t h1 = RmsNormGraph({4, 64}, true).Hash();
+  const uint64_t h2 = RmsNormGraph({17, 4096}, true).Hash();
+  const uint64_t h3 = RmsNormGraph({4, 64}, false).Hash();
+  EXPECT_EQ(h1, h2);
+  EXPECT_NE(h1, h3);
+  Graph a, b;
+  for (Graph* g : {&a, &b}) {
+    const int x = g->AddInput(M(DType::kFloat32, {3}));
+    g->SetOutputs({Un(*g, g == &a ? Op::kExp : Op::kLog, x, {3}, "")});
+  }
+  EXPECT_NE(a.Hash(), b.Hash());
+  EXPECT_EQ(Compile(RmsNormGraph({4, 64}, true)).graph_hash(), h1);
+}
+
+// ---- artifact --------------------------------------------------------------------------------
+// A minimal JSON reader (objects, arrays, strings, numbers, literals): enough
+// to prove ToJson is well-formed and to read fields back.
+struct Json {
+  enum Kind { kNull, kBool, kNum, kStr, kArr, kObj } kind = kNull;
+  double num = 0;
+  std::string str;
+  std::vector<Json> arr;
+  std::map<std::string, Json> obj;
+  const Json& operator[](const std::string& k) const { return obj.at(k); }
+};
+struct JsonParser {
+  const std::string& s;
+  size_t i = 0;
+  void Ws() {
+    while (i < s.size() && std::isspace(static_cast<unsigned char>(s[i]))) ++i;
+  }
+  void Expect(char c) {
+    Ws();
+    if (i >= s.size() || s[i] != c) throw std::runtime_error(std::string("expected ") + c + " at " + std::to_string(i));
+    ++i;
+  }
+  std::string Str() {
+    Expect('"');
+    std::string out;
+    while (i < s.size() && s[i] != '"') {
+      if (s[i] == '\\') ++i;
+      out += s[i++];
+    }
+    Expect('"');
+    return out;
+  }
+  Json Value() {
+    Ws();
+    Json j;
+    if (s[i] == '{') {
+      j.kind = Json::kObj;
+      ++i;
+      Ws();
+      if (s[i] == '}') return ++i, j;
+      while (true) {
+        const std::string k = Str();
+        Expect(':');
+        j.obj[k] = Value();
+        Ws();
+        if (s[i] == '}') return ++i, j;
+        Expect(',');
+      }
+    }
+    if (s[i] == '[') {
+      j.kind = Json::kArr;
+      ++i;
+      Ws();
+      if (s[i] == ']') return ++i, j;
+      while (true) {
+        j.arr.push_back(Value());
+        Ws();
+        if (s[i] == ']') return ++i, j;
+        Expect(',');
+      }
+    }
+    if (s[i] == '"') {
+      j.kind = Json::kStr;
+      j.str = Str();
+      return j;
+    }
+    if (s.compare(i, 4, "true") == 0 || s.compare(i, 5, "false") == 0 || s.compare(i, 4, "null") == 0) {
+      j.kind = s[i] == 'n' ? Json::kNull : Json::kBool;
+      i += s[i] == 'f' ? 5 : 4;
+      return j;
+    }
+    size_t used = 0;
+    j.kind = Json::kNum;
+    j.num = std::stod(s.substr(i, 40), &used);
+    if (used == 0) throw std::runtime_error("bad number at " + std::to_string(i));
+    i += used;
+    return j;
+  }
+};
+
+TEST(CompilerTest, ArtifactAndReport) {
+  const int64_t m = 8, k = 16, n = 12;
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {m, k}));
+  const int w = g.AddInput(M(DType::kFloat32, {k, n}));
+  const int mm = Mm(g, Op::kMm, {x, w}, {m, n}, "aten.mm.default");
+  const int r = Un(g, Op::kRelu, mm, {m, n}, "aten.relu.default");
+  Node e;
+  e.op = Op::kEager;
+  e.target = "aten.erfinv.default";
+  e.inputs = {r};
+  e.meta = M(DType::kFloat32, {m, n});
+  const int y = g.AddNode(e);
+  g.SetOutputs({y});
+  const Program p = Compile(g);
+  const std::string js = p.ToJson();
+  JsonParser parser{js};
+  Json j;
+  ASSERT_NO_THROW(j = parser.Value()) << js;
+  EXPECT_EQ(j["format"].str, "trnscope.program");
+  EXPECT_EQ(j["version"].num, 1);
+  ASSERT_EQ(j["kernels"].arr.size(), 1u);
+  const Json& k0 = j["kernels"].arr[0];
+  EXPECT_EQ(k0["name"].str, "fused[mm,relu]");
+  EXPECT_EQ(k0["engine"].str, rt::EngineName(rt::Engine::kTensor));
+  EXPECT_EQ(k0["aten_ops"].arr[0].str, "aten::mm.default");
+  EXPECT_EQ(k0["flops"].num, 2.0 * m * n * k + m * n);
+  EXPECT_EQ(k0["bytes_read"].num, 4.0 * (m * k + k * n));
+  EXPECT_EQ(k0["bytes_written"].num, 4.0 * m * n);
+  EXPECT_EQ(k0["reads"].arr[1]["sizes"].arr[1].num, n);
+  ASSERT_EQ(j["eager"].arr.size(), 1u);
+  EXPECT_EQ(j["eager"].arr[0]["target"].str, "aten.erfinv.default");
+  EXPECT_EQ(j["steps"].arr.size(), 2u);
+  EXPECT_EQ(j["steps"].arr[1]["kind"].str, "eager");
+  const std::string rep = p.Report();
+  EXPECT_NE(rep.find("1 kernel(s), 1 eager step(s)"), std::string::npos) << rep;
+  EXPECT_NE(rep.find("eager (fallback) nodes: aten.erfinv.default"), std::string::npos) << rep;
+  EXPECT_EQ(Intern("abc"), Intern(std::string("ab") + "c"));
+}
+
+}  // namespace
+}  // namespace trn::compiler

@@ -1,0 +1,293 @@
+// Graph construction with validation (bad input from the frontend gets an
+// std::invalid_argument naming the node), the structural hash and op names.
+#include "core/compiler/graph.h"
+
+#include <fmt/format.h>
+
+#include <bit>
+#include <cstring>
+#include <stdexcept>
+
+namespace trn::compiler {
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kInput: return "input";
+    case Op::kConstant: return "full";
+    case Op::kAdd: return "add";
+    case Op::kSub: return "sub";
+    case Op::kMul: return "mul";
+    case Op::kDiv: return "div";
+    case Op::kPow: return "pow";
+    case Op::kMaximum: return "maximum";
+    case Op::kMinimum: return "minimum";
+    case Op::kEq: return "eq";
+    case Op::kNe: return "ne";
+    case Op::kLt: return "lt";
+    case Op::kLe: return "le";
+    case Op::kGt: return "gt";
+    case Op::kGe: return "ge";
+    case Op::kWhere: return "where";
+    case Op::kNeg: return "neg";
+    case Op::kAbs: return "abs";
+    case Op::kRelu: return "relu";
+    case Op::kExp: return "exp";
+    case Op::kLog: return "log";
+    case Op::kSqrt: return "sqrt";
+    case Op::kRsqrt: return "rsqrt";
+    case Op::kReciprocal: return "reciprocal";
+    case Op::kSigmoid: return "sigmoid";
+    case Op::kTanh: return "tanh";
+    case Op::kSilu: return "silu";
+    case Op::kGelu: return "gelu";
+    case Op::kGeluTanh: return "gelu";
+    case Op::kSin: return "sin";
+    case Op::kCos: return "cos";
+    case Op::kCast: return "_to_copy";
+    case Op::kSum: return "sum";
+    case Op::kMean: return "mean";
+    case Op::kAmax: return "amax";
+    case Op::kAmin: return "amin";
+    case Op::kSoftmax: return "_softmax";
+    case Op::kLogSoftmax: return "_log_softmax";
+    case Op::kView: return "view";
+    case Op::kClone: return "clone";
+    case Op::kMm: return "mm";
+    case Op::kBmm: return "bmm";
+    case Op::kAddmm: return "addmm";
+    case Op::kEager: return "eager";
+  }
+  return "?";
+}
+
+namespace {
+
+bool IsBinary(Op op) { return op >= Op::kAdd && op <= Op::kGe; }
+bool IsUnary(Op op) { return op >= Op::kNeg && op <= Op::kCast; }
+bool IsReduction(Op op) { return op >= Op::kSum && op <= Op::kAmin; }
+
+std::string Shape(const std::vector<int64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+// Throws the frontend-facing error for node `index`.
+[[noreturn]] void Fail(size_t index, const Node& node, const std::string& problem) {
+  throw std::invalid_argument(fmt::format("trn compiler: node {} ({}{}{}): {}", index,
+                                          OpName(node.op), node.target.empty() ? "" : " ",
+                                          node.target, problem));
+}
+
+void CheckMeta(size_t index, const Node& node) {
+  const Meta& m = node.meta;
+  if (m.sizes.size() > static_cast<size_t>(kMaxDims)) {
+    Fail(index, node, fmt::format("output has {} dims, at most {} supported", m.sizes.size(),
+                                  kMaxDims));
+  }
+  for (int64_t s : m.sizes) {
+    if (s < 0) Fail(index, node, fmt::format("negative size in {}", Shape(m.sizes)));
+  }
+  if (!m.strides.empty() && m.strides.size() != m.sizes.size()) {
+    Fail(index, node, fmt::format("strides {} do not match sizes {}", Shape(m.strides),
+                                  Shape(m.sizes)));
+  }
+  for (int64_t s : m.strides) {
+    if (s < 0) Fail(index, node, fmt::format("negative stride in {}", Shape(m.strides)));
+  }
+  if (m.storage_offset < 0) Fail(index, node, "negative storage offset");
+}
+
+// `in` broadcasts (right-aligned, numpy rules) to `out`.
+bool Broadcasts(const std::vector<int64_t>& in, const std::vector<int64_t>& out) {
+  if (in.size() > out.size()) return false;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int64_t a = in[in.size() - 1 - i], b = out[out.size() - 1 - i];
+    if (a != b && a != 1) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int Graph::AddInput(const Meta& meta) {
+  Node node;
+  node.op = Op::kInput;
+  node.meta = meta;
+  CheckMeta(nodes_.size(), node);
+  nodes_.push_back(std::move(node));
+  inputs_.push_back(static_cast<int>(nodes_.size()) - 1);
+  return inputs_.back();
+}
+
+int Graph::AddNode(Node node) {
+  const size_t index = nodes_.size();
+  CheckMeta(index, node);
+  for (size_t i = 0; i < node.inputs.size(); ++i) {
+    const int id = node.inputs[i];
+    if (id < 0 || static_cast<size_t>(id) >= index) {
+      Fail(index, node, fmt::format("input {} refers to value {}, but only values 0..{} exist",
+                                    i, id, static_cast<int64_t>(index) - 1));
+    }
+  }
+  const size_t n_in = node.inputs.size();
+  auto arity = [&](size_t want) {
+    if (n_in != want) {
+      Fail(index, node, fmt::format("expects {} tensor input(s), got {}", want, n_in));
+    }
+  };
+  auto in_sizes = [&](size_t i) -> const std::vector<int64_t>& {
+    return nodes_[node.inputs[i]].meta.sizes;
+  };
+  const std::vector<int64_t>& out = node.meta.sizes;
+  const int out_nd = static_cast<int>(out.size());
+  switch (node.op) {
+    case Op::kInput: Fail(index, node, "graph inputs are added with AddInput");
+    case Op::kConstant: arity(0); break;
+    case Op::kWhere: arity(3); break;
+    case Op::kView:
+    case Op::kClone:
+      arity(1);
+      if (node.op == Op::kClone && in_sizes(0) != out) {
+        Fail(index, node, fmt::format("clone of {} cannot have sizes {}", Shape(in_sizes(0)),
+                                      Shape(out)));
+      }
+      break;
+    case Op::kMm:
+    case Op::kBmm:
+    case Op::kAddmm: {
+      const size_t first = node.op == Op::kAddmm ? 1 : 0;
+      arity(first + 2);
+      const size_t nd = node.op == Op::kBmm ? 3 : 2;
+      const auto& a = in_sizes(first);
+      const auto& b = in_sizes(first + 1);
+      if (a.size() != nd || b.size() != nd || out.size() != nd) {
+        Fail(index, node, fmt::format("expects {}-D operands, got {} @ {} -> {}", nd, Shape(a),
+                                      Shape(b), Shape(out)));
+      }
+      const bool ok = a[nd - 1] == b[nd - 2] && out[nd - 2] == a[nd - 2] &&
+                      out[nd - 1] == b[nd - 1] && (nd == 2 || (a[0] == b[0] && out[0] == a[0]));
+      if (!ok) {
+        Fail(index, node, fmt::format("shapes do not multiply: {} @ {} -> {}", Shape(a),
+                                      Shape(b), Shape(out)));
+      }
+      if (first == 1 && !Broadcasts(in_sizes(0), out)) {
+        Fail(index, node, fmt::format("bias {} does not broadcast to {}", Shape(in_sizes(0)),
+                                      Shape(out)));
+      }
+      break;
+    }
+    case Op::kEager:
+      if (node.target.empty()) Fail(index, node, "eager node needs its aten target");
+      break;
+    default:
+      if (IsBinary(node.op)) {
+        if (node.has_scalar) {
+          arity(1);
+        } else {
+          arity(2);
+        }
+      } else if (IsUnary(node.op)) {
+        arity(1);
+      } else if (IsReduction(node.op) || node.op == Op::kSoftmax ||
+                 node.op == Op::kLogSoftmax) {
+        arity(1);
+        const int nd = static_cast<int>(in_sizes(0).size());
+        const bool softmax = node.op == Op::kSoftmax || node.op == Op::kLogSoftmax;
+        if (softmax && node.dims.size() != 1) {
+          Fail(index, node, fmt::format("expects exactly one dim, got {}", node.dims.size()));
+        }
+        uint32_t seen = 0;
+        for (int64_t& d : node.dims) {
+          if (d < -std::max(nd, 1) || d >= std::max(nd, 1)) {
+            Fail(index, node, fmt::format("dim {} out of range for a {}-D input {}", d, nd,
+                                          Shape(in_sizes(0))));
+          }
+          if (d < 0) d += std::max(nd, 1);
+          if (seen & (1u << d)) Fail(index, node, fmt::format("dim {} repeated", d));
+          seen |= 1u << d;
+        }
+        if (softmax) {
+          if (out != in_sizes(0)) Fail(index, node, "output sizes must equal the input's");
+        } else {
+          const int kept = nd - static_cast<int>(node.dims.size());
+          std::vector<int64_t> keep, drop;
+          for (int d = 0; d < nd; ++d) {
+            const bool red = node.dims.empty() || (seen & (1u << d));
+            keep.push_back(red ? 1 : in_sizes(0)[d]);
+            if (!red) drop.push_back(in_sizes(0)[d]);
+          }
+          if (out != keep && out != drop) {
+            Fail(index, node, fmt::format("output {} is not {} reduced over its dims (kept {} dims)",
+                                          Shape(out), Shape(in_sizes(0)), kept));
+          }
+        }
+      }
+      break;
+  }
+  if ((IsBinary(node.op) || IsUnary(node.op) || node.op == Op::kWhere) &&
+      node.op != Op::kCast) {
+    for (size_t i = 0; i < n_in; ++i) {
+      if (!Broadcasts(in_sizes(i), out)) {
+        Fail(index, node, fmt::format("input {} of sizes {} does not broadcast to {}", i,
+                                      Shape(in_sizes(i)), Shape(out)));
+      }
+    }
+  }
+  if (node.op == Op::kCast && in_sizes(0) != out) {
+    Fail(index, node, fmt::format("cast of {} cannot have sizes {}", Shape(in_sizes(0)),
+                                  Shape(out)));
+  }
+  (void)out_nd;
+  nodes_.push_back(std::move(node));
+  return static_cast<int>(index);
+}
+
+void Graph::SetOutputs(std::vector<int> outputs) {
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (outputs[i] < 0 || static_cast<size_t>(outputs[i]) >= nodes_.size()) {
+      throw std::invalid_argument(fmt::format(
+          "trn compiler: graph output {} refers to value {}, but only values 0..{} exist", i,
+          outputs[i], static_cast<int64_t>(nodes_.size()) - 1));
+    }
+  }
+  outputs_ = std::move(outputs);
+}
+
+namespace {
+struct Hasher {
+  uint64_t h = 0xcbf29ce484222325ull;
+  void Mix(uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0x100000001b3ull;
+  }
+  void MixDouble(double d) { Mix(std::bit_cast<uint64_t>(d)); }
+  void MixString(const std::string& s) {
+    Mix(s.size());
+    for (char c : s) Mix(static_cast<uint8_t>(c));
+  }
+};
+}  // namespace
+
+uint64_t Graph::Hash() const {
+  Hasher h;
+  h.Mix(nodes_.size());
+  for (const Node& n : nodes_) {
+    h.Mix(static_cast<uint64_t>(n.op));
+    h.Mix(static_cast<uint64_t>(n.meta.dtype));
+    h.Mix(n.meta.sizes.size());  // rank is structural, extents are not
+    h.MixString(n.target);
+    h.Mix(n.inputs.size());
+    for (int i : n.inputs) h.Mix(static_cast<uint64_t>(i));
+    h.Mix(n.dims.size());
+    for (int64_t d : n.dims) h.Mix(static_cast<uint64_t>(d));
+    h.MixDouble(n.scalar);
+    h.Mix((n.has_scalar ? 1 : 0) | (n.scalar_first ? 2 : 0));
+    h.MixDouble(n.alpha);
+    h.MixDouble(n.beta);
+    h.MixDouble(n.eps);
+  }
+  h.Mix(outputs_.size());
+  for (int o : outputs_) h.Mix(static_cast<uint64_t>(o));
+  return h.h;
+}
+
+}  // namespace trn::compiler

@@ -1,0 +1,86 @@
+// The compiler's graph IR: what torch.compile(backend="trn") hands the core,
+// built node by node through the bindings (never by parsing Python text).
+// Torch-free. One Graph per FX graph and input signature; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/common/tensor_ref.h"
+
+namespace trn::compiler {
+
+// The aten ops the compiler understands (after AOTAutograd's decompositions).
+// Anything else is added as kEager and run by the frontend as an eager trn op
+// inside the program (Note [Eager nodes]).
+enum class Op : uint8_t {
+  kInput,     // a graph input (a placeholder)
+  kConstant,  // a scalar broadcast to the node's sizes: attr value
+  // Elementwise, broadcasting (inputs are broadcast to the output sizes).
+  // Binary ops take two tensor inputs, or one tensor and attr `scalar`
+  // (with attr scalar_first for rsub-like ops).
+  kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
+  kEq, kNe, kLt, kLe, kGt, kGe,
+  kWhere,  // inputs: cond, a, b
+  kNeg, kAbs, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kSigmoid, kTanh, kSilu,
+  kGelu, kGeluTanh, kSin, kCos,
+  kCast,  // to the node's dtype
+  // Reductions over attr dims (keepdim layout decided by the output sizes).
+  kSum, kMean, kAmax, kAmin,
+  kSoftmax, kLogSoftmax,  // attr dim
+  // Layout: the output is a view of input 0's storage described by the
+  // output meta (sizes, strides, storage offset relative to the input's
+  // storage), exactly as the FakeTensor says. Compiled to strides, no copy.
+  kView,
+  kClone,  // a contiguous copy of input 0 (also `contiguous`, `_to_copy` without cast)
+  // Matmul family; alpha/beta attrs for addmm.
+  kMm, kBmm, kAddmm,  // addmm inputs: bias, a, b
+  kEager,  // anything else: attr target names the aten op
+};
+const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)
+
+struct Meta {
+  DType dtype = DType::kFloat32;
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> strides;  // in elements; empty = contiguous
+  int64_t storage_offset = 0;    // kView only: relative to input 0's storage
+};
+
+struct Node {
+  Op op = Op::kEager;
+  std::string target;          // aten op as the frontend saw it, e.g. "aten.mul.Tensor"
+  std::vector<int> inputs;     // value ids (= node ids)
+  Meta meta;                   // output
+  // Attributes (unused ones stay empty / default).
+  std::vector<int64_t> dims;   // reductions, softmax (one dim)
+  double scalar = 0;           // binary op with a scalar operand, kConstant value
+  bool has_scalar = false;
+  bool scalar_first = false;
+  double alpha = 1, beta = 1;  // add/sub alpha, addmm alpha/beta
+  double eps = 0;
+};
+
+// Builder and container. Node ids are dense, in topological order.
+class Graph {
+ public:
+  int AddInput(const Meta& meta);
+  // Validates inputs (ids exist, arity of the op, dims in range) and throws
+  // std::invalid_argument naming the node and the problem otherwise.
+  int AddNode(Node node);
+  void SetOutputs(std::vector<int> outputs);
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<int>& inputs() const { return inputs_; }
+  const std::vector<int>& outputs() const { return outputs_; }
+  // Structural hash (ops, attrs, input wiring, dtypes; not sizes): the same
+  // model code gives the same hash for every input signature.
+  uint64_t Hash() const;
+
+ private:
+  std::vector<Node> nodes_;
+  std::vector<int> inputs_;
+  std::vector<int> outputs_;
+};
+
+}  // namespace trn::compiler

@@ -1,0 +1,518 @@
+// The row/tile interpreter of fused kernels (Note [Row programs] in
+// program_internal.h), compiled once per Highway target with runtime dispatch.
+// Each instruction is one SIMD loop over a chunk; no allocation once a
+// thread's register file has grown to the largest program it ran.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/compiler/interpreter.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/cache_control.h"
+#include "hwy/highway.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "core/common/assert.h"
+#include "core/compiler/program_internal.h"
+#include "core/kernels/convert.h"
+#include "core/kernels/elementwise-inl.h"
+
+#ifndef TRN_COMPILER_INTERPRETER_ONCE_
+#define TRN_COMPILER_INTERPRETER_ONCE_
+namespace trn::compiler::internal {
+namespace {
+
+// Per-thread register file, grown on demand and then reused.
+struct Registers {
+  std::vector<float> vregs;   // num_vregs * kChunk
+  std::vector<float> spills;  // num_spills * inner
+  std::vector<float> scalars;
+  std::vector<float> accs;
+  std::vector<const float*> vp;  // where each chunk register's data is now
+  std::vector<char*> base;       // per operand: buffer base
+  std::vector<int64_t> row;      // per operand: element offset of the current row
+  std::vector<int64_t> next;     // per operand: element offset of the next row
+};
+
+inline Registers& ThreadRegisters() {
+  static thread_local Registers regs;
+  return regs;
+}
+
+// Scalar semantics of every VOp (per-row math; also the reference for the
+// chunk loops' special cases).
+inline float ScalarOp(VOp op, float a, float b, float c, DType round) {
+  switch (op) {
+    case VOp::kCopy: return a;
+    case VOp::kNeg: return -a;
+    case VOp::kAbs: return std::fabs(a);
+    case VOp::kRelu: return a < 0 ? 0.0f : a;
+    case VOp::kExp: return std::exp(a);
+    case VOp::kLog: return std::log(a);
+    case VOp::kSqrt: return std::sqrt(a);
+    case VOp::kRsqrt: return 1.0f / std::sqrt(a);
+    case VOp::kReciprocal: return 1.0f / a;
+    case VOp::kSigmoid: return 1.0f / (1.0f + std::exp(-a));
+    case VOp::kTanh: return std::tanh(a);
+    case VOp::kSilu: return a / (1.0f + std::exp(-a));
+    case VOp::kGelu: return 0.5f * a * std::erfc(-a * 0.70710678118654752f);
+    case VOp::kGeluTanh: {
+      const float u = 0.7978845608028654f * (a + 0.044715f * a * a * a);
+      return 0.5f * a * (1.0f + std::tanh(u));
+    }
+    case VOp::kSin: return std::sin(a);
+    case VOp::kCos: return std::cos(a);
+    case VOp::kSquare: return a * a;
+    case VOp::kRound: {
+      float r;
+      kernels::internal::VisitDType(round, [&](auto tag) {
+        using T = decltype(tag);
+        r = kernels::internal::ToF32(kernels::internal::Cast<T>(a));
+      });
+      return r;
+    }
+    case VOp::kAdd: return a + b;
+    case VOp::kSub: return a - b;
+    case VOp::kMul: return a * b;
+    case VOp::kDiv: return a / b;
+    case VOp::kPow: return std::pow(a, b);
+    case VOp::kMax: return (std::isnan(a) || std::isnan(b)) ? a + b : std::max(a, b);
+    case VOp::kMin: return (std::isnan(a) || std::isnan(b)) ? a + b : std::min(a, b);
+    case VOp::kEq: return a == b;
+    case VOp::kNe: return a != b;
+    case VOp::kLt: return a < b;
+    case VOp::kLe: return a <= b;
+    case VOp::kGt: return a > b;
+    case VOp::kGe: return a >= b;
+    case VOp::kWhere: return a != 0 ? b : c;
+    case VOp::kMulMul: return a * b * c;
+  }
+  return a;
+}
+
+// Strided or gathered load of n elements of operand `o` at element offset
+// `at` (the row's offset plus the chunk start) into f32.
+inline void LoadChunk(const Operand& o, const char* base, int64_t row, int64_t c0, int64_t n,
+                      float* dst) {
+  const size_t item = ItemSize(o.dtype);
+  if (o.gather.empty()) {
+    kernels::internal::LoadAsF32(o.dtype, base + (row + c0 * o.inner_stride) * item,
+                                 o.inner_stride, n, dst);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::internal::LoadAsF32(o.dtype, base + (row + o.gather[c0 + i]) * item, 1, 1, dst + i);
+  }
+}
+
+inline void StoreChunk(const Operand& o, char* base, int64_t row, int64_t c0, int64_t n,
+                       const float* src) {
+  const size_t item = ItemSize(o.dtype);
+  if (o.gather.empty()) {
+    kernels::internal::StoreFromF32(o.dtype, base + (row + c0 * o.inner_stride) * item,
+                                    o.inner_stride, n, src);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    kernels::internal::StoreFromF32(o.dtype, base + (row + o.gather[c0 + i]) * item, 1, 1,
+                                    src + i);
+  }
+}
+
+}  // namespace
+}  // namespace trn::compiler::internal
+#endif  // TRN_COMPILER_INTERPRETER_ONCE_
+
+HWY_BEFORE_NAMESPACE();
+namespace trn::compiler::internal::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+namespace kx = trn::kernels::HWY_NAMESPACE;
+
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+struct Src {
+  const float* p;
+  float s;
+  bool scalar;
+};
+
+// out[i] = f(a[i]) for i < n (a may be a broadcast scalar).
+template <class F>
+HWY_INLINE void Map1(const Src& a, float* HWY_RESTRICT out, size_t n, const F& f) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  if (a.scalar) {
+    const VF v = f(d, hn::Set(d, a.s));
+    for (; i + N <= n; i += N) hn::StoreU(v, d, out + i);
+    for (; i < n; ++i) out[i] = hn::GetLane(v);
+    return;
+  }
+  for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, a.p + i)), d, out + i);
+  if (i == n) return;
+  HWY_ALIGN float buf[kx::kMaxLanesF32] = {};
+  for (size_t j = 0; i + j < n; ++j) buf[j] = a.p[i + j];
+  hn::Store(f(d, hn::Load(d, buf)), d, buf);
+  for (size_t j = 0; i + j < n; ++j) out[i + j] = buf[j];
+}
+
+template <class F>
+HWY_INLINE void Map2(const Src& a, const Src& b, float* HWY_RESTRICT out, size_t n,
+                     const F& f) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  if (!a.scalar && !b.scalar) {
+    for (; i + 2 * N <= n; i += 2 * N) {
+      const VF y0 = f(d, hn::LoadU(d, a.p + i), hn::LoadU(d, b.p + i));
+      const VF y1 = f(d, hn::LoadU(d, a.p + i + N), hn::LoadU(d, b.p + i + N));
+      hn::StoreU(y0, d, out + i);
+      hn::StoreU(y1, d, out + i + N);
+    }
+    for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, a.p + i), hn::LoadU(d, b.p + i)), d, out + i);
+  } else if (a.scalar && !b.scalar) {
+    const VF va = hn::Set(d, a.s);
+    for (; i + N <= n; i += N) hn::StoreU(f(d, va, hn::LoadU(d, b.p + i)), d, out + i);
+  } else if (!a.scalar && b.scalar) {
+    const VF vb = hn::Set(d, b.s);
+    for (; i + 2 * N <= n; i += 2 * N) {
+      const VF y0 = f(d, hn::LoadU(d, a.p + i), vb);
+      const VF y1 = f(d, hn::LoadU(d, a.p + i + N), vb);
+      hn::StoreU(y0, d, out + i);
+      hn::StoreU(y1, d, out + i + N);
+    }
+    for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, a.p + i), vb), d, out + i);
+  } else {
+    const float v = hn::GetLane(f(d, hn::Set(d, a.s), hn::Set(d, b.s)));
+    for (; i < n; ++i) out[i] = v;
+    return;
+  }
+  if (i == n) return;
+  HWY_ALIGN float ba[kx::kMaxLanesF32] = {};
+  HWY_ALIGN float bb[kx::kMaxLanesF32] = {};
+  for (size_t j = 0; i + j < n; ++j) {
+    ba[j] = a.scalar ? a.s : a.p[i + j];
+    bb[j] = b.scalar ? b.s : b.p[i + j];
+  }
+  hn::Store(f(d, hn::Load(d, ba), hn::Load(d, bb)), d, ba);
+  for (size_t j = 0; i + j < n; ++j) out[i + j] = ba[j];
+}
+
+// out[i] = a[i] * b[i] * c[i]; any of them may be a broadcast scalar.
+HWY_INLINE void MulMul(const Src& a, const Src& b, const Src& c, float* HWY_RESTRICT out,
+                       size_t n) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF va = hn::Set(d, a.s), vb = hn::Set(d, b.s), vc = hn::Set(d, c.s);
+  auto ld = [&](const Src& s, const VF& v, size_t i) { return s.scalar ? v : hn::LoadU(d, s.p + i); };
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    hn::StoreU(hn::Mul(hn::Mul(ld(a, va, i), ld(b, vb, i)), ld(c, vc, i)), d, out + i);
+  }
+  for (; i < n; ++i) {
+    out[i] = (a.scalar ? a.s : a.p[i]) * (b.scalar ? b.s : b.p[i]) * (c.scalar ? c.s : c.p[i]);
+  }
+}
+
+// Flag (1.0 / 0.0) of a mask.
+HWY_INLINE VF Flag(DF d, hn::Mask<DF> m) { return hn::IfThenElseZero(m, hn::Set(d, 1.0f)); }
+
+void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* out, size_t n) {
+  auto u = [&](const auto& f) { Map1(a, out, n, f); };
+  auto bin = [&](const auto& f) { Map2(a, b, out, n, f); };
+  switch (in.op) {
+    case VOp::kCopy: return u([](DF, VF x) { return x; });
+    case VOp::kNeg: return u([](DF, VF x) { return hn::Neg(x); });
+    case VOp::kAbs: return u([](DF, VF x) { return hn::Abs(x); });
+    case VOp::kRelu: return u([](DF d, VF x) { return hn::IfThenZeroElse(hn::Lt(x, hn::Zero(d)), x); });
+    case VOp::kExp: return u([](DF d, VF x) { return kx::ExpF(d, x); });
+    case VOp::kLog: return u([](DF d, VF x) { return kx::LogF(d, x); });
+    case VOp::kSqrt: return u([](DF, VF x) { return hn::Sqrt(x); });
+    case VOp::kRsqrt: return u([](DF d, VF x) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(x)); });
+    case VOp::kReciprocal: return u([](DF d, VF x) { return hn::Div(hn::Set(d, 1.0f), x); });
+    case VOp::kSigmoid: return u([](DF d, VF x) { return kx::SigmoidF(d, x); });
+    case VOp::kTanh: return u([](DF d, VF x) { return hn::Tanh(d, x); });
+    case VOp::kSilu:
+      return u([](DF d, VF x) { return hn::Div(x, hn::Add(hn::Set(d, 1.0f), kx::ExpF(d, hn::Neg(x)))); });
+    case VOp::kGelu: return u([](DF d, VF x) { return kx::GeluF(d, x); });
+    case VOp::kGeluTanh: return u([](DF d, VF x) { return kx::GeluTanhF(d, x); });
+    case VOp::kSin: return u([](DF d, VF x) { return hn::Sin(d, x); });
+    case VOp::kCos: return u([](DF d, VF x) { return hn::Cos(d, x); });
+    case VOp::kSquare: return u([](DF, VF x) { return hn::Mul(x, x); });
+    case VOp::kRound:
+      for (size_t i = 0; i < n; ++i) {
+        out[i] = ScalarOp(VOp::kRound, a.scalar ? a.s : a.p[i], 0, 0, in.round);
+      }
+      return;
+    case VOp::kAdd: return bin([](DF, VF x, VF y) { return hn::Add(x, y); });
+    case VOp::kSub: return bin([](DF, VF x, VF y) { return hn::Sub(x, y); });
+    case VOp::kMul: return bin([](DF, VF x, VF y) { return hn::Mul(x, y); });
+    case VOp::kDiv: return bin([](DF, VF x, VF y) { return hn::Div(x, y); });
+    case VOp::kMax: return bin([](DF d, VF x, VF y) { return kx::MaxNaNF(d, x, y); });
+    case VOp::kMin: return bin([](DF d, VF x, VF y) { return kx::MinNaNF(d, x, y); });
+    case VOp::kEq: return bin([](DF d, VF x, VF y) { return Flag(d, hn::Eq(x, y)); });
+    case VOp::kNe:
+      return bin([](DF d, VF x, VF y) { return hn::IfThenZeroElse(hn::Eq(x, y), hn::Set(d, 1.0f)); });
+    case VOp::kLt: return bin([](DF d, VF x, VF y) { return Flag(d, hn::Lt(x, y)); });
+    case VOp::kLe: return bin([](DF d, VF x, VF y) { return Flag(d, hn::Le(x, y)); });
+    case VOp::kGt: return bin([](DF d, VF x, VF y) { return Flag(d, hn::Gt(x, y)); });
+    case VOp::kGe: return bin([](DF d, VF x, VF y) { return Flag(d, hn::Ge(x, y)); });
+    case VOp::kPow:  // std::pow: torch's semantics for every sign and special value
+      for (size_t i = 0; i < n; ++i) {
+        out[i] = std::pow(a.scalar ? a.s : a.p[i], b.scalar ? b.s : b.p[i]);
+      }
+      return;
+    case VOp::kMulMul: return MulMul(a, b, c, out, n);
+    case VOp::kWhere:
+      for (size_t i = 0; i < n; ++i) {
+        const float cv = a.scalar ? a.s : a.p[i];
+        out[i] = cv != 0 ? (b.scalar ? b.s : b.p[i]) : (c.scalar ? c.s : c.p[i]);
+      }
+      return;
+  }
+}
+
+// Folds n elements into acc.
+float ReduceChunk(RedOp op, const float* HWY_RESTRICT p, size_t n, float acc) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  if (op == RedOp::kSum || op == RedOp::kSumSq) {
+    const bool sq = op == RedOp::kSumSq;
+    VF s0 = hn::Zero(d), s1 = hn::Zero(d), s2 = hn::Zero(d), s3 = hn::Zero(d);
+    auto term = [&](size_t j, VF s) {
+      const VF x = hn::LoadU(d, p + j);
+      return sq ? hn::MulAdd(x, x, s) : hn::Add(x, s);
+    };
+    for (; i + 4 * N <= n; i += 4 * N) {
+      s0 = term(i, s0);
+      s1 = term(i + N, s1);
+      s2 = term(i + 2 * N, s2);
+      s3 = term(i + 3 * N, s3);
+    }
+    for (; i + N <= n; i += N) s0 = term(i, s0);
+    float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(s0, s1), hn::Add(s2, s3))));
+    for (; i < n; ++i) sum += sq ? p[i] * p[i] : p[i];
+    return acc + sum;
+  }
+  const bool mx = op == RedOp::kMax;
+  float m = acc;
+  if (n >= N) {
+    VF v = hn::LoadU(d, p);
+    VF nan = hn::IfThenElseZero(hn::IsNaN(v), v);  // any NaN lane poisons the result
+    for (i = N; i + N <= n; i += N) {
+      const VF x = hn::LoadU(d, p + i);
+      nan = hn::Add(nan, hn::IfThenElseZero(hn::IsNaN(x), x));
+      v = mx ? hn::Max(v, x) : hn::Min(v, x);
+    }
+    const float r = mx ? hn::GetLane(hn::MaxOfLanes(d, v)) : hn::GetLane(hn::MinOfLanes(d, v));
+    const float has_nan = hn::GetLane(hn::SumOfLanes(d, nan));
+    m = ScalarOp(mx ? VOp::kMax : VOp::kMin, m, std::isnan(has_nan) ? has_nan : r, 0,
+                 DType::kFloat32);
+  }
+  for (; i < n; ++i) m = ScalarOp(mx ? VOp::kMax : VOp::kMin, m, p[i], 0, DType::kFloat32);
+  return m;
+}
+
+// Non-temporal copy of n floats to out (aligned middle part streamed).
+void StreamCopy(float* out, const float* HWY_RESTRICT in, size_t n) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  size_t i = 0;
+  for (; i < n && reinterpret_cast<uintptr_t>(out + i) % (N * sizeof(float)) != 0; ++i) {
+    out[i] = in[i];
+  }
+  for (; i + N <= n; i += N) hn::Stream(hn::LoadU(d, in + i), d, out + i);
+  for (; i < n; ++i) out[i] = in[i];
+}
+
+void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch,
+                 int64_t begin, int64_t end) {
+  Registers& r = ThreadRegisters();
+  const size_t nops = p.operands.size();
+  const int64_t R = p.inner;
+  if (r.vregs.size() < static_cast<size_t>(p.num_vregs * kChunk)) {
+    r.vregs.resize(static_cast<size_t>(p.num_vregs * kChunk));
+  }
+  if (r.spills.size() < static_cast<size_t>(p.num_spills * R)) {
+    r.spills.resize(static_cast<size_t>(p.num_spills * R));
+  }
+  r.scalars.assign(p.scalar_init.begin(), p.scalar_init.end());
+  r.accs.resize(static_cast<size_t>(p.num_accs));
+  r.vp.resize(static_cast<size_t>(p.num_vregs));
+  r.base.resize(nops);
+  r.row.resize(nops);
+  float* vbuf = r.vregs.data();
+  float* spill = r.spills.data();
+  float* s = r.scalars.data();
+  float* acc = r.accs.data();
+  const float** vp = r.vp.data();
+
+  // Row odometer, started at `begin`.
+  int64_t idx[kMaxDims] = {};
+  {
+    int64_t rem = begin;
+    for (int dd = p.nouter - 1; dd >= 0; --dd) {
+      idx[dd] = rem % p.outer_sizes[dd];
+      rem /= p.outer_sizes[dd];
+    }
+  }
+  for (size_t k = 0; k < nops; ++k) {
+    const Operand& o = p.operands[k];
+    if (o.buffer < 0) {
+      r.base[k] = reinterpret_cast<char*>(const_cast<float*>(scratch));
+      r.row[k] = 0;
+      continue;
+    }
+    r.base[k] = static_cast<char*>(buffers[o.buffer]);
+    int64_t off = o.offset;
+    for (int dd = 0; dd < p.nouter; ++dd) off += idx[dd] * o.outer_strides[dd];
+    r.row[k] = off;
+  }
+  auto src = [&](const Arg& a) -> Src {
+    if (a.reg < 0) return {nullptr, 0, true};
+    if (a.scalar) return {nullptr, s[a.reg], true};
+    return {vp[a.reg], 0, false};
+  };
+  auto scalar_step = [&](const ScalarInstr& si) {
+    switch (si.kind) {
+      case ScalarInstr::Kind::kLoad: {
+        const Operand& o = p.operands[si.a];
+        kernels::internal::LoadAsF32(o.dtype, r.base[si.a] + r.row[si.a] * ItemSize(o.dtype),
+                                     1, 1, &s[si.dst]);
+        break;
+      }
+      case ScalarInstr::Kind::kStore: {
+        const Operand& o = p.operands[si.dst];
+        kernels::internal::StoreFromF32(o.dtype,
+                                        r.base[si.dst] + r.row[si.dst] * ItemSize(o.dtype), 1,
+                                        1, &s[si.a]);
+        break;
+      }
+      case ScalarInstr::Kind::kCompute:
+        s[si.dst] = ScalarOp(si.op, s[si.a], si.b >= 0 ? s[si.b] : 0.0f,
+                             si.c >= 0 ? s[si.c] : 0.0f, si.round);
+        break;
+      case ScalarInstr::Kind::kFinish: s[si.dst] = acc[si.a] * si.scale; break;
+    }
+  };
+
+  // Note [Row prefetch]: in a multi-phase program the last phase of row r
+  // prefetches the memory inputs of row r+1, so DRAM reads overlap this row's
+  // writes (what the hand-written rms_norm gets by fusing its passes).
+  const bool prefetch = p.phases.size() > 1;
+  r.next.resize(nops);
+  for (int64_t row = begin; row < end; ++row) {
+    if (prefetch) {
+      for (size_t k = 0; k < nops; ++k) r.next[k] = r.row[k];
+      for (int dd = p.nouter - 1; dd >= 0; --dd) {  // the odometer's next step
+        if (idx[dd] + 1 < p.outer_sizes[dd]) {
+          for (size_t k = 0; k < nops; ++k) r.next[k] += p.operands[k].outer_strides[dd];
+          break;
+        }
+        for (size_t k = 0; k < nops; ++k) {
+          r.next[k] -= p.operands[k].outer_strides[dd] * (p.outer_sizes[dd] - 1);
+        }
+      }
+    }
+    for (size_t phi = 0; phi < p.phases.size(); ++phi) {
+      const Phase& ph = p.phases[phi];
+      const bool prefetch_here = prefetch && phi + 1 == p.phases.size() && row + 1 < end;
+      for (const ScalarInstr& si : ph.pre) scalar_step(si);
+      for (const Reduction& red : ph.reductions) {
+        acc[red.acc] = red.op == RedOp::kMax   ? -std::numeric_limits<float>::infinity()
+                       : red.op == RedOp::kMin ? std::numeric_limits<float>::infinity()
+                                               : 0.0f;
+      }
+      if (!ph.body.empty()) {
+        for (int64_t c0 = 0; c0 < R; c0 += kChunk) {
+          const int64_t len = std::min(kChunk, R - c0);
+          const size_t n = static_cast<size_t>(len);
+          if (prefetch_here) {
+            for (int k : p.prefetch) {
+              const float* q = reinterpret_cast<const float*>(r.base[k]) + r.next[k] + c0;
+              for (int64_t j = 0; j < len; j += 16) hwy::Prefetch(q + j);
+            }
+          }
+          for (const Instr& in : ph.body) {
+            switch (in.kind) {
+              case Instr::Kind::kLoad: {
+                if (in.spill >= 0) {
+                  vp[in.dst] = spill + in.spill * R + c0;
+                  break;
+                }
+                const Operand& o = p.operands[in.operand];
+                const char* b = r.base[in.operand];
+                if (o.direct()) {
+                  vp[in.dst] = reinterpret_cast<const float*>(b) + r.row[in.operand] + c0;
+                } else {
+                  float* dst = vbuf + in.dst * kChunk;
+                  LoadChunk(o, b, r.row[in.operand], c0, len, dst);
+                  vp[in.dst] = dst;
+                }
+                break;
+              }
+              case Instr::Kind::kCompute: {
+                float* out;
+                if (in.spill >= 0) {
+                  out = spill + in.spill * R + c0;
+                } else if (in.out_operand >= 0 && !in.stream) {
+                  out = reinterpret_cast<float*>(r.base[in.out_operand]) + r.row[in.out_operand] + c0;
+                } else {
+                  out = vbuf + in.dst * kChunk;
+                }
+                Compute(in, src(in.a), src(in.b), src(in.c), out, n);
+                if (in.stream) {
+                  StreamCopy(reinterpret_cast<float*>(r.base[in.out_operand]) +
+                                 r.row[in.out_operand] + c0,
+                             out, n);
+                }
+                vp[in.dst] = out;
+                break;
+              }
+              case Instr::Kind::kReduce:
+                acc[in.dst] = ReduceChunk(in.red, vp[in.a.reg], n, acc[in.dst]);
+                break;
+              case Instr::Kind::kStore:
+                StoreChunk(p.operands[in.dst], r.base[in.dst], r.row[in.dst], c0, len,
+                           vp[in.a.reg]);
+                break;
+            }
+          }
+        }
+      }
+      for (const ScalarInstr& si : ph.post) scalar_step(si);
+    }
+    // Next row: odometer over the outer dims.
+    for (int dd = p.nouter - 1; dd >= 0; --dd) {
+      for (size_t k = 0; k < nops; ++k) r.row[k] += p.operands[k].outer_strides[dd];
+      if (++idx[dd] < p.outer_sizes[dd]) break;
+      for (size_t k = 0; k < nops; ++k) {
+        r.row[k] -= p.operands[k].outer_strides[dd] * p.outer_sizes[dd];
+      }
+      idx[dd] = 0;
+    }
+    for (size_t k = 0; k < nops; ++k) {
+      if (p.operands[k].buffer < 0) r.row[k] = (row + 1 - begin) * R;
+    }
+  }
+  if (p.stream) hwy::FlushStream();
+}
+
+}  // namespace trn::compiler::internal::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace trn::compiler::internal {
+HWY_EXPORT(RunRowsImpl);
+
+void RunRows(const RowProgram& p, const std::vector<void*>& buffers, const float* scratch,
+             int64_t begin, int64_t end) {
+  HWY_DYNAMIC_DISPATCH(RunRowsImpl)(p, buffers.data(), scratch, begin, end);
+}
+}  // namespace trn::compiler::internal
+#endif  // HWY_ONCE

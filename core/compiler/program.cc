@@ -1,0 +1,288 @@
+// Program execution (one kernel per call, on the calling core worker), the
+// JSON artifact and the human-readable compile report.
+#include "core/compiler/program.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <mutex>
+#include <unordered_set>
+
+#include "core/common/assert.h"
+#include "core/compiler/program_internal.h"
+#include "core/kernels/kernels.h"
+
+namespace trn::compiler {
+using internal::KernelImpl;
+
+TensorRef View::Bind(void* base) const {
+  TensorRef t;
+  t.data = static_cast<char*>(base) + offset * static_cast<int64_t>(ItemSize(dtype));
+  t.dtype = dtype;
+  t.ndim = static_cast<int>(sizes.size());
+  for (int d = 0; d < t.ndim; ++d) {
+    t.sizes[d] = sizes[d];
+    t.strides[d] = strides[d];
+  }
+  return t;
+}
+
+Program::Program() = default;
+Program::~Program() = default;
+Program::Program(Program&&) noexcept = default;
+Program& Program::operator=(Program&&) noexcept = default;
+
+const char* Intern(const std::string& s) {
+  // Never freed: trace records hold these pointers after programs die.
+  static std::mutex mu;
+  static auto* table = new std::unordered_set<std::string>();
+  std::lock_guard<std::mutex> lock(mu);
+  return table->insert(s).first->c_str();
+}
+
+namespace {
+
+TensorRef BindOrNull(const View& v, const std::vector<void*>& base) {
+  if (v.buffer < 0) return TensorRef();
+  return v.Bind(base[v.buffer]);
+}
+
+// A 2-D row slice [r0, r1) of a 2-D view.
+TensorRef RowSlice(TensorRef t, int64_t r0, int64_t r1) {
+  t.data = static_cast<char*>(t.data) + r0 * t.strides[0] * static_cast<int64_t>(ItemSize(t.dtype));
+  t.sizes[0] = r1 - r0;
+  return t;
+}
+
+// Batch b of a 3-D view as a 2-D view.
+TensorRef Batch(TensorRef t, int64_t b) {
+  if (t.ndim != 3) return t;
+  t.data = static_cast<char*>(t.data) + b * t.strides[0] * static_cast<int64_t>(ItemSize(t.dtype));
+  t.ndim = 2;
+  t.sizes[0] = t.sizes[1];
+  t.sizes[1] = t.sizes[2];
+  t.strides[0] = t.strides[1];
+  t.strides[1] = t.strides[2];
+  return t;
+}
+
+// GEMM row blocks, each followed by the epilogue on the rows just computed
+// (still in L2/L3).
+Status RunMatmulEpilogue(const KernelImpl& ki, const std::vector<void*>& base) {
+  const TensorRef a = BindOrNull(ki.gemm.a, base), b = BindOrNull(ki.gemm.b, base);
+  const TensorRef bias = BindOrNull(ki.gemm.bias, base);
+  const View& ov = ki.gemm.out;
+  const int nd = static_cast<int>(ov.sizes.size());
+  const int64_t batches = nd == 3 ? ov.sizes[0] : 1;
+  const int64_t m = ov.sizes[nd - 2], n = ov.sizes[nd - 1];
+  const DType dt = ov.dtype;
+  const size_t item = ItemSize(dt);
+  // Blocks of ~4 MiB of output: GEMM row blocks of that height still pack B
+  // rarely compared to their FLOPs.
+  const int64_t block = std::max<int64_t>(144, (int64_t{1} << 20) / std::max<int64_t>(n, 1));
+  static thread_local std::vector<uint64_t> scratch;
+  const size_t need = static_cast<size_t>(std::min(block, m) * n) * item / 8 + 1;
+  if (scratch.size() < need) scratch.resize(need);
+  for (int64_t bi = 0; bi < batches; ++bi) {
+    const TensorRef a2 = Batch(a, bi), b2 = Batch(b, bi);
+    for (int64_t i0 = 0; i0 < m; i0 += block) {
+      const int64_t i1 = std::min(m, i0 + block);
+      TensorRef out;
+      out.data = scratch.data();
+      out.dtype = dt;
+      out.ndim = 2;
+      out.sizes[0] = i1 - i0;
+      out.sizes[1] = n;
+      out.strides[0] = n;
+      out.strides[1] = 1;
+      TensorRef bias_blk = bias;
+      if (bias.data != nullptr && bias.ndim == 2 && bias.sizes[0] == m && m != 1) {
+        bias_blk = RowSlice(bias, i0, i1);
+      }
+      Status s = kernels::Matmul(out, RowSlice(a2, i0, i1), b2, bias_blk, ki.gemm.alpha,
+                                 ki.gemm.beta);
+      if (!s.ok()) return s;
+      internal::RunRows(ki.prog, base, reinterpret_cast<const float*>(scratch.data()),
+                        bi * m + i0, bi * m + i1);
+    }
+  }
+  return Status::Ok();
+}
+
+Status RunLibrary(const KernelImpl& ki, const std::vector<void*>& base) {
+  const TensorRef in = BindOrNull(ki.lib_in, base);
+  TensorRef out = BindOrNull(ki.lib_out, base);
+  if (ki.lib_op == Op::kSoftmax || ki.lib_op == Op::kLogSoftmax) {
+    return kernels::Softmax(out, in, static_cast<int>(ki.lib_dims[0]),
+                            ki.lib_op == Op::kLogSoftmax);
+  }
+  // Reduce wants the keepdim layout: reduced dims of size 1, stride 0.
+  uint32_t mask = 0;
+  for (int64_t d : ki.lib_dims) mask |= 1u << d;
+  if (ki.lib_dims.empty()) mask = (1u << in.ndim) - 1;
+  TensorRef keep = out;
+  keep.ndim = in.ndim;
+  const bool keepdim = out.ndim == in.ndim;
+  for (int d = 0, o = 0; d < in.ndim; ++d) {
+    if (mask & (1u << d)) {
+      keep.sizes[d] = 1;
+      keep.strides[d] = 0;
+      if (keepdim) ++o;
+    } else {
+      keep.sizes[d] = out.sizes[o];
+      keep.strides[d] = out.strides[o];
+      ++o;
+    }
+  }
+  kernels::ReduceOp op = kernels::ReduceOp::kSum;
+  if (ki.lib_op == Op::kMean) op = kernels::ReduceOp::kMean;
+  if (ki.lib_op == Op::kAmax) op = kernels::ReduceOp::kAmax;
+  if (ki.lib_op == Op::kAmin) op = kernels::ReduceOp::kAmin;
+  return kernels::Reduce(op, keep, in, mask);
+}
+
+}  // namespace
+
+Status Program::RunKernel(int k, const std::vector<void*>& buffer_base) const {
+  TRN_ASSERT(impl_ != nullptr && k >= 0 && static_cast<size_t>(k) < impl_->kernels.size(),
+             "RunKernel: kernel index out of range");
+  TRN_ASSERT(buffer_base.size() == buffers_.size(), "RunKernel: one base pointer per buffer");
+  const KernelImpl& ki = impl_->kernels[k];
+  switch (ki.kind) {
+    case KernelImpl::Kind::kRows:
+      internal::RunRows(ki.prog, buffer_base, nullptr, 0, ki.prog.rows);
+      return Status::Ok();
+    case KernelImpl::Kind::kCopy:
+      return kernels::Copy(BindOrNull(ki.copy_out, buffer_base),
+                           BindOrNull(ki.copy_in, buffer_base));
+    case KernelImpl::Kind::kLibrary: return RunLibrary(ki, buffer_base);
+    case KernelImpl::Kind::kMatmul:
+      if (ki.has_epilogue) return RunMatmulEpilogue(ki, buffer_base);
+      return kernels::Matmul(BindOrNull(ki.gemm.out, buffer_base),
+                             BindOrNull(ki.gemm.a, buffer_base),
+                             BindOrNull(ki.gemm.b, buffer_base),
+                             BindOrNull(ki.gemm.bias, buffer_base), ki.gemm.alpha, ki.gemm.beta);
+  }
+  return Status::Ok();
+}
+
+// ---- artifact and report --------------------------------------------------------------
+namespace {
+
+std::string Quote(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    switch (c) {
+      case '"': out += "\\\""; break;
+      case '\\': out += "\\\\"; break;
+      case '\n': out += "\\n"; break;
+      case '\t': out += "\\t"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20) {
+          out += fmt::format("\\u{:04x}", static_cast<int>(c));
+        } else {
+          out += c;
+        }
+    }
+  }
+  return out + "\"";
+}
+
+std::string ViewJson(const View& v) {
+  return fmt::format(R"({{"buffer": {}, "dtype": "{}", "sizes": [{}], "strides": [{}], "offset": {}}})",
+                     v.buffer, DTypeName(v.dtype), fmt::join(v.sizes, ", "),
+                     fmt::join(v.strides, ", "), v.offset);
+}
+
+std::string ViewsJson(const std::vector<View>& vs) {
+  std::vector<std::string> parts;
+  for (const View& v : vs) parts.push_back(ViewJson(v));
+  return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+const char* BufferKindName(Buffer::Kind k) {
+  switch (k) {
+    case Buffer::Kind::kInput: return "input";
+    case Buffer::Kind::kOutput: return "output";
+    case Buffer::Kind::kTemp: return "temp";
+  }
+  return "?";
+}
+
+std::string Shape(const std::vector<int64_t>& s) { return fmt::format("[{}]", fmt::join(s, ",")); }
+
+}  // namespace
+
+std::string Program::ToJson() const {
+  std::string j = "{\n";
+  j += R"(  "format": "trnscope.program",)" "\n";
+  j += R"(  "version": 1,)" "\n";
+  j += fmt::format("  \"graph_hash\": \"{:016x}\",\n", graph_hash_);
+  j += "  \"buffers\": [";
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const Buffer& b = buffers_[i];
+    j += fmt::format(R"({}{{"id": {}, "kind": "{}", "index": {}, "dtype": "{}", "numel": {}}})",
+                     i ? ",\n    " : "\n    ", i, BufferKindName(b.kind), b.index,
+                     DTypeName(b.dtype), b.numel);
+  }
+  j += "\n  ],\n";
+  j += fmt::format("  \"inputs\": {},\n", ViewsJson(input_views_));
+  j += fmt::format("  \"outputs\": {},\n", ViewsJson(output_views_));
+  j += "  \"steps\": [";
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    j += fmt::format(R"({}{{"kind": "{}", "index": {}}})", i ? ", " : "",
+                     steps_[i].kind == Step::Kind::kKernel ? "kernel" : "eager", steps_[i].index);
+  }
+  j += "],\n  \"kernels\": [";
+  for (size_t i = 0; i < kernels_.size(); ++i) {
+    const KernelSummary& k = kernels_[i];
+    std::vector<std::string> ops;
+    for (const std::string& a : k.aten_ops) ops.push_back(Quote(a));
+    const KernelImpl* ki = impl_ ? &impl_->kernels[i] : nullptr;
+    j += fmt::format(
+        "{}{{\"id\": {}, \"name\": {}, \"op\": {}, \"engine\": \"{}\", \"aten_ops\": [{}], "
+        "\"flops\": {}, \"bytes_read\": {}, \"bytes_written\": {}, \"reads\": {}, "
+        "\"writes\": {}}}",
+        i ? ",\n    " : "\n    ", i, Quote(k.name), Quote(k.info.op), rt::EngineName(k.info.engine),
+        fmt::join(ops, ", "), k.info.flops, k.info.bytes_read, k.info.bytes_written,
+        ki ? ViewsJson(ki->reads) : "[]", ki ? ViewsJson(ki->writes) : "[]");
+  }
+  j += "\n  ],\n  \"eager\": [";
+  for (size_t i = 0; i < eager_.size(); ++i) {
+    const EagerStep& e = eager_[i];
+    j += fmt::format(R"({}{{"id": {}, "node": {}, "target": {}, "inputs": {}, "output": {}}})",
+                     i ? ",\n    " : "\n    ", i, e.node, Quote(e.target), ViewsJson(e.inputs),
+                     ViewJson(e.output));
+  }
+  j += eager_.empty() ? "]\n}\n" : "\n  ]\n}\n";
+  return j;
+}
+
+std::string Program::Report() const {
+  std::string r = fmt::format("trn compiled program {:016x}: {} kernel(s), {} eager step(s)\n",
+                              graph_hash_, kernels_.size(), eager_.size());
+  for (const Step& st : steps_) {
+    if (st.kind == Step::Kind::kKernel) {
+      const KernelSummary& k = kernels_[st.index];
+      const KernelImpl* ki = impl_ ? &impl_->kernels[st.index] : nullptr;
+      std::string shape;
+      if (ki && !ki->writes.empty()) shape = " -> " + Shape(ki->writes[0].sizes);
+      r += fmt::format("  kernel {:3d} {}{} [{}] covers {}: {} FLOPs, {} bytes read, {} written\n",
+                       st.index, k.name, shape, rt::EngineName(k.info.engine),
+                       fmt::join(k.aten_ops, " "), k.info.flops, k.info.bytes_read,
+                       k.info.bytes_written);
+    } else {
+      const EagerStep& e = eager_[st.index];
+      r += fmt::format("  eager  {:3d} node {} {} (fallback: runs as an eager trn op)\n",
+                       st.index, e.node, e.target);
+    }
+  }
+  if (!eager_.empty()) {
+    r += "eager (fallback) nodes:";
+    for (const EagerStep& e : eager_) r += fmt::format(" {} (node {})", e.target, e.node);
+    r += "\n";
+  }
+  return r;
+}
+
+}  // namespace trn::compiler
