@@ -1,8 +1,14 @@
 // trnscope._C: the Python face of the device runtime (the only TU with pybind).
+#include <pybind11/functional.h>
+#include <torch/csrc/autograd/profiler_kineto.h>
 #include <torch/extension.h>
+#include <unistd.h>
 
+#include "core/export/chrome_trace.h"
 #include "torch_bridge/bridge.h"
+#include "torch_bridge/compile.h"
 #include "torch_bridge/device.h"
+#include "torch_bridge/profiler.h"
 
 namespace trn::bridge {
 namespace {
@@ -25,6 +31,119 @@ TrnGenerator* Gen(int device_index) {
   return at::check_generator<TrnGenerator>(DefaultGenerator(Resolve(device_index)));
 }
 
+py::dict LastSessionDict() {
+  const DeviceSession s = LastDeviceSession();
+  py::dict d;
+  d["id"] = s.id;
+  d["from_profile_config"] = s.from_profile_config;
+  d["started"] = s.started;
+  d["synchronized_at_stop"] = s.synchronized_at_stop;
+  d["commands_in_flight"] = s.commands_in_flight;
+  d["device_records"] = s.device_records;
+  d["unlinked"] = s.unlinked;
+  py::list dropped;
+  uint64_t records = 0, dropped_total = 0;
+  int64_t start_ns = 0, stop_ns = 0;
+  if (s.collected != nullptr) {
+    records = s.collected->records.size();
+    start_ns = s.collected->start_ns;
+    stop_ns = s.collected->stop_ns;
+    dropped_total = s.collected->dropped_total;
+    for (uint64_t n : s.collected->dropped_per_device) dropped.append(n);
+  }
+  d["records"] = records;
+  d["start_ns"] = start_ns;
+  d["stop_ns"] = stop_ns;
+  d["dropped_total"] = dropped_total;
+  d["dropped_per_core"] = dropped;
+  return d;
+}
+
+// Writes the combined trace of a torch.profiler result (prof.profiler.kineto_results)
+// and the last device session. Returns the exporter's counts.
+py::dict ExportChromeTrace(const torch::autograd::profiler::ProfilerResult& result,
+                           const std::string& path, const std::string& metadata_json,
+                           bool with_device) {
+  exporter::ExportInput input;
+  input.host_ops = HostOpsOf(result);
+  const DeviceSession session = LastDeviceSession();
+  if (with_device) input.device = session.collected.get();
+  input.pid = getpid();
+  input.metadata_json = metadata_json;
+  exporter::ExportStats stats;
+  {
+    py::gil_scoped_release no_gil;
+    stats = exporter::WriteChromeTrace(input, path);
+  }
+  py::dict d;
+  d["events"] = stats.events;
+  d["flows"] = stats.flows;
+  d["bytes"] = stats.bytes;
+  d["unlinked"] = stats.unlinked;
+  d["host_ops"] = input.host_ops.size();
+  return d;
+}
+
+}  // namespace
+}  // namespace trn::bridge
+
+// torch.compile(backend="trn"): the graph builder and programs (compile.h),
+// used by trnscope/compile/backend.py.
+namespace trn::bridge {
+namespace {
+
+py::dict KernelDict(const compiler::KernelSummary& k) {
+  py::dict d;
+  d["name"] = k.name;
+  d["aten_ops"] = k.aten_ops;
+  d["flops"] = k.info.flops;
+  d["bytes_read"] = k.info.bytes_read;
+  d["bytes_written"] = k.info.bytes_written;
+  d["engine"] = rt::EngineName(k.info.engine);
+  return d;
+}
+
+void BindCompile(py::module_& m) {
+  py::class_<GraphBuilder>(m, "_CompileGraph")
+      .def(py::init<>())
+      .def("add_input", &GraphBuilder::AddInput, py::arg("dtype"), py::arg("sizes"),
+           py::arg("strides"), py::arg("storage_offset") = 0)
+      .def("add_node", &GraphBuilder::AddNode, py::arg("op"), py::arg("target"),
+           py::arg("inputs"), py::arg("dtype"), py::arg("sizes"), py::arg("strides"),
+           py::arg("storage_offset") = 0, py::arg("dims") = std::vector<int64_t>{},
+           py::arg("scalar") = std::nullopt, py::arg("scalar_first") = false,
+           py::arg("alpha") = 1.0, py::arg("beta") = 1.0, py::arg("eps") = 0.0)
+      .def("set_outputs", &GraphBuilder::SetOutputs)
+      .def("hash", &GraphBuilder::Hash);
+  py::class_<CompiledProgram, std::shared_ptr<CompiledProgram>>(m, "_Program")
+      .def_property_readonly("graph_hash",
+                             [](const CompiledProgram& p) { return p.program->graph_hash(); })
+      .def_property_readonly("kernels", [](const CompiledProgram& p) {
+        py::list l;
+        for (const auto& k : p.program->kernels()) l.append(KernelDict(k));
+        return l;
+      })
+      .def_property_readonly("eager_targets", [](const CompiledProgram& p) {
+        std::vector<std::string> t;
+        for (const auto& e : p.program->eager()) t.push_back(e.target);
+        return t;
+      })
+      .def_property_readonly("eager_nodes", [](const CompiledProgram& p) {
+        std::vector<int> t;
+        for (const auto& e : p.program->eager()) t.push_back(e.node);
+        return t;
+      })
+      .def("to_json", [](const CompiledProgram& p) { return p.program->ToJson(); })
+      .def("report", [](const CompiledProgram& p) { return p.program->Report(); })
+      .def("run", [](const CompiledProgram& p, const std::vector<at::Tensor>& inputs,
+                     const EagerFn& eager) {
+        torch::PyWarningHandler warnings;  // TORCH_WARN (float64 policy) -> Python warnings
+        return RunProgram(p, inputs, eager);
+      });
+  m.def("_compile_graph", &CompileGraph, py::arg("graph"), py::arg("fuse") = true);
+  m.def("_program_kernel_launches", &ProgramKernelLaunches);
+}
+
 }  // namespace
 }  // namespace trn::bridge
 
@@ -32,6 +151,7 @@ PYBIND11_MODULE(_C, m) {
   using namespace trn::bridge;
   namespace rt = trn::rt;
   m.doc() = "trnscope device runtime bindings";
+  BindCompile(m);
   m.def("device_count", [] { return DeviceCount(); });
   m.def("current_device", [] { return CurrentDevice(); });
   m.def("set_device", [](int index) { SetCurrentDevice(index); });
@@ -95,4 +215,25 @@ PYBIND11_MODULE(_C, m) {
   m.def("parse_visible_cores", [](const std::string& spec) {
     return Guarded([&] { return rt::Runtime::ParseVisibleCores(spec); });
   });
+
+  // ---- Profiler (docs/profiling.md) ----
+  m.def("_profiler_last_session", &LastSessionDict);
+  m.def("_profiler_parse_config", [](const std::string& text) -> py::object {
+    trn::trace::Config c;
+    bool ours;
+    try {
+      ours = ParseProfileConfig(text, &c);
+    } catch (const std::invalid_argument& e) {
+      throw py::value_error(e.what());
+    }
+    if (!ours) return py::none();
+    py::dict d;
+    d["device_mask"] = c.device_mask;
+    d["stream_mask"] = c.stream_mask;
+    d["modes"] = c.modes;
+    d["max_events_per_core"] = c.max_events_per_core;
+    return d;
+  });
+  m.def("_export_chrome_trace", &ExportChromeTrace, py::arg("kineto_results"), py::arg("path"),
+        py::arg("metadata_json") = "{}", py::arg("with_device") = true);
 }

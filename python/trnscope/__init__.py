@@ -16,6 +16,8 @@ def _autoload() -> None:
         _register()
 
 
+import sys  # noqa: E402
+
 import torch  # noqa: E402
 
 from trnscope import _C  # registers the allocator, guard, hooks and aten kernels
@@ -49,6 +51,34 @@ def reset_counters() -> None:
     _C.reset_counters()
 
 
+def compile_stats() -> list:
+    """One dict per torch.compile(backend="trn") compile in this process (docs/compile.md)."""
+    if "trnscope.compile.cache" not in sys.modules:  # nothing compiled: keep torch._dynamo unloaded
+        return []
+    return sys.modules["trnscope.compile.cache"].compile_stats()
+
+
+def reset_compile_stats() -> None:
+    """Forget compile_stats() and the per-graph signature history."""
+    if "trnscope.compile.cache" in sys.modules:
+        sys.modules["trnscope.compile.cache"].reset_compile_stats()
+
+
 _register()
 
-__all__ = ["fallback_ops", "float64_downcasts", "reset_counters"]
+from trnscope import shapes  # noqa: E402
+
+# torch.compile finds backend "trn" through the torch_dynamo_backends entry
+# point; importing torch._dynamo costs ~1.5 s, so it is registered here only
+# when Dynamo is already loaded (importing trnscope.compile always registers).
+if "torch._dynamo" in sys.modules:
+    import trnscope.compile  # noqa: E402,F401
+
+__all__ = [
+    "compile_stats",
+    "fallback_ops",
+    "float64_downcasts",
+    "reset_compile_stats",
+    "reset_counters",
+    "shapes",
+]

@@ -1,0 +1,537 @@
+"""The "trn" torch.compile backend: Dynamo FX -> AOTAutograd aten graph -> trn program.
+
+Path: Dynamo hands an FX graph; aot_autograd functionalizes it and applies
+decomposition_table() (so RMSNorm, LayerNorm and SwiGLU arrive as elementwise
+ops and reductions the core fuses); the fw compiler walks the aten graph and
+builds the core's graph IR through the bindings (trnscope._C._CompileGraph),
+with every value's meta taken from its FakeTensor (node.meta["val"]). Views
+become kView nodes with the FakeTensor's strides and storage offset; ops the
+core does not know become eager nodes (Note [Eager nodes] in
+core/compiler/program.h) run by _eager_step as aten ops on trn tensors.
+
+Programs are specialized to input signatures (cache.py). A graph Dynamo made
+dynamic (symbolic sizes) is specialized at run time per concrete signature.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import operator
+import os
+import time
+import warnings
+from typing import Any, Callable
+
+import torch
+import torch.fx as fx
+from torch.utils import _pytree as pytree
+
+from trnscope import _C
+from trnscope.compile import cache, config
+
+aten = torch.ops.aten
+
+
+# ---- Decompositions --------------------------------------------------------------------------
+# Note [trn decompositions]: core ATen decompositions, except silu (a fused
+# primitive of the core), plus layer_norm and var/var_mean spelled as
+# mean/sub/mul so that they fuse into one row kernel. rms_norm and
+# _fused_rms_norm decompose (core ATen) into pow, mean, add, rsqrt, mul, mul:
+# one fused kernel. softmax, log_softmax and gelu stay primitives.
+def _var_mean(x, dim=None, *, correction=None, keepdim=False):
+    dims = list(range(x.dim())) if dim is None else [d % max(x.dim(), 1) for d in dim]
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    mean = aten.mean.dim(x, dims, True)
+    diff = aten.sub.Tensor(x, mean)
+    var = aten.mean.dim(aten.mul.Tensor(diff, diff), dims, keepdim)
+    c = 1 if correction is None else correction
+    if c != 0:
+        var = aten.mul.Tensor(var, n / max(n - c, 0) if n - c > 0 else math.inf)
+    if not keepdim:
+        mean = aten.squeeze.dims(mean, dims)
+    return var, mean
+
+
+def _var(x, dim=None, *, correction=None, keepdim=False):
+    return _var_mean(x, dim, correction=correction, keepdim=keepdim)[0]
+
+
+@functools.cache
+def decomposition_table() -> dict:
+    from torch._decomp import core_aten_decompositions, get_decompositions
+
+    table = dict(core_aten_decompositions())
+    for op in (aten.silu.default, aten.silu.out):
+        table.pop(op, None)
+    table.update(get_decompositions([aten.native_layer_norm]))
+    table[aten.var_mean.correction] = _var_mean
+    table[aten.var.correction] = _var
+    return table
+
+
+# ---- FX aten graph -> core graph IR -----------------------------------------------------------
+_BINARY = {
+    aten.add.Tensor: "add",
+    aten.add.Scalar: "add",
+    aten.sub.Tensor: "sub",
+    aten.sub.Scalar: "sub",
+    aten.mul.Tensor: "mul",
+    aten.mul.Scalar: "mul",
+    aten.div.Tensor: "div",
+    aten.div.Scalar: "div",
+    aten.pow.Tensor_Scalar: "pow",
+    aten.pow.Tensor_Tensor: "pow",
+    aten.maximum.default: "maximum",
+    aten.minimum.default: "minimum",
+    aten.eq.Tensor: "eq",
+    aten.eq.Scalar: "eq",
+    aten.ne.Tensor: "ne",
+    aten.ne.Scalar: "ne",
+    aten.lt.Tensor: "lt",
+    aten.lt.Scalar: "lt",
+    aten.le.Tensor: "le",
+    aten.le.Scalar: "le",
+    aten.gt.Tensor: "gt",
+    aten.gt.Scalar: "gt",
+    aten.ge.Tensor: "ge",
+    aten.ge.Scalar: "ge",
+}
+_UNARY = {
+    aten.neg.default: "neg",
+    aten.abs.default: "abs",
+    aten.relu.default: "relu",
+    aten.exp.default: "exp",
+    aten.log.default: "log",
+    aten.sqrt.default: "sqrt",
+    aten.rsqrt.default: "rsqrt",
+    aten.reciprocal.default: "reciprocal",
+    aten.sigmoid.default: "sigmoid",
+    aten.tanh.default: "tanh",
+    aten.silu.default: "silu",
+    aten.sin.default: "sin",
+    aten.cos.default: "cos",
+}
+_REDUCE = {
+    aten.sum.dim_IntList: "sum",
+    aten.sum.default: "sum",
+    aten.mean.dim: "mean",
+    aten.mean.default: "mean",
+    aten.amax.default: "amax",
+    aten.amin.default: "amin",
+}
+_FULL = (
+    aten.full.default,
+    aten.scalar_tensor.default,
+    aten.zeros.default,
+    aten.ones.default,
+    aten.full_like.default,
+    aten.zeros_like.default,
+    aten.ones_like.default,
+)
+
+
+class _Unsupported(Exception):
+    """The graph cannot be compiled at all (the whole graph then runs eagerly)."""
+
+
+def _is_view_op(target) -> bool:
+    schema = getattr(target, "_schema", None)
+    if schema is None or schema.is_mutable or not schema.arguments or not schema.returns:
+        return False
+    a = schema.arguments[0].alias_info
+    return (
+        a is not None
+        and not a.is_write
+        and all(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+    )
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float, bool)) and not isinstance(x, torch.Tensor)
+
+
+class _Lowering:
+    """Builds one _C._CompileGraph from an aten graph and concrete metas. One use."""
+
+    def __init__(self, gm: fx.GraphModule, vals: dict[fx.Node, Any]):
+        self.gm, self.vals = gm, vals
+        self.g = _C._CompileGraph()
+        self.ids: dict[fx.Node, int] = {}  # tensor values
+        self.consts: dict[fx.Node, Any] = {}  # numbers (specialized sizes)
+        self.tensor_inputs: list[int] = []  # placeholder positions that are tensors
+        self.attr_inputs: list[str] = []  # get_attr tensors, appended to the inputs
+        self.eager: dict[int, tuple[fx.Node, list[fx.Node], int | None]] = {}
+        self.output_template: list = []
+
+    # Meta of a FakeTensor as add_input/add_node take it.
+    @staticmethod
+    def _meta(v: torch.Tensor) -> dict:
+        if v.device.type != "trn":
+            raise _Unsupported(f"a value lives on {v.device}, not on trn")
+        return dict(
+            dtype=v.dtype,
+            sizes=[int(s) for s in v.shape],
+            strides=[int(s) for s in v.stride()],
+            storage_offset=int(v.storage_offset()),
+        )
+
+    def _add(self, node: fx.Node, op: str, inputs: list[fx.Node], target=None, **attrs) -> int:
+        m = self._meta(self.vals[node])
+        return self.g.add_node(
+            op=op,
+            target=str(node.target if target is None else target),
+            inputs=[self.ids[i] for i in inputs],
+            **m,
+            **attrs,
+        )
+
+    def _tensor(self, a) -> bool:
+        return isinstance(a, fx.Node) and a in self.ids
+
+    def _value(self, a):
+        if isinstance(a, fx.Node):
+            if a in self.consts:
+                return self.consts[a]
+            raise KeyError(a)
+        return a
+
+    def _add_eager(self, node: fx.Node, index: int | None = None) -> int:
+        tensors = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if self._tensor(a)]
+        out = self.vals[node] if index is None else self.vals[node][index]
+        m = self._meta(out)
+        target = str(node.target) + ("" if index is None else f"[{index}]")
+        gid = self.g.add_node(op="eager", target=target, inputs=[self.ids[t] for t in tensors], **m)
+        self.eager[gid] = (node, tensors, index)
+        return gid
+
+    def lower(self) -> None:
+        for i, node in enumerate(n for n in self.gm.graph.nodes if n.op == "placeholder"):
+            v = self.vals[node]
+            if isinstance(v, torch.Tensor):
+                self.ids[node] = self.g.add_input(**self._meta(v))
+                self.tensor_inputs.append(i)
+            elif _is_number(v):
+                self.consts[node] = v
+            else:
+                raise _Unsupported(f"placeholder {node.name} is a {type(v).__name__}")
+        for node in self.gm.graph.nodes:
+            if node.op == "get_attr":
+                v = getattr(self.gm, node.target)
+                if not isinstance(v, torch.Tensor):
+                    raise _Unsupported(f"get_attr {node.target} is a {type(v).__name__}")
+                self.vals[node] = v
+                self.ids[node] = self.g.add_input(**self._meta(v))
+                self.attr_inputs.append(node.target)
+            elif node.op == "call_function":
+                self._lower_call(node)
+            elif node.op == "output":
+                outs = []
+                for a in pytree.tree_leaves(node.args[0]):
+                    if self._tensor(a):
+                        self.output_template.append(("t", len(outs)))
+                        outs.append(self.ids[a])
+                    else:
+                        self.output_template.append(("c", self._value(a)))
+                self.g.set_outputs(outs)
+
+    def _lower_call(self, node: fx.Node) -> None:
+        t, args, kw = node.target, node.args, node.kwargs
+        v = self.vals.get(node)
+        if t is operator.getitem:
+            src, idx = args
+            if src in self.ids:  # not expected: tensors are not indexed by getitem
+                raise _Unsupported(f"getitem on tensor {src.name}")
+            sv = self.vals[src]
+            if isinstance(sv, (tuple, list)) and isinstance(sv[idx], torch.Tensor):
+                if _is_view_op(src.target) and self._tensor(src.args[0]):
+                    self.ids[node] = self._add(node, "view", [src.args[0]], target=src.target)
+                else:
+                    self.ids[node] = self._add_eager(src, idx)
+            else:
+                self.consts[node] = sv[idx]
+            return
+        if not isinstance(v, torch.Tensor):
+            if isinstance(v, (tuple, list)):
+                return  # multi-output op: lowered at its getitems
+            if _is_number(v):  # sizes of a specialized dynamic graph
+                self.consts[node] = v
+                return
+            raise _Unsupported(f"{node.name} ({t}) produces a {type(v).__name__}")
+        self.ids[node] = self._lower_tensor(node, t, args, kw)
+
+    def _lower_tensor(self, node, t, args, kw) -> int:
+        v = self.vals[node]
+        try:
+            if t in _BINARY:
+                a, b = args[0], args[1]
+                alpha = float(self._value(kw.get("alpha", args[2] if len(args) > 2 else 1)))
+                if t in (aten.div.Tensor, aten.div.Scalar) and kw.get("rounding_mode") is not None:
+                    return self._add_eager(node)
+                if self._tensor(a) and self._tensor(b):
+                    return self._add(node, _BINARY[t], [a, b], alpha=alpha)
+                if self._tensor(a):
+                    return self._add(
+                        node, _BINARY[t], [a], scalar=float(self._value(b)), alpha=alpha
+                    )
+                return self._add_eager(node)
+            if t in (aten.rsub.Scalar, aten.pow.Scalar):  # scalar op tensor
+                x, s = (args[0], args[1]) if t is aten.rsub.Scalar else (args[1], args[0])
+                alpha = float(self._value(kw.get("alpha", args[2] if len(args) > 2 else 1)))
+                if not self._tensor(x) or alpha != 1:
+                    return self._add_eager(node)
+                op = "sub" if t is aten.rsub.Scalar else "pow"
+                return self._add(node, op, [x], scalar=float(self._value(s)), scalar_first=True)
+            if t in _UNARY:
+                return self._add(node, _UNARY[t], [args[0]])
+            if t is aten.gelu.default:
+                approx = kw.get("approximate", args[1] if len(args) > 1 else "none")
+                return self._add(node, "gelu_tanh" if approx == "tanh" else "gelu", [args[0]])
+            if t is aten.where.self and all(self._tensor(a) for a in args[:3]):
+                return self._add(node, "where", list(args[:3]))
+            if t in _REDUCE:
+                x = args[0]
+                dims = (
+                    self._value(args[1])
+                    if len(args) > 1 and t not in (aten.sum.default, aten.mean.default)
+                    else None
+                )
+                dims = kw.get("dim", dims)
+                nd = len(self.vals[x].shape)
+                if dims is None or len(dims) == 0:
+                    dims = list(range(nd))
+                return self._add(node, _REDUCE[t], [x], dims=[int(d) for d in dims])
+            if t in (aten._softmax.default, aten._log_softmax.default):
+                op = "softmax" if t is aten._softmax.default else "log_softmax"
+                return self._add(node, op, [args[0]], dims=[int(self._value(args[1]))])
+            if t in (aten._to_copy.default, aten.clone.default):
+                x = args[0]
+                dev = kw.get("device")
+                if dev is not None and torch.device(dev).type != "trn":
+                    return self._add_eager(node)
+                op = "cast" if v.dtype != self.vals[x].dtype else "clone"
+                return self._add(node, op, [x])
+            if t in (aten.mm.default, aten.bmm.default):
+                return self._add(node, "mm" if t is aten.mm.default else "bmm", list(args[:2]))
+            if t is aten.addmm.default:
+                return self._add(
+                    node,
+                    "addmm",
+                    list(args[:3]),
+                    beta=float(self._value(kw.get("beta", 1))),
+                    alpha=float(self._value(kw.get("alpha", 1))),
+                )
+            if t in _FULL:
+                if t in (aten.zeros.default, aten.zeros_like.default):
+                    value = 0.0
+                elif t in (aten.ones.default, aten.ones_like.default):
+                    value = 1.0
+                elif t is aten.scalar_tensor.default:
+                    value = self._value(args[0])
+                else:
+                    value = self._value(args[1])
+                return self._add(node, "full", [], scalar=float(value))
+            if _is_view_op(t) and self._tensor(args[0]) and v.dtype == self.vals[args[0]].dtype:
+                return self._add(node, "view", [args[0]])
+        except (KeyError, TypeError, ValueError):
+            pass  # an argument or a node the core does not take: run it eagerly
+        return self._add_eager(node)
+
+
+# ---- Execution --------------------------------------------------------------------------------
+def _eager_step(
+    eager: dict, consts: dict, index_to_node: list[int], i: int, inputs: list, out: torch.Tensor
+) -> None:
+    """Runs eager step i (Note [Eager nodes]) as its aten op on trn tensors, writes `out`."""
+    node, tensor_nodes, item = eager[index_to_node[i]]
+    tensor_set = set(tensor_nodes)
+    it = iter(inputs)  # one per tensor leaf of (args, kwargs), in order
+
+    def sub(a):
+        if isinstance(a, fx.Node):
+            return next(it) if a in tensor_set else consts[a]
+        return a
+
+    with torch.no_grad():
+        args = fx.node.map_aggregate(node.args, sub)
+        kwargs = fx.node.map_aggregate(node.kwargs, sub)
+        res = node.target(*args, **kwargs)
+        out.copy_(res if item is None else res[item])
+
+
+class _Compiled:
+    """A program for one signature plus what running it needs. Immutable."""
+
+    def __init__(self, lowering: _Lowering, program, gm: fx.GraphModule):
+        self.program = program
+        self.tensor_inputs = lowering.tensor_inputs
+        self.attrs = [getattr(gm, a) for a in lowering.attr_inputs]
+        self.template = lowering.output_template
+        self._eager = functools.partial(
+            _eager_step, dict(lowering.eager), dict(lowering.consts), list(program.eager_nodes)
+        )
+
+    def __call__(self, args: list) -> list:
+        tensors = [args[i] for i in self.tensor_inputs]
+        if self.attrs:
+            dev = tensors[0].device if tensors else torch.device("trn")
+            tensors += [a.to(dev) for a in self.attrs]
+        outs = self.program.run(tensors, self._eager)
+        return [outs[x] if k == "t" else x for k, x in self.template]
+
+
+def _concrete_vals(gm: fx.GraphModule, args: list) -> dict[fx.Node, Any]:
+    """node -> FakeTensor/number for concrete inputs (specializes a dynamic graph)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    vals: dict[fx.Node, Any] = {}
+
+    class _Prop(fx.Interpreter):
+        def run_node(self, n):
+            r = super().run_node(n)
+            vals[n] = r
+            return r
+
+    with mode:
+        fakes = [
+            mode.from_tensor(a, static_shapes=True) if isinstance(a, torch.Tensor) else a
+            for a in args
+        ]
+        _Prop(gm).run(*fakes)
+    return vals
+
+
+def _stable_hash(text: str) -> int:
+    """64-bit hash that is the same in every process (unlike hash() of a str)."""
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
+
+
+def _dump_dir(options: dict) -> str | None:
+    return options.get("dump_dir") or config.dump_dir or os.environ.get("TRNSCOPE_DUMP_DIR") or None
+
+
+class _GraphRunner:
+    """The callable aot_autograd gets for one aten graph: a program per
+    signature (one for a static graph). Called by the thread running the model."""
+
+    def __init__(self, gm: fx.GraphModule, names: list[str], options: dict):
+        self.gm, self.names, self.options = gm, names, options
+        self.programs: dict[cache.Signature, Callable] = {}
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        vals = {n: n.meta.get("val") for n in gm.graph.nodes}
+        self.static = all(
+            not isinstance(v, torch.SymInt)
+            and not (
+                isinstance(v, torch.Tensor)
+                and any(isinstance(s, torch.SymInt) for s in (*v.shape, *v.stride()))
+            )
+            for v in (vals[n] for n in placeholders)
+        )
+        self.single: Callable | None = None
+        if self.static:
+            fakes = [vals[n] for n in placeholders]
+            self.single = self._compile(
+                vals, [f for f in fakes if isinstance(f, torch.Tensor)], specialized=False
+            )
+        self._boxed_call = True
+
+    def _compile(self, vals, tensors, specialized: bool) -> Callable:
+        sig = cache.signature_of(tensors)
+        record: dict = {
+            "specialized": specialized,
+            "fallback": None,
+            "artifact": None,
+            "kernels": [],
+            "eager_nodes": [],
+            "num_kernels": 0,
+        }
+        start = time.perf_counter()
+        lowering = _Lowering(self.gm, dict(vals))
+        shapes = " ".join("x".join(map(str, t[0])) or "()" for t in sig[:4])
+        with torch.profiler.record_function(
+            f"trn::compile [{shapes}{' ...' if len(sig) > 4 else ''}]"
+        ):
+            try:
+                lowering.lower()
+                graph_hash = lowering.g.hash()
+                program = _C._compile_graph(
+                    lowering.g, fuse=bool(self.options.get("fuse", config.fuse))
+                )
+                run: Callable = _Compiled(lowering, program, self.gm)
+                record["kernels"] = [k["name"] for k in program.kernels]
+                record["num_kernels"] = len(record["kernels"])
+                record["eager_nodes"] = list(program.eager_targets)
+                path = _dump_dir(self.options)
+                if path:
+                    os.makedirs(path, exist_ok=True)
+                    sig_hash = _stable_hash(repr(sig)) & 0xFFFFFFFF
+                    record["artifact"] = os.path.join(
+                        path, f"trn_program_{graph_hash:016x}_{sig_hash:08x}.json"
+                    )
+                    with open(record["artifact"], "w") as f:
+                        f.write(program.to_json())
+            except (_Unsupported, ValueError) as e:
+                # Correct but slow: the aten graph runs op by op on trn.
+                graph_hash = _stable_hash(str(self.gm.graph))
+                record["fallback"] = f"{type(e).__name__}: {e}"
+                warnings.warn(
+                    f"trn compile: running the graph eagerly ({record['fallback']})",
+                    UserWarning,
+                    stacklevel=2,
+                )
+                gm = self.gm
+
+                def run(args, gm=gm):
+                    with torch.no_grad():
+                        return list(gm(*args))
+
+        record["duration_s"] = time.perf_counter() - start
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        positions = [i for i, n in enumerate(placeholders) if isinstance(vals.get(n), torch.Tensor)]
+        if len(self.names) == len(placeholders):
+            names = [self.names[i] for i in positions]
+        else:
+            names = [placeholders[i].name for i in positions]
+        cache.note_compile(record, graph_hash, sig, names)
+        self.programs[sig] = run
+        return run
+
+    def __call__(self, args: list) -> list:
+        run = self.single
+        if run is None:
+            tensors = [a for a in args if isinstance(a, torch.Tensor)]
+            sig = cache.signature_of(tensors)
+            run = self.programs.get(sig)
+            if run is None:
+                run = self._compile(_concrete_vals(self.gm, args), tensors, specialized=True)
+        out = run(args)
+        args.clear()
+        return out
+
+
+def _input_names(dynamo_gm: fx.GraphModule) -> list[str]:
+    return [n.name for n in dynamo_gm.graph.nodes if n.op == "placeholder"]
+
+
+def trn_backend(gm: fx.GraphModule, example_inputs: list, options: dict | None = None, **kwargs):
+    """torch.compile backend "trn" (inference). options: fuse (bool), dump_dir (str)."""
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.aot_autograd import make_boxed_func
+
+    opts = dict(options or {})
+    names = _input_names(gm)
+
+    def fw_compiler(aten_gm: fx.GraphModule, aten_inputs: list):
+        return _GraphRunner(aten_gm, names, opts)
+
+    def bw_compiler(aten_gm: fx.GraphModule, aten_inputs: list):
+        # Inference backend: a backward pass runs its aten graph op by op on trn.
+        return make_boxed_func(aten_gm.forward)
+
+    return aot_autograd(
+        fw_compiler=fw_compiler, bw_compiler=bw_compiler, decompositions=decomposition_table()
+    )(gm, example_inputs)

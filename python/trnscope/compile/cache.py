@@ -1,0 +1,150 @@
+"""Compile records and recompile diagnostics of the trn backend.
+
+Every compile (a new graph, or a known graph with a new input signature) is
+recorded: trnscope.compile_stats() returns the records. Signatures are tracked
+per graph hash (the structural hash of the aten graph, independent of sizes),
+so the recompiles Dynamo makes for new shapes with dynamic=False are seen as
+the same graph and explained: which input changed, old -> new shape. Past
+config.max_signatures_before_warning signatures for one graph, a warning is
+issued once per graph with the observed sizes and a suggested bucket list.
+
+The records are process-wide; any thread may compile (a lock guards them).
+"""
+
+from __future__ import annotations
+
+import threading
+import warnings
+from dataclasses import dataclass, field
+
+from trnscope.compile import config
+
+# One input: (sizes, strides, dtype name).
+InputSig = tuple[tuple[int, ...], tuple[int, ...], str]
+Signature = tuple[InputSig, ...]
+
+
+def signature_of(tensors) -> Signature:
+    """The static-shape cache key of a list of tensors (FakeTensors or real)."""
+    return tuple(
+        (
+            tuple(int(s) for s in t.shape),
+            tuple(int(s) for s in t.stride()),
+            str(t.dtype).removeprefix("torch."),
+        )
+        for t in tensors
+    )
+
+
+@dataclass
+class _GraphHistory:
+    signatures: list[Signature] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    warned: bool = False
+
+
+_lock = threading.Lock()
+_records: list[dict] = []
+_graphs: dict[int, _GraphHistory] = {}
+
+
+def _changes(old: Signature, new: Signature, names: list[str]) -> list[dict]:
+    changed = []
+    for i, (a, b) in enumerate(zip(old, new)):
+        if a == b:
+            continue
+        what = "shape" if a[0] != b[0] else ("dtype" if a[2] != b[2] else "stride")
+        changed.append(
+            {
+                "index": i,
+                "name": names[i] if i < len(names) else f"input{i}",
+                "what": what,
+                "old": list(a[0]) if what == "shape" else (a[2] if what == "dtype" else list(a[1])),
+                "new": list(b[0]) if what == "shape" else (b[2] if what == "dtype" else list(b[1])),
+            }
+        )
+    if len(old) != len(new):
+        changed.append(
+            {
+                "index": -1,
+                "name": "<number of inputs>",
+                "what": "count",
+                "old": len(old),
+                "new": len(new),
+            }
+        )
+    return changed
+
+
+def _varying_sizes(sigs: list[Signature], names: list[str]) -> dict[str, list[int]]:
+    """{'name dim d': sorted distinct sizes} for every input dim that varied."""
+    out: dict[str, list[int]] = {}
+    n = min(len(s) for s in sigs)
+    for i in range(n):
+        shapes = {s[i][0] for s in sigs}
+        if len(shapes) < 2 or len({len(sh) for sh in shapes}) != 1:
+            continue
+        for d in range(len(next(iter(shapes)))):
+            sizes = sorted({sh[d] for sh in shapes})
+            if len(sizes) > 1:
+                name = names[i] if i < len(names) else f"input{i}"
+                out[f"{name} dim {d}"] = sizes
+    return out
+
+
+def note_compile(record: dict, graph_hash: int, sig: Signature, names: list[str]) -> dict:
+    """Adds `record` (keys filled by the backend) with the recompile analysis."""
+    from trnscope.shapes import buckets
+
+    with _lock:
+        hist = _graphs.setdefault(graph_hash, _GraphHistory())
+        record["graph_hash"] = f"{graph_hash:016x}"
+        record["signature"] = [
+            {"shape": list(s[0]), "stride": list(s[1]), "dtype": s[2]} for s in sig
+        ]
+        record["input_names"] = list(names)
+        record["recompile"] = bool(hist.signatures)
+        record["changed_inputs"] = (
+            _changes(hist.signatures[-1], sig, names) if hist.signatures else []
+        )
+        if sig not in hist.signatures:
+            hist.signatures.append(sig)
+        hist.names = list(names)
+        record["num_signatures"] = len(hist.signatures)
+        _records.append(record)
+        warn = None
+        if len(hist.signatures) > config.max_signatures_before_warning and not hist.warned:
+            hist.warned = True
+            varying = _varying_sizes(hist.signatures, names)
+            suggestion = {k: buckets(min(v), max(v)) for k, v in varying.items()}
+            warn = (
+                f"trn: graph {graph_hash:016x} was compiled for {len(hist.signatures)} input "
+                f"signatures (more than trnscope.compile.config.max_signatures_before_warning="
+                f"{config.max_signatures_before_warning}); observed sizes {varying}. Pad to "
+                f"buckets to keep a few programs, e.g. trnscope.shapes.pad_to_bucket(x, dim, "
+                f"buckets) with buckets {suggestion} (docs/compile.md, static shapes)."
+            )
+    if warn:
+        warnings.warn(warn, UserWarning, stacklevel=3)
+    return record
+
+
+def compile_stats() -> list[dict]:
+    """One dict per trn compile in this process, oldest first.
+
+    Keys: graph_hash, signature (per input: shape, stride, dtype), input_names,
+    duration_s, num_kernels, kernels (names), eager_nodes (aten targets run
+    eagerly inside the program), fallback (None, or why the whole graph runs
+    eagerly), recompile, changed_inputs (index, name, what, old, new),
+    num_signatures (of this graph so far), specialized (a dynamic-shape graph
+    compiled for concrete sizes at run time), artifact (path or None).
+    """
+    with _lock:
+        return [dict(r) for r in _records]
+
+
+def reset_compile_stats() -> None:
+    """Forget the records and the per-graph signature history (and its warnings)."""
+    with _lock:
+        _records.clear()
+        _graphs.clear()

@@ -1,0 +1,400 @@
+"""torch.compile(backend="trn"): numerics, kernel counts, recompiles, fallback, artifacts.
+
+References: CPU PyTorch (float32: rtol = atol = 1e-4) and the same module run
+eagerly on trn (float32: 1e-5). bfloat16: the compiled program computes fused
+chains in float32 and rounds only what it stores, eager trn and CPU round
+every op to bfloat16, so both comparisons use 5e-2 (the tolerance of
+test_decoder.py), and the CPU float32 model on the same bfloat16 weights
+bounds the compiled error tighter (3e-2).
+
+Kernels are counted with torch.ops.trnscope._count_launches, which counts
+every launch by kernel name, eager or compiled alike.
+"""
+
+import json
+import math
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import trnscope
+import trnscope.compile
+from trnscope import shapes
+from conftest import run_python
+from test_decoder import SEQ, TinyLlama
+
+DIM, HIDDEN = 64, 96
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    trnscope.reset_compile_stats()
+    yield
+    torch._dynamo.reset()
+
+
+def launches(fn, *args):
+    """{kernel name: launches} of fn(*args), after a warm-up call (compiles)."""
+    with torch.inference_mode():
+        fn(*args)
+        torch.trn.synchronize()
+        torch.ops.trnscope._count_launches(True)
+        try:
+            out = fn(*args)
+            torch.trn.synchronize()
+            counts = torch.ops.trnscope._launch_counts()
+        finally:
+            torch.ops.trnscope._count_launches(False)
+    return {k: int(v) for k, v in (kv.split("=") for kv in counts.split(";") if kv)}, out
+
+
+# ---- Models ----------------------------------------------------------------------------------
+class RMSNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.rand(DIM) + 0.5)
+
+    def forward(self, x):  # the seed's naive form: pow/mean/add/rsqrt/mul/mul
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+class FusedRMSNorm(RMSNorm):
+    def forward(self, x):
+        return F.rms_norm(x, (DIM,), self.weight, 1e-6)
+
+
+class LayerNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln = nn.LayerNorm(DIM)
+        with torch.no_grad():
+            self.ln.weight.uniform_(0.5, 1.5)
+            self.ln.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return self.ln(x)
+
+
+class Softmax(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x * 0.5, dim=-1)
+
+
+class GeluMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.up, self.down = nn.Linear(DIM, HIDDEN), nn.Linear(HIDDEN, DIM)
+
+    def forward(self, x):
+        return x + self.down(F.gelu(self.up(x), approximate="tanh"))
+
+
+class SwiGLU(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w1 = nn.Linear(DIM, HIDDEN, bias=False)
+        self.w3 = nn.Linear(DIM, HIDDEN, bias=False)
+        self.w2 = nn.Linear(HIDDEN, DIM, bias=False)
+
+    def forward(self, x):
+        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+
+
+class DecoderBlock(nn.Module):
+    """A Llama block (test_decoder.py): RMSNorm, rotary attention, SwiGLU, residuals."""
+
+    def __init__(self, fused_rms_norm=True):
+        super().__init__()
+        llama = TinyLlama(fused=fused_rms_norm, layers=1)
+        self.block = llama.blocks[0]
+        self.register_buffer("cos", llama.cos)
+        self.register_buffer("sin", llama.sin)
+        self.register_buffer("mask", llama.mask)
+
+    def forward(self, x):
+        return self.block(x, self.cos.to(x.dtype), self.sin.to(x.dtype), self.mask)
+
+
+MODELS = {
+    "rms_norm": RMSNorm,
+    "fused_rms_norm": FusedRMSNorm,
+    "layer_norm": LayerNorm,
+    "softmax": Softmax,
+    "gelu_mlp": GeluMLP,
+    "swiglu_mlp": SwiGLU,
+    "decoder_block": DecoderBlock,
+}
+
+
+def make(name, dtype=torch.float32, seed=0):
+    torch.manual_seed(seed)
+    model = MODELS[name]().eval().to(dtype)
+    x = torch.randn(2, SEQ, DIM).to(dtype)
+    return model, x
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_float32_matches_eager_trn_and_cpu(name):
+    model, x = make(name)
+    with torch.inference_mode():
+        want_cpu = model(x)
+        model.to("trn")
+        xt = x.to("trn")
+        want_trn = model(xt)
+        got = torch.compile(model, backend="trn", dynamic=False)(xt)
+    assert got.device.type == "trn" and got.dtype == torch.float32
+    assert got.shape == want_trn.shape and got.stride() == want_trn.stride()
+    torch.testing.assert_close(got.cpu(), want_trn.cpu(), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got.cpu(), want_cpu, rtol=1e-4, atol=1e-4)
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None and stats["num_kernels"] >= 1
+
+
+@pytest.mark.parametrize(
+    "name", ["rms_norm", "layer_norm", "softmax", "gelu_mlp", "swiglu_mlp", "decoder_block"]
+)
+def test_bfloat16_matches_eager_trn_and_cpu(name):
+    model, x = make(name, torch.bfloat16, seed=1)
+    with torch.inference_mode():
+        want_cpu = model(x).float()
+        want_f32 = model.float()(x.float())  # same bf16-rounded weights and input, f32 math
+        model.to(torch.bfloat16).to("trn")
+        xt = x.to("trn")
+        want_trn = model(xt).cpu().float()
+        got = torch.compile(model, backend="trn", dynamic=False)(xt)
+    assert got.dtype == torch.bfloat16
+    got = got.cpu().float()
+    torch.testing.assert_close(got, want_trn, rtol=5e-2, atol=5e-2)
+    torch.testing.assert_close(got, want_cpu, rtol=5e-2, atol=5e-2)
+    torch.testing.assert_close(got, want_f32, rtol=3e-2, atol=3e-2)
+
+
+# ---- Kernel counts ---------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["rms_norm", "fused_rms_norm"])
+def test_compiled_rms_norm_is_one_kernel(name):
+    model, x = make(name)
+    model.to("trn")
+    eager, _ = launches(model, x.to("trn"))
+    compiled, _ = launches(torch.compile(model, backend="trn", dynamic=False), x.to("trn"))
+    assert compiled == {"fused[pow,mean,add,rsqrt,mul,mul]": 1}
+    assert sum(eager.values()) == (6 if name == "rms_norm" else 1), eager
+
+
+def test_compiled_rms_norm_device_time_is_one_kernel_in_the_profiler():
+    from torch.profiler import ProfilerActivity, profile
+
+    model, x = make("rms_norm")
+    model.to("trn")
+    x = x.to("trn")
+    compiled = torch.compile(model, backend="trn", dynamic=False)
+    with torch.inference_mode():
+        compiled(x)
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as prof:
+            compiled(x)
+            torch.trn.synchronize()
+    device = [e for e in prof.events() if e.device_type == torch.autograd.DeviceType.PrivateUse1]
+    assert [e.name for e in device] == ["fused[pow,mean,add,rsqrt,mul,mul]"]
+    rows = {r.key: r for r in prof.key_averages()}
+    assert rows["fused[pow,mean,add,rsqrt,mul,mul]"].self_device_time_total > 0
+
+
+def test_decoder_block_launches_far_fewer_kernels_than_eager():
+    model, x = make("decoder_block")
+    model.block.attn_norm.fused = model.block.mlp_norm.fused = False  # the naive RMSNorm
+    model.to("trn")
+    x = x.to("trn")
+    eager, want = launches(model, x)
+    compiled, got = launches(torch.compile(model, backend="trn", dynamic=False), x)
+    torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-5, atol=1e-5)
+    (stats,) = trnscope.compile_stats()
+    # Every program kernel is one launch; the eager nodes (rotate_half's cat) one each.
+    program = sum(n for k, n in compiled.items() if k in stats["kernels"])
+    assert program == stats["num_kernels"]
+    assert sum(compiled.values()) == program + len(stats["eager_nodes"])
+    assert stats["eager_nodes"] == ["aten.cat.default"] * 2
+    # Each naive RMSNorm chain (plus the residual add before it) is one kernel.
+    assert sum(1 for k in stats["kernels"] if k.endswith("pow,mean,add,rsqrt,mul,mul]")) == 2
+    assert sum(eager.values()) == 40
+    assert sum(compiled.values()) <= 0.65 * sum(eager.values()), (eager, compiled)
+
+
+# ---- Recompiles and static shapes ------------------------------------------------------------
+def test_new_shapes_with_dynamic_false_are_counted_and_explained():
+    model, _ = make("rms_norm")
+    model.to("trn")
+    compiled = torch.compile(model, backend="trn", dynamic=False)
+    with torch.inference_mode():
+        for rows in (4, 6, 6, 4):
+            compiled(torch.randn(rows, DIM, device="trn"))
+    stats = trnscope.compile_stats()
+    assert len(stats) == 2  # the repeated shapes hit Dynamo's cache
+    assert stats[0]["graph_hash"] == stats[1]["graph_hash"]
+    assert not stats[0]["recompile"] and stats[1]["recompile"]
+    (change,) = stats[1]["changed_inputs"]
+    assert change["index"] == 0 and "x" in change["name"]
+    assert change["what"] == "shape" and change["old"] == [4, DIM] and change["new"] == [6, DIM]
+    assert stats[1]["signature"][0]["shape"] == [6, DIM]
+
+
+def test_many_signatures_warn_once_with_a_bucket_list(monkeypatch):
+    monkeypatch.setattr(trnscope.compile.config, "max_signatures_before_warning", 2)
+    model = Softmax()
+    compiled = torch.compile(model, backend="trn", dynamic=False)
+    with warnings.catch_warnings(record=True) as caught, torch.inference_mode():
+        warnings.simplefilter("always")
+        for n in (5, 9, 17, 30):
+            compiled(torch.randn(2, n, device="trn"))
+    ours = [w for w in caught if "input signatures" in str(w.message)]
+    assert len(ours) == 1, [str(w.message) for w in caught]
+    msg = str(ours[0].message)
+    assert "[5, 9, 17]" in msg and "[4, 8, 16, 32]" in msg
+    assert trnscope.compile_stats()[-1]["num_signatures"] == 4
+
+
+def masked_attention(q, k, v, key_bias):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + key_bias
+    return torch.softmax(scores, dim=-1) @ v
+
+
+def test_bucket_recipe_keeps_one_program_for_20_lengths():
+    buckets = shapes.buckets(32, 64)
+    assert buckets == [32, 64]
+    compiled = torch.compile(masked_attention, backend="trn", dynamic=False)
+    lengths = range(41, 61)
+    with torch.inference_mode():
+        for n in lengths:
+            q, k, v = (torch.randn(2, n, 16) for _ in range(3))
+            want = torch.softmax(q @ k.transpose(-2, -1) / 4.0, -1) @ v
+            padded = [shapes.pad_to_bucket(t.to("trn"), 1, buckets) for t in (q, k, v)]
+            info = padded[0][1]
+            assert info.bucket == 64 and info.length == n
+            bias = info.attention_bias(device="trn")
+            out = compiled(*(p for p, _ in padded), bias)
+            got = shapes.unpad(out, info)
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    assert len(trnscope.compile_stats()) == 1
+
+
+def test_buckets_pad_and_unpad():
+    assert shapes.buckets(1, 100) == [1, 2, 4, 8, 16, 32, 64, 128]
+    assert shapes.buckets(20, 100) == [16, 32, 64, 128]
+    assert shapes.buckets(10, 100, step=32) == [32, 64, 96, 128]
+    assert shapes.buckets(64, 128, step=32) == [64, 96, 128]
+    with pytest.raises(ValueError, match="min_size"):
+        shapes.buckets(0, 10)
+    x = torch.arange(12.0).reshape(2, 6).to("trn")
+    p, info = shapes.pad_to_bucket(x, -1, [4, 8], value=-1)
+    assert p.shape == (2, 8) and (info.length, info.bucket, info.dim) == (6, 8, 1)
+    assert p.cpu()[:, 6:].eq(-1).all()
+    torch.testing.assert_close(shapes.unpad(p, info).cpu(), x.cpu())
+    assert info.mask().tolist() == [True] * 6 + [False] * 2
+    with pytest.raises(ValueError, match="exceeds the largest bucket 4"):
+        shapes.pad_to_bucket(x, 1, [2, 4])
+
+
+# ---- Fallback, artifacts, float64 ------------------------------------------------------------
+def test_unsupported_node_runs_eagerly_inside_the_program():
+    def fn(x, y):
+        h = torch.cat([x * 2, y], dim=-1)  # cat: not a core op
+        return torch.relu(h) + 1
+
+    x, y = torch.randn(3, 5), torch.randn(3, 4)
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    with torch.inference_mode():
+        got = compiled(x.to("trn"), y.to("trn"))
+    torch.testing.assert_close(got.cpu(), fn(x, y))
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == ["aten.cat.default"] and stats["fallback"] is None
+    assert stats["num_kernels"] == 2  # x * 2 before the cat, relu + 1 after it
+
+
+def test_dump_dir_writes_a_parseable_program(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRNSCOPE_DUMP_DIR", str(tmp_path))
+    model, x = make("rms_norm")
+    with torch.inference_mode():
+        torch.compile(model.to("trn"), backend="trn", dynamic=False)(x.to("trn"))
+    (path,) = tmp_path.iterdir()
+    assert trnscope.compile_stats()[0]["artifact"] == str(path)
+    doc = json.loads(path.read_text())
+    assert doc["format"] == "trnscope.program" and doc["version"] == 1
+    (kernel,) = doc["kernels"]
+    assert kernel["name"] == "fused[pow,mean,add,rsqrt,mul,mul]"
+    assert [op.split(".")[0] for op in kernel["aten_ops"]] == [
+        "aten::pow",
+        "aten::mean",
+        "aten::add",
+        "aten::rsqrt",
+        "aten::mul",
+        "aten::mul",
+    ]
+    rows = x.numel() // DIM
+    assert kernel["bytes_written"] == x.numel() * 4 and kernel["flops"] > 0
+    assert doc["inputs"][0]["sizes"] == [2, SEQ, DIM] and rows == 2 * SEQ
+
+
+def test_compile_option_dump_dir(tmp_path):
+    with torch.inference_mode():
+        torch.compile(torch.exp, backend="trn", options={"dump_dir": str(tmp_path)})(
+            torch.ones(3, device="trn")
+        )
+    assert len(list(tmp_path.glob("trn_program_*.json"))) == 1
+
+
+def test_float64_is_counted_per_op_like_eager():
+    def fn(x):
+        return torch.exp(x) * 2
+
+    x = torch.randn(4, 8, dtype=torch.float64)
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    with warnings.catch_warnings(), torch.inference_mode():
+        warnings.simplefilter("ignore")
+        compiled(x.to("trn"))
+        trnscope.reset_counters()
+        got = compiled(x.to("trn"))
+    assert got.dtype == torch.float64
+    torch.testing.assert_close(got.cpu(), fn(x), rtol=1e-5, atol=1e-5)  # float32 precision
+    assert trnscope.float64_downcasts() == {"aten::exp": 1, "aten::mul": 1}
+
+
+def test_float64_warns_in_a_fresh_process():
+    r = run_python(
+        """
+        import warnings, torch, trnscope
+        with warnings.catch_warnings(record=True) as w, torch.inference_mode():
+            warnings.simplefilter("always")
+            x = torch.ones(3, dtype=torch.float64, device="trn")
+            torch.compile(torch.exp, backend="trn")(x)
+        print(sum("float64 as float32" in str(x.message) for x in w))
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "1"
+
+
+def test_compiles_are_spans_in_the_profiler():
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof, torch.inference_mode():
+        torch.compile(torch.sigmoid, backend="trn")(torch.ones(7, 3, device="trn"))
+    names = [e.name for e in prof.events()]
+    assert "trn::compile [7x3]" in names
+
+
+def test_dynamic_graphs_are_specialized_per_signature_at_run_time():
+    model, _ = make("layer_norm")
+    cpu_model, _ = make("layer_norm")
+    compiled = torch.compile(model.to("trn"), backend="trn")  # dynamic=None: Dynamo goes symbolic
+    with torch.inference_mode():
+        for rows in (3, 5, 7, 5):
+            x = torch.randn(rows, DIM)
+            got = compiled(x.to("trn"))
+            torch.testing.assert_close(got.cpu(), cpu_model(x), rtol=1e-4, atol=1e-4)
+    stats = trnscope.compile_stats()
+    x_index = [i for i, n in enumerate(stats[0]["input_names"]) if n.startswith("l_x")][0]
+    assert [s["signature"][x_index]["shape"] for s in stats] == [[3, DIM], [5, DIM], [7, DIM]]
+    assert stats[-1]["specialized"] and stats[-1]["changed_inputs"][0]["new"] == [7, DIM]
+    assert all(s["fallback"] is None and s["num_kernels"] == 1 for s in stats)

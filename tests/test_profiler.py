@@ -1,0 +1,460 @@
+"""torch.profiler on trn: device time per op (Kineto plugin), ProfileConfig, Profiler exports.
+
+References are independent of the code under test where possible: the op that
+launched a kernel comes from the kernel's own record (its "op" arg, set by the
+bridge at launch), kernel durations from trace.json (written by the C++
+exporter from the tracer records), device time per op from torch's own
+key_averages() (built by PyTorch from the Kineto activities).
+"""
+
+import json
+import os
+from collections import defaultdict
+
+import pytest
+import torch
+from torch.autograd import DeviceType
+from torch.profiler import ProfilerActivity, profile
+
+from trnscope import _C
+from trnscope.profiling import ProfileConfig, ProfileMode, Profiler
+
+ACTIVITIES = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
+RMS_OPS = {"aten::pow", "aten::mean", "aten::add", "aten::rsqrt", "aten::mul"}
+
+
+def naive_rms_norm(x, w, eps=1e-6):
+    """pow, mean, add, rsqrt, mul, mul: every intermediate materialised (the seed's case)."""
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * w
+
+
+def run_profile(cfg, fn, activities=ACTIVITIES, **kwargs):
+    """Profile fn() with cfg's experimental config; returns (prof, export folder)."""
+    profiler = Profiler(cfg)
+    folders = []
+    with profile(
+        activities=activities,
+        experimental_config=cfg.experimental_config(),
+        on_trace_ready=lambda p: folders.append(profiler.export_trace(p)),
+        **kwargs,
+    ) as prof:
+        fn()
+    assert len(folders) == 1
+    return prof, folders[0]
+
+
+def load(folder):
+    with open(os.path.join(folder, "trace.json")) as f:
+        trace = json.load(f)
+    with open(os.path.join(folder, "meta.json")) as f:
+        meta = json.load(f)
+    return trace["traceEvents"], meta
+
+
+def device_events(events):
+    return [e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy")]
+
+
+def lane_names(events):
+    return {
+        (e["pid"], e["tid"]): e["args"]["name"]
+        for e in events
+        if e.get("ph") == "M" and e.get("name") == "thread_name"
+    }
+
+
+def op_of_kernel(events, kernel):
+    """Follows flow arrows back from a kernel (kernel <- launch <- op); returns the op's X event."""
+    starts = {(e["cat"], e["id"]): e for e in events if e.get("ph") == "s"}
+    ends = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "f":
+            ends[(e["pid"], e["tid"], e["ts"])].append(e)
+    slices = defaultdict(list)
+    for e in events:
+        if e.get("ph") == "X":
+            slices[(e["pid"], e["tid"], e["ts"])].append(e)
+    node = kernel
+    for _ in range(3):
+        arrivals = [f for f in ends[(node["pid"], node["tid"], node["ts"])]]
+        if not arrivals:
+            return None
+        start = starts.get((arrivals[0]["cat"], arrivals[0]["id"]))
+        if start is None:
+            return None
+        candidates = [
+            x
+            for x in slices[(start["pid"], start["tid"], start["ts"])]
+            if x["cat"] in ("cpu_op", "trn_runtime")
+        ]
+        if not candidates:
+            return None
+        node = candidates[0]
+        if node["cat"] == "cpu_op":
+            return node
+        assert node["args"]["launch id"] == kernel["args"]["launch id"]
+    return None
+
+
+def row(prof, name):
+    rows = [e for e in prof.key_averages() if e.key == name]
+    return rows[0] if rows else None
+
+
+# ---- The seed's case: naive RMSNorm -------------------------------------------------------
+@pytest.fixture(scope="module")
+def rms(tmp_path_factory):
+    torch.trn.set_device(0)
+    x = torch.randn(1024, 1024, device="trn")
+    w = torch.randn(1024, device="trn")
+    naive_rms_norm(x, w)  # warm the caching allocator: no first-touch page faults in kernels
+    torch.trn.synchronize()
+    cfg = ProfileConfig(output_dir=tmp_path_factory.mktemp("rms"))
+
+    def work():
+        for _ in range(3):  # the machine is shared: several calls steady the per-op totals
+            naive_rms_norm(x, w)
+        torch.trn.synchronize()
+
+    prof, folder = run_profile(cfg, work, record_shapes=True)
+    events, meta = load(folder)
+    return prof, folder, events, meta
+
+
+def test_every_op_that_launched_a_kernel_has_device_time(rms):
+    prof, _, events, _ = rms
+    kernels = [e for e in device_events(events) if e["cat"] == "kernel"]
+    launched = {k["args"]["op"] for k in kernels}
+    assert launched == RMS_OPS
+    for op in launched:
+        r = row(prof, op)
+        assert r is not None and r.self_device_time_total > 0, op
+        assert r.device_time_total >= r.self_device_time_total
+
+
+def test_mul_has_the_largest_self_device_time(rms):
+    prof, _, _, _ = rms
+    aten = {
+        e.key: e.self_device_time_total for e in prof.key_averages() if e.key.startswith("aten::")
+    }
+    assert max(aten, key=aten.get) == "aten::mul", aten
+
+
+def test_self_device_time_sums_to_kernel_durations(rms):
+    prof, _, events, _ = rms
+    kernels = device_events(events)
+    trace_us = sum(k["dur"] for k in kernels)
+    ops_us = sum(
+        e.self_device_time_total for e in prof.key_averages() if e.key.startswith("aten::")
+    )
+    # trace.json writes dur in us with 3 decimals (1 ns); key_averages keeps ns / 1000:
+    # at most 0.5 ns of rounding per kernel.
+    assert ops_us == pytest.approx(trace_us, abs=0.0005 * len(kernels) + 1e-9)
+    assert trace_us > 0
+
+
+def test_each_kernel_flows_back_to_its_op(rms):
+    _, _, events, _ = rms
+    kernels = device_events(events)
+    assert kernels
+    for k in kernels:
+        op = op_of_kernel(events, k)
+        assert op is not None, k
+        assert op["name"] == k["args"]["op"]
+        assert op["args"]["correlation"] == k["args"]["correlation"]
+
+
+def test_every_flow_start_has_a_matching_end(rms):
+    _, _, events, _ = rms
+    starts = [(e["cat"], e["id"]) for e in events if e.get("ph") == "s"]
+    ends = [(e["cat"], e["id"]) for e in events if e.get("ph") == "f"]
+    assert starts and len(set(starts)) == len(starts)
+    assert sorted(starts) == sorted(ends)
+
+
+def test_summary_and_meta(rms):
+    _, folder, _, meta = rms
+    assert sorted(os.listdir(folder)) == ["meta.json", "summary.txt", "trace.json"]
+    with open(os.path.join(folder, "summary.txt")) as f:
+        summary = f.read()
+    assert "Self TRN" in summary and "TRN total" in summary
+    # Sorted by self device time: aten::mul (or its kernel) is the first data row.
+    first = summary.splitlines()[3].split()[0]
+    assert first in ("aten::mul", "mul_f32")
+    for key in (
+        "config",
+        "device",
+        "host_peaks",
+        "dropped_events",
+        "fallback_ops",
+        "float64_downcasts",
+        "time_correlation",
+        "trnscope_version",
+        "torch_version",
+    ):
+        assert key in meta, key
+    assert meta["compile"] == []
+    assert meta["device"]["count"] == torch.trn.device_count()
+    assert meta["host_peaks"]["copy_bandwidth_gb_s"] > 0 and meta["host_peaks"]["gemm_gflop_s"] > 0
+    assert meta["time_correlation"]["from_profile_config"] is True
+    assert meta["time_correlation"]["device_events"] == len(device_events(load(folder)[0]))
+    assert meta["torch_version"] == torch.__version__
+
+
+def test_torch_export_chrome_trace_still_works(rms, tmp_path):
+    prof, _, _, _ = rms
+    path = tmp_path / "torch_trace.json"
+    prof.export_chrome_trace(str(path))
+    events = json.loads(path.read_text())["traceEvents"]
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert {k["name"] for k in kernels} >= {"mul_f32", "pow_f32"}
+    starts = {e["id"] for e in events if e.get("ph") == "s" and e.get("cat") == "ac2g"}
+    ends = {e["id"] for e in events if e.get("ph") == "f" and e.get("cat") == "ac2g"}
+    assert starts and starts == ends
+    assert "trn:0 stream 0" in {e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+
+
+# ---- Plain torch.profiler, CPU-only, the config channel ----------------------------------------
+def test_plain_profile_uses_defaults():
+    x = torch.randn(64, 64, device="trn")
+    with profile(activities=ACTIVITIES) as prof:
+        (x * 2).sum()
+        torch.trn.synchronize()
+    session = _C._profiler_last_session()
+    assert session["from_profile_config"] is False and session["device_records"] >= 2
+    assert row(prof, "aten::mul").self_device_time_total > 0
+
+
+def test_cpu_only_profile_records_no_device_events(tmp_path):
+    x = torch.randn(64, 64, device="trn")
+    before = _C._profiler_last_session()["id"]
+    cfg = ProfileConfig(output_dir=tmp_path)
+    prof, folder = run_profile(
+        cfg, lambda: ((x * 2).sum(), torch.trn.synchronize()), activities=[ProfilerActivity.CPU]
+    )
+    assert _C._profiler_last_session()["id"] == before  # the plugin opted out
+    assert not [e for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
+    assert all(e.self_device_time_total == 0 for e in prof.key_averages())
+    assert row(prof, "aten::mul") is not None
+    events, meta = load(folder)
+    assert device_events(events) == []
+    assert not [e for e in events if e.get("cat") == "trn_runtime"]
+    assert meta["time_correlation"]["device_requested"] is False
+    assert meta["time_correlation"]["warning"] is None
+
+
+def test_config_string_round_trips():
+    cfg = ProfileConfig(
+        cores=[1],
+        streams="0,2",
+        modes=[ProfileMode.DEVICE, ProfileMode.MEMORY],
+        max_events_per_core=123,
+    )
+    parsed = _C._profiler_parse_config(cfg.custom_profiler_config())
+    assert parsed == {
+        "device_mask": 0b10,
+        "stream_mask": 0b101,
+        "modes": 1 | 4,
+        "max_events_per_core": 123,
+    }
+    assert _C._profiler_parse_config('{"backend":"someone-else"}') is None
+    with pytest.raises(ValueError, match="max_events_per_core"):
+        _C._profiler_parse_config('{"backend":"trnscope","max_events_per_core":-3}')
+
+
+# ---- Cores and streams ----------------------------------------------------------------------
+needs_two_cores = pytest.mark.skipif(torch.trn.device_count() < 2, reason="needs trn:0 and trn:1")
+
+
+def _two_cores_two_streams():
+    """One mul per (core, stream); returns the stream ids used on each core."""
+    used = {}
+    for d in (0, 1):
+        x = torch.randn(128, 128, device=f"trn:{d}")
+        side = torch.trn.Stream(d)
+        with torch.trn.device(d):
+            x * 2
+            with torch.trn.stream(side):
+                x * 3
+        used[d] = {0, side.stream_id}
+    torch.trn.synchronize()
+    return used
+
+
+@needs_two_cores
+def test_two_cores_two_streams_get_separate_lanes(tmp_path):
+    used = {}
+    cfg = ProfileConfig(cores="0-1", output_dir=tmp_path)
+    _, folder = run_profile(cfg, lambda: used.update(_two_cores_two_streams()))
+    events, _ = load(folder)
+    kernels = [e for e in device_events(events) if e["args"]["op"] == "aten::mul"]
+    lanes = {(k["args"]["core"], k["args"]["stream"]): (k["pid"], k["tid"]) for k in kernels}
+    expected = {(d, s) for d, streams in used.items() for s in streams}
+    assert set(lanes) == expected and len(expected) == 4
+    assert len(set(lanes.values())) == 4  # one (pid, tid) lane each
+    names = lane_names(events)
+    for (d, s), lane in lanes.items():
+        assert names[lane] == f"trn:{d} stream {s}"
+
+
+@needs_two_cores
+def test_cores_filter_captures_only_that_core(tmp_path):
+    cfg = ProfileConfig(cores="1", output_dir=tmp_path)
+    prof, folder = run_profile(cfg, _two_cores_two_streams)
+    events, _ = load(folder)
+    devices = device_events(events)
+    assert devices and {k["args"]["core"] for k in devices} == {1}
+    runtime = [e for e in events if e.get("cat") == "trn_runtime" and e["args"]["device"] >= 0]
+    assert {e["args"]["device"] for e in runtime} == {1}
+    trn_events = [e for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
+    assert trn_events and {e.device_index for e in trn_events} == {1}
+
+
+def test_streams_filter_captures_only_those_streams(tmp_path):
+    cfg = ProfileConfig(cores=[0], streams=[0], output_dir=tmp_path)
+
+    def work():
+        x = torch.randn(64, 64, device="trn:0")
+        x * 2
+        with torch.trn.stream(torch.trn.Stream(0)):
+            x * 3
+        torch.trn.synchronize()
+
+    _, folder = run_profile(cfg, work)
+    devices = device_events(load(folder)[0])
+    assert devices and {k["args"]["stream"] for k in devices} == {0}
+
+
+def test_memory_mode_writes_a_counter_track_and_no_runtime_spans(tmp_path):
+    cfg = ProfileConfig(
+        cores=[0], modes=[ProfileMode.DEVICE, ProfileMode.MEMORY], output_dir=tmp_path
+    )
+
+    def work():
+        x = torch.randn(1024, device="trn:0")
+        y = x * 2
+        del y
+        torch.trn.synchronize()
+
+    _, folder = run_profile(cfg, work)
+    events, _ = load(folder)
+    counters = [e for e in events if e.get("ph") == "C" and e.get("name") == "trn:0 memory"]
+    assert counters and any(c["args"]["allocated_bytes"] > 0 for c in counters)
+    assert not [e for e in events if e.get("cat") == "trn_runtime"]
+    assert device_events(events)
+
+
+# ---- Limits and the time-correlation guard ----------------------------------------------------
+def test_tiny_max_events_per_core_counts_drops(tmp_path):
+    cfg = ProfileConfig(cores=[0], max_events_per_core=10, output_dir=tmp_path)
+    x = torch.randn(32, device="trn:0")
+    x0 = x.cpu()
+
+    def work():
+        for _ in range(50):
+            x.add_(1)
+        torch.trn.synchronize()
+
+    _, folder = run_profile(cfg, work)
+    events, meta = load(folder)
+    kept = [
+        e
+        for e in events
+        if e.get("cat") in ("kernel", "trn_runtime") and e["args"].get("device") == 0
+    ]
+    assert len(kept) <= 10
+    assert meta["dropped_events"]["per_core"]["0"] >= 100 - 10  # 50 launches + 50 kernels
+    assert meta["dropped_events"]["total"] == meta["dropped_events"]["per_core"]["0"]
+    torch.testing.assert_close(x.cpu(), x0 + 50)  # dropping records never drops work
+
+
+def test_export_without_synchronize_still_fills_device_columns(tmp_path, monkeypatch):
+    a = torch.randn(384, 384, device="trn:0")
+    b = torch.randn(384, 384, device="trn:0")
+    torch.mm(a, b)
+    torch.trn.synchronize()
+    # torch.profiler calls torch.trn.synchronize() on exit; take that away so
+    # kernels are still queued when Kineto stops the session.
+    monkeypatch.setattr(torch.trn, "synchronize", lambda device=None: None)
+    cfg = ProfileConfig(cores=[0], output_dir=tmp_path)
+    prof, folder = run_profile(cfg, lambda: [torch.mm(a, b) for _ in range(30)])
+    monkeypatch.undo()
+    _, meta = load(folder)
+    guard = meta["time_correlation"]
+    mm = row(prof, "aten::mm")
+    assert mm is not None and mm.count == 30
+    if guard["synchronized_at_stop"]:
+        assert guard["commands_in_flight"] > 0
+        assert mm.self_device_time_total > 0
+        kernels = [e for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
+        assert len(kernels) == 30  # none lost to the stop
+    else:  # the worker drained the queue before stop: columns must be filled anyway
+        assert mm.self_device_time_total > 0 or guard["warning"]
+
+
+def test_no_device_event_warns_and_is_recorded(tmp_path):
+    cfg = ProfileConfig(output_dir=tmp_path)
+    profiler = Profiler(cfg)
+    with profile(activities=ACTIVITIES, experimental_config=cfg.experimental_config()) as prof:
+        torch.ones(4).sum()  # CPU only: no trn work
+    with pytest.warns(UserWarning, match=r"torch\.trn\.synchronize\(\)"):
+        folder = profiler.export_trace(prof)
+    _, meta = load(folder)
+    assert "torch.trn.synchronize()" in meta["time_correlation"]["warning"]
+    assert meta["time_correlation"]["device_events"] == 0
+
+
+def test_export_folders_are_unique(tmp_path):
+    cfg = ProfileConfig(output_dir=tmp_path)
+    with profile(activities=ACTIVITIES) as prof:
+        torch.randn(8, device="trn").sum()
+        torch.trn.synchronize()
+    profiler = Profiler(cfg)
+    first, second = profiler.export_trace(prof), profiler.export_trace(prof)
+    assert first != second
+    assert os.path.dirname(first) == os.path.dirname(second) == str(tmp_path)
+    for folder in (first, second):
+        assert sorted(os.listdir(folder)) == ["meta.json", "summary.txt", "trace.json"]
+
+
+# ---- Bad configuration values ------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        ({"cores": "0,99"}, ValueError, r"99.*device_count"),
+        ({"cores": -1}, ValueError, r"negative index -1"),
+        ({"cores": "zero"}, ValueError, r"'zero'.*\"0-3\""),
+        ({"cores": "3-1"}, ValueError, r"invalid range '3-1'"),
+        ({"cores": []}, ValueError, r"selects nothing"),
+        ({"cores": 1.5}, TypeError, r"cores=1.5.*float"),
+        ({"cores": [0, "1"]}, TypeError, r"contains '1'"),
+        ({"streams": "0,64"}, ValueError, r"64.*0\.\.63"),
+        ({"streams": True}, TypeError, r"streams=True"),
+        ({"modes": []}, ValueError, r"modes=\[\] is empty.*ProfileMode\.DEVICE"),
+        ({"modes": ["cycles"]}, ValueError, r"unknown mode 'cycles'"),
+        ({"modes": [1]}, TypeError, r"mode 1 is not"),
+        ({"max_events_per_core": 0}, ValueError, r"max_events_per_core=0"),
+        ({"max_events_per_core": -5}, ValueError, r"max_events_per_core=-5"),
+        ({"max_events_per_core": 1e6}, TypeError, r"max_events_per_core=1000000.0"),
+        ({"output_dir": 3}, TypeError, r"output_dir=3"),
+    ],
+)
+def test_bad_config_values_error_clearly(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        ProfileConfig(**kwargs)
+
+
+def test_config_accepts_documented_forms():
+    assert ProfileConfig(cores="0-1").cores == (0, 1)
+    assert ProfileConfig(cores=" 1 , 0 ").cores == (0, 1)
+    assert ProfileConfig(cores=0).cores == (0,)
+    assert ProfileConfig(cores=None).cores is None
+    assert ProfileConfig(streams="0,2").streams == (0, 2)
+    assert ProfileConfig(modes=ProfileMode.DEVICE).modes == (ProfileMode.DEVICE,)
+    assert ProfileConfig(modes=["runtime", ProfileMode.DEVICE]).modes == (
+        ProfileMode.DEVICE,
+        ProfileMode.RUNTIME,
+    )
+    assert ProfileConfig().modes == (ProfileMode.DEVICE, ProfileMode.RUNTIME)
+    with pytest.raises(TypeError, match="ProfileConfig"):
+        Profiler(config={"cores": 1})

@@ -1,0 +1,268 @@
+// compile.h: graph building, compilation and program execution on trn.
+#include "torch_bridge/compile.h"
+
+#include <ATen/ops/as_strided.h>
+#include <ATen/record_function.h>
+#include <c10/util/Exception.h>
+
+#include <atomic>
+#include <stdexcept>
+#include <unordered_map>
+#include <utility>
+
+#include "torch_bridge/bridge.h"
+#include "torch_bridge/device.h"
+#include "torch_bridge/ops_util.h"
+
+namespace trn::bridge {
+namespace {
+
+std::atomic<int64_t> program_launches{0};
+
+// The frontend's op names (OpName is not one-to-one: gelu / gelu_tanh).
+compiler::Op ParseOp(const std::string& name) {
+  using compiler::Op;
+  static const std::unordered_map<std::string, Op> kOps = {
+      {"full", Op::kConstant},
+      {"add", Op::kAdd},
+      {"sub", Op::kSub},
+      {"mul", Op::kMul},
+      {"div", Op::kDiv},
+      {"pow", Op::kPow},
+      {"maximum", Op::kMaximum},
+      {"minimum", Op::kMinimum},
+      {"eq", Op::kEq},
+      {"ne", Op::kNe},
+      {"lt", Op::kLt},
+      {"le", Op::kLe},
+      {"gt", Op::kGt},
+      {"ge", Op::kGe},
+      {"where", Op::kWhere},
+      {"neg", Op::kNeg},
+      {"abs", Op::kAbs},
+      {"relu", Op::kRelu},
+      {"exp", Op::kExp},
+      {"log", Op::kLog},
+      {"sqrt", Op::kSqrt},
+      {"rsqrt", Op::kRsqrt},
+      {"reciprocal", Op::kReciprocal},
+      {"sigmoid", Op::kSigmoid},
+      {"tanh", Op::kTanh},
+      {"silu", Op::kSilu},
+      {"gelu", Op::kGelu},
+      {"gelu_tanh", Op::kGeluTanh},
+      {"sin", Op::kSin},
+      {"cos", Op::kCos},
+      {"cast", Op::kCast},
+      {"sum", Op::kSum},
+      {"mean", Op::kMean},
+      {"amax", Op::kAmax},
+      {"amin", Op::kAmin},
+      {"softmax", Op::kSoftmax},
+      {"log_softmax", Op::kLogSoftmax},
+      {"view", Op::kView},
+      {"clone", Op::kClone},
+      {"mm", Op::kMm},
+      {"bmm", Op::kBmm},
+      {"addmm", Op::kAddmm},
+      {"eager", Op::kEager},
+  };
+  auto it = kOps.find(name);
+  TORCH_CHECK_VALUE(it != kOps.end(), "trn compile: unknown graph op '", name, "'");
+  return it->second;
+}
+
+DType GraphDType(at::ScalarType s, const std::string& what) {
+  DType d;
+  TORCH_CHECK_VALUE(ToDType(s, &d), "trn compile: ", what, " has dtype ", s,
+                    ", which trn does not support");
+  return d;
+}
+
+at::ScalarType ScalarTypeOf(DType d) {
+  switch (d) {
+    case DType::kFloat32:
+      return at::kFloat;
+    case DType::kFloat64:
+      return at::kDouble;
+    case DType::kBFloat16:
+      return at::kBFloat16;
+    case DType::kFloat16:
+      return at::kHalf;
+    case DType::kInt32:
+      return at::kInt;
+    case DType::kInt64:
+      return at::kLong;
+    case DType::kBool:
+      return at::kBool;
+  }
+  TORCH_INTERNAL_ASSERT(false, "unknown DType");
+}
+
+// A buffer's memory seen from torch: a tensor sharing its storage, and the
+// element offset of the buffer's start within that storage.
+struct Holder {
+  at::Tensor tensor;
+  int64_t storage_offset = 0;
+};
+
+// Strides of size-1 dims do not matter; empty strides mean contiguous.
+bool SameStrides(const at::Tensor& t, const std::vector<int64_t>& strides) {
+  if (strides.empty()) return t.is_contiguous();
+  if (strides.size() != static_cast<size_t>(t.dim())) return false;
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) != 1 && t.stride(d) != strides[d]) return false;
+  }
+  return true;
+}
+
+at::Tensor ViewOf(const Holder& h, const compiler::View& v) {
+  return at::as_strided(h.tensor, v.sizes, v.strides, h.storage_offset + v.offset);
+}
+
+}  // namespace
+
+int GraphBuilder::AddInput(at::ScalarType dtype, std::vector<int64_t> sizes,
+                           std::vector<int64_t> strides, int64_t storage_offset) {
+  compiler::Meta meta;
+  meta.dtype = GraphDType(dtype, "graph input " + std::to_string(graph_.inputs().size()));
+  meta.sizes = std::move(sizes);
+  meta.strides = std::move(strides);
+  meta.storage_offset = storage_offset;
+  return graph_.AddInput(meta);
+}
+
+int GraphBuilder::AddNode(const std::string& op, const std::string& target, std::vector<int> inputs,
+                          at::ScalarType dtype, std::vector<int64_t> sizes,
+                          std::vector<int64_t> strides, int64_t storage_offset,
+                          std::vector<int64_t> dims, std::optional<double> scalar,
+                          bool scalar_first, double alpha, double beta, double eps) {
+  compiler::Node node;
+  node.op = ParseOp(op);
+  node.target = target;
+  node.inputs = std::move(inputs);
+  node.meta.dtype = GraphDType(dtype, "the output of " + target);
+  node.meta.sizes = std::move(sizes);
+  node.meta.strides = std::move(strides);
+  node.meta.storage_offset = storage_offset;
+  node.dims = std::move(dims);
+  node.has_scalar = scalar.has_value();
+  node.scalar = scalar.value_or(0.0);
+  node.scalar_first = scalar_first;
+  node.alpha = alpha;
+  node.beta = beta;
+  node.eps = eps;
+  try {
+    return graph_.AddNode(std::move(node));
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, "trn compile: ", e.what());
+  }
+}
+
+void GraphBuilder::SetOutputs(std::vector<int> outputs) {
+  try {
+    graph_.SetOutputs(std::move(outputs));
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, "trn compile: ", e.what());
+  }
+}
+
+std::shared_ptr<CompiledProgram> CompileGraph(const GraphBuilder& builder, bool fuse) {
+  auto compiled = std::make_shared<CompiledProgram>();
+  compiler::CompileOptions options;
+  options.fuse = fuse;
+  try {
+    compiled->program =
+        std::make_shared<const compiler::Program>(compiler::Compile(builder.graph(), options));
+  } catch (const std::invalid_argument& e) {
+    TORCH_CHECK_VALUE(false, "trn compile: ", e.what());
+  }
+  // Note [float64 policy] holds for compiled graphs too: each run counts
+  // every node that computes float64, as eager counts each op call.
+  for (const compiler::Node& n : builder.graph().nodes()) {
+    if (n.meta.dtype != DType::kFloat64 || n.op == compiler::Op::kInput ||
+        n.op == compiler::Op::kView) {
+      continue;
+    }
+    compiled->float64_ops.push_back(
+        compiler::Intern(std::string("aten::") + compiler::OpName(n.op)));
+  }
+  return compiled;
+}
+
+std::vector<at::Tensor> RunProgram(const CompiledProgram& compiled,
+                                   const std::vector<at::Tensor>& inputs, const EagerFn& eager) {
+  const compiler::Program& program = *compiled.program;
+  TORCH_CHECK_VALUE(inputs.size() == program.input_views().size(),
+                    "trn compiled program: expected ", program.input_views().size(),
+                    " inputs, got ", inputs.size());
+  int device = -1;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const at::Tensor& t = inputs[i];
+    const compiler::View& v = program.input_views()[i];
+    const int d = DeviceIndex(t);
+    TORCH_CHECK_VALUE(device < 0 || d == device,
+                      "trn compiled program: expected all inputs on one trn device, but input ", i,
+                      " is on trn:", d, " and an earlier one on trn:", device);
+    device = d;
+    TORCH_CHECK_VALUE(t.scalar_type() == ScalarTypeOf(v.dtype) && t.sizes() == v.sizes &&
+                          SameStrides(t, v.strides),
+                      "trn compiled program: input ", i, " is ", t.scalar_type(), t.sizes(),
+                      " with strides ", t.strides(), " but the program was compiled for ",
+                      DTypeName(v.dtype), c10::IntArrayRef(v.sizes), " with strides ",
+                      c10::IntArrayRef(v.strides));
+  }
+  if (device < 0) device = CurrentDevice();
+
+  const std::vector<compiler::Buffer>& buffers = program.buffers();
+  auto bases = std::make_shared<std::vector<void*>>(buffers.size(), nullptr);
+  std::vector<Holder> holders(buffers.size());
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const compiler::Buffer& buf = buffers[b];
+    Holder& h = holders[b];
+    if (buf.kind == compiler::Buffer::Kind::kInput) {
+      // The input view's offset says where the input starts in the buffer.
+      const at::Tensor& t = inputs.at(buf.index);
+      const int64_t offset = program.input_views()[buf.index].offset;
+      h.tensor = t;
+      h.storage_offset = t.storage_offset() - offset;
+      (*bases)[b] = static_cast<char*>(t.storage().mutable_data()) +
+                    h.storage_offset * static_cast<int64_t>(t.element_size());
+    } else {
+      h.tensor = Empty({buf.numel}, ScalarTypeOf(buf.dtype), device);
+      (*bases)[b] = h.tensor.numel() == 0 ? nullptr : h.tensor.data_ptr();
+    }
+  }
+
+  for (const char* op : compiled.float64_ops) NoteFloat64(op);
+
+  std::shared_ptr<const compiler::Program> keep = compiled.program;
+  for (const compiler::Step& step : program.steps()) {
+    if (step.kind == compiler::Step::Kind::kKernel) {
+      const compiler::KernelSummary& k = program.kernels()[step.index];
+      // A span named after the kernel lets key_averages() show its device
+      // time under that name; RECORD_FUNCTION costs a check when no profiler runs.
+      RECORD_FUNCTION(k.name, std::vector<c10::IValue>());
+      const int index = step.index;
+      ops::Launch(device, k.info, [keep, index, bases] { return keep->RunKernel(index, *bases); });
+      program_launches.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      const compiler::EagerStep& e = program.eager()[step.index];
+      std::vector<at::Tensor> args;
+      args.reserve(e.inputs.size());
+      for (const compiler::View& v : e.inputs) args.push_back(ViewOf(holders[v.buffer], v));
+      eager(step.index, args, ViewOf(holders[e.output.buffer], e.output));
+    }
+  }
+
+  std::vector<at::Tensor> outputs;
+  outputs.reserve(program.output_views().size());
+  for (const compiler::View& v : program.output_views()) {
+    outputs.push_back(ViewOf(holders[v.buffer], v));
+  }
+  return outputs;
+}
+
+int64_t ProgramKernelLaunches() { return program_launches.load(std::memory_order_relaxed); }
+
+}  // namespace trn::bridge
