@@ -458,3 +458,30 @@ def test_config_accepts_documented_forms():
     assert ProfileConfig().modes == (ProfileMode.DEVICE, ProfileMode.RUNTIME)
     with pytest.raises(TypeError, match="ProfileConfig"):
         Profiler(config={"cores": 1})
+
+
+def test_meta_records_compiles_and_the_compiled_kernel_has_device_time(tmp_path):
+    import trnscope
+
+    trnscope.reset_compile_stats()
+    x = torch.randn(64, 256, device="trn")
+
+    def rms(t):
+        return t * torch.rsqrt(t.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+    compiled = torch.compile(rms, backend="trn", dynamic=False)
+
+    def work():
+        compiled(x)  # the compile happens inside the profile: a span and a record
+        torch.trn.synchronize()
+
+    prof, folder = run_profile(ProfileConfig(output_dir=tmp_path), work)
+    events, meta = load(folder)
+    assert len(meta["compile"]) == 1, meta["compile"]
+    record = meta["compile"][0]
+    assert record["num_kernels"] == 1 and record["recompile"] is False
+    kernels = [e for e in events if e.get("cat") == "kernel"]
+    assert [k["name"] for k in kernels] == ["fused[pow,mean,add,rsqrt,mul]"]
+    rows = {e.key: e for e in prof.key_averages()}
+    assert rows["fused[pow,mean,add,rsqrt,mul]"].self_device_time_total > 0
+    assert any(k.startswith("trn::compile") for k in rows), sorted(rows)

@@ -384,11 +384,12 @@ class Profiler:
             "fallback_ops": trnscope.fallback_ops(),
             "float64_downcasts": trnscope.float64_downcasts(),
             "time_correlation": guard,
-            "compile": [],
+            "compile": trnscope.compile_stats(),
         }
         out = self._new_dir()
         stats = _C._export_chrome_trace(
-            results, os.path.join(out, "trace.json"), json.dumps(meta), with_device=mine
+            results, os.path.join(out, "trace.json"), json.dumps(meta, default=str),
+            with_device=mine
         )
         table, _ = _summary(prof)
         with open(os.path.join(out, "summary.txt"), "w") as f:
@@ -396,7 +397,7 @@ class Profiler:
             f.write("\n")
         meta["export"] = dict(stats)
         with open(os.path.join(out, "meta.json"), "w") as f:
-            json.dump(meta, f, indent=2)
+            json.dump(meta, f, indent=2, default=str)
             f.write("\n")
         self.last_export = dict(stats, path=out)
         return out
