@@ -16,6 +16,7 @@ def _clean_device_state():
     """Each test starts on trn:0 with cleared counters and leaves no failed kernel behind."""
     torch.trn.set_device(0)
     trnscope.reset_counters()
+    trnscope.reset_compile_stats()
     yield
     try:
         torch.trn.synchronize()

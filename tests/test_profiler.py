@@ -193,7 +193,7 @@ def test_summary_and_meta(rms):
         "torch_version",
     ):
         assert key in meta, key
-    assert meta["compile"] == []
+    assert isinstance(meta["compile"], list)  # content: test_meta_records_compiles_...
     assert meta["device"]["count"] == torch.trn.device_count()
     assert meta["host_peaks"]["copy_bandwidth_gb_s"] > 0 and meta["host_peaks"]["gemm_gflop_s"] > 0
     assert meta["time_correlation"]["from_profile_config"] is True

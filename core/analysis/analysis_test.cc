@@ -1,0 +1,398 @@
+// Tests for core/analysis: golden text (trace -> summary/compare -> expected
+// file, diff-test style), facts checked against hand-written traces, SQL on
+// the export, malformed inputs and the CLI's exit codes.
+// Regenerate goldens: TRN_UPDATE_GOLDEN=1 build/trn_analysis_tests
+#include <gtest/gtest.h>
+#include <simdjson.h>
+#include <sqlite3.h>
+#include <sys/wait.h>
+#include <zlib.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include "core/analysis/compare.h"
+#include "core/analysis/insights.h"
+#include "core/analysis/report_data.h"
+#include "core/analysis/sqlite_export.h"
+#include "core/analysis/summary.h"
+#include "core/analysis/trace_model.h"
+
+namespace trn::analysis {
+namespace {
+
+const std::string kData = TRN_TESTDATA;
+
+std::string Path(const std::string& f) { return kData + "/" + f; }
+
+std::string Read(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::unique_ptr<TraceModel> Load(const std::string& file, LoadOptions opt = {}) {
+  LoadResult r = LoadTrace(Path(file), opt);
+  EXPECT_TRUE(r.ok) << r.error;
+  return std::move(r.model);
+}
+
+std::string SummaryText(const TraceModel& m) {
+  const Summary s = Summarize(m);
+  return FormatSummary(m, s, ComputeInsights(m, s), 0);
+}
+
+void ExpectGolden(const std::string& golden, const std::string& actual) {
+  const std::string path = Path(golden);
+  if (std::getenv("TRN_UPDATE_GOLDEN")) {
+    std::ofstream(path, std::ios::binary) << actual;
+    return;
+  }
+  const std::string expected = Read(path);
+  ASSERT_FALSE(expected.empty()) << "missing golden " << path << " (TRN_UPDATE_GOLDEN=1 writes it)";
+  EXPECT_EQ(expected, actual) << "golden " << golden << " differs";
+}
+
+const Slice* FindSlice(const TraceModel& m, std::string_view name, int nth = 0) {
+  for (const Slice& s : m.slices)
+    if (m.Name(s) == name && nth-- == 0) return &s;
+  return nullptr;
+}
+
+class GoldenSummary : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GoldenSummary, MatchesExpectedText) {
+  const std::string name = GetParam();
+  auto m = Load(name + ".json");
+  ASSERT_TRUE(m);
+  ExpectGolden(name + ".summary.txt", SummaryText(*m));
+}
+
+INSTANTIATE_TEST_SUITE_P(Traces, GoldenSummary,
+                         ::testing::Values("nested_ops", "overlapping_kernels", "missing_flows",
+                                           "cuda_style", "kineto_cpu", "trn_rmsnorm",
+                                           "unsynchronized", "malformed_trailing_commas",
+                                           "malformed_truncated", "malformed_bad_events"));
+
+TEST(Golden, Compare) {
+  auto a = Load("trn_rmsnorm.json");
+  auto b = Load("overlapping_kernels.json");
+  auto c = Load("cuda_style.json");
+  const Summary sa = Summarize(*a), sb = Summarize(*b), sc = Summarize(*c);
+  ExpectGolden("compare.txt", FormatCompare({{a.get(), &sa}, {b.get(), &sb}, {c.get(), &sc}}, 0));
+}
+
+TEST(Model, NestingSelfTimeAndIds) {
+  auto m = Load("nested_ops.json");
+  const Slice* step = FindSlice(*m, "step");
+  const Slice* linear = FindSlice(*m, "aten::linear");
+  ASSERT_TRUE(step && linear);
+  EXPECT_EQ(step->self_ns, 100'000 - 50'000 - 20'000);  // children: linear, div_
+  EXPECT_EQ(linear->self_ns, 50'000 - 5'000 - 30'000);
+  EXPECT_EQ(m->slices[linear->parent].name, step->name);
+  // aten::div_ inside aten::div_ counts once, with both self times.
+  const Slice* outer = FindSlice(*m, "aten::div_", 0);
+  const Slice* inner = FindSlice(*m, "aten::div_", 1);
+  ASSERT_TRUE(outer && inner);
+  EXPECT_FALSE(outer->merged);
+  EXPECT_TRUE(inner->merged);
+  EXPECT_EQ(outer->self_ns, 20'000);
+  // B/E pair and string pid/tid/ts/dur.
+  const Slice* region = FindSlice(*m, "custom_region");
+  ASSERT_TRUE(region);
+  EXPECT_EQ(region->dur_ns, 40'000);
+  const Slice* add = FindSlice(*m, "aten::add");
+  ASSERT_TRUE(add);
+  EXPECT_EQ(add->start_ns, 50'500);
+  EXPECT_EQ(add->dur_ns, 4'250);
+  EXPECT_EQ(add->lane, region->lane);  // "1"/"11" strings == 1/11 numbers
+  EXPECT_EQ(m->lanes[step->lane].name, "main");
+}
+
+TEST(Model, EpochMicrosecondsKeepNanosecondPrecision) {
+  auto m = Load("overlapping_kernels.json");
+  EXPECT_EQ(m->t0_ns, int64_t{1'700'000'000'000'000'000});
+  EXPECT_EQ(m->t1_ns - m->t0_ns, 50'000);
+}
+
+TEST(Model, LinkingByExternalIdCorrelationAndFlow) {
+  auto m = Load("missing_flows.json");
+  const Slice* relu = FindSlice(*m, "relu_kernel");
+  const Slice* sig = FindSlice(*m, "sigmoid_kernel");
+  const Slice* orphan = FindSlice(*m, "orphan_kernel");
+  ASSERT_TRUE(relu && sig && orphan);
+  EXPECT_EQ(relu->link, 2);  // correlation -> cudaLaunchKernel -> aten::relu
+  EXPECT_EQ(m->Name(m->slices[relu->op]), "aten::relu");
+  EXPECT_EQ(sig->link, 3);  // string flow id "0x55"
+  EXPECT_EQ(m->Name(m->slices[sig->op]), "aten::sigmoid");
+  EXPECT_EQ(orphan->op, kNone);
+  EXPECT_EQ(m->unlinked_device, 1u);
+
+  auto c = Load("cuda_style.json");
+  const Slice* pow = FindSlice(*c, "vectorized_elementwise_kernel<pow>");
+  ASSERT_TRUE(pow);
+  EXPECT_EQ(pow->link, 1);
+  EXPECT_EQ(c->Name(c->slices[pow->op]), "aten::pow");
+  EXPECT_EQ(c->lanes[pow->lane].name, "GPU 0 stream 7");
+  const Slice* copy = FindSlice(*c, "Memcpy DtoH (Device -> Pageable)");
+  ASSERT_TRUE(copy);
+  EXPECT_EQ(copy->bytes_read, 4096u);
+}
+
+TEST(Summary, OverlappingKernelsBusyIsTheUnion) {
+  auto m = Load("overlapping_kernels.json");
+  const Summary s = Summarize(*m);
+  ASSERT_EQ(s.lanes.size(), 2u);
+  EXPECT_EQ(s.lanes[0].busy_ns, 40'000);  // stream 0: one 40 us kernel
+  EXPECT_EQ(s.lanes[1].busy_ns, 30'000);  // stream 1: [20,50) and [30,40) overlap
+  EXPECT_EQ(s.totals.device_ns, 80'000);  // durations still sum
+  EXPECT_EQ(s.device_busy_ns, 45'000);    // [5,50)
+  EXPECT_EQ(s.totals.dropped_events, 7u);
+  // Device time: mm self 40 us; mul self 40 us from two kernels.
+  for (const OpStat& o : s.ops) {
+    if (o.name == "aten::mm") EXPECT_EQ(o.device_self_ns, 40'000);
+    if (o.name == "aten::mul") {
+      EXPECT_EQ(o.device_self_ns, 40'000);
+      ASSERT_EQ(o.kernels.size(), 1u);
+      EXPECT_EQ(o.kernels[0].calls, 2u);
+    }
+  }
+}
+
+TEST(Insights, MetaDrivenRules) {
+  auto m = Load("overlapping_kernels.json");
+  const Summary s = Summarize(*m);
+  const auto in = ComputeInsights(*m, s);
+  std::map<std::string, const Insight*> by_kind;
+  for (const Insight& i : in) by_kind[i.kind] = &i;
+  ASSERT_TRUE(by_kind.count("fallback"));
+  ASSERT_TRUE(by_kind.count("float64"));
+  ASSERT_TRUE(by_kind.count("recompile"));
+  ASSERT_TRUE(by_kind.count("dropped_events"));
+  const Insight& rc = *by_kind["recompile"];
+  EXPECT_NE(rc.detail.find("[4, 32, 128, 256]"), std::string::npos) << rc.detail;
+  // 4 compiles of 2 ms; 4 buckets -> nothing saved; the detail says so.
+  EXPECT_EQ(rc.saving_ns, 0);
+  EXPECT_EQ(SuggestBuckets({3, 17, 100, 130, 128}), (std::vector<int64_t>{4, 32, 128, 256}));
+}
+
+TEST(Insights, RmsNormChainIsFusible) {
+  auto m = Load("trn_rmsnorm.json");
+  const auto chains = FindFusionChains(*m);
+  ASSERT_FALSE(chains.empty());
+  const FusionChain& c = chains[0];
+  EXPECT_EQ(c.ops, (std::vector<std::string>{"aten::pow", "aten::mean", "aten::add",
+                                             "aten::rsqrt", "aten::mul", "aten::mul"}));
+  EXPECT_EQ(c.occurrences, 2u);
+  // Independent reference: sum the kernels' bytes from the trace itself.
+  uint64_t bytes = 0;
+  for (const Slice& k : m->slices)
+    if (k.on_device()) bytes += k.bytes_read + k.bytes_written;
+  EXPECT_EQ(c.bytes, bytes);
+  EXPECT_LT(c.fused_bytes, c.bytes / 2);
+}
+
+TEST(Insights, UnsynchronizedTraceIsFlagged) {
+  auto m = Load("unsynchronized.json");
+  const auto in = ComputeInsights(*m, Summarize(*m));
+  ASSERT_FALSE(in.empty());
+  EXPECT_EQ(in[0].kind, "unsynchronized");
+  EXPECT_NE(in[0].detail.find("2 kernel launches"), std::string::npos);
+}
+
+TEST(Reader, ChunkBoundariesAndGzipGiveTheSameModel) {
+  const std::string plain = SummaryText(*Load("kineto_cpu.json"));
+  LoadOptions small;
+  small.tokenize.chunk_bytes = 4096;
+  EXPECT_EQ(SummaryText(*Load("kineto_cpu.json", small)), plain);
+  const std::string gz = ::testing::TempDir() + "/kineto_cpu.json.gz";
+  const std::string data = Read(Path("kineto_cpu.json"));
+  gzFile f = gzopen(gz.c_str(), "wb");
+  ASSERT_NE(f, nullptr);
+  gzwrite(f, data.data(), static_cast<unsigned>(data.size()));
+  gzclose(f);
+  LoadOptions named;
+  named.name = "kineto_cpu";
+  LoadResult r = LoadTrace(gz, named);
+  ASSERT_TRUE(r.ok) << r.error;
+  std::string text = SummaryText(*r.model);
+  EXPECT_EQ(text.substr(text.find('\n', text.find('\n') + 1)),
+            plain.substr(plain.find('\n', plain.find('\n') + 1)));
+}
+
+struct BadCase {
+  const char* file;
+  bool ok;
+  const char* message;  // part of the error or first warning
+};
+
+TEST(Reader, MalformedInputsGiveClearResults) {
+  const BadCase cases[] = {
+      {"malformed_empty.json", false, "the file is empty"},
+      {"malformed_random.bin", false, "expected '{' or '[' at byte 0"},
+      {"malformed_wrong_top.json", false, "expected '{' or '[' at byte 0, found '\"'"},
+      {"malformed_events_not_array.json", false, "traceEvents at byte 15 is not an array"},
+      {"does_not_exist.json", false, "No such file or directory"},
+      {"malformed_truncated.json", true, "cut off by the end of the file"},
+      {"malformed_bad_events.json", true, "skipped event at byte 71: not a JSON object"},
+  };
+  for (const BadCase& c : cases) {
+    LoadResult r = LoadTrace(Path(c.file));
+    EXPECT_EQ(r.ok, c.ok) << c.file;
+    const std::string text = r.ok ? (r.model->parse.warnings.empty() ? "" : r.model->parse.warnings[0]) : r.error;
+    EXPECT_NE(text.find(c.message), std::string::npos) << c.file << ": " << text;
+  }
+  LoadResult dir = LoadTrace(kData);
+  EXPECT_FALSE(dir.ok);
+  EXPECT_NE(dir.error.find("is a directory"), std::string::npos);
+}
+
+TEST(Reader, HugeStringIsSkippedNotBuffered) {
+  std::string big = "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":0,\"dur\":1},"
+                    "{\"ph\":\"X\",\"name\":\"";
+  big.append(size_t{100} << 20, 'x');
+  big += "\",\"ts\":1},{\"ph\":\"X\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":2,\"dur\":1}]}";
+  LoadResult r = LoadTraceFromBuffer(big);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.model->parse.events, 2u);
+  EXPECT_EQ(r.model->parse.skipped, 1u);
+  // The same string as the whole document is not a trace.
+  LoadResult top = LoadTraceFromBuffer("\"" + std::string(size_t{100} << 20, 'y') + "\"");
+  EXPECT_FALSE(top.ok);
+}
+
+TEST(Reader, RandomAndMutatedInputsNeverCrash) {
+  const std::string seed = Read(Path("overlapping_kernels.json"));
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 3000; ++i) {
+    std::string s = seed;
+    const int edits = 1 + static_cast<int>(rng() % 8);
+    for (int e = 0; e < edits; ++e) {
+      const size_t at = rng() % s.size();
+      switch (rng() % 4) {
+        case 0: s[at] = static_cast<char>(rng()); break;
+        case 1: s.erase(at, rng() % 16); break;
+        case 2: s.insert(at, 1, "{}[],\":\\"[rng() % 8]); break;
+        case 3: s.resize(at); break;
+      }
+      if (s.empty()) s = "{";
+    }
+    LoadResult r = LoadTraceFromBuffer(s);
+    if (r.ok) {
+      const Summary sum = Summarize(*r.model);
+      (void)ComputeInsights(*r.model, sum);
+      (void)BuildReportJson({{r.model.get(), &sum, nullptr}}, "t");
+    }
+  }
+}
+
+std::vector<std::vector<std::string>> Query(const std::string& db, const std::string& sql) {
+  sqlite3* h = nullptr;
+  std::vector<std::vector<std::string>> rows;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_stmt* st = nullptr;
+  EXPECT_EQ(sqlite3_prepare_v2(h, sql.c_str(), -1, &st, nullptr), SQLITE_OK) << sqlite3_errmsg(h);
+  while (sqlite3_step(st) == SQLITE_ROW) {
+    std::vector<std::string> row;
+    for (int i = 0; i < sqlite3_column_count(st); ++i) {
+      const unsigned char* t = sqlite3_column_text(st, i);
+      row.emplace_back(t ? reinterpret_cast<const char*>(t) : "NULL");
+    }
+    rows.push_back(std::move(row));
+  }
+  sqlite3_finalize(st);
+  sqlite3_close(h);
+  return rows;
+}
+
+TEST(Sqlite, ExportAnswersQueries) {
+  auto m = Load("overlapping_kernels.json");
+  const Summary s = Summarize(*m);
+  const std::string db = ::testing::TempDir() + "/overlap.db";
+  std::string error;
+  ASSERT_TRUE(ExportSqlite(*m, s, db, &error)) << error;
+  using Rows = std::vector<std::vector<std::string>>;
+  EXPECT_EQ(Query(db, "SELECT name, op_name, link, dur_ns FROM kernels ORDER BY start_ns"),
+            (Rows{{"matmul_f32", "aten::mm", "external_id", "40000"},
+                  {"mul_f32", "aten::mul", "external_id", "30000"},
+                  {"mul_f32", "aten::mul", "external_id", "10000"}}));
+  EXPECT_EQ(Query(db, "SELECT o.name, SUM(k.dur_ns) FROM kernels k JOIN ops o ON k.op_id = o.id "
+                      "GROUP BY o.name ORDER BY o.name"),
+            (Rows{{"aten::mm", "40000"}, {"aten::mul", "40000"}}));
+  EXPECT_EQ(Query(db, "SELECT cat, COUNT(*) FROM flows GROUP BY cat ORDER BY cat"),
+            (Rows{{"ac2g", "1"}, {"op_launch", "1"}}));
+  EXPECT_EQ(Query(db, "SELECT f.cat, a.name, b.name FROM flows f JOIN ops a ON f.from_id = a.id "
+                      "JOIN ops b ON f.to_id = b.id"),
+            (Rows{{"op_launch", "aten::mm", "trnLaunchKernel"}}));
+  EXPECT_EQ(Query(db, "SELECT name, ts_ns - 1700000000000000000, value FROM counters ORDER BY ts_ns"),
+            (Rows{{"trn:0 memory", "0", "1024.0"}, {"trn:0 memory", "50000", "0.0"}}));
+  EXPECT_EQ(Query(db, "SELECT value FROM metadata WHERE key = 'dropped_events'"), (Rows{{"7"}}));
+  EXPECT_EQ(Query(db, "SELECT name, kind FROM lanes ORDER BY id"),
+            (Rows{{"thread 5", "cpu"}, {"trn:0 stream 0", "device"}, {"trn:0 stream 1", "device"}}));
+}
+
+TEST(Report, JsonFollowsTheSchema) {
+  auto m = Load("overlapping_kernels.json");
+  const Summary s = Summarize(*m);
+  const auto in = ComputeInsights(*m, s);
+  const std::string json = BuildReportJson({{m.get(), &s, &in}}, "trnscope test", 3);
+  simdjson::dom::parser p;
+  simdjson::dom::element doc;
+  ASSERT_EQ(p.parse(json).get(doc), simdjson::SUCCESS) << json;
+  EXPECT_EQ(std::string_view(doc["format"]), "trnscope.report");
+  EXPECT_EQ(int64_t(doc["version"]), 1);
+  auto run = doc["runs"].at(0);
+  EXPECT_EQ(int64_t(run["totals"]["kernels"]), 3);
+  EXPECT_EQ(int64_t(run["timeline"]["events"].get_array().size()), 3);  // capped
+  EXPECT_TRUE(bool(run["timeline"]["truncated"]));
+  EXPECT_EQ(double(run["roofline"]["peak_gbps"]), 14.0);
+  EXPECT_GT(run["insights"].get_array().size(), 3u);
+  const std::string full = BuildReportJson({{m.get(), &s, &in}}, "trnscope test");
+  ASSERT_EQ(p.parse(full).get(doc), simdjson::SUCCESS);
+  auto tl = doc["runs"].at(0)["timeline"];
+  EXPECT_EQ(tl["events"].get_array().size(), m->slices.size());
+  EXPECT_GE(tl["flows"].get_array().size(), 3u);  // op->launch, launch->kernel, op->kernel by id
+  std::string page;
+  ASSERT_TRUE(EmbedReport("<script>const D=/*TRNSCOPE_DATA*/null;</script>",
+                          R"({"s":"</script>"})", &page));
+  EXPECT_EQ(page, R"(<script>const D={"s":"<\/script>"};</script>)");
+}
+
+int RunCli(const std::string& args) {
+  const int st = std::system((std::string(TRN_CLI_PATH) + " " + args + " >/dev/null 2>&1").c_str());
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+TEST(Cli, ExitCodes) {
+  EXPECT_EQ(RunCli("--version"), 0);
+  EXPECT_EQ(RunCli("--help"), 0);
+  EXPECT_EQ(RunCli(""), 1);
+  EXPECT_EQ(RunCli("summary"), 1);
+  EXPECT_EQ(RunCli("frobnicate x"), 1);
+  EXPECT_EQ(RunCli("summary " + Path("nested_ops.json")), 0);
+  EXPECT_EQ(RunCli("summary " + Path("malformed_truncated.json")), 3);
+  for (const char* f : {"malformed_empty.json", "malformed_random.bin", "malformed_wrong_top.json",
+                        "does_not_exist.json"})
+    EXPECT_EQ(RunCli(std::string("summary ") + Path(f)), 2) << f;
+  EXPECT_EQ(RunCli("compare " + Path("trn_rmsnorm.json") + " " + Path("cuda_style.json")), 0);
+  const std::string tmp = ::testing::TempDir();
+  EXPECT_EQ(RunCli("export " + Path("cuda_style.json") + " --sqlite " + tmp + "/c.db"), 0);
+  EXPECT_EQ(Query(tmp + "/c.db", "SELECT COUNT(*) FROM kernels"),
+            (std::vector<std::vector<std::string>>{{"4"}}));
+  EXPECT_EQ(RunCli("export " + Path("cuda_style.json") + " --sqlite /nonexistent/dir/c.db"), 4);
+  // report with a stub template (the explorer ships its own).
+  std::ofstream(tmp + "/tpl.html") << "<html><script>const DATA=/*TRNSCOPE_DATA*/null;</script></html>";
+  EXPECT_EQ(RunCli("report " + Path("trn_rmsnorm.json") + " " + Path("cuda_style.json") +
+                   " --names naive,cuda --template " + tmp + "/tpl.html -o " + tmp + "/r.html"),
+            0);
+  const std::string html = Read(tmp + "/r.html");
+  EXPECT_NE(html.find("\"format\":\"trnscope.report\""), std::string::npos);
+  EXPECT_NE(html.find("\"name\":\"cuda\""), std::string::npos);
+  EXPECT_EQ(html.find("/*TRNSCOPE_DATA*/"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace trn::analysis
