@@ -24,7 +24,9 @@ import trnscope
 import trnscope.compile
 from trnscope import shapes
 from conftest import run_python
-from test_decoder import SEQ, TinyLlama
+from test_decoder import HEADS, SEQ
+from test_decoder import HIDDEN as DECODER_HIDDEN
+from trnscope.studies import models
 
 DIM, HIDDEN = 64, 96
 
@@ -53,18 +55,12 @@ def launches(fn, *args):
 
 
 # ---- Models ----------------------------------------------------------------------------------
-class RMSNorm(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.weight = nn.Parameter(torch.rand(DIM) + 0.5)
-
-    def forward(self, x):  # the seed's naive form: pow/mean/add/rsqrt/mul/mul
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+def rms_norm():  # the seed's naive form: pow/mean/add/rsqrt/mul/mul
+    return models.NaiveRMSNorm(DIM)
 
 
-class FusedRMSNorm(RMSNorm):
-    def forward(self, x):
-        return F.rms_norm(x, (DIM,), self.weight, 1e-6)
+def fused_rms_norm():
+    return models.FusedRMSNorm(DIM)
 
 
 class LayerNorm(nn.Module):
@@ -93,40 +89,23 @@ class GeluMLP(nn.Module):
         return x + self.down(F.gelu(self.up(x), approximate="tanh"))
 
 
-class SwiGLU(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.w1 = nn.Linear(DIM, HIDDEN, bias=False)
-        self.w3 = nn.Linear(DIM, HIDDEN, bias=False)
-        self.w2 = nn.Linear(HIDDEN, DIM, bias=False)
-
-    def forward(self, x):
-        return self.w2(F.silu(self.w1(x)) * self.w3(x))
+def swiglu_mlp():
+    return models.SwiGLU(DIM, HIDDEN)
 
 
-class DecoderBlock(nn.Module):
-    """A Llama block (test_decoder.py): RMSNorm, rotary attention, SwiGLU, residuals."""
-
-    def __init__(self, fused_rms_norm=True):
-        super().__init__()
-        llama = TinyLlama(fused=fused_rms_norm, layers=1)
-        self.block = llama.blocks[0]
-        self.register_buffer("cos", llama.cos)
-        self.register_buffer("sin", llama.sin)
-        self.register_buffer("mask", llama.mask)
-
-    def forward(self, x):
-        return self.block(x, self.cos.to(x.dtype), self.sin.to(x.dtype), self.mask)
+def decoder_block(fused_rms_norm=True):
+    """A Llama block (trnscope.studies.models) at test_decoder.py's sizes."""
+    return models.DecoderBlockModel(DIM, HEADS, DECODER_HIDDEN, SEQ, fused_rms_norm)
 
 
 MODELS = {
-    "rms_norm": RMSNorm,
-    "fused_rms_norm": FusedRMSNorm,
+    "rms_norm": rms_norm,
+    "fused_rms_norm": fused_rms_norm,
     "layer_norm": LayerNorm,
     "softmax": Softmax,
     "gelu_mlp": GeluMLP,
-    "swiglu_mlp": SwiGLU,
-    "decoder_block": DecoderBlock,
+    "swiglu_mlp": swiglu_mlp,
+    "decoder_block": decoder_block,
 }
 
 

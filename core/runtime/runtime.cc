@@ -46,11 +46,7 @@ const char* CommandKindName(CommandKind k) {
   return "?";
 }
 
-int64_t NowNs() {
-  timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-}
+int64_t NowNs() { return trace::WallNs(); }  // one clock for events and traces
 
 namespace {
 
