@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <numeric>
@@ -56,6 +57,8 @@ namespace {
 
 // Outputs at least this large are streamed past the cache (as rms_norm does).
 constexpr uint64_t kStreamBytes = uint64_t{64} << 20;
+// Elementwise rows shorter than this take the next dim in (Note [Elementwise walk order]).
+constexpr int64_t kShortRow = 512;
 
 bool IsBinaryOp(Op op) { return op >= Op::kAdd && op <= Op::kGe; }
 bool IsUnaryOp(Op op) { return op >= Op::kNeg && op <= Op::kCast; }
@@ -79,6 +82,24 @@ Sizes ContiguousStrides(const Sizes& sizes) {
     n *= std::max<int64_t>(sizes[d], 1);
   }
   return st;
+}
+
+// A finite power of two whose reciprocal is a normal float: x / s == x * (1 / s)
+// bit for bit.
+bool IsPowerOfTwo(double s) {
+  if (!std::isfinite(s) || s == 0) return false;
+  int e = 0;
+  const double m = std::frexp(std::fabs(s), &e);
+  return m == 0.5 && e > -120 && e < 120;
+}
+
+// Equal once leading size-1 dims are dropped: the same elements in the same
+// order under right-aligned broadcasting ([1, 128, 512] and [128, 512]).
+bool SameUpToLeadingOnes(const Sizes& a, const Sizes& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && a[i] == 1 && a.size() - i > b.size() - j) ++i;
+  while (j < b.size() && b[j] == 1 && b.size() - j > a.size() - i) ++j;
+  return std::equal(a.begin() + i, a.end(), b.begin() + j, b.end());
 }
 
 bool IsContiguous(const Sizes& sizes, const Sizes& strides) {
@@ -170,7 +191,9 @@ struct Group {
 // One compilation: owns the per-value analysis and the groups. Single-threaded.
 class Compiler {
  public:
-  Compiler(const Graph& g, const CompileOptions& o) : g_(g), opt_(o), nodes_(g.nodes()) {}
+  Compiler(const Graph& g, const CompileOptions& o) : g_(g), opt_(o), nodes_(g.nodes()) {
+    PassThroughReshapes();
+  }
   Parts Run();
 
  private:
@@ -200,6 +223,8 @@ class Compiler {
   }
   bool DependsOn(int from, int target) const;
   bool Fusable(const Node& n) const;
+  void PassThroughReshapes();
+  bool FeedsReduction(int id, int depth) const;
   void ResolveView(int id);
   bool TryJoin(int id, int gi);
   void NewGroup(int id);
@@ -215,7 +240,7 @@ class Compiler {
 
   const Graph& g_;
   CompileOptions opt_;
-  const std::vector<Node>& nodes_;
+  std::vector<Node> nodes_;  // the graph's, with pass-through reshapes rewired
   std::vector<Value> vals_;
   std::vector<int> group_of_;
   std::vector<Group> groups_;
@@ -258,6 +283,63 @@ bool Compiler::Fusable(const Node& n) const {
   }
   if (IsReductionOp(n.op) || IsSoftmaxOp(n.op)) return IsFloating(N(n.inputs[0]).meta.dtype);
   return true;
+}
+
+// Note [Pass-through reshapes]
+// mm -> _unsafe_view [1, M, N] -> add(residual) is the residual add of every
+// Linear. The view only adds leading size-1 dims to a contiguous result, so
+// under right-aligned broadcasting an elementwise consumer reads the same
+// element from the view and from its source: the consumer is rewired to read
+// the source itself, and can then join the source's group (a matmul
+// epilogue). Only pure re-indexings qualify: contiguous view at offset 0 of a
+// contiguous computed value, same dtype, sizes equal up to leading ones.
+void Compiler::PassThroughReshapes() {
+  if (!opt_.fuse) return;
+  auto contiguous_meta = [](const Meta& m) {
+    return m.strides.empty() || IsContiguous(m.sizes, m.strides);
+  };
+  auto elementwise = [](Op op) {
+    return IsBinaryOp(op) || IsUnaryOp(op) || op == Op::kWhere || op == Op::kClone;
+  };
+  std::vector<int> source(nodes_.size(), -1);
+  for (size_t id = 0; id < nodes_.size(); ++id) {
+    const Node& n = nodes_[id];
+    if (n.op != Op::kView || n.inputs.size() != 1) continue;
+    int src = n.inputs[0];
+    if (source[src] >= 0) src = source[src];  // a chain of such views
+    const Node& s = nodes_[src];
+    const bool computed = s.op != Op::kInput && s.op != Op::kView && s.op != Op::kConstant &&
+                          s.op != Op::kEager;
+    if (!computed || n.meta.dtype != s.meta.dtype || n.meta.storage_offset != 0 ||
+        !contiguous_meta(n.meta) || !contiguous_meta(s.meta) ||
+        !SameUpToLeadingOnes(n.meta.sizes, s.meta.sizes)) {
+      continue;
+    }
+    source[id] = src;
+  }
+  for (Node& n : nodes_) {
+    if (!elementwise(n.op)) continue;
+    for (int& in : n.inputs) {
+      if (source[in] < 0) continue;
+      // The consumer's output must cover the source's rank for broadcasting to agree.
+      if (n.meta.sizes.size() >= nodes_[source[in]].meta.sizes.size()) in = source[in];
+    }
+  }
+}
+
+// Whether a reduction or softmax reads `id`, directly or through up to
+// `depth` elementwise ops.
+bool Compiler::FeedsReduction(int id, int depth) const {
+  for (int u : vals_[id].users) {
+    if (!vals_[u].live) continue;
+    const Op op = N(u).op;
+    if (IsReductionOp(op) || IsSoftmaxOp(op)) return true;
+    if (depth > 0 && op != Op::kView && op != Op::kEager && !IsMatmulOp(op) &&
+        FeedsReduction(u, depth - 1)) {
+      return true;
+    }
+  }
+  return false;
 }
 
 void Compiler::ResolveView(int id) {
@@ -340,6 +422,10 @@ bool Compiler::TryJoin(int id, int gi) {
   const Sizes& O = n.meta.sizes;
   const bool red = IsReductionOp(n.op), smax = IsSoftmaxOp(n.op);
   if (g.kind == Group::Kind::kMatmul && (red || smax)) return false;
+  // A value a reduction reads is better made by the reduction's row kernel
+  // (which reads the GEMM result once) than stored by the epilogue and
+  // re-read: rms_norm(x + mm) stays one row kernel.
+  if (g.kind == Group::Kind::kMatmul && FeedsReduction(id, 4)) return false;
   // Inputs read from memory must not depend on this group.
   for (int v : n.inputs) {
     if (IsConst(v)) continue;
@@ -361,7 +447,7 @@ bool Compiler::TryJoin(int id, int gi) {
     new_k = k;
     out_row = red;
   } else {
-    if (O == g.S) {
+    if (SameUpToLeadingOnes(O, g.S)) {
       out_row = false;
     } else if (g.k > 0 && (O == RowSizes(g, true) || O == RowSizes(g, false))) {
       out_row = true;
@@ -499,23 +585,26 @@ Operand Compiler::MakeOperand(const View& v, const Group& g, const Sizes& as) co
     // An outer "dim" may be several merged dims of S: its stride is the innermost one's.
     o.outer_strides[i] = st[split_.outer_dims[i]];
   }
-  // Inner: one stride for the whole row, or a gather table.
-  int64_t expected = -1, inner_stride = 0;
-  bool single = true, first = true;
+  // Inner: one stride for the whole row, segments (two strides), or a gather
+  // table. Adjacent inner dims this operand walks contiguously are merged.
+  std::vector<std::pair<int64_t, int64_t>> levels;  // (size, stride), innermost first
   for (int j = static_cast<int>(split_.inner_dims.size()) - 1; j >= 0; --j) {
     const int d = split_.inner_dims[j];
     if (g.S[d] == 1) continue;
-    if (first) {
-      inner_stride = st[d];
-      first = false;
-    } else if (st[d] != expected) {
-      single = false;
+    if (!levels.empty() && st[d] == levels.back().second * levels.back().first) {
+      levels.back().first *= g.S[d];
+    } else {
+      levels.emplace_back(g.S[d], st[d]);
     }
-    expected = st[d] * g.S[d];
   }
-  if (first) inner_stride = 1;  // rows of one element
-  if (single) {
-    o.inner_stride = inner_stride;
+  if (levels.empty()) {
+    o.inner_stride = 1;  // rows of one element
+  } else if (levels.size() == 1) {
+    o.inner_stride = levels[0].second;
+  } else if (levels.size() == 2) {
+    o.inner_stride = levels[0].second;
+    o.seg_len = levels[0].first;
+    o.seg_stride = levels[1].second;
   } else {
     o.gather.resize(static_cast<size_t>(split_.inner));
     for (int64_t i = 0; i < split_.inner; ++i) {
@@ -575,18 +664,41 @@ void Compiler::LowerRows(const Group& g, KernelImpl& ki) {
       }
       strides.push_back(st);
     };
+    // Written operands first: they decide the walk order.
+    for (int id : g.nodes) {
+      if (vals_[id].materialized) collect(vals_[id].view, g.S);
+    }
     for (int id : g.nodes) {
       for (int v : N(id).inputs) {
         if (IsConst(v) || (group_of_[v] == group_of_[id] && !vals_[v].is_view && IsComputed(v))) {
           continue;
         }
-        collect(vals_[v].view, N(id).meta.sizes);
+        collect(vals_[v].view, g.S);
       }
-      if (vals_[id].materialized) collect(vals_[id].view, N(id).meta.sizes);
     }
-    std::vector<std::vector<int>> merged;  // groups of dims of S
+    // Note [Elementwise walk order]: dims are walked in the memory order of
+    // the operands (outermost = largest stride of the first operand that
+    // tells them apart), as TensorIterator does, so a permuted output (a
+    // transposed head layout) is written sequentially and more dims merge.
+    std::vector<int> order;
     for (int d = 0; d < n; ++d) {
-      if (g.S[d] == 1) continue;
+      if (g.S[d] != 1) order.push_back(d);
+    }
+    auto outer_first = [&](int a, int b) {  // a belongs outside b
+      for (const Sizes& st : strides) {
+        if (st[a] == 0 || st[b] == 0 || st[a] == st[b]) continue;
+        return st[a] > st[b];
+      }
+      return false;
+    };
+    // Insertion sort: the order need not be a strict weak one (operands may disagree).
+    for (size_t i = 1; i < order.size(); ++i) {
+      for (size_t j = i; j > 0 && outer_first(order[j], order[j - 1]); --j) {
+        std::swap(order[j], order[j - 1]);
+      }
+    }
+    std::vector<std::vector<int>> merged;  // groups of dims of S, outermost first
+    for (int d : order) {
       bool merge = !merged.empty();
       if (merge) {
         const int prev = merged.back().back();
@@ -599,11 +711,20 @@ void Compiler::LowerRows(const Group& g, KernelImpl& ki) {
       }
     }
     if (!merged.empty()) {
-      for (size_t i = 0; i + 1 < merged.size(); ++i) {
+      // Short rows (a head's slice of a row) cost a row's bookkeeping per few
+      // elements: take the next dims into the row, as segments (two strides)
+      // for the operands that do not walk them contiguously.
+      size_t first_inner = merged.size() - 1;
+      int64_t inner = 1;
+      for (int d : merged.back()) inner *= g.S[d];
+      if (inner < kShortRow && first_inner > 0) --first_inner;
+      for (size_t i = 0; i < first_inner; ++i) {
         // Several S dims merged into one outer dim: walk them as separate outer dims.
         for (int d : merged[i]) split_.outer_dims.push_back(d);
       }
-      split_.inner_dims = merged.back();
+      for (size_t i = first_inner; i < merged.size(); ++i) {
+        for (int d : merged[i]) split_.inner_dims.push_back(d);
+      }
     }
   }
   split_.nouter = static_cast<int>(split_.outer_dims.size());
@@ -653,7 +774,7 @@ void Compiler::LowerRows(const Group& g, KernelImpl& ki) {
         value_mv.count(v)) {
       return value_mv[v];
     }
-    const int as_kind = O == g.S ? 0 : O == row_keep ? 1 : 2;
+    const int as_kind = SameUpToLeadingOnes(O, g.S) ? 0 : O == row_keep ? 1 : 2;
     const auto key = std::make_pair(v, as_kind);
     auto it = loads.find(key);
     if (it != loads.end()) return it->second;
@@ -661,7 +782,8 @@ void Compiler::LowerRows(const Group& g, KernelImpl& ki) {
     ki.reads.push_back(vals_[v].view);
     MV m;
     const Operand& op = p.operands[o];
-    const bool row_scalar = as_kind != 0 || (g.k > 0 && op.gather.empty() && op.inner_stride == 0);
+    const bool row_scalar =
+        as_kind != 0 || (g.k > 0 && op.gather.empty() && op.seg_len == 0 && op.inner_stride == 0);
     m.k = row_scalar ? MV::K::kScalarLoad : MV::K::kLoad;
     m.row = row_scalar;
     m.reloadable = !row_scalar;
@@ -770,6 +892,10 @@ void Compiler::LowerRows(const Group& g, KernelImpl& ki) {
         res = op1(VOp::kReciprocal, a, row);
       } else if (scalar_exp && nd.scalar == 3.0) {
         res = op2(VOp::kMul, op1(VOp::kSquare, a, row), a, row);
+      } else if (op == VOp::kDiv && nd.has_scalar && !nd.scalar_first &&
+                 IsPowerOfTwo(nd.scalar)) {
+        // x / 2^k == x * 2^-k exactly (scores / sqrt(head_dim)): a multiply.
+        res = op2(VOp::kMul, a, imm(1.0 / nd.scalar), row);
       } else {
         res = op2(op, a, b, row);
       }
@@ -816,11 +942,14 @@ void Compiler::LowerRows(const Group& g, KernelImpl& ki) {
       int x = arg(nd.inputs[0], g.S);
       if (mv[x].row) x = op1(VOp::kCopy, x, false);
       const int m = reduce(RedOp::kMax, x, 1.0f);
-      const int t = op2(VOp::kSub, x, m, false);
-      const int e = op1(VOp::kExp, t, false);
+      // softmax never reads x - max again: exp(x - max) in one pass.
+      const int t = nd.op == Op::kSoftmax ? -1 : op2(VOp::kSub, x, m, false);
+      const int e = nd.op == Op::kSoftmax ? op2(VOp::kExpSub, x, m, false)
+                                          : op1(VOp::kExp, t, false);
       const int s = reduce(RedOp::kSum, e, 1.0f);
       if (nd.op == Op::kSoftmax) {
-        res = op2(VOp::kDiv, e, s, false);
+        // One reciprocal per row and a multiply, as the eager softmax kernel does.
+        res = op2(VOp::kMul, e, op1(VOp::kReciprocal, s, true), false);
       } else {
         res = op2(VOp::kSub, t, op1(VOp::kLog, s, true), false);
       }

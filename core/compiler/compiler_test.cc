@@ -899,5 +899,209 @@ TEST(CompilerTest, ArtifactAndReport) {
   EXPECT_EQ(Intern("abc"), Intern(std::string("ab") + "c"));
 }
 
+
+// ---- decoder hot spots (Note [Elementwise walk order], Note [Pass-through reshapes]) ----
+
+
+// Llama's rotate_half on a [T, H*D] projection viewed as heads [1, H, T, D]:
+// neg of the second half of each head (short strided rows), then the rotary
+// mul/mul/add against [T, D] tables broadcast over the heads. Sizes make the
+// row of segments cross chunk boundaries mid-segment (4440 > kChunk).
+TEST(CompilerTest, StridedHeadSlicesUseSegmentedRows) {
+  const int64_t t = 37, h = 5, d = 48, hd = h * d, half = d / 2;
+  Graph g;
+  const int q = g.AddInput(M(DType::kFloat32, {t, hd}));
+  const int cs = g.AddInput(M(DType::kFloat32, {t, d}));
+  const int rot = g.AddInput(M(DType::kFloat32, {1, h, t, d}));  // a contiguous cat result
+  const int heads = ViewOf(g, q, {1, h, t, d}, {t * hd, d, hd, 1}, 0);
+  const int x2 = ViewOf(g, q, {1, h, t, half}, {t * hd, d, hd, 1}, half);
+  Node neg;
+  neg.op = Op::kNeg;
+  neg.target = "aten.neg.default";
+  neg.inputs = {x2};
+  neg.meta = M(DType::kFloat32, {1, h, t, half});
+  neg.meta.strides = {t * h * half, half, h * half, 1};  // FakeTensor keeps the head permutation
+  const int ng = g.AddNode(neg);
+  Node mul;
+  mul.op = Op::kMul;
+  mul.target = "aten.mul.Tensor";
+  mul.inputs = {heads, cs};
+  mul.meta = M(DType::kFloat32, {1, h, t, d});
+  mul.meta.strides = {t * hd, d, hd, 1};
+  const int a = g.AddNode(mul);
+  const int b = Bin(g, Op::kMul, rot, cs, {1, h, t, d}, "aten.mul.Tensor");
+  Node add = mul;
+  add.op = Op::kAdd;
+  add.target = "aten.add.Tensor";
+  add.inputs = {a, b};
+  const int y = g.AddNode(add);
+  g.SetOutputs({ng, y});
+  const Program p = Compile(g);
+  ASSERT_EQ(p.kernels().size(), 2u) << p.Report();
+  TestTensor tq = Random(DType::kFloat32, {t, hd}, 70), tc = Random(DType::kFloat32, {t, d}, 71),
+             tr = Random(DType::kFloat32, {1, h, t, d}, 72);
+  std::vector<double> rneg, ry;
+  for (int64_t hh = 0; hh < h; ++hh) {
+    for (int64_t tt = 0; tt < t; ++tt) {
+      for (int64_t i = 0; i < half; ++i) rneg.push_back(-tq.At(tt * hd + hh * d + half + i));
+    }
+  }
+  for (int64_t hh = 0; hh < h; ++hh) {
+    for (int64_t tt = 0; tt < t; ++tt) {
+      for (int64_t i = 0; i < d; ++i) {
+        const double c = tc.At(tt * d + i);
+        ry.push_back(tq.At(tt * hd + hh * d + i) * c + tr.At((hh * t + tt) * d + i) * c);
+      }
+    }
+  }
+  ForEachTarget([&](const char*) {
+    const auto out = Execute(p, {tq, tc, tr});
+    ExpectClose(out[0], rneg, 0, 0);
+    ExpectClose(out[1], ry, 1e-6, 1e-6);
+  });
+}
+
+// scores / s, masked_fill(causal bool mask [T, T] broadcast over heads, -inf),
+// softmax: one kernel; the where is vectorized, the bool mask converted in
+// chunks, a power-of-two divisor becomes an exact multiply.
+TEST(CompilerTest, MaskedSoftmaxWithBroadcastBoolMask) {
+  for (double div : {8.0, 3.0}) {
+    for (int64_t t : {int64_t{37}, int64_t{130}}) {
+      SCOPED_TRACE(testing::Message() << "div " << div << " T " << t);
+      const int64_t h = 3;
+      const Sizes s = {1, h, t, t};
+      Graph g;
+      const int x = g.AddInput(M(DType::kFloat32, {h, t, t}));
+      const int mask = g.AddInput(M(DType::kBool, {t, t}));
+      const int xv = ViewOf(g, x, s, {h * t * t, t * t, t, 1}, 0);
+      const int sc = BinS(g, Op::kDiv, xv, div, s, "aten.div.Tensor");
+      Node ninf;
+      ninf.op = Op::kConstant;
+      ninf.target = "aten.scalar_tensor.default";
+      ninf.scalar = -INFINITY;
+      ninf.meta = M(DType::kFloat32, {});
+      const int c = g.AddNode(ninf);
+      Node wh;
+      wh.op = Op::kWhere;
+      wh.target = "aten.where.self";
+      wh.inputs = {mask, c, sc};
+      wh.meta = M(DType::kFloat32, s);
+      const int w = g.AddNode(wh);
+      Node sm;
+      sm.op = Op::kSoftmax;
+      sm.target = "aten._softmax.default";
+      sm.inputs = {w};
+      sm.dims = {3};
+      sm.meta = M(DType::kFloat32, s);
+      g.SetOutputs({g.AddNode(sm)});
+      const Program p = Compile(g);
+      ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+      EXPECT_STREQ(p.kernels()[0].name, "fused[div,where,_softmax]");
+      TestTensor tx = Random(DType::kFloat32, {h, t, t}, 80, -6, 6);
+      TestTensor tm = Empty(DType::kBool, {t, t});
+      for (int64_t i = 0; i < t; ++i) {
+        for (int64_t j = 0; j < t; ++j) tm.Set(i * t + j, j > i);
+      }
+      std::vector<double> ref;
+      for (int64_t hh = 0; hh < h; ++hh) {
+        for (int64_t i = 0; i < t; ++i) {
+          std::vector<double> row(t);
+          double mx = -INFINITY, sum = 0;
+          for (int64_t j = 0; j < t; ++j) {
+            row[j] = j > i ? -INFINITY : tx.At((hh * t + i) * t + j) / div;
+            mx = std::max(mx, row[j]);
+          }
+          for (double& v : row) sum += (v = std::exp(v - mx));
+          for (double v : row) ref.push_back(v / sum);
+        }
+      }
+      ForEachTarget([&](const char*) { ExpectClose(Execute(p, {tx, tm})[0], ref, 2e-6, 1e-7); });
+    }
+  }
+}
+
+// Linear's residual: mm [T, N] -> _unsafe_view [1, T, N] -> add(x) is the GEMM's
+// epilogue (one kernel); the same residual feeding an RMSNorm stays in the
+// norm's row kernel; a view that is not a pure re-indexing (a head split
+// plus transpose) does not pass through.
+TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
+  const int64_t t = 45, k = 40, n = 72;
+  auto build = [&](bool norm, bool transpose) {
+    Graph g;
+    const int a = g.AddInput(M(DType::kFloat32, {t, k}));
+    const int w = g.AddInput(M(DType::kFloat32, {n, k}));
+    const int x = g.AddInput(M(DType::kFloat32, transpose ? Sizes{1, n / 8, t, 8} : Sizes{1, t, n}));
+    const int mm = Mm(g, Op::kMm, {a, Transposed(g, w, n, k)}, {t, n}, "aten.mm.default");
+    int v = ViewOf(g, mm, {1, t, n}, {t * n, n, 1}, 0);
+    if (transpose) v = ViewOf(g, mm, {1, n / 8, t, 8}, {t * n, 8, n, 1}, 0);
+    const Sizes s = transpose ? Sizes{1, n / 8, t, 8} : Sizes{1, t, n};
+    const int r = Bin(g, Op::kAdd, x, v, s, "aten.add.Tensor");
+    if (!norm) {
+      g.SetOutputs({r});
+      return g;
+    }
+    const int p2 = BinS(g, Op::kPow, r, 2.0, s, "aten.pow.Tensor_Scalar");
+    const int m = Red(g, Op::kMean, p2, {-1}, {1, t, 1}, "aten.mean.dim");
+    const int e = BinS(g, Op::kAdd, m, 1e-6, {1, t, 1}, "aten.add.Tensor");
+    const int rs = Un(g, Op::kRsqrt, e, {1, t, 1}, "aten.rsqrt.default");
+    g.SetOutputs({r, Bin(g, Op::kMul, r, rs, s, "aten.mul.Tensor")});
+    return g;
+  };
+  TestTensor ta = Random(DType::kFloat32, {t, k}, 90), tw = Random(DType::kFloat32, {n, k}, 91);
+  auto mmref = [&](int64_t i, int64_t j) {
+    double acc = 0;
+    for (int64_t q = 0; q < k; ++q) acc += ta.At(i * k + q) * tw.At(j * k + q);
+    return acc;
+  };
+  {  // residual add: the epilogue
+    const Program p = Compile(build(false, false));
+    ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+    EXPECT_STREQ(p.kernels()[0].name, "fused[mm,add]");
+    TestTensor tx = Random(DType::kFloat32, {1, t, n}, 92);
+    std::vector<double> ref;
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < n; ++j) ref.push_back(tx.At(i * n + j) + mmref(i, j));
+    }
+    ForEachTarget([&](const char*) { ExpectClose(Execute(p, {ta, tw, tx})[0], ref, 1e-5, 1e-5); });
+  }
+  {  // residual + rms_norm: the add stays in the norm's row kernel
+    const Program p = Compile(build(true, false));
+    ASSERT_EQ(p.kernels().size(), 2u) << p.Report();
+    EXPECT_STREQ(p.kernels()[0].name, "mm");
+    EXPECT_STREQ(p.kernels()[1].name, "fused[add,pow,mean,add,rsqrt,mul]");
+    TestTensor tx = Random(DType::kFloat32, {1, t, n}, 93);
+    std::vector<double> rr, rn;
+    for (int64_t i = 0; i < t; ++i) {
+      double ss = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        rr.push_back(tx.At(i * n + j) + mmref(i, j));
+        ss += rr.back() * rr.back();
+      }
+      for (int64_t j = 0; j < n; ++j) rn.push_back(rr[i * n + j] / std::sqrt(ss / n + 1e-6));
+    }
+    ForEachTarget([&](const char*) {
+      const auto out = Execute(p, {ta, tw, tx});
+      ExpectClose(out[0], rr, 1e-5, 1e-5);
+      ExpectClose(out[1], rn, 1e-5, 1e-5);
+    });
+  }
+  {  // a head split + transpose is not a re-indexing: the mm is stored, the add reads it
+    const Program p = Compile(build(false, true));
+    ASSERT_EQ(p.kernels().size(), 2u) << p.Report();
+    TestTensor tx = Random(DType::kFloat32, {1, n / 8, t, 8}, 94);
+    std::vector<double> ref;
+    for (int64_t hh = 0; hh < n / 8; ++hh) {
+      for (int64_t i = 0; i < t; ++i) {
+        for (int64_t j = 0; j < 8; ++j) {
+          ref.push_back(tx.At((hh * t + i) * 8 + j) + mmref(i, hh * 8 + j));
+        }
+      }
+    }
+    ForEachTarget([&](const char*) { ExpectClose(Execute(p, {ta, tw, tx})[0], ref, 1e-5, 1e-5); });
+  }
+}
+
+
+
 }  // namespace
 }  // namespace trn::compiler

@@ -89,37 +89,101 @@ inline float ScalarOp(VOp op, float a, float b, float c, DType round) {
     case VOp::kGe: return a >= b;
     case VOp::kWhere: return a != 0 ? b : c;
     case VOp::kMulMul: return a * b * c;
+    case VOp::kExpSub: return std::exp(a - b);
   }
   return a;
 }
 
-// Strided or gathered load of n elements of operand `o` at element offset
-// `at` (the row's offset plus the chunk start) into f32.
+// Calls f(inner offset, count) for the runs of elements [c0, c0 + n) of a
+// row of segments, each run `count` elements inner_stride apart.
+template <class F>
+inline void ForEachRun(const Operand& o, int64_t c0, int64_t n, const F& f) {
+  int64_t i = c0;
+  const int64_t end = c0 + n;
+  while (i < end) {
+    const int64_t seg = i / o.seg_len, at = i - seg * o.seg_len;
+    const int64_t len = std::min(o.seg_len - at, end - i);
+    f(seg * o.seg_stride + at * o.inner_stride, i - c0, len);
+    i += len;
+  }
+}
+
+// Strided, segmented or gathered load of elements [c0, c0 + n) of operand `o`
+// in the row at element offset `row`, converted to f32.
 inline void LoadChunk(const Operand& o, const char* base, int64_t row, int64_t c0, int64_t n,
                       float* dst) {
   const size_t item = ItemSize(o.dtype);
-  if (o.gather.empty()) {
-    kernels::internal::LoadAsF32(o.dtype, base + (row + c0 * o.inner_stride) * item,
-                                 o.inner_stride, n, dst);
+  if (!o.gather.empty()) {
+    if (o.dtype == DType::kFloat32) {
+      const float* b = reinterpret_cast<const float*>(base) + row;
+      const int64_t* g = o.gather.data() + c0;
+      for (int64_t i = 0; i < n; ++i) dst[i] = b[g[i]];
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::internal::LoadAsF32(o.dtype, base + (row + o.gather[c0 + i]) * item, 1, 1, dst + i);
+    }
     return;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    kernels::internal::LoadAsF32(o.dtype, base + (row + o.gather[c0 + i]) * item, 1, 1, dst + i);
+  if (o.seg_len > 0) {
+    ForEachRun(o, c0, n, [&](int64_t off, int64_t at, int64_t len) {
+      if (o.dtype == DType::kFloat32 && o.inner_stride == 1) {
+        std::memcpy(dst + at, reinterpret_cast<const float*>(base) + row + off,
+                    static_cast<size_t>(len) * sizeof(float));
+      } else {
+        kernels::internal::LoadAsF32(o.dtype, base + (row + off) * item, o.inner_stride, len,
+                                     dst + at);
+      }
+    });
+    return;
   }
+  const char* src = base + (row + c0 * o.inner_stride) * item;
+  if (o.inner_stride == 1 && o.dtype == DType::kBool) {  // masks: a loop that vectorizes
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(src);
+    for (int64_t i = 0; i < n; ++i) dst[i] = b[i] != 0 ? 1.0f : 0.0f;
+    return;
+  }
+  if (o.inner_stride == 1 && o.dtype == DType::kBFloat16) {
+    const uint16_t* h = reinterpret_cast<const uint16_t*>(src);
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t u = static_cast<uint32_t>(h[i]) << 16;
+      std::memcpy(dst + i, &u, sizeof(float));
+    }
+    return;
+  }
+  kernels::internal::LoadAsF32(o.dtype, src, o.inner_stride, n, dst);
 }
 
 inline void StoreChunk(const Operand& o, char* base, int64_t row, int64_t c0, int64_t n,
                        const float* src) {
   const size_t item = ItemSize(o.dtype);
-  if (o.gather.empty()) {
-    kernels::internal::StoreFromF32(o.dtype, base + (row + c0 * o.inner_stride) * item,
-                                    o.inner_stride, n, src);
+  if (!o.gather.empty()) {
+    if (o.dtype == DType::kFloat32) {
+      float* b = reinterpret_cast<float*>(base) + row;
+      const int64_t* g = o.gather.data() + c0;
+      for (int64_t i = 0; i < n; ++i) b[g[i]] = src[i];
+      return;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      kernels::internal::StoreFromF32(o.dtype, base + (row + o.gather[c0 + i]) * item, 1, 1,
+                                      src + i);
+    }
     return;
   }
-  for (int64_t i = 0; i < n; ++i) {
-    kernels::internal::StoreFromF32(o.dtype, base + (row + o.gather[c0 + i]) * item, 1, 1,
-                                    src + i);
+  if (o.seg_len > 0) {
+    ForEachRun(o, c0, n, [&](int64_t off, int64_t at, int64_t len) {
+      if (o.dtype == DType::kFloat32 && o.inner_stride == 1) {
+        std::memcpy(reinterpret_cast<float*>(base) + row + off, src + at,
+                    static_cast<size_t>(len) * sizeof(float));
+      } else {
+        kernels::internal::StoreFromF32(o.dtype, base + (row + off) * item, o.inner_stride, len,
+                                        src + at);
+      }
+    });
+    return;
   }
+  kernels::internal::StoreFromF32(o.dtype, base + (row + c0 * o.inner_stride) * item,
+                                  o.inner_stride, n, src);
 }
 
 }  // namespace
@@ -218,6 +282,27 @@ HWY_INLINE void MulMul(const Src& a, const Src& b, const Src& c, float* HWY_REST
   }
 }
 
+// out[i] = a[i] != 0 ? b[i] : c[i] (NaN counts as true, as in ScalarOp); any
+// of them may be a broadcast scalar.
+HWY_INLINE void Where(const Src& a, const Src& b, const Src& c, float* HWY_RESTRICT out,
+                      size_t n) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  const VF va = hn::Set(d, a.s), vb = hn::Set(d, b.s), vc = hn::Set(d, c.s);
+  const VF zero = hn::Zero(d);
+  auto ld = [&](const Src& s, const VF& v, size_t i) { return s.scalar ? v : hn::LoadU(d, s.p + i); };
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    // Not (a == 0): NaN != 0 is true.
+    const auto is_zero = hn::Eq(ld(a, va, i), zero);
+    hn::StoreU(hn::IfThenElse(is_zero, ld(c, vc, i), ld(b, vb, i)), d, out + i);
+  }
+  for (; i < n; ++i) {
+    const float cv = a.scalar ? a.s : a.p[i];
+    out[i] = cv != 0 ? (b.scalar ? b.s : b.p[i]) : (c.scalar ? c.s : c.p[i]);
+  }
+}
+
 // Flag (1.0 / 0.0) of a mask.
 HWY_INLINE VF Flag(DF d, hn::Mask<DF> m) { return hn::IfThenElseZero(m, hn::Set(d, 1.0f)); }
 
@@ -267,12 +352,8 @@ void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* o
       }
       return;
     case VOp::kMulMul: return MulMul(a, b, c, out, n);
-    case VOp::kWhere:
-      for (size_t i = 0; i < n; ++i) {
-        const float cv = a.scalar ? a.s : a.p[i];
-        out[i] = cv != 0 ? (b.scalar ? b.s : b.p[i]) : (c.scalar ? c.s : c.p[i]);
-      }
-      return;
+    case VOp::kExpSub: return bin([](DF d, VF x, VF y) { return kx::ExpF(d, hn::Sub(x, y)); });
+    case VOp::kWhere: return Where(a, b, c, out, n);
   }
 }
 

@@ -38,6 +38,7 @@ enum class VOp : uint8_t {
   // ternary
   kWhere,   // a != 0 ? b : c
   kMulMul,  // a * b * c (x * rstd * weight in one pass)
+  kExpSub,  // exp(a - b) (softmax's shifted exponent in one pass)
 };
 
 enum class RedOp : uint8_t { kSum, kSumSq, kMax, kMin };
@@ -51,15 +52,21 @@ struct Arg {
 
 // How an operand is addressed: element (row r, i) of the operand is at
 // offset + sum_d idx_d(r) * outer_strides[d] + inner(i), with inner(i) =
-// i * inner_stride, or gather[i] for rows no single stride describes.
+// i * inner_stride; or, for a row of segments (a slice of each of several
+// rows, a broadcast table), (i / seg_len) * seg_stride + (i % seg_len) *
+// inner_stride; or gather[i] for rows neither describes.
 struct Operand {
   int buffer = -1;  // -1: the matmul kernel's f32 scratch block (row-major, ld = inner)
   DType dtype = DType::kFloat32;
   int64_t offset = 0;
   int64_t outer_strides[kMaxDims] = {};
   int64_t inner_stride = 1;
+  int64_t seg_len = 0;  // > 0: the row is segments of seg_len elements
+  int64_t seg_stride = 0;
   std::vector<int64_t> gather;  // non-empty: per-element inner offsets
-  bool direct() const { return dtype == DType::kFloat32 && gather.empty() && inner_stride == 1; }
+  bool direct() const {
+    return dtype == DType::kFloat32 && gather.empty() && seg_len == 0 && inner_stride == 1;
+  }
 };
 
 // A chunk instruction. kLoad: dst <- operand (in place when direct) or spill
