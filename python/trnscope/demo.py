@@ -1,59 +1,59 @@
-"""The main job (`make demo`): RMSNorm on the trn device, naive vs fused, checked against CPU.
+"""The main job (`make demo`): the seed's case study on the trn device, then a decoder block.
 
-The profiler (device time per op) and torch.compile parts of the study arrive with the
-issues that build them; this demo shows the device they run on.
+1. The RMSNorm study (python -m trnscope.studies.rmsnorm): naive aten ops vs
+   F.rms_norm vs torch.compile(backend="trn") on one 4096x4096 float32 input, each
+   profiled; key-averages tables, a comparison table, traces and report.html.
+2. The decoder study (python -m trnscope.studies.decoder): a small Llama block, eager vs
+   compiled, the same outputs.
+
+    python -m trnscope.demo [--out DIR]      # default trnscope_out/
 """
 
-import time
+from __future__ import annotations
 
-import torch
+import argparse
+import os
+import sys
 
-import trnscope
-
-
-def naive_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    # pow, mean, add, rsqrt, mul, mul: every intermediate goes through device memory.
-    variance = x.pow(2).mean(-1, keepdim=True)
-    return x * torch.rsqrt(variance + eps) * weight
+from trnscope.studies import common, decoder, rmsnorm
 
 
-def fused_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    return torch.nn.functional.rms_norm(x, (x.shape[-1],), weight, eps)
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m trnscope.demo", description=__doc__.split("\n")[0])
+    p.add_argument("--out", default="trnscope_out", help="output folder (default trnscope_out)")
+    args = p.parse_args(argv)
+    out = os.path.abspath(args.out)
+    try:
+        print("#" * 100 + "\n# 1/2  RMSNorm three ways (the seed's case study)\n" + "#" * 100)
+        flags = ["--shape", "4096x4096", "--dtype", "float32", "--iters", "5", "--rounds", "5"]
+        rms = rmsnorm.run([*flags, "--out", os.path.join(out, "rmsnorm")])
+        print("\n" + "#" * 100 + "\n# 2/2  A Llama decoder block, eager vs compiled\n" + "#" * 100)
+        dec = decoder.run(["--iters", "3", "--rounds", "5", "--out", os.path.join(out, "decoder")])
+    except common.StudyError as err:
+        print(f"\nerror: {err}", file=sys.stderr)
+        return 1
 
-
-def wall_ms(fn, *args, repeat: int = 5) -> float:
-    fn(*args)
-    torch.trn.synchronize()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn(*args)
-        torch.trn.synchronize()
-        best = min(best, time.perf_counter() - start)
-    return best * 1e3
-
-
-def main() -> None:
-    print(f"trnscope {trnscope.__version__}: {torch.trn.device_count()} trn devices "
-          "(software accelerator: logical cores are host threads; not Trainium hardware)")
-    torch.manual_seed(0)
-    rows, hidden = 2048, 4096
-    x_cpu = torch.randn(rows, hidden)
-    w_cpu = torch.randn(hidden)
-    reference = fused_rms_norm(x_cpu, w_cpu)
-
-    x, w = x_cpu.to("trn"), w_cpu.to("trn")
-    print(f"\nRMSNorm {rows}x{hidden} float32 on trn:0 (wall time incl. synchronize, best of 5)")
-    print(f"{'variant':<8} {'ms':>8} {'vs naive':>9} {'max |err| vs CPU':>17}")
-    naive_ms = None
-    for name, fn in (("naive", naive_rms_norm), ("fused", fused_rms_norm)):
-        ms = wall_ms(fn, x, w)
-        naive_ms = naive_ms or ms
-        err = (fn(x, w).cpu() - reference).abs().max().item()
-        print(f"{name:<8} {ms:8.2f} {ms / naive_ms:8.2f}x {err:17.2e}")
-
-    print(f"\nfallback ops: {trnscope.fallback_ops() or 'none'}")
+    naive = rms.runs["naive"].device_us
+    print("\n" + "=" * 100)
+    print(
+        "RMSNorm device time per call: "
+        + ", ".join(
+            f"{name} {run.device_us / 1e3:.2f} ms ({run.device_us / naive:.2f}x)"
+            for name, run in rms.runs.items()
+        )
+    )
+    eager, comp = dec.runs["eager"], dec.runs["compiled"]
+    print(
+        f"decoder block: eager {eager.launches:g} launches, {eager.device_us / 1e3:.2f} ms; "
+        f"compiled {comp.launches:g} launches, {comp.device_us / 1e3:.2f} ms per call"
+    )
+    for name, study in (("RMSNorm", rms), ("decoder", dec)):
+        if study.report:
+            print(f"{name} explorer: {study.report}")
+        else:
+            print(f"{name} explorer: not written (build the trnscope analyzer: make build)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
