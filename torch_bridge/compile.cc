@@ -187,6 +187,9 @@ std::shared_ptr<CompiledProgram> CompileGraph(const GraphBuilder& builder, bool 
     compiled->float64_ops.push_back(
         compiler::Intern(std::string("aten::") + compiler::OpName(n.op)));
   }
+  for (const compiler::KernelSummary& k : compiled->program->kernels()) {
+    compiled->span_names.push_back(compiler::Intern(std::string("trn::") + k.name));
+  }
   return compiled;
 }
 
@@ -241,8 +244,8 @@ std::vector<at::Tensor> RunProgram(const CompiledProgram& compiled,
     if (step.kind == compiler::Step::Kind::kKernel) {
       const compiler::KernelSummary& k = program.kernels()[step.index];
       // A span named after the kernel lets key_averages() show its device
-      // time under that name; RECORD_FUNCTION costs a check when no profiler runs.
-      RECORD_FUNCTION(k.name, std::vector<c10::IValue>());
+      // time as "trn::<kernel>"; RECORD_FUNCTION costs a check when no profiler runs.
+      RECORD_FUNCTION(compiled.span_names[step.index], std::vector<c10::IValue>());
       const int index = step.index;
       ops::Launch(device, k.info, [keep, index, bases] { return keep->RunKernel(index, *bases); });
       program_launches.fetch_add(1, std::memory_order_relaxed);

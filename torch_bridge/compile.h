@@ -44,6 +44,9 @@ class GraphBuilder {
 struct CompiledProgram {
   std::shared_ptr<const compiler::Program> program;
   std::vector<const char*> float64_ops;  // interned "aten::<op>" of float64 nodes
+  // Per kernel, "trn::<kernel name>": the host-side profiler span of its launch,
+  // named like aten ops so key_averages() does not list the kernel name twice.
+  std::vector<const char*> span_names;
 };
 
 std::shared_ptr<CompiledProgram> CompileGraph(const GraphBuilder& graph, bool fuse);
