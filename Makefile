@@ -5,7 +5,7 @@ BUILD    ?= build
 JOBS     ?= 2
 export MAX_JOBS := $(JOBS)
 
-.PHONY: all setup build install test test-core test-python demo bench clean
+.PHONY: all setup build install test test-core test-python fuzz-smoke demo bench clean
 
 all: build
 
@@ -36,7 +36,38 @@ test-core: build
 test-python: install
 	$(PY) -m pytest -q tests
 
-test: test-core test-python
+test: test-core test-python fuzz-smoke
+
+# libFuzzer smoke run on the trace reader (cli/fuzz_trace_reader.cc): clang++
+# with ASan + UBSan, outside the g++/CMake build. FUZZ_SECONDS of fuzzing from
+# the testdata seeds; a crash, sanitizer report, leak or hang fails the target
+# and leaves the input in $(FUZZ_DIR)/crash-* (or leak-*, timeout-*).
+FUZZ_SECONDS ?= 30
+FUZZ_DIR     := $(BUILD)/fuzz
+# Deferred (=): evaluated after `setup` has installed clang.
+FUZZ_CLANG    = $(shell command -v clang++-14 || command -v clang++)
+FUZZ_CXX      = $(if $(shell command -v ccache),ccache )$(FUZZ_CLANG)
+FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+FUZZ_SRCS    := cli/fuzz_trace_reader.cc $(filter-out %_test.cc %_benchmark.cc \
+                core/analysis/sqlite_export.cc,$(wildcard core/analysis/*.cc))
+FUZZ_OBJS    := $(patsubst %.cc,$(FUZZ_DIR)/obj/%.o,$(FUZZ_SRCS))
+FUZZ_SEEDS   := $(wildcard core/analysis/testdata/*.json core/analysis/testdata/*.bin)
+
+$(FUZZ_DIR)/obj/%.o: %.cc Makefile
+	@mkdir -p $(@D)
+	$(FUZZ_CXX) -std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link $(FUZZ_SAN) -I. -MMD -MP -c $< -o $@
+-include $(FUZZ_OBJS:.o=.d)
+
+$(FUZZ_DIR)/fuzz_trace_reader: $(FUZZ_OBJS)
+	$(FUZZ_CLANG) -fsanitize=fuzzer $(FUZZ_SAN) $^ -lsimdjson -lfmt -lz -o $@
+
+fuzz-smoke: setup
+	@test -n "$(FUZZ_CLANG)" || { echo "fuzz-smoke: clang++ not found (scripts/setup.sh installs clang-14)"; exit 1; }
+	@$(MAKE) --no-print-directory -j $(JOBS) $(FUZZ_DIR)/fuzz_trace_reader
+	@mkdir -p $(FUZZ_DIR)/corpus && cp $(FUZZ_SEEDS) $(FUZZ_DIR)/corpus/
+	UBSAN_OPTIONS=print_stacktrace=1 $(FUZZ_DIR)/fuzz_trace_reader $(FUZZ_DIR)/corpus \
+	  -dict=cli/fuzz_trace_reader.dict -max_total_time=$(FUZZ_SECONDS) -max_len=32768 \
+	  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/
 
 demo: install
 	$(PY) -m trnscope.demo

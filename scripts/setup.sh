@@ -4,7 +4,8 @@
 set -euo pipefail
 
 DEB_PACKAGES=(cmake ninja-build g++ ccache libhwy-dev libfmt-dev libgtest-dev libbenchmark-dev
-  libsimdjson-dev libsqlite3-dev sqlite3 zlib1g-dev libcli11-dev chromium)
+  libsimdjson-dev libsqlite3-dev sqlite3 zlib1g-dev libcli11-dev chromium
+  clang-14 libclang-rt-14-dev)  # clang: the libFuzzer smoke run (make fuzz-smoke)
 TORCH_VERSION=2.13.0
 PY=${PYTHON:-python3}
 

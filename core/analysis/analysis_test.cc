@@ -289,6 +289,85 @@ TEST(Reader, RandomAndMutatedInputsNeverCrash) {
   }
 }
 
+// Found by the fuzzer (cli/fuzz_trace_reader.cc): simdjson reads the padding
+// after a malformed event, which used to be the next bytes of the chunk, so a
+// '}' after `{"ph":"c","":` made the event parse when it was in the same
+// chunk and fail when the chunk ended there.
+TEST(Reader, MalformedEventDoesNotDependOnChunkBoundaries) {
+  const std::string cases[] = {
+      "[{\"ph\":\"c\",\"\":\n}}",
+      "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":1,\"dur\":1,\"x\":}"
+      "]}, {\"ph\":\"X\",\"name\":\"b\",\"pid\":1,\"tid\":1,\"ts\":3,\"dur\":1}]}",
+  };
+  for (const std::string& doc : cases) {
+    LoadOptions big;
+    big.tokenize.chunk_bytes = size_t{1} << 20;
+    LoadResult want = LoadTraceFromBuffer(doc, big);
+    ASSERT_TRUE(want.ok) << want.error;
+    // A malformed event is skipped, never accepted.
+    EXPECT_GE(want.model->parse.skipped, 1u) << doc;
+    for (size_t chunk = 16; chunk <= doc.size() + 1; ++chunk) {
+      LoadOptions opt;
+      opt.tokenize.chunk_bytes = chunk;
+      LoadResult r = LoadTraceFromBuffer(doc, opt);
+      ASSERT_TRUE(r.ok) << r.error;
+      EXPECT_EQ(r.model->parse.events, want.model->parse.events) << "chunk " << chunk << ": " << doc;
+      EXPECT_EQ(r.model->parse.skipped, want.model->parse.skipped) << "chunk " << chunk;
+      EXPECT_EQ(r.model->parse.warnings, want.model->parse.warnings) << "chunk " << chunk;
+    }
+  }
+  // Every test trace reads the same with tiny chunks.
+  for (const char* file : {"kineto_cpu.json", "trn_rmsnorm.json", "malformed_bad_events.json",
+                           "malformed_trailing_commas.json", "malformed_truncated.json"}) {
+    LoadOptions tiny;
+    tiny.tokenize.chunk_bytes = 16;
+    EXPECT_EQ(SummaryText(*Load(file, tiny)), SummaryText(*Load(file))) << file;
+  }
+}
+
+// Found by the fuzzer: a device window from ts 0 to an epoch timestamp is
+// ~2^61 ns, and `host_bound_ns * 10` overflowed, so a host-bound run was
+// reported as device-bound ("low" launch overhead).
+TEST(Insights, HostBoundCheckDoesNotOverflowOnEpochWindows) {
+  const std::string doc = R"({"traceEvents":[
+    {"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":0,"dur":10,"args":{"External id":1}},
+    {"ph":"X","cat":"kernel","name":"add_k","pid":0,"tid":7,"ts":1,"dur":1,"args":{"External id":1}},
+    {"ph":"X","cat":"cpu_op","name":"aten::add","pid":1,"tid":1,"ts":1796218120613000,"dur":10,"args":{"External id":2}},
+    {"ph":"X","cat":"kernel","name":"add_k","pid":0,"tid":7,"ts":1796218120613001,"dur":1,"args":{"External id":2}}]})";
+  LoadResult r = LoadTraceFromBuffer(doc);
+  ASSERT_TRUE(r.ok) << r.error;
+  const Summary s = Summarize(*r.model);
+  ASSERT_GT(s.device_window_ns, int64_t{1} << 60);
+  EXPECT_GT(s.host_bound_ns, s.device_window_ns / 2);  // idle between the two kernels
+  const auto insights = ComputeInsights(*r.model, s);
+  const Insight* lo = nullptr;
+  for (const Insight& in : insights)
+    if (in.kind == "launch_overhead") lo = &in;
+  ASSERT_NE(lo, nullptr);
+  EXPECT_EQ(lo->detail.find("The device, not the host, bounded this run"), std::string::npos)
+      << lo->detail;
+}
+
+// Times outside [-2^60, 2^62] ns or durations over 2^50 ns (Note [Time
+// range]) are skipped with a reason, so differences of slice ends fit int64.
+TEST(Reader, OutOfRangeTimesAreSkippedWithAReason) {
+  const std::string doc = R"({"traceEvents":[
+    {"ph":"X","name":"ok","pid":1,"tid":1,"ts":1,"dur":1},
+    {"ph":"X","name":"far","pid":1,"tid":1,"ts":9000000000000000,"dur":1},
+    {"ph":"X","name":"long","pid":1,"tid":1,"ts":2,"dur":2000000000000},
+    {"ph":"X","name":"neg","pid":1,"tid":1,"ts":-2000000000000000,"dur":1}]})";
+  LoadResult r = LoadTraceFromBuffer(doc);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.model->parse.events, 1u);
+  EXPECT_EQ(r.model->parse.skipped, 3u);
+  ASSERT_EQ(r.model->parse.warnings.size(), 3u);
+  EXPECT_NE(r.model->parse.warnings[0].find("ts out of range"), std::string::npos)
+      << r.model->parse.warnings[0];
+  EXPECT_NE(r.model->parse.warnings[1].find("dur out of range"), std::string::npos)
+      << r.model->parse.warnings[1];
+  EXPECT_NE(r.model->parse.warnings[2].find("ts out of range"), std::string::npos);
+}
+
 std::vector<std::vector<std::string>> Query(const std::string& db, const std::string& sql) {
   sqlite3* h = nullptr;
   std::vector<std::vector<std::string>> rows;

@@ -272,7 +272,8 @@ std::vector<Insight> ComputeInsights(const TraceModel& m, const Summary& s) {
           100 * kLaunchRatio, fmt::join(parts, "; "));
       in.saving_ns = waste;
       in.severity = severity(static_cast<double>(waste) / std::max<int64_t>(t.cpu_ops_ns, 1));
-      if (s.device_window_ns > 0 && s.host_bound_ns * 10 < s.device_window_ns) {
+      // Divide, not multiply: a window between epoch and 0 timestamps is ~2^61 ns.
+      if (s.device_window_ns > 0 && s.host_bound_ns < s.device_window_ns / 10) {
         // The host ran ahead of the device: dispatch cost is hidden for now.
         in.severity = "low";
         in.detail += " The device, not the host, bounded this run, so this matters once device "

@@ -15,7 +15,11 @@
 #include <fmt/format.h>
 #include <sys/stat.h>
 #include <zlib.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <climits>
@@ -81,9 +85,34 @@ constexpr auto MakeTable(std::string_view chars) {
   return t;
 }
 // Bytes that change the scanner's state outside a string.
-constexpr auto kInValue = MakeTable("\"{}[]");
 constexpr auto kScalarEnd = MakeTable(",]}: \t\r\n");
 constexpr auto kSpace = MakeTable(" \t\r\n");
+
+// Bytes that can change ScanValue's state: quote, backslash and brackets.
+constexpr auto kSpecial = MakeTable("\"\\{}[]");
+
+// Index of the first byte of `"\{}[]` in b[k, n), or n. Reads up to 15 bytes
+// past n, which the tokenizer's padding allows. Events are mostly short
+// strings and numbers, so this is the reader's hottest loop.
+inline size_t FindSpecial(const char* b, size_t k, size_t n) {
+#if defined(__SSE2__)
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
+  const __m128i open = _mm_set1_epi8('{'), close = _mm_set1_epi8('}'), lower = _mm_set1_epi8(0x20);
+  for (; k < n; k += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + k));
+    const __m128i folded = _mm_or_si128(v, lower);  // '[' -> '{', ']' -> '}'
+    const __m128i hit = _mm_or_si128(
+        _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
+        _mm_or_si128(_mm_cmpeq_epi8(folded, open), _mm_cmpeq_epi8(folded, close)));
+    const unsigned mask = static_cast<unsigned>(_mm_movemask_epi8(hit));
+    if (mask != 0) return std::min(n, k + static_cast<size_t>(__builtin_ctz(mask)));
+  }
+  return n;
+#else
+  while (k < n && !kSpecial[static_cast<uint8_t>(b[k])]) ++k;
+  return k;
+#endif
+}
 
 std::string Describe(char c) {
   const auto u = static_cast<unsigned char>(c);
@@ -96,7 +125,9 @@ class Tokenizer {
  public:
   Tokenizer(Reader& in, uint64_t file_size, TokenSink& sink, const TokenizeOptions& opt)
       : in_(in), file_size_(file_size), sink_(sink), opt_(opt) {
-    cap_ = std::max<size_t>(opt.chunk_bytes, 4096);
+    // Tiny chunks are allowed so tests and the fuzzer can put a chunk
+    // boundary anywhere; the buffer grows as a value needs.
+    cap_ = std::max<size_t>(opt.chunk_bytes, 16);
     buf_.reset(new char[cap_ + kSpanPadding]);
   }
 
@@ -218,43 +249,36 @@ class Tokenizer {
     for (;;) {
       const char* b = buf_.get() + pos_;
       const size_t n = end_ - pos_;
-      while (k < n) {
-        if (escaped) {
-          escaped = false;
-          ++k;
-          continue;
-        }
+      if (escaped && k < n) {  // a backslash ended the previous chunk
+        escaped = false;
+        ++k;
+      }
+      while ((k = FindSpecial(b, k, n)) < n) {
+        const char c = b[k];
         if (in_str) {
-          // memchr is vectorized: strings are most of a trace's bytes.
-          const auto* quote = static_cast<const char*>(std::memchr(b + k, '"', n - k));
-          const size_t lim = quote ? static_cast<size_t>(quote - b) : n;
-          const auto* bs = static_cast<const char*>(std::memchr(b + k, '\\', lim - k));
-          if (bs != nullptr) {
-            k = static_cast<size_t>(bs - b);
-          } else if (quote == nullptr) {
-            k = n;
-            break;
-          } else {
-            k = lim;
+          if (c == '\\') {
+            if (k + 1 == n) {  // the escaped byte is in the next chunk
+              escaped = true;
+              k = n;
+              break;
+            }
+            k += 2;
+            continue;
           }
-          if (b[k] == '\\') {
-            escaped = true;
-          } else {
+          if (c == '"') {
             in_str = false;
             if (string) {
               *len = k + 1;
               return Scan::kDone;
             }
           }
-          ++k;
+          ++k;  // brackets inside strings are text
           continue;
         }
-        while (k < n && !kInValue[static_cast<uint8_t>(b[k])]) ++k;
-        if (k == n) break;
-        switch (b[k]) {
+        switch (c) {
           case '"': in_str = true; break;
           case '{': case '[': ++depth; break;
-          default:
+          case '}': case ']':
             if (--depth == 0) {
               if (dropping) {
                 pos_ += k + 1;
@@ -263,6 +287,8 @@ class Tokenizer {
               *len = k + 1;
               return Scan::kDone;
             }
+            break;
+          default: break;  // a stray backslash outside a string
         }
         ++k;
       }
@@ -355,6 +381,20 @@ class Tokenizer {
     return true;
   }
 
+  // Hands buf_[pos_, pos_ + len) to the sink with kSpanPadding zero bytes
+  // after it. simdjson reads into the padding when an event is malformed
+  // ({"a":} looks complete if a '}' follows), so the padding must not be the
+  // next event's bytes, or the result would depend on chunk boundaries.
+  bool SendEvent(size_t len, uint64_t at) {
+    char* tail = buf_.get() + pos_ + len;  // the buffer has kSpanPadding past cap_
+    char saved[kSpanPadding];
+    std::memcpy(saved, tail, kSpanPadding);
+    std::memset(tail, 0, kSpanPadding);
+    const bool ok = sink_.OnEvent(std::string_view(buf_.get() + pos_, len), at);
+    std::memcpy(tail, saved, kSpanPadding);
+    return ok;
+  }
+
   void Events() {
     char c;
     for (;;) {
@@ -385,10 +425,10 @@ class Tokenizer {
         case Scan::kDone:
           if (c != '{') {
             Skip(at, "not a JSON object");
-          } else if (sink_.OnEvent(std::string_view(buf_.get() + pos_, len), at)) {
+          } else if (SendEvent(len, at)) {
             ++stats_.events;
           } else {
-            Skip(at, "malformed event");
+            Skip(at, sink_.RejectReason());
           }
           pos_ += len;
           break;

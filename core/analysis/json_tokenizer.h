@@ -14,7 +14,8 @@
 namespace trn::analysis {
 
 // Every span handed to a sink is followed by at least this many readable
-// bytes (simdjson's padding requirement; checked where simdjson is used).
+// bytes (simdjson's padding requirement; checked where simdjson is used);
+// after an event span they are zeros, whatever follows in the file.
 inline constexpr size_t kSpanPadding = 64;
 // An event or top-level value longer than this is skipped, not buffered.
 inline constexpr size_t kDefaultMaxValueBytes = size_t{64} << 20;
@@ -26,6 +27,8 @@ class TokenSink {
   // One element of traceEvents (normally an object). Returns false if the
   // sink could not use it (counted as skipped, with its offset).
   virtual bool OnEvent(std::string_view json, uint64_t offset) = 0;
+  // Why the last OnEvent returned false (goes into the skip warning).
+  virtual std::string_view RejectReason() const { return "malformed event"; }
   // A top-level key other than traceEvents, with its raw JSON value.
   virtual void OnTopLevel(std::string_view key, std::string_view json) {}
 };

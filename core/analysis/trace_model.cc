@@ -218,12 +218,28 @@ std::string_view RawKey(od::raw_json_string k, const char* end) {
   return std::string_view(p, static_cast<size_t>(std::min(q, end) - p));
 }
 
+// s == lit, with the length known at compile time so the compare is inlined
+// (ParseEvent tests every key of every event against these).
+template <size_t N>
+inline bool Is(std::string_view s, const char (&lit)[N]) {
+  return s.size() == N - 1 && std::memcmp(s.data(), lit, N - 1) == 0;
+}
+
 bool Lower(std::string_view s, std::string_view lower_ascii) {
   if (s.size() != lower_ascii.size()) return false;
   for (size_t i = 0; i < s.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(s[i])) != lower_ascii[i]) return false;
+    if ((s[i] >= 'A' && s[i] <= 'Z' ? s[i] + ('a' - 'A') : s[i]) != lower_ascii[i]) return false;
   return true;
 }
+
+// Accepted times (Note [Time range]): ts in [-2^60, 2^62] ns (epoch ns reach
+// 2^62 in 2116) and dur <= 2^50 ns (13 days). Any difference of two slice
+// ends then fits int64 (the summary subtracts and scales them freely), and
+// sums of durations overflow only past 2^13 maximal events. Events outside
+// are skipped as malformed, with their offset.
+constexpr int64_t kMinTsNs = -(int64_t{1} << 60);
+constexpr int64_t kMaxTsNs = int64_t{1} << 62;
+constexpr int64_t kMaxDurNs = int64_t{1} << 50;
 
 enum class Cat : uint8_t { kOp, kRuntime, kKernel, kCopy, kIgnore };
 
@@ -255,6 +271,7 @@ class TraceParser final : public TokenSink {
   explicit TraceParser(TraceModel* m) : m_(m) {}
 
   bool OnEvent(std::string_view json, uint64_t offset) override {
+    reject_reason_ = "malformed event";
     if (Parse(json)) return true;
     // A trailing comma inside the event ({"a":1,}): drop it and retry.
     if (!RemoveTrailingCommas(json, &scratch_)) return false;
@@ -309,6 +326,8 @@ class TraceParser final : public TokenSink {
     if (json.size() <= (size_t{1} << 20)) m_->top_level.emplace_back(key, std::string(json));
   }
 
+  std::string_view RejectReason() const override { return reject_reason_; }
+
   void Finish();
   std::vector<std::pair<uint64_t, std::string>> event_errors;
 
@@ -321,6 +340,7 @@ class TraceParser final : public TokenSink {
   simdjson::dom::parser dom_;
   std::string scratch_;
   const char* obj_end_ = nullptr;  // end of the event being parsed
+  const char* reject_reason_ = "malformed event";  // why OnEvent last returned false
   std::string pid_, tid_, last_pid_, last_tid_;
   uint32_t last_lane_ = kNone;
   std::unordered_map<std::string, uint32_t> lane_ids_;
@@ -369,30 +389,30 @@ bool TraceParser::ParseEvent(od::object& obj) {
     const std::string_view key = RawKey(raw_key, obj_end_);
     od::value v;
     if (field.value().get(v)) return false;
-    if (key == "ph") {
+    if (Is(key, "ph")) {
       if (v.get_string().get(ph)) return false;
-    } else if (key == "cat") {
+    } else if (Is(key, "cat")) {
       if (v.get_string().get(cat)) return false;
       has_cat = true;
-    } else if (key == "name") {
+    } else if (Is(key, "name")) {
       if (v.get_string().get(name)) return false;
-    } else if (key == "pid") {
+    } else if (Is(key, "pid")) {
       if (!GetId(v, &pid_)) return false;
       has_pid = true;
-    } else if (key == "tid") {
+    } else if (Is(key, "tid")) {
       if (!GetId(v, &tid_)) return false;
-    } else if (key == "ts") {
+    } else if (Is(key, "ts")) {
       if (!GetNs(v, &ts)) return false;
       has_ts = true;
-    } else if (key == "dur") {
+    } else if (Is(key, "dur")) {
       if (!GetNs(v, &dur)) return false;
       has_dur = true;
-    } else if (key == "id") {
+    } else if (Is(key, "id")) {
       if (!GetU64(v, &id)) return false;
       has_id = true;
-    } else if (key == "bp") {
+    } else if (Is(key, "bp")) {
       if (v.get_string().get(bp)) return false;
-    } else if (key == "args") {
+    } else if (Is(key, "args")) {
       od::object args;
       if (v.get_object().get(args)) continue;  // args that is not an object: ignore
       for (auto a : args) {
@@ -402,28 +422,28 @@ bool TraceParser::ParseEvent(od::object& obj) {
         od::value av;
         if (a.value().get(av)) return false;
         uint64_t u = 0;
-        if (k == "External id") {
+        if (Is(k, "External id")) {
           if (GetU64(av, &u)) s.external_id = u;
-        } else if (k == "correlation") {
+        } else if (Is(k, "correlation")) {
           if (GetU64(av, &u)) s.correlation = u;
-        } else if (k == "flops") {
+        } else if (Is(k, "flops")) {
           if (GetU64(av, &u)) s.flops = u;
-        } else if (k == "bytes read") {
+        } else if (Is(k, "bytes read")) {
           if (GetU64(av, &u)) s.bytes_read = u;
-        } else if (k == "bytes written") {
+        } else if (Is(k, "bytes written")) {
           if (GetU64(av, &u)) s.bytes_written = u;
-        } else if (k == "bytes") {
+        } else if (Is(k, "bytes")) {
           if (GetU64(av, &u)) bytes = u;
-        } else if (k == "Input Dims") {
+        } else if (Is(k, "Input Dims")) {
           std::string_view raw;
           if (!simdjson::to_json_string(av).get(raw)) s.input_dims = m_->strings.Intern(raw);
-        } else if (k == "Input type") {
+        } else if (Is(k, "Input type")) {
           std::string_view raw;
           if (!simdjson::to_json_string(av).get(raw)) s.input_types = m_->strings.Intern(raw);
-        } else if (k == "name") {
+        } else if (Is(k, "name")) {
           od::json_type t;
           if (!av.type().get(t) && t == od::json_type::string) if (av.get_string().get(arg_name)) arg_name = {};
-        } else if (k == "labels") {
+        } else if (Is(k, "labels")) {
           od::json_type t;
           if (!av.type().get(t) && t == od::json_type::string) if (av.get_string().get(arg_labels)) arg_labels = {};
         } else if (ph == "C" || ph.empty()) {
@@ -437,6 +457,11 @@ bool TraceParser::ParseEvent(od::object& obj) {
   }
   // Every field was read without error: the event is well-formed.
   if (ph.empty()) return false;
+  if ((has_ts && (ts < kMinTsNs || ts > kMaxTsNs)) || (has_dur && dur > kMaxDurNs)) {
+    reject_reason_ = has_dur && dur > kMaxDurNs ? "dur out of range (over 2^50 ns)"
+                                                : "ts out of range (|ts| over 2^60 / 2^62 ns)";
+    return false;
+  }
   // views into simdjson's string buffer stay valid until the next iterate().
   switch (ph[0]) {
     case 'X':
