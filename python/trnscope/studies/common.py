@@ -21,6 +21,7 @@ import json
 import os
 import statistics
 import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -463,3 +464,13 @@ def device_banner() -> str:
         "thread running SIMD kernels; device times are real measurements on this host, "
         "not Trainium)"
     )
+
+
+def run_main(run: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None) -> int:
+    """A study's command line: exit 0, or 1 with the StudyError's message."""
+    try:
+        run(argv)
+    except StudyError as err:
+        print(f"\nerror: {err}", file=sys.stderr)
+        return 1
+    return 0

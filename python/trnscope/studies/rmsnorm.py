@@ -193,12 +193,7 @@ def run(argv=None) -> RmsNormStudy:
 
 
 def main(argv=None) -> int:
-    try:
-        run(argv)
-    except common.StudyError as err:
-        print(f"\nerror: {err}", file=sys.stderr)
-        return 1
-    return 0
+    return common.run_main(run, argv)
 
 
 if __name__ == "__main__":
