@@ -229,6 +229,8 @@ class Compiler {
   bool TryJoin(int id, int gi);
   void NewGroup(int id);
   void AddDeps(Group& g, int id);
+  // Appends g as the group of node `id` alone and records its dependencies.
+  void AddSingleNodeGroup(Group g, int id);
   Sizes RowSizes(const Group& g, bool keepdim) const;
 
   // ---- lowering ----
@@ -384,8 +386,12 @@ void Compiler::ResolveView(int id) {
   v.view.offset = 0;
   Group g;
   g.kind = Group::Kind::kCopy;
+  AddSingleNodeGroup(std::move(g), id);
+}
+
+void Compiler::AddSingleNodeGroup(Group g, int id) {
   g.nodes = {id};
-  groups_.push_back(g);
+  groups_.push_back(std::move(g));
   group_of_[id] = static_cast<int>(groups_.size()) - 1;
   AddDeps(groups_.back(), id);
 }
@@ -495,10 +501,7 @@ void Compiler::NewGroup(int id) {
     g.S = n.meta.sizes;
     g.row[id] = false;
   }
-  g.nodes = {id};
-  groups_.push_back(std::move(g));
-  group_of_[id] = static_cast<int>(groups_.size()) - 1;
-  AddDeps(groups_.back(), id);
+  AddSingleNodeGroup(std::move(g), id);
 }
 
 void Compiler::Materialize() {
@@ -1339,10 +1342,7 @@ Parts Compiler::Run() {
       case Op::kEager: {
         Group g;
         g.kind = Group::Kind::kEager;
-        g.nodes = {id};
-        groups_.push_back(g);
-        group_of_[id] = static_cast<int>(groups_.size()) - 1;
-        AddDeps(groups_.back(), id);
+        AddSingleNodeGroup(std::move(g), id);
         continue;
       }
       default: break;
@@ -1405,10 +1405,7 @@ Parts Compiler::Run() {
     // Anything else runs as an eager trn op (Note [Eager nodes]).
     Group g;
     g.kind = Group::Kind::kEager;
-    g.nodes = {id};
-    groups_.push_back(g);
-    group_of_[id] = static_cast<int>(groups_.size()) - 1;
-    AddDeps(groups_.back(), id);
+    AddSingleNodeGroup(std::move(g), id);
   }
   for (int id : pending) NewGroup(id);
   // Constants something must read from memory get a fill kernel.

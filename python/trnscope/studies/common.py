@@ -474,3 +474,34 @@ def run_main(run: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | N
         print(f"\nerror: {err}", file=sys.stderr)
         return 1
     return 0
+
+
+def add_common_flags(p: argparse.ArgumentParser, out_default: str) -> None:
+    """The flags every study takes: dtype, iterations, rounds, warm-up, seed, output folder."""
+    p.add_argument(
+        "--dtype",
+        type=parse_dtype,
+        default=torch.float32,
+        help=f"one of {', '.join(DTYPES)} (default float32)",
+    )
+    p.add_argument(
+        "--iters",
+        type=positive_int,
+        default=5,
+        help="profiled calls per variant and round (default 5)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=positive_int,
+        default=5,
+        help="the variants are profiled in turn this many times; device time per "
+        "call is the median over all rounds, traces are the last round's (default 5)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=positive_int,
+        default=2,
+        help="unprofiled calls per variant before profiling (default 2)",
+    )
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", default=out_default, help=f"output folder (default {out_default})")

@@ -65,35 +65,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--heads", type=common.positive_int, default=8)
     p.add_argument("--hidden", type=common.positive_int, default=1408, help="MLP width")
     p.add_argument(
-        "--dtype",
-        type=common.parse_dtype,
-        default=torch.float32,
-        help=f"one of {', '.join(common.DTYPES)} (default float32)",
-    )
-    p.add_argument(
         "--rms-norm",
         choices=("naive", "fused"),
         default="naive",
         help="RMSNorm form in the block (default naive, as Llama's reference code)",
     )
-    p.add_argument(
-        "--iters",
-        type=common.positive_int,
-        default=5,
-        help="profiled calls per variant and round (default 5)",
-    )
-    p.add_argument(
-        "--rounds",
-        type=common.positive_int,
-        default=5,
-        help="the variants are profiled in turn this many times; device time per "
-        "call is the median over all rounds, traces are the last round's (default 5)",
-    )
-    p.add_argument("--warmup", type=common.positive_int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--out", default="trnscope_out/decoder", help="output folder (default trnscope_out/decoder)"
-    )
+    common.add_common_flags(p, "trnscope_out/decoder")
     args = p.parse_args(argv)
     if args.dim % args.heads or (args.dim // args.heads) % 2:
         p.error(f"--dim {args.dim} must split into --heads {args.heads} heads of even size")

@@ -74,36 +74,8 @@ def parse_args(argv=None) -> argparse.Namespace:
         default=(4096, 4096),
         help="input shape, dims joined by 'x'; RMSNorm over the last (default 4096x4096)",
     )
-    p.add_argument(
-        "--dtype",
-        type=common.parse_dtype,
-        default=torch.float32,
-        help=f"one of {', '.join(common.DTYPES)} (default float32)",
-    )
-    p.add_argument(
-        "--iters",
-        type=common.positive_int,
-        default=5,
-        help="profiled calls per variant and round (default 5)",
-    )
-    p.add_argument(
-        "--rounds",
-        type=common.positive_int,
-        default=5,
-        help="the variants are profiled in turn this many times; device time per "
-        "call is the median over all rounds, traces are the last round's (default 5)",
-    )
-    p.add_argument(
-        "--warmup",
-        type=common.positive_int,
-        default=2,
-        help="unprofiled calls per variant before profiling (default 2)",
-    )
     p.add_argument("--eps", type=float, default=1e-6)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument(
-        "--out", default="trnscope_out/rmsnorm", help="output folder (default trnscope_out/rmsnorm)"
-    )
+    common.add_common_flags(p, "trnscope_out/rmsnorm")
     return p.parse_args(argv)
 
 
