@@ -100,6 +100,23 @@ int Mm(Graph& g, Op op, std::vector<int> in, const Sizes& out, const char* targe
   return g.AddNode(n);
 }
 
+int Constant(Graph& g, double v) {
+  Node n;
+  n.op = Op::kConstant;
+  n.target = "aten.scalar_tensor.default";
+  n.scalar = v;
+  n.meta = M(DType::kFloat32, {});
+  return g.AddNode(n);
+}
+int Where(Graph& g, int cond, int a, int b, const Sizes& out) {
+  Node n;
+  n.op = Op::kWhere;
+  n.target = "aten.where.self";
+  n.inputs = {cond, a, b};
+  n.meta = M(DType::kFloat32, out);
+  return g.AddNode(n);
+}
+
 // ---- execution -------------------------------------------------------------------------
 using EagerFn = std::function<void(const EagerStep&, const std::vector<TensorRef>& in,
                                    const TensorRef& out)>;
@@ -975,18 +992,7 @@ TEST(CompilerTest, MaskedSoftmaxWithBroadcastBoolMask) {
       const int mask = g.AddInput(M(DType::kBool, {t, t}));
       const int xv = ViewOf(g, x, s, {h * t * t, t * t, t, 1}, 0);
       const int sc = BinS(g, Op::kDiv, xv, div, s, "aten.div.Tensor");
-      Node ninf;
-      ninf.op = Op::kConstant;
-      ninf.target = "aten.scalar_tensor.default";
-      ninf.scalar = -INFINITY;
-      ninf.meta = M(DType::kFloat32, {});
-      const int c = g.AddNode(ninf);
-      Node wh;
-      wh.op = Op::kWhere;
-      wh.target = "aten.where.self";
-      wh.inputs = {mask, c, sc};
-      wh.meta = M(DType::kFloat32, s);
-      const int w = g.AddNode(wh);
+      const int w = Where(g, mask, Constant(g, -INFINITY), sc, s);
       Node sm;
       sm.op = Op::kSoftmax;
       sm.target = "aten._softmax.default";
@@ -1018,6 +1024,37 @@ TEST(CompilerTest, MaskedSoftmaxWithBroadcastBoolMask) {
       ForEachTarget([&](const char*) { ExpectClose(Execute(p, {tx, tm})[0], ref, 2e-6, 1e-7); });
     }
   }
+}
+
+// Outputs of at least 64 MiB are written with non-temporal stores straight from
+// the computation (Note [Streamed outputs]); rows of 4099 floats start at every
+// alignment, so both the streamed and the copied path run. The where has a
+// broadcast scalar branch (a different specialization of the 3-input loop).
+TEST(CompilerTest, HugeOutputsAreStreamedExactly) {
+  const Sizes s = {4096, 4099};  // 64.1 MiB of f32
+  const Graph g = RmsNormGraph(s, true);
+  const Program p = Compile(g);
+  ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+  TestTensor x = Random(DType::kFloat32, s, 91);
+  TestTensor w = Random(DType::kFloat32, {s.back()}, 92);
+  const std::vector<double> ref = RmsNormRef(x, &w, DType::kFloat32);
+  ForEachTarget([&](const char*) { ExpectClose(Execute(p, {x, w})[0], ref, 2e-6); });
+
+  const int64_t n = s[0] * s[1] + 3;
+  Graph gw;
+  const int mask = gw.AddInput(M(DType::kBool, {n}));
+  const int xv = gw.AddInput(M(DType::kFloat32, {n}));
+  gw.SetOutputs({Where(gw, mask, Constant(gw, 0.5), xv, {n})});
+  const Program pw = Compile(gw);
+  ASSERT_EQ(pw.kernels().size(), 1u) << pw.Report();
+  TestTensor tm = Empty(DType::kBool, {n});
+  TestTensor tx = Random(DType::kFloat32, {n}, 93);
+  std::vector<double> wref(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    tm.Set(i, (i * 7919) % 3 == 0);
+    wref[i] = (i * 7919) % 3 == 0 ? 0.5 : tx.At(i);
+  }
+  ForEachTarget([&](const char*) { ExpectClose(Execute(pw, {tm, tx})[0], wref, 0); });
 }
 
 // Linear's residual: mm [T, N] -> _unsafe_view [1, T, N] -> add(x) is the GEMM's

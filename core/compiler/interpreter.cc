@@ -198,6 +198,23 @@ namespace kx = trn::kernels::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
+// Note [Streamed outputs]: a value stored only to a huge output (compile.cc's
+// kStreamBytes) is computed straight into it with non-temporal stores, so the
+// output costs one DRAM write per line and no read-for-ownership; computing
+// into a chunk register and streaming a copy measured 1.3-1.5x slower on
+// rms_norm 4096^2 (an extra L1 pass and bursts of stores that stall the
+// write-combining buffers). Rows that start misaligned take the copy.
+//
+// Stores a result vector: non-temporal when kStream (p is then vector-aligned).
+template <bool kStream>
+HWY_INLINE void Put(DF d, VF v, float* HWY_RESTRICT p) {
+  if constexpr (kStream) {
+    hn::Stream(v, d, p);
+  } else {
+    hn::StoreU(v, d, p);
+  }
+}
+
 struct Src {
   const float* p;
   float s;
@@ -205,18 +222,18 @@ struct Src {
 };
 
 // out[i] = f(a[i]) for i < n (a may be a broadcast scalar).
-template <class F>
+template <bool kStream, class F>
 HWY_INLINE void Map1(const Src& a, float* HWY_RESTRICT out, size_t n, const F& f) {
   const DF d;
   const size_t N = hn::Lanes(d);
   size_t i = 0;
   if (a.scalar) {
     const VF v = f(d, hn::Set(d, a.s));
-    for (; i + N <= n; i += N) hn::StoreU(v, d, out + i);
+    for (; i + N <= n; i += N) Put<kStream>(d, v, out + i);
     for (; i < n; ++i) out[i] = hn::GetLane(v);
     return;
   }
-  for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, a.p + i)), d, out + i);
+  for (; i + N <= n; i += N) Put<kStream>(d, f(d, hn::LoadU(d, a.p + i)), out + i);
   if (i == n) return;
   HWY_ALIGN float buf[kx::kMaxLanesF32] = {};
   for (size_t j = 0; i + j < n; ++j) buf[j] = a.p[i + j];
@@ -224,7 +241,7 @@ HWY_INLINE void Map1(const Src& a, float* HWY_RESTRICT out, size_t n, const F& f
   for (size_t j = 0; i + j < n; ++j) out[i + j] = buf[j];
 }
 
-template <class F>
+template <bool kStream, class F>
 HWY_INLINE void Map2(const Src& a, const Src& b, float* HWY_RESTRICT out, size_t n,
                      const F& f) {
   const DF d;
@@ -234,22 +251,24 @@ HWY_INLINE void Map2(const Src& a, const Src& b, float* HWY_RESTRICT out, size_t
     for (; i + 2 * N <= n; i += 2 * N) {
       const VF y0 = f(d, hn::LoadU(d, a.p + i), hn::LoadU(d, b.p + i));
       const VF y1 = f(d, hn::LoadU(d, a.p + i + N), hn::LoadU(d, b.p + i + N));
-      hn::StoreU(y0, d, out + i);
-      hn::StoreU(y1, d, out + i + N);
+      Put<kStream>(d, y0, out + i);
+      Put<kStream>(d, y1, out + i + N);
     }
-    for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, a.p + i), hn::LoadU(d, b.p + i)), d, out + i);
+    for (; i + N <= n; i += N) {
+      Put<kStream>(d, f(d, hn::LoadU(d, a.p + i), hn::LoadU(d, b.p + i)), out + i);
+    }
   } else if (a.scalar && !b.scalar) {
     const VF va = hn::Set(d, a.s);
-    for (; i + N <= n; i += N) hn::StoreU(f(d, va, hn::LoadU(d, b.p + i)), d, out + i);
+    for (; i + N <= n; i += N) Put<kStream>(d, f(d, va, hn::LoadU(d, b.p + i)), out + i);
   } else if (!a.scalar && b.scalar) {
     const VF vb = hn::Set(d, b.s);
     for (; i + 2 * N <= n; i += 2 * N) {
       const VF y0 = f(d, hn::LoadU(d, a.p + i), vb);
       const VF y1 = f(d, hn::LoadU(d, a.p + i + N), vb);
-      hn::StoreU(y0, d, out + i);
-      hn::StoreU(y1, d, out + i + N);
+      Put<kStream>(d, y0, out + i);
+      Put<kStream>(d, y1, out + i + N);
     }
-    for (; i + N <= n; i += N) hn::StoreU(f(d, hn::LoadU(d, a.p + i), vb), d, out + i);
+    for (; i + N <= n; i += N) Put<kStream>(d, f(d, hn::LoadU(d, a.p + i), vb), out + i);
   } else {
     const float v = hn::GetLane(f(d, hn::Set(d, a.s), hn::Set(d, b.s)));
     for (; i < n; ++i) out[i] = v;
@@ -266,49 +285,66 @@ HWY_INLINE void Map2(const Src& a, const Src& b, float* HWY_RESTRICT out, size_t
   for (size_t j = 0; i + j < n; ++j) out[i + j] = ba[j];
 }
 
-// out[i] = a[i] * b[i] * c[i]; any of them may be a broadcast scalar.
-HWY_INLINE void MulMul(const Src& a, const Src& b, const Src& c, float* HWY_RESTRICT out,
-                       size_t n) {
+// out[i] = f(a[i], b[i], c[i]) with each source's broadcast-ness a
+// compile-time constant, so the loop body has no branches.
+template <bool kStream, bool kSa, bool kSb, bool kSc, class F>
+HWY_INLINE void Map3Loop(const Src& a, const Src& b, const Src& c, float* HWY_RESTRICT out,
+                         size_t n, const F& f) {
   const DF d;
   const size_t N = hn::Lanes(d);
   const VF va = hn::Set(d, a.s), vb = hn::Set(d, b.s), vc = hn::Set(d, c.s);
-  auto ld = [&](const Src& s, const VF& v, size_t i) { return s.scalar ? v : hn::LoadU(d, s.p + i); };
+  const auto at = [&](size_t i) {
+    VF x, y, z;
+    if constexpr (kSa) x = va; else x = hn::LoadU(d, a.p + i);
+    if constexpr (kSb) y = vb; else y = hn::LoadU(d, b.p + i);
+    if constexpr (kSc) z = vc; else z = hn::LoadU(d, c.p + i);
+    return f(d, x, y, z);
+  };
   size_t i = 0;
-  for (; i + N <= n; i += N) {
-    hn::StoreU(hn::Mul(hn::Mul(ld(a, va, i), ld(b, vb, i)), ld(c, vc, i)), d, out + i);
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const VF y0 = at(i), y1 = at(i + N);
+    Put<kStream>(d, y0, out + i);
+    Put<kStream>(d, y1, out + i + N);
   }
-  for (; i < n; ++i) {
-    out[i] = (a.scalar ? a.s : a.p[i]) * (b.scalar ? b.s : b.p[i]) * (c.scalar ? c.s : c.p[i]);
+  for (; i + N <= n; i += N) Put<kStream>(d, at(i), out + i);
+  if (i == n) return;
+  HWY_ALIGN float ba[kx::kMaxLanesF32] = {};
+  HWY_ALIGN float bb[kx::kMaxLanesF32] = {};
+  HWY_ALIGN float bc[kx::kMaxLanesF32] = {};
+  for (size_t j = 0; i + j < n; ++j) {
+    ba[j] = kSa ? a.s : a.p[i + j];
+    bb[j] = kSb ? b.s : b.p[i + j];
+    bc[j] = kSc ? c.s : c.p[i + j];
   }
+  hn::Store(f(d, hn::Load(d, ba), hn::Load(d, bb), hn::Load(d, bc)), d, ba);
+  for (size_t j = 0; i + j < n; ++j) out[i + j] = ba[j];
 }
 
-// out[i] = a[i] != 0 ? b[i] : c[i] (NaN counts as true, as in ScalarOp); any
-// of them may be a broadcast scalar.
-HWY_INLINE void Where(const Src& a, const Src& b, const Src& c, float* HWY_RESTRICT out,
-                      size_t n) {
-  const DF d;
-  const size_t N = hn::Lanes(d);
-  const VF va = hn::Set(d, a.s), vb = hn::Set(d, b.s), vc = hn::Set(d, c.s);
-  const VF zero = hn::Zero(d);
-  auto ld = [&](const Src& s, const VF& v, size_t i) { return s.scalar ? v : hn::LoadU(d, s.p + i); };
-  size_t i = 0;
-  for (; i + N <= n; i += N) {
-    // Not (a == 0): NaN != 0 is true.
-    const auto is_zero = hn::Eq(ld(a, va, i), zero);
-    hn::StoreU(hn::IfThenElse(is_zero, ld(c, vc, i), ld(b, vb, i)), d, out + i);
-  }
-  for (; i < n; ++i) {
-    const float cv = a.scalar ? a.s : a.p[i];
-    out[i] = cv != 0 ? (b.scalar ? b.s : b.p[i]) : (c.scalar ? c.s : c.p[i]);
+// Map3Loop for any combination of broadcast sources.
+template <bool kStream, class F>
+HWY_INLINE void Map3(const Src& a, const Src& b, const Src& c, float* HWY_RESTRICT out, size_t n,
+                     const F& f) {
+  switch (a.scalar * 4 + b.scalar * 2 + c.scalar) {
+    case 0: return Map3Loop<kStream, false, false, false>(a, b, c, out, n, f);
+    case 1: return Map3Loop<kStream, false, false, true>(a, b, c, out, n, f);
+    case 2: return Map3Loop<kStream, false, true, false>(a, b, c, out, n, f);
+    case 3: return Map3Loop<kStream, false, true, true>(a, b, c, out, n, f);
+    case 4: return Map3Loop<kStream, true, false, false>(a, b, c, out, n, f);
+    case 5: return Map3Loop<kStream, true, false, true>(a, b, c, out, n, f);
+    case 6: return Map3Loop<kStream, true, true, false>(a, b, c, out, n, f);
+    default: return Map3Loop<kStream, true, true, true>(a, b, c, out, n, f);
   }
 }
 
 // Flag (1.0 / 0.0) of a mask.
 HWY_INLINE VF Flag(DF d, hn::Mask<DF> m) { return hn::IfThenElseZero(m, hn::Set(d, 1.0f)); }
 
+// out = in.op(a, b, c) over n elements; kStream: non-temporal stores, out
+// vector-aligned (Note [Streamed outputs]).
+template <bool kStream>
 void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* out, size_t n) {
-  auto u = [&](const auto& f) { Map1(a, out, n, f); };
-  auto bin = [&](const auto& f) { Map2(a, b, out, n, f); };
+  auto u = [&](const auto& f) { Map1<kStream>(a, out, n, f); };
+  auto bin = [&](const auto& f) { Map2<kStream>(a, b, out, n, f); };
   switch (in.op) {
     case VOp::kCopy: return u([](DF, VF x) { return x; });
     case VOp::kNeg: return u([](DF, VF x) { return hn::Neg(x); });
@@ -351,9 +387,14 @@ void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* o
         out[i] = std::pow(a.scalar ? a.s : a.p[i], b.scalar ? b.s : b.p[i]);
       }
       return;
-    case VOp::kMulMul: return MulMul(a, b, c, out, n);
+    case VOp::kMulMul:
+      return Map3<kStream>(a, b, c, out, n,
+                           [](DF, VF x, VF y, VF z) { return hn::Mul(hn::Mul(x, y), z); });
     case VOp::kExpSub: return bin([](DF d, VF x, VF y) { return kx::ExpF(d, hn::Sub(x, y)); });
-    case VOp::kWhere: return Where(a, b, c, out, n);
+    case VOp::kWhere:  // not (a == 0): NaN != 0 is true, as in ScalarOp
+      return Map3<kStream>(a, b, c, out, n, [](DF d, VF x, VF y, VF z) {
+        return hn::IfThenElse(hn::Eq(x, hn::Zero(d)), z, y);
+      });
   }
 }
 
@@ -454,6 +495,9 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
     for (int dd = 0; dd < p.nouter; ++dd) off += idx[dd] * o.outer_strides[dd];
     r.row[k] = off;
   }
+  const auto aligned = [](const float* q) {
+    return reinterpret_cast<uintptr_t>(q) % (hn::Lanes(DF()) * sizeof(float)) == 0;
+  };
   auto src = [&](const Arg& a) -> Src {
     if (a.reg < 0) return {nullptr, 0, true};
     if (a.scalar) return {nullptr, s[a.reg], true};
@@ -538,19 +582,22 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
                 break;
               }
               case Instr::Kind::kCompute: {
+                float* mem = in.out_operand < 0 ? nullptr
+                                                : reinterpret_cast<float*>(r.base[in.out_operand]) +
+                                                      r.row[in.out_operand] + c0;
                 float* out;
                 if (in.spill >= 0) {
                   out = spill + in.spill * R + c0;
-                } else if (in.out_operand >= 0 && !in.stream) {
-                  out = reinterpret_cast<float*>(r.base[in.out_operand]) + r.row[in.out_operand] + c0;
+                } else if (mem != nullptr && (!in.stream || aligned(mem))) {
+                  out = mem;
                 } else {
                   out = vbuf + in.dst * kChunk;
                 }
-                Compute(in, src(in.a), src(in.b), src(in.c), out, n);
-                if (in.stream) {
-                  StreamCopy(reinterpret_cast<float*>(r.base[in.out_operand]) +
-                                 r.row[in.out_operand] + c0,
-                             out, n);
+                if (in.stream && out == mem) {
+                  Compute<true>(in, src(in.a), src(in.b), src(in.c), out, n);
+                } else {
+                  Compute<false>(in, src(in.a), src(in.b), src(in.c), out, n);
+                  if (in.stream) StreamCopy(mem, out, n);  // a misaligned row
                 }
                 vp[in.dst] = out;
                 break;
