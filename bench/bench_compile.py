@@ -14,8 +14,6 @@ measured in this run.
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 import time
 
 import torch
@@ -95,20 +93,18 @@ def rms_norm(repeat: int) -> None:
 
 
 def decoder_block(repeat: int) -> None:
-    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-    import test_decoder as td
+    from trnscope.studies import models
 
-    # A bigger block than the tests use; test_decoder reads its sizes at call time.
-    td.DIM, td.HEADS, td.HIDDEN, td.SEQ = 512, 8, 1408, 128
+    dim, heads, hidden, seq = 512, 8, 1408, 128
     torch.manual_seed(0)
-    llama = td.TinyLlama(fused=True, layers=1).eval()
-    block, cos, sin, mask = llama.blocks[0], llama.cos, llama.sin, llama.mask
-    x = torch.randn(1, td.SEQ, td.DIM)
+    model = models.DecoderBlockModel(dim, heads, hidden, seq).eval()
+    block, cos, sin, mask = model.block, model.cos, model.sin, model.mask
+    x = torch.randn(1, seq, dim)
 
     def run(b, *args):
         return lambda: b(*args)
 
-    block_trn = td.Block(True, False).eval()
+    block_trn = models.DecoderBlock(dim, heads, hidden).eval()
     block_trn.load_state_dict(block.state_dict())
     block_trn.to("trn")
     args_trn = [t.to("trn") for t in (x, cos, sin, mask)]
@@ -120,7 +116,7 @@ def decoder_block(repeat: int) -> None:
     )
     t_eager, t_compiled = t["eager"], t["compiled"]
     print(
-        f"decoder block (dim {td.DIM}, seq {td.SEQ}) f32 wall time: compiled trn "
+        f"decoder block (dim {dim}, seq {seq}) f32 wall time: compiled trn "
         f"{t_compiled * 1e3:7.2f} ms, eager trn {t_eager * 1e3:7.2f} ms "
         f"-> compiled / eager {t_compiled / t_eager:5.2f}x"
     )

@@ -68,6 +68,70 @@ bool IsMatmulOp(Op op) { return op == Op::kMm || op == Op::kBmm || op == Op::kAd
 
 using Sizes = std::vector<int64_t>;
 
+// Note [Chunk length]: a chunk register is only memory when its value cannot
+// be read or written in place (a converted or strided load, an intermediate,
+// a streamed result); the register file must stay L1-sized, but long chunks
+// matter as well: restarting the loops every 1024 floats made rms_norm 4096^2
+// 1.2-1.3x slower than whole 4096-float rows (the hardware prefetcher and the
+// loop prologues pay per restart).
+int64_t ChunkLength(const RowProgram& p) {
+  std::vector<int> regs;
+  for (const Phase& ph : p.phases) {
+    for (const Instr& in : ph.body) {
+      const bool in_file =
+          in.spill < 0 &&
+          ((in.kind == Instr::Kind::kLoad && !p.operands[in.operand].direct()) ||
+           (in.kind == Instr::Kind::kCompute && (in.out_operand < 0 || in.stream)));
+      if (in_file && std::find(regs.begin(), regs.end(), in.dst) == regs.end()) {
+        regs.push_back(in.dst);
+      }
+    }
+  }
+  int64_t chunk = internal::kMaxChunk;
+  for (size_t n = 1; n < regs.size() && chunk > internal::kMinChunk; n *= 2) chunk /= 2;
+  return chunk;
+}
+
+// The compute instruction of the last phase that runs phase 0 for the next
+// row (Note [Row pipelining] in interpreter.cc), or -1: phase 0 must be one
+// load of a contiguous f32 input the kernel does not write and one sum (of
+// squares) of it, and the last phase must reduce nothing.
+int PipelineInstr(const RowProgram& p) {
+  if (p.phases.size() < 2) return -1;
+  const Phase& first = p.phases.front();
+  const Phase& last = p.phases.back();
+  if (!first.pre.empty() || first.body.size() != 2 || !last.reductions.empty()) return -1;
+  const Instr& ld = first.body[0];
+  const Instr& red = first.body[1];
+  if (ld.kind != Instr::Kind::kLoad || ld.spill >= 0 || red.kind != Instr::Kind::kReduce ||
+      red.a.scalar || red.a.reg != ld.dst ||
+      (red.red != RedOp::kSum && red.red != RedOp::kSumSq)) {
+    return -1;
+  }
+  const Operand& in = p.operands[ld.operand];
+  if (in.buffer < 0 || !in.direct()) return -1;
+  for (const Phase& ph : p.phases) {
+    for (const Instr& w : ph.body) {
+      const int o = w.kind == Instr::Kind::kStore ? w.dst : w.out_operand;
+      if (o >= 0 && p.operands[o].buffer == in.buffer) return -1;
+    }
+    for (const auto* list : {&ph.pre, &ph.post}) {
+      for (const ScalarInstr& si : *list) {
+        if (si.kind == ScalarInstr::Kind::kStore && p.operands[si.dst].buffer == in.buffer) {
+          return -1;
+        }
+      }
+    }
+  }
+  for (size_t j = 0; j < last.body.size(); ++j) {
+    const Instr& c = last.body[j];
+    if (c.kind == Instr::Kind::kCompute && c.op != VOp::kRound && c.op != VOp::kPow) {
+      return static_cast<int>(j);
+    }
+  }
+  return -1;
+}
+
 int64_t Numel(const Sizes& s) {
   int64_t n = 1;
   for (int64_t v : s) n *= v;
@@ -1212,6 +1276,8 @@ void Compiler::LowerRows(const Group& g, KernelImpl& ki) {
   }
   p.num_vregs = num_phys;
   p.num_accs = num_accs;
+  p.pipeline_instr = PipelineInstr(p);
+  p.chunk = ChunkLength(p);
 }
 
 KernelImpl Compiler::Lower(const Group& g, int gi, KernelSummary& sum) {

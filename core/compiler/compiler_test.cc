@@ -923,7 +923,7 @@ TEST(CompilerTest, ArtifactAndReport) {
 // Llama's rotate_half on a [T, H*D] projection viewed as heads [1, H, T, D]:
 // neg of the second half of each head (short strided rows), then the rotary
 // mul/mul/add against [T, D] tables broadcast over the heads. Sizes make the
-// row of segments cross chunk boundaries mid-segment (4440 > kChunk).
+// row of segments cross chunk boundaries mid-segment (4440 > any chunk length).
 TEST(CompilerTest, StridedHeadSlicesUseSegmentedRows) {
   const int64_t t = 37, h = 5, d = 48, hd = h * d, half = d / 2;
   Graph g;

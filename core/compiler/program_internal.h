@@ -6,7 +6,7 @@
 // A fused kernel iterates over rows: the outer dims of its domain (any strides,
 // 0 for broadcasts) times one row of the inner extent R (the reduced trailing
 // dims, or the coalesced innermost dim of a pure elementwise kernel). A row is
-// run in phases: a phase walks the row in chunks of kChunk floats and runs its
+// run in phases: a phase walks the row in chunks of `chunk` floats and runs its
 // instruction list on each chunk; a row reduction accumulates during one phase
 // and its per-row scalar is available from the next phase on (rms_norm is two
 // phases: sum of squares, then scale). Per-row scalar math runs between
@@ -27,7 +27,11 @@
 
 namespace trn::compiler::internal {
 
-constexpr int64_t kChunk = 1024;  // floats per chunk register (2 KiB)
+// Floats per chunk register: kMaxChunk when at most one register lives in the
+// register file (the others read or write memory in place), fewer when more
+// do, so that the file stays L1-sized (Note [Chunk length] in compile.cc).
+constexpr int64_t kMinChunk = 1024;
+constexpr int64_t kMaxChunk = 4096;
 
 enum class VOp : uint8_t {
   // unary (a)
@@ -122,8 +126,12 @@ struct RowProgram {
   std::vector<Phase> phases;
   std::vector<float> scalar_init;  // initial scalar registers (constants)
   int num_vregs = 0, num_accs = 0, num_spills = 0;
+  int64_t chunk = kMinChunk;  // floats per chunk (kMinChunk..kMaxChunk)
   bool stream = false;  // some instruction streams: fence at the end
   std::vector<int> prefetch;  // direct f32 inputs read in phase 0 (Note [Row prefetch])
+  // >= 0: this compute instruction of the last phase also runs phase 0 (one
+  // load and one sum reduction) for the next row (Note [Row pipelining]).
+  int pipeline_instr = -1;
 };
 
 // The GEMM in front of a matmul kernel's epilogue.
