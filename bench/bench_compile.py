@@ -21,6 +21,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 import trnscope  # noqa: F401  (registers the trn device)
+import trnscope.profiling
 
 
 def device_times_us(fns: dict, repeat: int) -> dict:
@@ -150,6 +151,7 @@ def decoder_block(repeat: int) -> None:
 
 
 def main() -> None:
+    trnscope.profiling.quiet_kineto_logs()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     repeat = 3 if parser.parse_args().quick else 10

@@ -20,7 +20,7 @@ from torch.profiler import ProfilerActivity, profile
 
 import trnscope  # noqa: F401  (registers the trn device)
 from trnscope import _C
-from trnscope.profiling import ProfileConfig, Profiler, host_peaks
+from trnscope.profiling import ProfileConfig, Profiler, host_peaks, quiet_kineto_logs
 
 CPU_ONLY = [ProfilerActivity.CPU]
 WITH_DEVICE = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
@@ -109,6 +109,7 @@ def export_throughput(n_ops: int) -> None:
 
 
 def main() -> None:
+    quiet_kineto_logs()
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (a smoke run)")
     args = parser.parse_args()

@@ -9,6 +9,8 @@ key_averages() (built by PyTorch from the Kineto activities).
 
 import json
 import os
+import subprocess
+import sys
 from collections import defaultdict
 
 import pytest
@@ -16,6 +18,7 @@ import torch
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
+import trnscope.profiling
 from trnscope import _C
 from trnscope.profiling import ProfileConfig, ProfileMode, Profiler
 
@@ -485,3 +488,34 @@ def test_meta_records_compiles_and_the_compiled_kernel_has_device_time(tmp_path)
     rows = {e.key: e for e in prof.key_averages()}
     assert rows["fused[pow,mean,add,rsqrt,mul]"].self_device_time_total > 0
     assert any(k.startswith("trn::compile") for k in rows), sorted(rows)
+
+
+def test_quiet_kineto_logs_silences_usdt_lines():
+    code = (
+        "import torch, trnscope.profiling as tp\n"
+        "tp.quiet_kineto_logs()\n"
+        "from torch.profiler import profile, ProfilerActivity\n"
+        "with profile(activities=[ProfilerActivity.CPU]):\n"
+        "    torch.ones(3) + 1\n"
+        "import os; print(os.environ.get('KINETO_LOG_LEVEL'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}
+    loud = subprocess.run(
+        [sys.executable, "-c", code.replace("tp.quiet_kineto_logs()", "pass")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    quiet = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert loud.returncode == quiet.returncode == 0, quiet.stderr
+    assert "USDT" in loud.stderr  # the reference: torch prints them unless silenced
+    assert "USDT" not in quiet.stderr and quiet.stdout.strip() == "6"
+
+
+def test_quiet_kineto_logs_keeps_a_user_setting(monkeypatch):
+    monkeypatch.setenv("KINETO_LOG_LEVEL", "2")
+    trnscope.profiling.quiet_kineto_logs()
+    assert os.environ["KINETO_LOG_LEVEL"] == "2"

@@ -231,6 +231,16 @@ _peaks: dict | None = None
 _peaks_lock = threading.Lock()
 
 
+def quiet_kineto_logs() -> None:
+    """Silence Kineto's logger unless the user set KINETO_LOG_LEVEL.
+
+    torch 2.13's Kineto prints two "USDT: profiler_start/stop" lines per profile on
+    stderr (dozens per study); level 6 is above all of its levels. It is read at the
+    first profile, so call this before profiling. Used by the studies and benchmarks.
+    """
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+
 def host_peaks() -> dict:
     """Peak copy bandwidth (GB/s) and GEMM throughput (GFLOP/s) of trn:0, measured once.
 

@@ -31,7 +31,13 @@ from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile, record_function
 
 import trnscope
-from trnscope.profiling import ProfileConfig, ProfileMode, Profiler, host_peaks
+from trnscope.profiling import (
+    ProfileConfig,
+    ProfileMode,
+    Profiler,
+    host_peaks,
+    quiet_kineto_logs,
+)
 
 __all__ = [
     "DTYPES",
@@ -468,6 +474,7 @@ def device_banner() -> str:
 
 def run_main(run: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None) -> int:
     """A study's command line: exit 0, or 1 with the StudyError's message."""
+    quiet_kineto_logs()
     try:
         run(argv)
     except StudyError as err:
