@@ -196,6 +196,7 @@ def _profile(
     """(finished torch.profiler profile, last output) of `iters` labelled calls."""
     activities = [ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]
     config = cfg.experimental_config()
+    quiet_kineto_logs()
     with (
         torch.inference_mode(),
         profile(activities=activities, experimental_config=config, record_shapes=True) as prof,
@@ -474,7 +475,6 @@ def device_banner() -> str:
 
 def run_main(run: Callable[[Sequence[str] | None], Any], argv: Sequence[str] | None) -> int:
     """A study's command line: exit 0, or 1 with the StudyError's message."""
-    quiet_kineto_logs()
     try:
         run(argv)
     except StudyError as err:
