@@ -95,7 +95,7 @@ int64_t ChunkLength(const RowProgram& p) {
 // The compute instruction of the last phase that runs phase 0 for the next
 // row (Note [Row pipelining] in interpreter.cc), or -1: phase 0 must be one
 // load of a contiguous f32 input the kernel does not write and one sum (of
-// squares) of it, and the last phase must reduce nothing.
+// squares) of it, the last phase must reduce nothing and have a FoldsSide op.
 int PipelineInstr(const RowProgram& p) {
   if (p.phases.size() < 2) return -1;
   const Phase& first = p.phases.front();
@@ -125,7 +125,7 @@ int PipelineInstr(const RowProgram& p) {
   }
   for (size_t j = 0; j < last.body.size(); ++j) {
     const Instr& c = last.body[j];
-    if (c.kind == Instr::Kind::kCompute && c.op != VOp::kRound && c.op != VOp::kPow) {
+    if (c.kind == Instr::Kind::kCompute && internal::FoldsSide(c.op)) {
       return static_cast<int>(j);
     }
   }

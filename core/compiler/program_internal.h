@@ -47,6 +47,12 @@ enum class VOp : uint8_t {
 
 enum class RedOp : uint8_t { kSum, kSumSq, kMax, kMin };
 
+// Ops whose chunk loops can also fold the next row's sum (Note [Row pipelining]
+// in interpreter.cc): few, because each is compiled once more per variant.
+inline bool FoldsSide(VOp op) {
+  return op == VOp::kSub || op == VOp::kMul || op == VOp::kMulMul;  // layer_norm, rms_norm
+}
+
 // An instruction argument: a chunk register, or a per-row scalar register
 // (broadcast over the chunk).
 struct Arg {
