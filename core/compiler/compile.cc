@@ -1277,6 +1277,8 @@ void Compiler::LowerRows(const Group& g, KernelImpl& ki) {
   p.num_vregs = num_phys;
   p.num_accs = num_accs;
   p.pipeline_instr = PipelineInstr(p);
+  // Only multi-phase programs re-read a row; pipelined ones load the next row in the loop.
+  if (p.phases.size() < 2 || p.pipeline_instr >= 0) p.prefetch.clear();
   p.chunk = ChunkLength(p);
 }
 

@@ -346,10 +346,7 @@ void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* o
   };
   using Two = std::integral_constant<int, 2>;
   using Three = std::integral_constant<int, 3>;
-  if (side.p != nullptr && !FoldsSide(in.op)) {  // compile.cc never asks; stay correct
-    SideTail(side, 0, n);
-    side.p = nullptr;
-  }
+  TRN_ASSERT(side.p == nullptr || FoldsSide(in.op), "Compute: a side on an op that cannot fold it");
   switch (in.op) {
     case VOp::kCopy: return u([](DF, VF x) { return x; });
     case VOp::kNeg: return u([](DF, VF x) { return hn::Neg(x); });
@@ -547,7 +544,7 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
   // Note [Row prefetch]: other multi-phase programs prefetch the memory
   // inputs of row r+1 during the last phase of row r instead.
   const int side_at = p.pipeline_instr;  // in the last phase's body, or -1
-  const bool prefetch = p.phases.size() > 1 && side_at < 0;
+  const bool prefetch = !p.prefetch.empty();
   const Phase& first = p.phases.front();
   const size_t last = p.phases.size() - 1;
   const Instr* side_load = side_at >= 0 ? &first.body[0] : nullptr;
@@ -631,7 +628,7 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
                   Compute<false>(in, src(in.a), src(in.b), src(in.c), out, n, side);
                   if (in.stream) StreamCopy(mem, out, n);  // a misaligned row
                 }
-                if (side_here && static_cast<int>(j) == side_at) acc[side_red->dst] += side.acc;
+                if (side.p != nullptr) acc[side_red->dst] += side.acc;
                 vp[in.dst] = out;
                 break;
               }
