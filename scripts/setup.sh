@@ -25,8 +25,20 @@ have_torch=$($PY -c "import torch; print(torch.__version__.split('+')[0])" 2>/de
 if [ "$have_torch" != "$TORCH_VERSION" ]; then
   # Pinned: an unpinned or newer torch pulls a multi-GB CUDA build.
   echo "setup: installing torch==$TORCH_VERSION (found '${have_torch:-none}')"
-  $PY -m pip install -q "torch==$TORCH_VERSION"
+  $PY -m pip install -q -c "$(dirname "$0")/constraints.txt" "torch==$TORCH_VERSION"
 fi
-for mod in pytest numpy; do
-  $PY -c "import $mod" 2>/dev/null || $PY -m pip install -q "$mod"
+# Test dependencies, pinned beside torch (scripts/constraints.txt).
+CONSTRAINTS="$(dirname "$0")/constraints.txt"
+need=()
+for mod in pytest numpy transformers; do
+  $PY -c "import $mod" 2>/dev/null || need+=("$mod")
 done
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  $PY -m pip install -q -c "$CONSTRAINTS" "${need[@]}"
+fi
+now_torch=$($PY -c "import torch; print(torch.__version__.split('+')[0])")
+if [ "$now_torch" != "$TORCH_VERSION" ]; then
+  echo "setup: torch is $now_torch after installing test dependencies, expected $TORCH_VERSION" >&2
+  exit 1
+fi

@@ -128,6 +128,11 @@ void BindCompile(py::module_& m) {
         for (const auto& e : p.program->eager()) t.push_back(e.target);
         return t;
       })
+      .def_property_readonly("eager_reasons", [](const CompiledProgram& p) {
+        std::vector<std::string> t;
+        for (const auto& e : p.program->eager()) t.push_back(e.reason);
+        return t;
+      })
       .def_property_readonly("eager_nodes", [](const CompiledProgram& p) {
         std::vector<int> t;
         for (const auto& e : p.program->eager()) t.push_back(e.node);

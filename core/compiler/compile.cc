@@ -287,6 +287,7 @@ class Compiler {
   }
   bool DependsOn(int from, int target) const;
   bool Fusable(const Node& n) const;
+  std::string EagerReason(const Node& n) const;
   void PassThroughReshapes();
   bool FeedsReduction(int id, int depth) const;
   void ResolveView(int id);
@@ -349,6 +350,20 @@ bool Compiler::Fusable(const Node& n) const {
   }
   if (IsReductionOp(n.op) || IsSoftmaxOp(n.op)) return IsFloating(N(n.inputs[0]).meta.dtype);
   return true;
+}
+
+// Why a core op runs as an eager step instead (the frontend reports it).
+std::string Compiler::EagerReason(const Node& n) const {
+  if (n.op == Op::kEager) return "";
+  std::string dtypes = DTypeName(n.meta.dtype);
+  for (int v : n.inputs) dtypes += std::string(v == n.inputs[0] ? " from " : ", ") + DTypeName(N(v).meta.dtype);
+  if (IsMatmulOp(n.op)) {
+    for (int v : n.inputs) {
+      if (IsConst(v)) return "a matmul operand is a constant";
+    }
+    return std::string("the compiled GEMM takes one floating dtype, got ") + dtypes;
+  }
+  return std::string("fused kernels compute floating/bool values, got ") + dtypes;
 }
 
 // Note [Pass-through reshapes]
@@ -1529,6 +1544,7 @@ Parts Compiler::Run() {
       e.target = N(id).target;
       for (int v : N(id).inputs) e.inputs.push_back(vals_[v].view);
       e.output = vals_[id].view;
+      e.reason = EagerReason(N(id));
       st.kind = Step::Kind::kEager;
       st.index = static_cast<int>(prog.eager.size());
       prog.eager.push_back(std::move(e));

@@ -250,9 +250,10 @@ std::string Program::ToJson() const {
   j += "\n  ],\n  \"eager\": [";
   for (size_t i = 0; i < eager_.size(); ++i) {
     const EagerStep& e = eager_[i];
-    j += fmt::format(R"({}{{"id": {}, "node": {}, "target": {}, "inputs": {}, "output": {}}})",
-                     i ? ",\n    " : "\n    ", i, e.node, Quote(e.target), ViewsJson(e.inputs),
-                     ViewJson(e.output));
+    j += fmt::format(
+        R"({}{{"id": {}, "node": {}, "target": {}, "reason": {}, "inputs": {}, "output": {}}})",
+        i ? ",\n    " : "\n    ", i, e.node, Quote(e.target), Quote(e.reason),
+        ViewsJson(e.inputs), ViewJson(e.output));
   }
   j += eager_.empty() ? "]\n}\n" : "\n  ]\n}\n";
   return j;
@@ -273,8 +274,8 @@ std::string Program::Report() const {
                        k.info.bytes_written);
     } else {
       const EagerStep& e = eager_[st.index];
-      r += fmt::format("  eager  {:3d} node {} {} (fallback: runs as an eager trn op)\n",
-                       st.index, e.node, e.target);
+      r += fmt::format("  eager  {:3d} node {} {} (fallback: runs as an eager trn op{}{})\n",
+                       st.index, e.node, e.target, e.reason.empty() ? "" : ": ", e.reason);
     }
   }
   if (!eager_.empty()) {

@@ -41,6 +41,10 @@ struct EagerStep {
   std::string target;         // aten op
   std::vector<View> inputs;   // one per graph input of the node (tensor inputs)
   View output;
+  // Why the compiler did not take a node the frontend lowered to a core op
+  // (e.g. integer arithmetic); empty for kEager nodes, whose reason the
+  // frontend knows.
+  std::string reason;
 };
 
 struct KernelSummary {

@@ -164,7 +164,12 @@ class _Lowering:
         self.consts: dict[fx.Node, Any] = {}  # numbers (specialized sizes)
         self.tensor_inputs: list[int] = []  # placeholder positions that are tensors
         self.attr_inputs: list[str] = []  # get_attr tensors, appended to the inputs
-        self.eager: dict[int, tuple[fx.Node, list[fx.Node], int | None]] = {}
+        # Every core node made from a call: how to run it as an aten op if the
+        # compiler turns it into an eager step (Note [Eager nodes]): the fx
+        # node, its tensor inputs in the order of the core node's inputs, and
+        # the output index of a multi-output op.
+        self.calls: dict[int, tuple[fx.Node, list[fx.Node], int | None]] = {}
+        self.reasons: dict[int, str] = {}  # why the frontend made an eager node
         self.output_template: list = []
 
     # Meta of a FakeTensor as add_input/add_node take it.
@@ -179,15 +184,19 @@ class _Lowering:
             storage_offset=int(v.storage_offset()),
         )
 
-    def _add(self, node: fx.Node, op: str, inputs: list[fx.Node], target=None, **attrs) -> int:
+    def _add(
+        self, node: fx.Node, op: str, inputs: list[fx.Node], target=None, call=None, **attrs
+    ) -> int:
         m = self._meta(self.vals[node])
-        return self.g.add_node(
+        gid = self.g.add_node(
             op=op,
             target=str(node.target if target is None else target),
             inputs=[self.ids[i] for i in inputs],
             **m,
             **attrs,
         )
+        self.calls[gid] = call or (node, list(inputs), None)
+        return gid
 
     def _tensor(self, a) -> bool:
         return isinstance(a, fx.Node) and a in self.ids
@@ -199,13 +208,16 @@ class _Lowering:
             raise KeyError(a)
         return a
 
-    def _add_eager(self, node: fx.Node, index: int | None = None) -> int:
-        tensors = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if self._tensor(a)]
+    def _add_eager(self, node: fx.Node, index: int | None = None, reason: str = "") -> int:
+        tensors = list(
+            dict.fromkeys(a for a in pytree.tree_leaves((node.args, node.kwargs)) if self._tensor(a))
+        )
         out = self.vals[node] if index is None else self.vals[node][index]
         m = self._meta(out)
         target = str(node.target) + ("" if index is None else f"[{index}]")
         gid = self.g.add_node(op="eager", target=target, inputs=[self.ids[t] for t in tensors], **m)
-        self.eager[gid] = (node, tensors, index)
+        self.calls[gid] = (node, tensors, index)
+        self.reasons[gid] = reason or f"no core op for {node.target}"
         return gid
 
     def lower(self) -> None:
@@ -248,7 +260,9 @@ class _Lowering:
             sv = self.vals[src]
             if isinstance(sv, (tuple, list)) and isinstance(sv[idx], torch.Tensor):
                 if _is_view_op(src.target) and self._tensor(src.args[0]):
-                    self.ids[node] = self._add(node, "view", [src.args[0]], target=src.target)
+                    self.ids[node] = self._add(
+                        node, "view", [src.args[0]], target=src.target, call=(src, [src.args[0]], idx)
+                    )
                 else:
                     self.ids[node] = self._add_eager(src, idx)
             else:
@@ -270,19 +284,19 @@ class _Lowering:
                 a, b = args[0], args[1]
                 alpha = float(self._value(kw.get("alpha", args[2] if len(args) > 2 else 1)))
                 if t in (aten.div.Tensor, aten.div.Scalar) and kw.get("rounding_mode") is not None:
-                    return self._add_eager(node)
+                    return self._add_eager(node, reason="div with a rounding_mode is not a core op")
                 if self._tensor(a) and self._tensor(b):
                     return self._add(node, _BINARY[t], [a, b], alpha=alpha)
                 if self._tensor(a):
                     return self._add(
                         node, _BINARY[t], [a], scalar=float(self._value(b)), alpha=alpha
                     )
-                return self._add_eager(node)
+                return self._add_eager(node, reason="the first operand is not a trn tensor")
             if t in (aten.rsub.Scalar, aten.pow.Scalar):  # scalar op tensor
                 x, s = (args[0], args[1]) if t is aten.rsub.Scalar else (args[1], args[0])
                 alpha = float(self._value(kw.get("alpha", args[2] if len(args) > 2 else 1)))
                 if not self._tensor(x) or alpha != 1:
-                    return self._add_eager(node)
+                    return self._add_eager(node, reason="alpha != 1 or no tensor operand")
                 op = "sub" if t is aten.rsub.Scalar else "pow"
                 return self._add(node, op, [x], scalar=float(self._value(s)), scalar_first=True)
             if t in _UNARY:
@@ -311,7 +325,7 @@ class _Lowering:
                 x = args[0]
                 dev = kw.get("device")
                 if dev is not None and torch.device(dev).type != "trn":
-                    return self._add_eager(node)
+                    return self._add_eager(node, reason=f"a copy to {dev}")
                 op = "cast" if v.dtype != self.vals[x].dtype else "clone"
                 return self._add(node, op, [x])
             if t in (aten.mm.default, aten.bmm.default):
@@ -336,23 +350,40 @@ class _Lowering:
                 return self._add(node, "full", [], scalar=float(value))
             if _is_view_op(t) and self._tensor(args[0]) and v.dtype == self.vals[args[0]].dtype:
                 return self._add(node, "view", [args[0]])
-        except (KeyError, TypeError, ValueError):
-            pass  # an argument or a node the core does not take: run it eagerly
+        except (KeyError, TypeError, ValueError) as e:
+            # An argument or a node the core does not take: run it eagerly.
+            return self._add_eager(node, reason=f"an argument the core does not take ({e!r})")
         return self._add_eager(node)
+
+
+_warned_eager: set[tuple[str, str]] = set()
+
+
+def _warn_eager_nodes(targets: list[str], reasons: list[str]) -> None:
+    """One UserWarning per (op, reason) and process: the op runs as an eager trn op."""
+    for t, r in zip(targets, reasons):
+        if (t, r) in _warned_eager:
+            continue
+        _warned_eager.add((t, r))
+        warnings.warn(
+            f"trn compile: {t} runs as an eager trn op inside the compiled program ({r}); "
+            "see trnscope.compile_stats()",
+            UserWarning,
+            stacklevel=4,
+        )
 
 
 # ---- Execution --------------------------------------------------------------------------------
 def _eager_step(
-    eager: dict, consts: dict, index_to_node: list[int], i: int, inputs: list, out: torch.Tensor
+    calls: dict, consts: dict, step_nodes: list[int], i: int, inputs: list, out: torch.Tensor
 ) -> None:
     """Runs eager step i (Note [Eager nodes]) as its aten op on trn tensors, writes `out`."""
-    node, tensor_nodes, item = eager[index_to_node[i]]
-    tensor_set = set(tensor_nodes)
-    it = iter(inputs)  # one per tensor leaf of (args, kwargs), in order
+    node, tensor_nodes, item = calls[step_nodes[i]]
+    tensors = dict(zip(tensor_nodes, inputs))  # one input per core input of the node
 
     def sub(a):
         if isinstance(a, fx.Node):
-            return next(it) if a in tensor_set else consts[a]
+            return tensors[a] if a in tensors else consts[a]
         return a
 
     with torch.no_grad():
@@ -371,7 +402,7 @@ class _Compiled:
         self.attrs = [getattr(gm, a) for a in lowering.attr_inputs]
         self.template = lowering.output_template
         self._eager = functools.partial(
-            _eager_step, dict(lowering.eager), dict(lowering.consts), list(program.eager_nodes)
+            _eager_step, dict(lowering.calls), dict(lowering.consts), list(program.eager_nodes)
         )
 
     def __call__(self, args: list) -> list:
@@ -447,6 +478,7 @@ class _GraphRunner:
             "artifact": None,
             "kernels": [],
             "eager_nodes": [],
+            "eager_reasons": [],
             "num_kernels": 0,
         }
         start = time.perf_counter()
@@ -465,6 +497,11 @@ class _GraphRunner:
                 record["kernels"] = [k["name"] for k in program.kernels]
                 record["num_kernels"] = len(record["kernels"])
                 record["eager_nodes"] = list(program.eager_targets)
+                record["eager_reasons"] = [
+                    lowering.reasons.get(n) or r
+                    for n, r in zip(program.eager_nodes, program.eager_reasons)
+                ]
+                _warn_eager_nodes(record["eager_nodes"], record["eager_reasons"])
                 path = _dump_dir(self.options)
                 if path:
                     os.makedirs(path, exist_ok=True)
@@ -474,8 +511,8 @@ class _GraphRunner:
                     )
                     with open(record["artifact"], "w") as f:
                         f.write(program.to_json())
-            except (_Unsupported, ValueError) as e:
-                # Correct but slow: the aten graph runs op by op on trn.
+            except Exception as e:  # noqa: BLE001 - never fail a compile on our own error
+                # Correct but slow (the last resort): the aten graph runs op by op on trn.
                 graph_hash = _stable_hash(str(self.gm.graph))
                 record["fallback"] = f"{type(e).__name__}: {e}"
                 warnings.warn(

@@ -134,7 +134,8 @@ def compile_stats() -> list[dict]:
 
     Keys: graph_hash, signature (per input: shape, stride, dtype), input_names,
     duration_s, num_kernels, kernels (names), eager_nodes (aten targets run
-    eagerly inside the program), fallback (None, or why the whole graph runs
+    eagerly inside the program), eager_reasons (why, one per eager node),
+    fallback (None, or why the whole graph runs
     eagerly), recompile, changed_inputs (index, name, what, old, new),
     num_signatures (of this graph so far), specialized (a dynamic-shape graph
     compiled for concrete sizes at run time), artifact (path or None).
