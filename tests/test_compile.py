@@ -377,3 +377,81 @@ def test_dynamic_graphs_are_specialized_per_signature_at_run_time():
     assert [s["signature"][x_index]["shape"] for s in stats] == [[3, DIM], [5, DIM], [7, DIM]]
     assert stats[-1]["specialized"] and stats[-1]["changed_inputs"][0]["new"] == [7, DIM]
     assert all(s["fallback"] is None and s["num_kernels"] == 1 for s in stats)
+
+
+# ---- Robustness: ops the compiler does not take ------------------------------------------------
+# Each maps a float [R, C] tensor to one of the same shape; the first group
+# are core ops, the rest become eager steps (or, for the integer ones, eager
+# steps the core compiler chose: int arithmetic is not fused).
+_CORE_OPS = [
+    lambda x: x * 2 + 1,
+    torch.relu,
+    lambda x: torch.softmax(x, -1),
+    lambda x: torch.exp(-x.abs()),
+]
+_OTHER_OPS = [
+    lambda x: torch.cumsum(x, -1) * 0.1,
+    lambda x: torch.sort(x, -1).values,
+    lambda x: torch.flip(x, [-1]),
+    torch.erf,
+    lambda x: torch.clamp(x, -0.5, 0.5),
+    torch.floor,
+    lambda x: torch.roll(x, 1, -1),
+    torch.sign,
+    lambda x: torch.topk(x, x.shape[-1], -1).values,
+    lambda x: torch.cat([x[:, 1:], x[:, :1]], -1),
+    lambda x: ((x * 10).to(torch.int64) % 3 + 1).to(x.dtype),
+    lambda x: torch.gather(x, -1, torch.argsort(x, -1)),
+    lambda x: x.masked_fill(x > 0.5, 0.5),
+]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_mix_of_unsupported_ops_matches_eager(seed, monkeypatch):
+    import random
+
+    from trnscope.compile import backend
+
+    monkeypatch.setattr(backend, "_warned_eager", set())  # every notice is new
+    rng = random.Random(seed)
+    chain = [rng.choice(_CORE_OPS + _OTHER_OPS) for _ in range(7)]
+    chain.insert(rng.randrange(len(chain)), rng.choice(_OTHER_OPS))  # at least one
+
+    def fn(x):
+        for op in chain:
+            x = op(x)
+        return x
+
+    x = torch.randn(4, 9, generator=torch.Generator().manual_seed(seed))
+    with torch.no_grad():
+        want_cpu = fn(x)
+        want_trn = fn(x.to("trn")).cpu()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn")).cpu()
+    torch.testing.assert_close(got, want_trn, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got, want_cpu, rtol=1e-4, atol=1e-4)
+    stats = trnscope.compile_stats()
+    assert stats and all(s["fallback"] is None for s in stats)
+    notices = [str(w.message) for w in caught if "runs as an eager trn op" in str(w.message)]
+    eager = [(t, r) for s in stats for t, r in zip(s["eager_nodes"], s["eager_reasons"])]
+    assert eager, "the chain has an op the compiler does not take"
+    for target, reason in eager:
+        assert reason, target
+        assert any(target in n and reason in n for n in notices), (target, notices)
+
+
+def test_compile_error_falls_back_to_the_whole_graph(monkeypatch):
+    """An internal compiler error never reaches the user: the graph runs eagerly."""
+    from trnscope import _C
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected compiler failure")
+
+    monkeypatch.setattr(_C, "_compile_graph", broken)
+    x = torch.randn(3, 5)
+    with torch.no_grad(), pytest.warns(UserWarning, match="injected compiler failure"):
+        got = torch.compile(lambda t: torch.relu(t) * 3, backend="trn")(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), torch.relu(x) * 3)
+    (stats,) = trnscope.compile_stats()
+    assert "injected compiler failure" in stats["fallback"]

@@ -174,8 +174,8 @@ class _Lowering:
 
     # Meta of a FakeTensor as add_input/add_node take it.
     @staticmethod
-    def _meta(v: torch.Tensor) -> dict:
-        if v.device.type != "trn":
+    def _meta(v: torch.Tensor, cpu_scalar_ok: bool = False) -> dict:
+        if v.device.type != "trn" and not (cpu_scalar_ok and v.dim() == 0 and v.device.type == "cpu"):
             raise _Unsupported(f"a value lives on {v.device}, not on trn")
         return dict(
             dtype=v.dtype,
@@ -224,7 +224,9 @@ class _Lowering:
         for i, node in enumerate(n for n in self.gm.graph.nodes if n.op == "placeholder"):
             v = self.vals[node]
             if isinstance(v, torch.Tensor):
-                self.ids[node] = self.g.add_input(**self._meta(v))
+                # A 0-dim CPU tensor mixes with trn tensors as in eager mode;
+                # it is copied to the device when the program runs.
+                self.ids[node] = self.g.add_input(**self._meta(v, cpu_scalar_ok=True))
                 self.tensor_inputs.append(i)
             elif _is_number(v):
                 self.consts[node] = v
@@ -407,8 +409,10 @@ class _Compiled:
 
     def __call__(self, args: list) -> list:
         tensors = [args[i] for i in self.tensor_inputs]
+        dev = next((t.device for t in tensors if t.device.type == "trn"), None)
+        dev = dev or torch.device("trn")
+        tensors = [t if t.device.type == "trn" else t.to(dev) for t in tensors]
         if self.attrs:
-            dev = tensors[0].device if tensors else torch.device("trn")
             tensors += [a.to(dev) for a in self.attrs]
         outs = self.program.run(tensors, self._eager)
         return [outs[x] if k == "t" else x for k, x in self.template]

@@ -1,0 +1,223 @@
+"""Small real models for tests and benchmarks: Hugging Face transformers
+families built from small configs (random weights, nothing downloaded) and a
+ResNet-style CNN written here. One place, so that tests/test_models.py and
+bench/bench_models.py run the same models.
+
+Each entry builds (model, inputs) for a size: "tiny" (tests: seconds) or
+"bench" (bench/bench_models.py: the shapes the issue measured, e.g. a 2-layer
+Llama with dim 256, seq 64, batch 2). transformers is imported lazily.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Spec:
+    build: Callable[[str], tuple[nn.Module, dict]]  # size -> (model in eval mode, inputs)
+    output: str  # attribute of the model output compared against CPU ("" = the tensor)
+    causal_lm: bool = False  # supports generate()
+
+
+def _dims(size: str) -> dict:
+    if size == "tiny":
+        return dict(hidden=64, inter=128, layers=2, heads=4, seq=16, batch=2, vocab=256)
+    if size == "bench":
+        return dict(hidden=256, inter=688, layers=2, heads=8, seq=64, batch=2, vocab=1024)
+    raise ValueError(f"size must be 'tiny' or 'bench', got {size!r}")
+
+
+def _ids(d: dict, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, d["vocab"], (d["batch"], d["seq"]), generator=g)
+
+
+def _lm(config_cls, model_cls, extra: Callable[[dict], dict]):
+    def build(size: str):
+        import transformers  # noqa: F401  (lazy: only tests and benchmarks need it)
+
+        d = _dims(size)
+        cfg = config_cls(**extra(d))
+        torch.manual_seed(0)
+        return model_cls(cfg).eval(), {"input_ids": _ids(d)}
+
+    return build
+
+
+def _llama_cfg(d):
+    return dict(
+        vocab_size=d["vocab"],
+        hidden_size=d["hidden"],
+        intermediate_size=d["inter"],
+        num_hidden_layers=d["layers"],
+        num_attention_heads=d["heads"],
+        num_key_value_heads=d["heads"] // 2,  # grouped-query attention
+        max_position_embeddings=256,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
+
+
+def _gpt2_cfg(d):
+    return dict(
+        vocab_size=d["vocab"],
+        n_embd=d["hidden"],
+        n_inner=d["inter"],
+        n_layer=d["layers"],
+        n_head=d["heads"],
+        n_positions=256,
+        bos_token_id=1,
+        eos_token_id=2,
+        pad_token_id=0,
+    )
+
+
+def _bert(size: str):
+    import transformers as T
+
+    d = _dims(size)
+    cfg = T.BertConfig(
+        vocab_size=d["vocab"],
+        hidden_size=d["hidden"],
+        num_hidden_layers=d["layers"],
+        num_attention_heads=d["heads"],
+        intermediate_size=d["inter"],
+        max_position_embeddings=256,
+    )
+    torch.manual_seed(0)
+    ids = _ids(d)
+    mask = torch.ones_like(ids)
+    mask[0, -3:] = 0  # a padded sequence: the mask path runs
+    return T.BertModel(cfg).eval(), {"input_ids": ids, "attention_mask": mask}
+
+
+def _t5(size: str):
+    import transformers as T
+
+    d = _dims(size)
+    cfg = T.T5Config(
+        vocab_size=d["vocab"],
+        d_model=d["hidden"],
+        d_kv=d["hidden"] // d["heads"],
+        d_ff=d["inter"],
+        num_layers=d["layers"],
+        num_heads=d["heads"],
+        decoder_start_token_id=0,
+    )
+    torch.manual_seed(0)
+    ids = _ids(d)
+    return T.T5ForConditionalGeneration(cfg).eval(), {
+        "input_ids": ids,
+        "decoder_input_ids": ids[:, : d["seq"] // 2].contiguous(),
+    }
+
+
+def _vit(size: str):
+    import transformers as T
+
+    d = _dims(size)
+    image = 32 if size == "tiny" else 64
+    cfg = T.ViTConfig(
+        image_size=image,
+        patch_size=8,
+        num_channels=3,
+        hidden_size=d["hidden"],
+        num_hidden_layers=d["layers"],
+        num_attention_heads=d["heads"],
+        intermediate_size=d["inter"],
+        num_labels=10,
+    )
+    torch.manual_seed(0)
+    x = torch.randn(d["batch"], 3, image, image, generator=torch.Generator().manual_seed(1))
+    return T.ViTForImageClassification(cfg).eval(), {"pixel_values": x}
+
+
+class BasicBlock(nn.Module):
+    """ResNet basic block: conv-bn-relu-conv-bn plus the (projected) identity."""
+
+    def __init__(self, cin: int, cout: int, stride: int):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return torch.relu(y + (x if self.down is None else self.down(x)))
+
+
+class ResNet(nn.Module):
+    """A small ResNet: stem conv + maxpool, basic blocks, adaptive avgpool, linear."""
+
+    def __init__(self, width: int = 16, blocks: int = 2, classes: int = 10):
+        super().__init__()
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, width, 7, 2, 3, bias=False), nn.BatchNorm2d(width), nn.ReLU(),
+            nn.MaxPool2d(3, 2, 1),
+        )
+        layers, c = [], width
+        for i in range(blocks):
+            layers.append(BasicBlock(c, c * (2 if i else 1), 1 if i == 0 else 2))
+            c = c * (2 if i else 1)
+        self.layers = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(self.pool(self.layers(self.stem(x))), 1))
+
+
+def _resnet(size: str):
+    width, image, batch = (8, 32, 2) if size == "tiny" else (32, 96, 2)
+    torch.manual_seed(0)
+    m = ResNet(width)
+    for mod in m.modules():  # non-trivial running statistics
+        if isinstance(mod, nn.BatchNorm2d):
+            mod.running_mean.uniform_(-0.5, 0.5)
+            mod.running_var.uniform_(0.5, 1.5)
+    x = torch.randn(batch, 3, image, image, generator=torch.Generator().manual_seed(1))
+    return m.eval(), {"x": x}
+
+
+def _families() -> dict[str, Spec]:
+    import transformers as T
+
+    return {
+        "llama": Spec(_lm(T.LlamaConfig, T.LlamaForCausalLM, _llama_cfg), "logits", True),
+        "gpt2": Spec(_lm(T.GPT2Config, T.GPT2LMHeadModel, _gpt2_cfg), "logits", True),
+        "qwen2": Spec(_lm(T.Qwen2Config, T.Qwen2ForCausalLM, _llama_cfg), "logits", True),
+        "bert": Spec(_bert, "last_hidden_state"),
+        "t5": Spec(_t5, "logits"),
+        "vit": Spec(_vit, "logits"),
+        "resnet": Spec(_resnet, ""),
+    }
+
+
+NAMES = ("llama", "gpt2", "qwen2", "bert", "t5", "vit", "resnet")
+
+
+def get(name: str) -> Spec:
+    fams = _families()
+    if name not in fams:
+        raise ValueError(f"unknown model {name!r}; expected one of {', '.join(NAMES)}")
+    return fams[name]
+
+
+def output_of(spec: Spec, out) -> torch.Tensor:
+    """The tensor compared against CPU."""
+    return out if not spec.output else getattr(out, spec.output)
+
+
+def to_device(inputs: dict, device) -> dict:
+    return {k: v.to(device) for k, v in inputs.items()}
