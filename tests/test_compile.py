@@ -190,11 +190,11 @@ def test_decoder_block_launches_far_fewer_kernels_than_eager():
     compiled, got = launches(torch.compile(model, backend="trn", dynamic=False), x)
     torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-5, atol=1e-5)
     (stats,) = trnscope.compile_stats()
-    # Every program kernel is one launch; the eager nodes (rotate_half's cat) one each.
+    # Every program kernel is one launch; rotate_half's cat is a library kernel
+    # of the program (Note [Library kernels]), so nothing runs eagerly.
     program = sum(n for k, n in compiled.items() if k in stats["kernels"])
-    assert program == stats["num_kernels"]
-    assert sum(compiled.values()) == program + len(stats["eager_nodes"])
-    assert stats["eager_nodes"] == ["aten.cat.default"] * 2
+    assert program == stats["num_kernels"] == sum(compiled.values())
+    assert stats["eager_nodes"] == [] and stats["kernels"].count("cat") == 2
     # Each naive RMSNorm chain (plus the residual add before it) is one kernel.
     assert sum(1 for k in stats["kernels"] if k.endswith("pow,mean,add,rsqrt,mul,mul]")) == 2
     assert sum(eager.values()) == 40
@@ -278,17 +278,54 @@ def test_buckets_pad_and_unpad():
 # ---- Fallback, artifacts, float64 ------------------------------------------------------------
 def test_unsupported_node_runs_eagerly_inside_the_program():
     def fn(x, y):
-        h = torch.cat([x * 2, y], dim=-1)  # cat: not a core op
+        h = torch.flip(x * 2, [-1]) + y  # flip: not a core op
         return torch.relu(h) + 1
 
-    x, y = torch.randn(3, 5), torch.randn(3, 4)
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
     compiled = torch.compile(fn, backend="trn", dynamic=False)
-    with torch.inference_mode():
+    with torch.inference_mode(), pytest.warns(UserWarning, match="aten.flip.default runs as an eager"):
         got = compiled(x.to("trn"), y.to("trn"))
     torch.testing.assert_close(got.cpu(), fn(x, y))
     (stats,) = trnscope.compile_stats()
-    assert stats["eager_nodes"] == ["aten.cat.default"] and stats["fallback"] is None
-    assert stats["num_kernels"] == 2  # x * 2 before the cat, relu + 1 after it
+    assert stats["eager_nodes"] == ["aten.flip.default"] and stats["fallback"] is None
+    assert stats["eager_reasons"] == ["no core op for aten.flip.default"]
+    assert stats["num_kernels"] == 2  # x * 2 before the flip, + y, relu, + 1 after it
+
+
+def test_library_kernels_cat_embedding_and_integer_math():
+    """Ops the row interpreter does not take run as single core kernels inside
+    the program (Note [Library kernels]), over their own dtypes."""
+
+    def fn(table, ids, mask, x, y):
+        pos = ids * 3 + 1  # int64 arithmetic
+        keep = torch.logical_and(mask, pos > 4) | torch.logical_not(mask)
+        emb = torch.nn.functional.embedding(ids, table)
+        return torch.cat([emb, x], -1), torch.where(keep, pos, -pos), torch.cat([x, y], 0)
+
+    g = torch.Generator().manual_seed(0)
+    table = torch.randn(10, 4, generator=g)
+    ids = torch.randint(0, 10, (2, 3), generator=g)
+    mask = torch.rand(2, 3, generator=g) > 0.5
+    x, y = torch.randn(2, 3, 5, generator=g), torch.randn(1, 3, 5, generator=g)
+    args = (table, ids, mask, x, y)
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    with torch.inference_mode():
+        got = compiled(*(a.to("trn") for a in args))
+    for g_, w in zip(got, fn(*args)):
+        assert g_.dtype == w.dtype
+        torch.testing.assert_close(g_.cpu(), w)
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [], stats["eager_nodes"]
+    for k in ("embedding", "cat", "logical_and", "logical_not", "where"):
+        assert k in stats["kernels"], (k, stats["kernels"])
+
+
+def test_embedding_index_out_of_range_is_an_error():
+    compiled = torch.compile(torch.nn.functional.embedding, backend="trn", dynamic=False)
+    table = torch.randn(4, 3, device="trn")
+    with torch.inference_mode(), pytest.raises((IndexError, RuntimeError), match="out of range"):
+        compiled(torch.tensor([[1, 7]], device="trn"), table)
+        torch.trn.synchronize()
 
 
 def test_dump_dir_writes_a_parseable_program(tmp_path, monkeypatch):

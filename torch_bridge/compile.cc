@@ -65,6 +65,11 @@ compiler::Op ParseOp(const std::string& name) {
       {"mm", Op::kMm},
       {"bmm", Op::kBmm},
       {"addmm", Op::kAddmm},
+      {"cat", Op::kCat},
+      {"logical_and", Op::kLogicalAnd},
+      {"logical_or", Op::kLogicalOr},
+      {"logical_not", Op::kLogicalNot},
+      {"embedding", Op::kEmbedding},
       {"eager", Op::kEager},
   };
   auto it = kOps.find(name);

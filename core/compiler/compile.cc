@@ -65,6 +65,8 @@ bool IsUnaryOp(Op op) { return op >= Op::kNeg && op <= Op::kCast; }
 bool IsReductionOp(Op op) { return op >= Op::kSum && op <= Op::kAmin; }
 bool IsSoftmaxOp(Op op) { return op == Op::kSoftmax || op == Op::kLogSoftmax; }
 bool IsMatmulOp(Op op) { return op == Op::kMm || op == Op::kBmm || op == Op::kAddmm; }
+bool IsLibraryOp(Op op) { return op >= Op::kCat && op < Op::kEager; }
+bool IsComparisonOp(Op op) { return op >= Op::kEq && op <= Op::kGe; }
 
 using Sizes = std::vector<int64_t>;
 
@@ -287,6 +289,7 @@ class Compiler {
   }
   bool DependsOn(int from, int target) const;
   bool Fusable(const Node& n) const;
+  bool RunsAsLibrary(int id) const;
   std::string EagerReason(const Node& n) const;
   void PassThroughReshapes();
   bool FeedsReduction(int id, int depth) const;
@@ -339,6 +342,7 @@ bool Compiler::DependsOn(int from, int target) const {
 // Float (or bool) math the f32 interpreter computes exactly as torch does;
 // int arithmetic goes to eager trn ops.
 bool Compiler::Fusable(const Node& n) const {
+  if (IsLibraryOp(n.op)) return false;
   auto fb = [](DType d) { return IsFloating(d) || d == DType::kBool; };
   if (n.op == Op::kCast) {
     const DType in = N(n.inputs[0]).meta.dtype, out = n.meta.dtype;
@@ -350,6 +354,45 @@ bool Compiler::Fusable(const Node& n) const {
   }
   if (IsReductionOp(n.op) || IsSoftmaxOp(n.op)) return IsFloating(N(n.inputs[0]).meta.dtype);
   return true;
+}
+
+// Note [Library kernels]: a node the row interpreter does not take (a
+// library op such as cat, or integer math, which the f32 interpreter would
+// round) still runs inside the program as one core kernel over its own
+// dtypes, instead of an eager step (a Python round trip per call). Only
+// dtype combinations the core kernels define qualify; the rest is eager.
+bool Compiler::RunsAsLibrary(int id) const {
+  const Node& n = N(id);
+  const DType out = n.meta.dtype;
+  auto in = [&](size_t i) { return N(n.inputs[i]).meta.dtype; };
+  auto all_inputs = [&](DType d) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (in(i) != d) return false;
+    }
+    return true;
+  };
+  switch (n.op) {
+    case Op::kCat: return all_inputs(out);
+    case Op::kLogicalAnd:
+    case Op::kLogicalOr: return out == DType::kBool && in(0) == in(1);
+    case Op::kLogicalNot: return out == DType::kBool;
+    case Op::kEmbedding:
+      return in(0) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64) &&
+             IsContiguous(vals_[n.inputs[1]].view.sizes, vals_[n.inputs[1]].view.strides) &&
+             IsContiguous(vals_[id].view.sizes, vals_[id].view.strides);
+    case Op::kCast:
+    case Op::kClone: return true;
+    case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
+    case Op::kNeg:
+    case Op::kAbs:
+    case Op::kRelu: return in(0) == out && out != DType::kBool;
+    default: break;
+  }
+  if (IsBinaryOp(n.op) && n.op != Op::kPow && n.op != Op::kDiv && !n.inputs.empty()) {
+    const DType d = in(0);
+    return all_inputs(d) && (out == d || (IsComparisonOp(n.op) && out == DType::kBool));
+  }
+  return false;
 }
 
 // Why a core op runs as an eager step instead (the frontend reports it).
@@ -598,7 +641,10 @@ void Compiler::Materialize() {
                          groups_[gi].nodes.size() > 1;
       if (!fused) vals_[r].materialized = true;
     }
-    if (n.op == Op::kEager || vals_[id].clone_view) vals_[id].materialized = true;
+    if (n.op == Op::kEager || vals_[id].clone_view ||
+        (gi >= 0 && groups_[gi].kind == Group::Kind::kLibrary)) {
+      vals_[id].materialized = true;
+    }
     if (IsMatmulOp(n.op) && groups_[gi].nodes.size() == 1) vals_[id].materialized = true;
   }
   for (int o : g_.outputs()) {
@@ -1313,7 +1359,8 @@ KernelImpl Compiler::Lower(const Group& g, int gi, KernelSummary& sum) {
       flops += static_cast<uint64_t>(Numel(N(n.inputs[0]).meta.sizes));
     } else if (IsSoftmaxOp(n.op)) {
       flops += 5 * out_n;
-    } else if (n.op != Op::kView && n.op != Op::kClone && n.op != Op::kCast) {
+    } else if (n.op != Op::kView && n.op != Op::kClone && n.op != Op::kCast &&
+               n.op != Op::kCat && n.op != Op::kEmbedding) {
       flops += out_n;
     }
   }
@@ -1339,12 +1386,17 @@ KernelImpl Compiler::Lower(const Group& g, int gi, KernelSummary& sum) {
       break;
     }
     case Group::Kind::kLibrary: {
+      const Node& n = N(first);
       ki.kind = KernelImpl::Kind::kLibrary;
-      ki.lib_op = N(first).op;
-      ki.lib_dims = N(first).dims;
-      ki.lib_in = vals_[N(first).inputs[0]].view;
+      ki.lib_op = n.op;
+      ki.lib_dims = n.dims;
+      for (int v : n.inputs) ki.lib_ins.push_back(vals_[v].view);
       ki.lib_out = vals_[first].view;
-      ki.reads = {ki.lib_in};
+      ki.lib_scalar = n.scalar;
+      ki.lib_alpha = n.alpha;
+      ki.lib_has_scalar = n.has_scalar;
+      ki.lib_scalar_first = n.scalar_first;
+      ki.reads = ki.lib_ins;
       ki.writes = {ki.lib_out};
       break;
     }
@@ -1485,9 +1537,9 @@ Parts Compiler::Run() {
       if (!joined) NewGroup(id);
       continue;
     }
-    // Anything else runs as an eager trn op (Note [Eager nodes]).
     Group g;
-    g.kind = Group::Kind::kEager;
+    // One core kernel (Note [Library kernels]), or else an eager trn op (Note [Eager nodes]).
+    g.kind = RunsAsLibrary(id) ? Group::Kind::kLibrary : Group::Kind::kEager;
     AddSingleNodeGroup(std::move(g), id);
   }
   for (int id : pending) NewGroup(id);

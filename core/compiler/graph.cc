@@ -55,6 +55,11 @@ const char* OpName(Op op) {
     case Op::kMm: return "mm";
     case Op::kBmm: return "bmm";
     case Op::kAddmm: return "addmm";
+    case Op::kCat: return "cat";
+    case Op::kLogicalAnd: return "logical_and";
+    case Op::kLogicalOr: return "logical_or";
+    case Op::kLogicalNot: return "logical_not";
+    case Op::kEmbedding: return "embedding";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -94,6 +99,15 @@ void CheckMeta(size_t index, const Node& node) {
     if (s < 0) Fail(index, node, fmt::format("negative stride in {}", Shape(m.strides)));
   }
   if (m.storage_offset < 0) Fail(index, node, "negative storage offset");
+}
+
+bool Contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
+  int64_t expected = 1;
+  for (size_t i = sizes.size(); i-- > 0;) {
+    if (sizes[i] != 1 && strides[i] != expected) return false;
+    expected *= sizes[i];
+  }
+  return true;
 }
 
 // `in` broadcasts (right-aligned, numpy rules) to `out`.
@@ -178,6 +192,59 @@ int Graph::AddNode(Node node) {
     case Op::kEager:
       if (node.target.empty()) Fail(index, node, "eager node needs its aten target");
       break;
+    case Op::kCat: {
+      if (n_in == 0) Fail(index, node, "cat needs at least one input");
+      if (node.dims.size() != 1 || node.dims[0] < 0 || node.dims[0] >= out_nd) {
+        Fail(index, node, fmt::format("expects one dim in [0, {}), got {} dims", out_nd,
+                                      node.dims.size()));
+      }
+      const int64_t d = node.dims[0];
+      int64_t total = 0;
+      for (size_t i = 0; i < n_in; ++i) {
+        const auto& s = in_sizes(i);
+        bool ok = s.size() == out.size();
+        for (size_t k = 0; ok && k < s.size(); ++k) ok = static_cast<int64_t>(k) == d || s[k] == out[k];
+        if (!ok) {
+          Fail(index, node, fmt::format("input {} of sizes {} does not cat into {} on dim {}", i,
+                                        Shape(s), Shape(out), d));
+        }
+        total += s[d];
+      }
+      if (total != out[d]) {
+        Fail(index, node, fmt::format("inputs sum to {} along dim {}, output has {}", total, d,
+                                      out[d]));
+      }
+      break;
+    }
+    case Op::kLogicalAnd:
+    case Op::kLogicalOr:
+      arity(2);
+      for (size_t i = 0; i < 2; ++i) {
+        if (!Broadcasts(in_sizes(i), out)) {
+          Fail(index, node, fmt::format("input {} of sizes {} does not broadcast to {}", i,
+                                        Shape(in_sizes(i)), Shape(out)));
+        }
+      }
+      break;
+    case Op::kLogicalNot:
+      arity(1);
+      if (in_sizes(0) != out) Fail(index, node, "output sizes must equal the input's");
+      break;
+    case Op::kEmbedding: {
+      arity(2);
+      const auto& t = in_sizes(0);
+      std::vector<int64_t> want = in_sizes(1);
+      want.insert(want.end(), t.begin() + (t.empty() ? 0 : 1), t.end());
+      const Meta& ix = nodes_[node.inputs[1]].meta;
+      if (t.empty() || out != want) {
+        Fail(index, node, fmt::format("embedding of {} by {} cannot give {}", Shape(t),
+                                      Shape(in_sizes(1)), Shape(out)));
+      }
+      if (!ix.strides.empty() && !Contiguous(ix.sizes, ix.strides)) {
+        Fail(index, node, "the index must be contiguous");
+      }
+      break;
+    }
     default:
       if (IsBinary(node.op)) {
         if (node.has_scalar) {

@@ -36,6 +36,10 @@ enum class Op : uint8_t {
   kClone,  // a contiguous copy of input 0 (also `contiguous`, `_to_copy` without cast)
   // Matmul family; alpha/beta attrs for addmm.
   kMm, kBmm, kAddmm,  // addmm inputs: bias, a, b
+  // Library ops: never fused, each runs as one core kernel (Note [Library kernels]).
+  kCat,  // attr dims = {dim}; inputs share the output dtype
+  kLogicalAnd, kLogicalOr, kLogicalNot,  // bool output
+  kEmbedding,  // inputs: table [V, ...], contiguous int32/int64 index; out index.shape + [...]
   kEager,  // anything else: attr target names the aten op
 };
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)

@@ -109,8 +109,92 @@ Status RunMatmulEpilogue(const KernelImpl& ki, const std::vector<void*>& base) {
   return Status::Ok();
 }
 
+// `t` broadcast to `out`'s sizes (right-aligned, stride 0 on expanded dims).
+TensorRef Expand(const TensorRef& t, const TensorRef& out) {
+  TensorRef r = t;
+  r.ndim = out.ndim;
+  const int lead = out.ndim - t.ndim;
+  for (int d = 0; d < out.ndim; ++d) {
+    const int s = d - lead;
+    const bool have = s >= 0 && t.sizes[s] == out.sizes[d];
+    r.sizes[d] = out.sizes[d];
+    r.strides[d] = have ? t.strides[s] : 0;
+  }
+  return r;
+}
+
+kernels::BinaryOp BinaryOf(Op op) {
+  switch (op) {
+    case Op::kAdd: return kernels::BinaryOp::kAdd;
+    case Op::kSub: return kernels::BinaryOp::kSub;
+    case Op::kMul: return kernels::BinaryOp::kMul;
+    case Op::kMaximum: return kernels::BinaryOp::kMaximum;
+    case Op::kMinimum: return kernels::BinaryOp::kMinimum;
+    case Op::kEq: return kernels::BinaryOp::kEq;
+    case Op::kNe: return kernels::BinaryOp::kNe;
+    case Op::kLt: return kernels::BinaryOp::kLt;
+    case Op::kLe: return kernels::BinaryOp::kLe;
+    case Op::kGt: return kernels::BinaryOp::kGt;
+    case Op::kGe: return kernels::BinaryOp::kGe;
+    case Op::kLogicalAnd: return kernels::BinaryOp::kLogicalAnd;
+    case Op::kLogicalOr: return kernels::BinaryOp::kLogicalOr;
+    default: TRN_ASSERT(false, "library kernel: no binary kernel for this op");
+  }
+  return kernels::BinaryOp::kAdd;
+}
+
+// The library ops and integer/bool elementwise math (Note [Library kernels]).
+Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
+  const TensorRef out = BindOrNull(ki.lib_out, base);
+  auto in = [&](size_t i) { return BindOrNull(ki.lib_ins[i], base); };
+  switch (ki.lib_op) {
+    case Op::kCat: {
+      std::vector<TensorRef> parts;
+      for (size_t i = 0; i < ki.lib_ins.size(); ++i) parts.push_back(in(i));
+      return kernels::Cat(out, parts, static_cast<int>(ki.lib_dims[0]));
+    }
+    case Op::kEmbedding: {  // index_select on dim 0 by the flattened (contiguous) index
+      TensorRef index = in(1), rows = out;
+      const TensorRef table = in(0);
+      index.sizes[0] = index.numel();
+      index.strides[0] = 1;
+      index.ndim = 1;
+      rows.ndim = table.ndim;
+      rows.sizes[0] = index.sizes[0];
+      for (int d = 1; d < table.ndim; ++d) {
+        rows.sizes[d] = table.sizes[d];
+        rows.strides[d] = out.strides[out.ndim - table.ndim + d];
+      }
+      rows.strides[0] = table.ndim > 1 ? rows.strides[1] * rows.sizes[1] : 1;
+      return kernels::IndexSelect(rows, table, 0, index);
+    }
+    case Op::kLogicalNot: return kernels::Unary(kernels::UnaryOp::kLogicalNot, out, in(0));
+    case Op::kNeg: return kernels::Unary(kernels::UnaryOp::kNeg, out, in(0));
+    case Op::kAbs: return kernels::Unary(kernels::UnaryOp::kAbs, out, in(0));
+    case Op::kRelu: return kernels::Unary(kernels::UnaryOp::kRelu, out, in(0));
+    case Op::kCast:
+    case Op::kClone: return kernels::Copy(out, in(0));
+    case Op::kWhere:
+      return kernels::Where(out, Expand(in(0), out), Expand(in(1), out), Expand(in(2), out));
+    default: break;
+  }
+  const kernels::BinaryOp op = BinaryOf(ki.lib_op);
+  if (ki.lib_has_scalar) {
+    // add/sub(x, s, alpha) = x +- alpha * s (rsub is lowered only with alpha 1).
+    const bool scaled = (ki.lib_op == Op::kAdd || ki.lib_op == Op::kSub) && !ki.lib_scalar_first;
+    const double s = scaled ? ki.lib_scalar * ki.lib_alpha : ki.lib_scalar;
+    return kernels::BinaryScalar(op, out, Expand(in(0), out), s, ki.lib_scalar_first);
+  }
+  return kernels::Binary(op, out, Expand(in(0), out), Expand(in(1), out), ki.lib_alpha);
+}
+
 Status RunLibrary(const KernelImpl& ki, const std::vector<void*>& base) {
-  const TensorRef in = BindOrNull(ki.lib_in, base);
+  const bool reduction = ki.lib_op == Op::kSum || ki.lib_op == Op::kMean ||
+                         ki.lib_op == Op::kAmax || ki.lib_op == Op::kAmin;
+  if (!reduction && ki.lib_op != Op::kSoftmax && ki.lib_op != Op::kLogSoftmax) {
+    return RunLibraryOp(ki, base);
+  }
+  const TensorRef in = BindOrNull(ki.lib_ins[0], base);
   TensorRef out = BindOrNull(ki.lib_out, base);
   if (ki.lib_op == Op::kSoftmax || ki.lib_op == Op::kLogSoftmax) {
     return kernels::Softmax(out, in, static_cast<int>(ki.lib_dims[0]),

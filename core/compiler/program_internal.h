@@ -156,11 +156,15 @@ struct KernelImpl {
   bool has_epilogue = false;
   GemmSpec gemm;        // kMatmul
   View copy_out, copy_in;  // kCopy (clone of a view no strides describe)
-  // kLibrary: a single node run by a core kernel (reductions over leading
-  // dims, softmax over a non-last dim).
+  // kLibrary: a single node run by a core kernel (Note [Library kernels]):
+  // reductions over leading dims, softmax over a non-last dim, the library
+  // ops, integer/bool elementwise math.
   Op lib_op = Op::kSum;
   std::vector<int64_t> lib_dims;
-  View lib_out, lib_in;
+  View lib_out;
+  std::vector<View> lib_ins;  // one per node input
+  double lib_scalar = 0, lib_alpha = 1;
+  bool lib_has_scalar = false, lib_scalar_first = false;
   // What the kernel reads and writes in memory (JSON shapes, bytes).
   std::vector<View> reads, writes;
 };

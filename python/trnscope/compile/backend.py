@@ -115,6 +115,16 @@ _UNARY = {
     aten.sin.default: "sin",
     aten.cos.default: "cos",
 }
+_LOGICAL = {
+    aten.logical_and.default: "logical_and",
+    aten.logical_or.default: "logical_or",
+    aten.logical_not.default: "logical_not",
+}
+_BITWISE_ON_BOOL = {
+    aten.bitwise_and.Tensor: "logical_and",
+    aten.bitwise_or.Tensor: "logical_or",
+    aten.bitwise_not.default: "logical_not",
+}
 _REDUCE = {
     aten.sum.dim_IntList: "sum",
     aten.sum.default: "sum",
@@ -303,6 +313,25 @@ class _Lowering:
                 return self._add(node, op, [x], scalar=float(self._value(s)), scalar_first=True)
             if t in _UNARY:
                 return self._add(node, _UNARY[t], [args[0]])
+            if t in _LOGICAL and all(self._tensor(a) for a in args):
+                return self._add(node, _LOGICAL[t], list(args))
+            if (
+                t in _BITWISE_ON_BOOL
+                and all(self._tensor(a) for a in args)
+                and all(self.vals[a].dtype == torch.bool for a in args)
+            ):  # masks: `a & b`, `a | b`, `~a` on bool tensors
+                return self._add(node, _BITWISE_ON_BOOL[t], list(args))
+            if t is aten.cat.default:
+                parts = list(args[0])
+                dim = int(self._value(kw.get("dim", args[1] if len(args) > 1 else 0)))
+                if parts and all(
+                    self._tensor(p) and self.vals[p].dim() == v.dim() for p in parts
+                ):
+                    return self._add(node, "cat", parts, dims=[dim % max(v.dim(), 1)])
+            if t is aten.embedding.default and self._tensor(args[0]) and self._tensor(args[1]):
+                weight, index = args[0], args[1]
+                if self.vals[weight].dim() == 2 and self.vals[index].is_contiguous():
+                    return self._add(node, "embedding", [weight, index])
             if t is aten.gelu.default:
                 approx = kw.get("approximate", args[1] if len(args) > 1 else "none")
                 return self._add(node, "gelu_tanh" if approx == "tanh" else "gelu", [args[0]])
