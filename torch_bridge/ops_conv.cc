@@ -19,6 +19,7 @@
 #include <ATen/native/Pool.h>
 #include <ATen/native/UpSample.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
+#include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <torch/library.h>
@@ -137,6 +138,22 @@ at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   return out;
 }
 
+// convolution_backward_overrideable has a CompositeExplicitAutograd kernel
+// that raises NotImplementedError, which would win over the boxed fallback:
+// this kernel sends it to the CPU explicitly (training through a trn conv).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    std::array<bool, 3> output_mask) {
+  return at::native::call_fallback_fn_symint<
+      &CpuFallback, at::_ops::convolution_backward_overrideable>::call(grad_output, input,
+                                                                       weight, stride, padding,
+                                                                       dilation, transposed,
+                                                                       output_padding, groups,
+                                                                       output_mask);
+}
+
 // ---- batch_norm -------------------------------------------------------------------------
 std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormInference(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
@@ -177,6 +194,19 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNorm(
   const bool stats = running_mean.has_value() && running_mean->defined() &&
                      running_var.has_value() && running_var->defined();
   if (training || !stats) {
+    // native_batch_norm's schema does not mark the running statistics as
+    // written, so the boxed fallback would not copy them back: training runs
+    // as _native_batch_norm_legit, whose schema does.
+    if (stats) {
+      at::Tensor mean = *running_mean, var = *running_var;
+      return at::native::call_fallback_fn<&CpuFallback, at::_ops::_native_batch_norm_legit>::
+          call(input, weight, bias, mean, var, training, momentum, eps);
+    }
+    if (training) {
+      return at::native::call_fallback_fn<&CpuFallback,
+                                          at::_ops::_native_batch_norm_legit_no_stats>::
+          call(input, weight, bias, training, momentum, eps);
+    }
     return at::native::call_fallback_fn<&CpuFallback, at::_ops::native_batch_norm>::call(
         input, weight, bias, running_mean, running_var, training, momentum, eps);
   }
@@ -400,6 +430,7 @@ at::Tensor UpsampleLinear1d(const at::Tensor& self, c10::SymIntArrayRef output_s
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_overrideable", TORCH_FN(ConvolutionOverrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(ConvolutionBackwardOverrideable));
   m.impl("native_batch_norm", TORCH_FN(NativeBatchNorm));
   m.impl("_native_batch_norm_legit_no_training", TORCH_FN(BatchNormLegitNoTraining));
   m.impl("_native_batch_norm_legit", TORCH_FN(BatchNormLegit));
