@@ -17,6 +17,10 @@
 // is f32; other dtypes and odd strides go through an f32 tile in the workspace
 // that is converted while stored. The activation runs on that tile / the
 // freshly written output rows of the same kernel, while they are in cache.
+// Depthwise convolutions (one input channel per group) are no GEMM at all
+// (M = 1 per group): they run directly, each input plane copied once into a
+// zero-bordered f32 plane and each output row accumulated as KH*KW scaled
+// input rows (unit-stride loops the compiler vectorizes).
 #include "core/kernels/conv.h"
 
 #include <algorithm>
@@ -37,6 +41,8 @@ struct Plan {
   bool direct_in;    // 1x1 f32: the input is the GEMM operand
   bool transposed;   // out^T = col^T @ W^T (channels-last output)
   bool direct_out;   // GEMM writes straight into out
+  bool depthwise;    // one input channel per group: direct loops, no GEMM
+  int64_t hp, wp;    // zero-bordered input plane (depthwise)
   int64_t out_ps;    // out's stride over the merged pixel dim (direct_out)
   // Workspace offsets in floats.
   int64_t w_off, b_off, col_off, tile_off, total;
@@ -87,9 +93,17 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   const bool merge_out = PixelsMerge(out, &p.out_ps);
   p.transposed = p.og > 1 && out.strides[1] == 1 && !(merge_out && p.out_ps == 1 && p.p > 1);
   p.direct_out = out.dtype == DType::kFloat32 && merge_out;
+  p.depthwise = p.cg == 1 && p.groups > 1;
+  p.hp = p.h + prm.pad_begin[0] + prm.pad_end[0];
+  p.wp = p.w + prm.pad_begin[1] + prm.pad_end[1];
   p.w_off = 0;
   p.b_off = p.cout * p.k;
   p.col_off = p.b_off + p.cout;
+  if (p.depthwise) {  // col holds the padded plane, tile one output row
+    p.tile_off = p.col_off + p.hp * p.wp;
+    p.total = p.tile_off + p.ow;
+    return p;
+  }
   p.tile_off = p.col_off + (p.direct_in ? 0 : p.k * p.p);
   p.total = p.tile_off + (p.direct_out ? 0 : p.og * p.p);
   return p;
@@ -201,6 +215,47 @@ void Relu(float* x, int64_t n, int64_t stride) {
   for (int64_t i = 0; i < n; ++i) x[i * stride] = std::max(x[i * stride], 0.0f);
 }
 
+// Note [conv as GEMM]: the depthwise path. wf is [Cout][KH*KW], bf the bias
+// or null, plane the (hp x wp) workspace, row one output row.
+void Depthwise(const Plan& p, const ConvParams& prm, const TensorRef& out, const TensorRef& in,
+               const float* wf, const float* bf, float* plane, float* row) {
+  const int64_t sh = prm.stride[0], sw = prm.stride[1];
+  const int64_t dh = prm.dilation[0], dw = prm.dilation[1];
+  const int64_t ph = prm.pad_begin[0], pw = prm.pad_begin[1];
+  std::fill(plane, plane + p.hp * p.wp, 0.0f);  // borders stay zero, interiors are rewritten
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t c = 0; c < p.c; ++c) {
+      for (int64_t y = 0; y < p.h; ++y) {
+        internal::LoadAsF32(in.dtype, At(in, n, c, y, 0), in.strides[3], p.w,
+                            plane + (y + ph) * p.wp + pw);
+      }
+      for (int64_t m = 0; m < p.og; ++m) {
+        const int64_t o = c * p.og + m;
+        const float* wk = wf + o * p.k;
+        for (int64_t y = 0; y < p.oh; ++y) {
+          std::fill(row, row + p.ow, bf ? bf[o] : 0.0f);
+          for (int64_t ky = 0; ky < p.kh; ++ky) {
+            const float* src = plane + (y * sh + ky * dh) * p.wp;
+            for (int64_t kx = 0; kx < p.kw; ++kx) {
+              const float wv = wk[ky * p.kw + kx];
+              const float* __restrict s = src + kx * dw;
+              float* __restrict r = row;
+              if (sw == 1) {
+                for (int64_t x = 0; x < p.ow; ++x) r[x] += wv * s[x];
+              } else {
+                for (int64_t x = 0; x < p.ow; ++x) r[x] += wv * s[x * sw];
+              }
+            }
+          }
+          if (prm.activation == Activation::kRelu) Relu(row, p.ow, 1);
+          internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, o, y, 0)),
+                                 out.strides[3], p.ow, row);
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
@@ -246,6 +301,10 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     return Status::Ok();
   }
   PackWeight(p, weight, wf);
+  if (p.depthwise) {
+    Depthwise(p, prm, out, in, wf, has_bias ? bf : nullptr, col, tile);
+    return Status::Ok();
+  }
   char* const out_base = static_cast<char*>(out.data);
   const int64_t osz = static_cast<int64_t>(ItemSize(out.dtype));
   for (int64_t n = 0; n < p.n; ++n) {
