@@ -11,6 +11,7 @@ and upsampling; bfloat16 2e-2/2e-2 and float16 2e-3/2e-3 (inputs rounded to
 the dtype on both sides, computed in f32 on trn, rounded once on output).
 """
 
+import copy
 import zlib
 
 import pytest
@@ -418,4 +419,32 @@ def test_tiny_resnet_eval(channels_last):
             xt = x.contiguous(memory_format=torch.channels_last).to("trn")
         got = mt(xt)
     check(got, want, conv=True)
+    assert trnscope.fallback_ops() == {}
+
+
+def test_tiny_resnet_compiled():
+    torch.manual_seed(0)
+    model = TinyResNet().eval()
+    _randomize_bn(model)
+    x = make((2, 3, 32, 32))
+    with torch.no_grad():
+        want = model(x)
+        compiled = torch.compile(model.to("trn"), backend="trn")
+        got = compiled(x.to("trn"))
+    check(got, want, conv=True)
+    assert trnscope.fallback_ops() == {}
+
+
+def test_tiny_resnet_bf16():
+    torch.manual_seed(0)
+    model = TinyResNet().eval()
+    _randomize_bn(model)
+    model = model.to(BF16)
+    reference = copy.deepcopy(model).float()  # the bf16 weights, computed in f32
+    x = make((2, 3, 32, 32), BF16)
+    with torch.no_grad():
+        want = reference(x.float())
+        got = model.to("trn")(x.to("trn"))
+    # bf16 weights and activations rounded per layer on trn, f32 on CPU.
+    torch.testing.assert_close(got.float().cpu(), want, rtol=5e-2, atol=5e-2)
     assert trnscope.fallback_ops() == {}
