@@ -129,38 +129,73 @@ Status BatchNormInference(const TensorRef& out, const TensorRef& in, const Tenso
   return Status::Ok();
 }
 
+// Note [max pool layout]: each input plane is copied into an f32 plane with a
+// -inf border wide enough for every window (padding and ceil_mode overhang),
+// so the window loops have no bounds checks and run over whole output rows
+// (kernel row, kernel column outer; output column inner, branch-free selects
+// the compiler vectorizes). A border cell never wins (strict >), so indices
+// and NaN handling are torch's: the first maximum in window order, a NaN
+// replaces anything, a later NaN replaces an earlier one.
 Status MaxPool2d(const TensorRef& out, const TensorRef& indices, const TensorRef& in,
                  const PoolParams& p) {
   CheckPlanes(out, in);
   if (indices.data != nullptr) {
     TRN_ASSERT(indices.dtype == DType::kInt64 && indices.ndim == 4, "max_pool2d indices int64");
   }
-  const int64_t h = in.sizes[2], w = in.sizes[3], ow = out.sizes[3];
-  ForEachPlane(out, in, [&](const float* plane, int64_t n, int64_t c, int64_t y, float* row) {
-    int64_t y0 = y * p.stride[0] - p.padding[0];
-    const int64_t y1 = std::min(y0 + (p.kernel[0] - 1) * p.dilation[0] + 1, h);
-    while (y0 < 0) y0 += p.dilation[0];
-    for (int64_t x = 0; x < ow; ++x) {
-      int64_t x0 = x * p.stride[1] - p.padding[1];
-      const int64_t x1 = std::min(x0 + (p.kernel[1] - 1) * p.dilation[1] + 1, w);
-      while (x0 < 0) x0 += p.dilation[1];
-      float best = -std::numeric_limits<float>::infinity();
-      int64_t arg = y0 * w + x0;
-      for (int64_t iy = y0; iy < y1; iy += p.dilation[0]) {
-        for (int64_t ix = x0; ix < x1; ix += p.dilation[1]) {
-          const float v = plane[iy * w + ix];
-          if (v > best || std::isnan(v)) {
-            best = v;
-            arg = iy * w + ix;
+  const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
+  if (out.numel() == 0) return Status::Ok();
+  const int64_t ph = p.padding[0], pw = p.padding[1];
+  const int64_t hp = std::max((oh - 1) * p.stride[0] + (p.kernel[0] - 1) * p.dilation[0] + 1,
+                              h + ph);
+  const int64_t wp = std::max((ow - 1) * p.stride[1] + (p.kernel[1] - 1) * p.dilation[1] + 1,
+                              w + pw);
+  float* plane = Scratch(0, hp * wp);
+  float* row = Scratch(1, ow);
+  thread_local std::vector<int64_t> arg_buf;
+  if (static_cast<int64_t>(arg_buf.size()) < ow) arg_buf.resize(static_cast<size_t>(ow));
+  int64_t* arg = arg_buf.data();
+  std::fill(plane, plane + hp * wp, -std::numeric_limits<float>::infinity());
+  const int64_t sw = p.stride[1], dw = p.dilation[1];
+  for (int64_t n = 0; n < in.sizes[0]; ++n) {
+    for (int64_t c = 0; c < in.sizes[1]; ++c) {
+      for (int64_t y = 0; y < h; ++y) {
+        internal::LoadAsF32(in.dtype, At4(in, n, c, y, 0), in.strides[3], w,
+                            plane + (y + ph) * wp + pw);
+      }
+      for (int64_t y = 0; y < oh; ++y) {
+        // torch starts from the first in-input cell of the window.
+        int64_t y0 = y * p.stride[0] - ph;
+        while (y0 < 0) y0 += p.dilation[0];
+        for (int64_t x = 0; x < ow; ++x) {
+          int64_t x0 = x * sw - pw;
+          while (x0 < 0) x0 += dw;
+          row[x] = -std::numeric_limits<float>::infinity();
+          arg[x] = y0 * w + x0;
+        }
+        for (int64_t ky = 0; ky < p.kernel[0]; ++ky) {
+          const int64_t py = y * p.stride[0] + ky * p.dilation[0];
+          if (py < ph || py >= ph + h) continue;  // a border row never wins
+          const float* src = plane + py * wp;
+          for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
+            const int64_t off = kx * dw;
+            const int64_t base = (py - ph) * w + off - pw;  // input index of x = 0
+            for (int64_t x = 0; x < ow; ++x) {
+              const float v = src[x * sw + off];
+              const bool take = v > row[x] || v != v;
+              row[x] = take ? v : row[x];
+              arg[x] = take ? base + x * sw : arg[x];
+            }
           }
         }
-      }
-      row[x] = best;
-      if (indices.data != nullptr) {
-        *reinterpret_cast<int64_t*>(At4(indices, n, c, y, x)) = arg;
+        internal::StoreFromF32(out.dtype, At4(out, n, c, y, 0), out.strides[3], ow, row);
+        if (indices.data != nullptr) {
+          int64_t* dst = reinterpret_cast<int64_t*>(At4(indices, n, c, y, 0));
+          const int64_t st = indices.strides[3];
+          for (int64_t x = 0; x < ow; ++x) dst[x * st] = arg[x];
+        }
       }
     }
-  });
+  }
   return Status::Ok();
 }
 
