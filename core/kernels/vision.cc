@@ -27,7 +27,7 @@ char* At4(const TensorRef& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
 // Per-thread scratch that grows to the largest plane seen and is then reused
 // (kernels run on one worker thread each; no allocation once warm).
 float* Scratch(int slot, int64_t n) {
-  thread_local std::vector<float> buf[2];
+  thread_local std::vector<float> buf[4];
   if (static_cast<int64_t>(buf[slot].size()) < n) buf[slot].resize(static_cast<size_t>(n));
   return buf[slot].data();
 }
@@ -294,17 +294,32 @@ Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
     });
     return Status::Ok();
   }
+  // Separable: each needed input row is interpolated along W once (two
+  // cached rows), then each output row blends two of them along H.
   std::vector<Tap> xs(static_cast<size_t>(ow));
   for (int64_t x = 0; x < ow; ++x) xs[x] = LinearTap(x, w, ow, align_corners, scale_w);
+  std::vector<Tap> ys(static_cast<size_t>(oh));
+  for (int64_t y = 0; y < oh; ++y) ys[y] = LinearTap(y, h, oh, align_corners, scale_h);
+  float* hrow[2] = {Scratch(2, ow), Scratch(3, ow)};
+  int64_t cached[2];
+  const auto horizontal = [&](const float* src, float* dst) {
+    for (int64_t x = 0; x < ow; ++x) dst[x] = xs[x].l0 * src[xs[x].i0] + xs[x].l1 * src[xs[x].i1];
+  };
   ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
-    const Tap ty = LinearTap(y, h, oh, align_corners, scale_h);
-    const float* r0 = plane + ty.i0 * w;
-    const float* r1 = plane + ty.i1 * w;
-    for (int64_t x = 0; x < ow; ++x) {
-      const Tap& tx = xs[x];
-      row[x] = ty.l0 * (tx.l0 * r0[tx.i0] + tx.l1 * r0[tx.i1]) +
-               ty.l1 * (tx.l0 * r1[tx.i0] + tx.l1 * r1[tx.i1]);
+    if (y == 0) cached[0] = cached[1] = -1;  // a new plane
+    const Tap& ty = ys[y];
+    const int64_t want[2] = {ty.i0, ty.i1};
+    const float* r[2];
+    for (int k = 0; k < 2; ++k) {
+      int slot = cached[0] == want[k] ? 0 : cached[1] == want[k] ? 1 : -1;
+      if (slot < 0) {  // load into the slot that does not hold the other row
+        slot = cached[0] == want[1 - k] ? 1 : 0;
+        horizontal(plane + want[k] * w, hrow[slot]);
+        cached[slot] = want[k];
+      }
+      r[k] = hrow[slot];
     }
+    for (int64_t x = 0; x < ow; ++x) row[x] = ty.l0 * r[0][x] + ty.l1 * r[1][x];
   });
   return Status::Ok();
 }
