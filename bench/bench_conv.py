@@ -7,6 +7,7 @@ Each line prints both times and the ratio trn / cpu (lower is better; target <= 
 """
 
 import argparse
+import os
 import platform
 import time
 
@@ -27,24 +28,22 @@ def cpu_model() -> str:
     return platform.processor() or "unknown CPU"
 
 
-def best_of(fn, repeat: int, sync=None) -> float:
-    fn()
-    if sync:
-        sync()
-    best = float("inf")
+def compare(name, fn, args, repeat):
+    """Best of `repeat` runs each, trn and CPU interleaved so load changes on a
+    shared machine hit both sides alike."""
+    targs = [a.to("trn") if isinstance(a, torch.Tensor) else a for a in args]
+    fn(*args)
+    fn(*targs)
+    torch.trn.synchronize()
+    cpu = trn = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def compare(name, fn, args, repeat):
-    cpu = best_of(lambda: fn(*args), repeat)
-    targs = [a.to("trn") if isinstance(a, torch.Tensor) else a for a in args]
-    trn = best_of(lambda: fn(*targs), repeat, torch.trn.synchronize)
+        fn(*args)
+        cpu = min(cpu, time.perf_counter() - start)
+        start = time.perf_counter()
+        fn(*targs)
+        torch.trn.synchronize()
+        trn = min(trn, time.perf_counter() - start)
     print(f"{name:44s} trn {trn * 1e3:8.3f} ms  cpu {cpu * 1e3:8.3f} ms  ratio {trn / cpu:5.2f}x")
 
 
@@ -52,9 +51,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args()
-    repeat = 3 if args.quick else 10
+    repeat = 5 if args.quick else 20
     torch.set_num_threads(1)
-    print(f"CPU: {cpu_model()}; torch {torch.__version__}, 1 thread")
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} cores, load {load}); torch {torch.__version__}, "
+          "1 thread")
     r = torch.randn
     cl = torch.channels_last
     cases = [

@@ -10,6 +10,9 @@
 //    rows of one (c, kh, kw) over all pixels (loads along W), channels-last
 //    input gives rows of one pixel over (kh, kw, c) (loads along C). Matmul's
 //    packers take either orientation, so no transpose is ever materialised;
+//  - col covers a band of output rows at a time (about kColBytes), so it is
+//    still in cache when the GEMM packs it; the weight is repacked per band,
+//    1/band-pixels of the band's GEMM work;
 //  - a 1x1 / stride-1 / unpadded f32 convolution skips im2col: the input
 //    itself is the K x P operand.
 // The GEMM orientation follows the output: out with unit W stride is computed
@@ -33,6 +36,9 @@
 namespace trn::kernels {
 namespace {
 
+// Target size of one band of col (Note [conv as GEMM]): half a Zen L2.
+constexpr int64_t kColBytes = int64_t{256} << 10;
+
 // Every size and layout decision of one call, shared by ConvWorkspaceBytes
 // and Conv2d so they agree on the workspace.
 struct Plan {
@@ -43,6 +49,8 @@ struct Plan {
   bool direct_out;   // GEMM writes straight into out
   bool depthwise;    // one input channel per group: direct loops, no GEMM
   int64_t hp, wp;    // zero-bordered input plane (depthwise)
+  int64_t band;      // output rows per GEMM (col band), bp = band * ow pixels
+  int64_t bp;
   int64_t out_ps;    // out's stride over the merged pixel dim (direct_out)
   // Workspace offsets in floats.
   int64_t w_off, b_off, col_off, tile_off, total;
@@ -104,8 +112,12 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     p.total = p.tile_off + p.ow;
     return p;
   }
-  p.tile_off = p.col_off + (p.direct_in ? 0 : p.k * p.p);
-  p.total = p.tile_off + (p.direct_out ? 0 : p.og * p.p);
+  p.band = p.direct_in ? p.oh
+                       : std::clamp<int64_t>(kColBytes / (4 * std::max<int64_t>(p.k * p.ow, 1)),
+                                             1, std::max<int64_t>(p.oh, 1));
+  p.bp = p.band * p.ow;
+  p.tile_off = p.col_off + (p.direct_in ? 0 : p.k * p.bp);
+  p.total = p.tile_off + (p.direct_out ? 0 : p.og * p.bp);
   return p;
 }
 
@@ -148,17 +160,18 @@ void ValidRange(int64_t out, int64_t stride, int64_t off, int64_t size, int64_t*
   *hi = b;
 }
 
-// col for image n, group g (Note [conv as GEMM]).
+// col for image n, group g, output rows [y0, y1) (Note [conv as GEMM]).
 void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n, int64_t g,
-            float* col) {
+            int64_t y0, int64_t y1, float* col) {
+  const int64_t np = (y1 - y0) * p.ow;
   const int64_t sh = prm.stride[0], sw = prm.stride[1];
   const int64_t dh = prm.dilation[0], dw = prm.dilation[1];
   const int64_t ph = prm.pad_begin[0], pw = prm.pad_begin[1];
   const int64_t c0 = g * p.cg;
   if (p.cl_in) {  // rows of one pixel: [P][(kh, kw, c)]
-    for (int64_t y = 0; y < p.oh; ++y) {
+    for (int64_t y = y0; y < y1; ++y) {
       for (int64_t x = 0; x < p.ow; ++x) {
-        float* dst = col + (y * p.ow + x) * p.k;
+        float* dst = col + ((y - y0) * p.ow + x) * p.k;
         for (int64_t ky = 0; ky < p.kh; ++ky) {
           const int64_t iy = y * sh - ph + ky * dh;
           for (int64_t kx = 0; kx < p.kw; ++kx) {
@@ -179,11 +192,11 @@ void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n
   for (int64_t c = 0; c < p.cg; ++c) {
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       for (int64_t kx = 0; kx < p.kw; ++kx) {
-        float* row = col + ((c * p.kh + ky) * p.kw + kx) * p.p;
+        float* row = col + ((c * p.kh + ky) * p.kw + kx) * np;
         int64_t lo, hi;
         ValidRange(p.ow, sw, kx * dw - pw, p.w, &lo, &hi);
-        for (int64_t y = 0; y < p.oh; ++y) {
-          float* dst = row + y * p.ow;
+        for (int64_t y = y0; y < y1; ++y) {
+          float* dst = row + (y - y0) * p.ow;
           const int64_t iy = y * sh - ph + ky * dh;
           if (iy < 0 || iy >= p.h || lo >= hi) {
             std::fill(dst, dst + p.ow, 0.0f);
@@ -309,63 +322,70 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   const int64_t osz = static_cast<int64_t>(ItemSize(out.dtype));
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t g = 0; g < p.groups; ++g) {
-      // The K x P operand: col (layout per p.cl_in) or the input itself.
-      TensorRef kp;
-      if (p.direct_in) {
-        int64_t in_ps;
-        PixelsMerge(in, &in_ps);
-        kp = Mat2(const_cast<char*>(At(in, n, g * p.cg, 0, 0)), DType::kFloat32, p.k, p.p,
-                  in.strides[1], in_ps);
-      } else {
-        Im2Col(p, prm, in, n, g, col);
-        kp = p.cl_in ? Mat2(col, DType::kFloat32, p.k, p.p, 1, p.k)
-                     : Mat2(col, DType::kFloat32, p.k, p.p, p.p, 1);
-      }
-      const TensorRef wg = Mat2(wf + g * p.og * p.k, DType::kFloat32, p.og, p.k, p.k, 1);
-      // Destination: out itself or the f32 tile ([Og][P], or [P][Og] transposed).
-      float* dst;
-      int64_t ds_o, ds_p;  // element strides of dst over (o, pixel)
-      if (p.direct_out) {
-        dst = reinterpret_cast<float*>(out_base + (n * out.strides[0] +
-                                                   g * p.og * out.strides[1]) * osz);
-        ds_o = out.strides[1];
-        ds_p = p.out_ps;
-      } else {
-        dst = tile;
-        ds_o = p.transposed ? 1 : p.p;
-        ds_p = p.transposed ? p.og : 1;
-      }
-      TensorRef bias_ref;
-      if (p.transposed) {
-        const TensorRef o = Mat2(dst, DType::kFloat32, p.p, p.og, ds_p, ds_o);
-        if (has_bias) bias_ref = Mat2(bf + g * p.og, DType::kFloat32, p.p, p.og, 0, 1);
-        const TensorRef a = Mat2(kp.data, DType::kFloat32, p.p, p.k, kp.strides[1], kp.strides[0]);
-        const TensorRef b = Mat2(wg.data, DType::kFloat32, p.k, p.og, 1, p.k);
-        Status s = Matmul(o, a, b, bias_ref);
-        if (!s.ok()) return s;
-      } else {
-        const TensorRef o = Mat2(dst, DType::kFloat32, p.og, p.p, ds_o, ds_p);
-        if (has_bias) bias_ref = Mat2(bf + g * p.og, DType::kFloat32, p.og, p.p, 1, 0);
-        Status s = Matmul(o, wg, kp, bias_ref);
-        if (!s.ok()) return s;
-      }
-      if (prm.activation == Activation::kRelu) {
-        for (int64_t o = 0; o < p.og; ++o) Relu(dst + o * ds_o, p.p, ds_p);
-      }
-      if (p.direct_out) continue;
-      // Convert the tile into out.
-      if (p.transposed) {
-        for (int64_t y = 0; y < p.oh; ++y) {
-          for (int64_t x = 0; x < p.ow; ++x) {
-            internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, g * p.og, y, x)),
-                                   out.strides[1], p.og, tile + (y * p.ow + x) * p.og);
-          }
+      for (int64_t y0 = 0; y0 < p.oh; y0 += p.band) {
+        const int64_t y1 = std::min(p.oh, y0 + p.band);
+        const int64_t np = (y1 - y0) * p.ow;  // pixels of this band
+        // The K x np operand: col (layout per p.cl_in) or the input itself.
+        TensorRef kp;
+        if (p.direct_in) {  // one band of all rows
+          int64_t in_ps;
+          PixelsMerge(in, &in_ps);
+          kp = Mat2(const_cast<char*>(At(in, n, g * p.cg, 0, 0)), DType::kFloat32, p.k, np,
+                    in.strides[1], in_ps);
+        } else {
+          Im2Col(p, prm, in, n, g, y0, y1, col);
+          kp = p.cl_in ? Mat2(col, DType::kFloat32, p.k, np, 1, p.k)
+                       : Mat2(col, DType::kFloat32, p.k, np, np, 1);
         }
-      } else {
-        for (int64_t o = 0; o < p.og; ++o) {
-          for (int64_t y = 0; y < p.oh; ++y) {
-            internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, g * p.og + o, y, 0)),
-                                   out.strides[3], p.ow, tile + o * p.p + y * p.ow);
+        const TensorRef wg = Mat2(wf + g * p.og * p.k, DType::kFloat32, p.og, p.k, p.k, 1);
+        // Destination: out itself or the f32 tile ([Og][np], or [np][Og] transposed).
+        float* dst;
+        int64_t ds_o, ds_p;  // element strides of dst over (o, pixel)
+        if (p.direct_out) {
+          dst = reinterpret_cast<float*>(
+              out_base +
+              (n * out.strides[0] + g * p.og * out.strides[1] + y0 * p.ow * p.out_ps) * osz);
+          ds_o = out.strides[1];
+          ds_p = p.out_ps;
+        } else {
+          dst = tile;
+          ds_o = p.transposed ? 1 : np;
+          ds_p = p.transposed ? p.og : 1;
+        }
+        TensorRef bias_ref;
+        Status st;
+        if (p.transposed) {
+          const TensorRef o = Mat2(dst, DType::kFloat32, np, p.og, ds_p, ds_o);
+          if (has_bias) bias_ref = Mat2(bf + g * p.og, DType::kFloat32, np, p.og, 0, 1);
+          const TensorRef a =
+              Mat2(kp.data, DType::kFloat32, np, p.k, kp.strides[1], kp.strides[0]);
+          const TensorRef b = Mat2(wg.data, DType::kFloat32, p.k, p.og, 1, p.k);
+          st = Matmul(o, a, b, bias_ref);
+        } else {
+          const TensorRef o = Mat2(dst, DType::kFloat32, p.og, np, ds_o, ds_p);
+          if (has_bias) bias_ref = Mat2(bf + g * p.og, DType::kFloat32, p.og, np, 1, 0);
+          st = Matmul(o, wg, kp, bias_ref);
+        }
+        if (!st.ok()) return st;
+        if (prm.activation == Activation::kRelu) {
+          for (int64_t o = 0; o < p.og; ++o) Relu(dst + o * ds_o, np, ds_p);
+        }
+        if (p.direct_out) continue;
+        // Convert the tile into out.
+        if (p.transposed) {
+          for (int64_t y = y0; y < y1; ++y) {
+            for (int64_t x = 0; x < p.ow; ++x) {
+              internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, g * p.og, y, x)),
+                                     out.strides[1], p.og, tile + ((y - y0) * p.ow + x) * p.og);
+            }
+          }
+        } else {
+          for (int64_t o = 0; o < p.og; ++o) {
+            for (int64_t y = y0; y < y1; ++y) {
+              internal::StoreFromF32(out.dtype,
+                                     const_cast<char*>(At(out, n, g * p.og + o, y, 0)),
+                                     out.strides[3], p.ow, tile + o * np + (y - y0) * p.ow);
+            }
           }
         }
       }

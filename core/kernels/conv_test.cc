@@ -77,6 +77,8 @@ std::vector<Case> Cases() {
       {{2, 16, 5, 6}, 8, 1, 1, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},  // 1x1 direct
       {{1, 3, 1, 19}, 4, 1, 5, Params(1, 2, 0, 2, 0, 2, 1, 1, 1)},  // conv1d as H = 1
       {{1, 3, 16, 16}, 8, 4, 4, Params(4, 4, 0, 0, 0, 0, 1, 1, 1)}, // patch embedding
+      // K * OW * 4 bytes = 87 KiB: col covers 2 output rows, 5 bands.
+      {{1, 64, 12, 40}, 8, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
   };
 }
 
@@ -169,6 +171,14 @@ TEST(Conv2d, Layouts) {
             true, true, true);
       }
     }
+  }
+}
+
+TEST(Conv2d, BandsOfOutputRows) {
+  const Case c = Cases().back();
+  for (Lay lay : {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided}) {
+    RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, true, true);
+    RunConv(c, DType::kBFloat16, lay, Lay::kNchw, Lay::kChannelsLast, true, false, true);
   }
 }
 
