@@ -117,6 +117,13 @@ Status BatchNormInference(const TensorRef& out, const TensorRef& in, const Tenso
       internal::ForEachRun<2>(
           {&o, &i}, [&](const std::array<char*, 2>& ptr, int64_t len,
                         const std::array<int64_t, 2>& st) {
+            if (in.dtype == DType::kFloat32 && out.dtype == DType::kFloat32 && st[0] == 1 &&
+                st[1] == 1) {  // unit-stride f32: straight through, no staging
+              const float* __restrict src = reinterpret_cast<const float*>(ptr[1]);
+              float* __restrict dst = reinterpret_cast<float*>(ptr[0]);
+              for (int64_t j = 0; j < len; ++j) dst[j] = src[j] * sc + sh;
+              return;
+            }
             for (int64_t j0 = 0; j0 < len; j0 += internal::kChunk) {
               const int64_t m = std::min(internal::kChunk, len - j0);
               internal::LoadAsF32(in.dtype, ptr[1] + j0 * st[1] * isz, st[1], m, buf);
@@ -199,35 +206,57 @@ Status MaxPool2d(const TensorRef& out, const TensorRef& indices, const TensorRef
   return Status::Ok();
 }
 
+// Same plane layout as Note [max pool layout] with a zero border: each output
+// row sums kernel-many shifted input rows, then divides by the per-window
+// divisor (torch's: the window clipped to input + padding, or to the input).
 Status AvgPool2d(const TensorRef& out, const TensorRef& in, const PoolParams& p) {
   CheckPlanes(out, in);
-  const int64_t h = in.sizes[2], w = in.sizes[3], ow = out.sizes[3];
-  ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
-    int64_t y0 = y * p.stride[0] - p.padding[0];
-    int64_t y1 = std::min(y0 + p.kernel[0], h + p.padding[0]);
-    const int64_t ph = y1 - y0;
-    y0 = std::max<int64_t>(y0, 0);
-    y1 = std::min(y1, h);
-    for (int64_t x = 0; x < ow; ++x) {
-      int64_t x0 = x * p.stride[1] - p.padding[1];
-      int64_t x1 = std::min(x0 + p.kernel[1], w + p.padding[1]);
-      const int64_t pool = ph * (x1 - x0);
-      x0 = std::max<int64_t>(x0, 0);
-      x1 = std::min(x1, w);
-      if (y0 >= y1 || x0 >= x1) {
-        row[x] = 0.0f;
-        continue;
+  const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
+  if (out.numel() == 0) return Status::Ok();
+  const int64_t ph = p.padding[0], pw = p.padding[1], sw = p.stride[1];
+  const int64_t hp = std::max((oh - 1) * p.stride[0] + p.kernel[0], h + ph);
+  const int64_t wp = std::max((ow - 1) * sw + p.kernel[1], w + pw);
+  float* plane = Scratch(0, hp * wp);
+  float* row = Scratch(1, ow);
+  // Per output column: the window's width clipped to input + padding, and to the input.
+  thread_local std::vector<int64_t> widths;
+  widths.assign(static_cast<size_t>(2 * ow), 0);
+  for (int64_t x = 0; x < ow; ++x) {
+    const int64_t x0 = x * sw - pw, x1 = std::min(x0 + p.kernel[1], w + pw);
+    widths[2 * x] = x1 - x0;
+    widths[2 * x + 1] = std::max<int64_t>(std::min(x1, w) - std::max<int64_t>(x0, 0), 0);
+  }
+  std::fill(plane, plane + hp * wp, 0.0f);
+  for (int64_t n = 0; n < in.sizes[0]; ++n) {
+    for (int64_t c = 0; c < in.sizes[1]; ++c) {
+      for (int64_t y = 0; y < h; ++y) {
+        internal::LoadAsF32(in.dtype, At4(in, n, c, y, 0), in.strides[3], w,
+                            plane + (y + ph) * wp + pw);
       }
-      float sum = 0.0f;
-      for (int64_t iy = y0; iy < y1; ++iy) {
-        for (int64_t ix = x0; ix < x1; ++ix) sum += plane[iy * w + ix];
+      for (int64_t y = 0; y < oh; ++y) {
+        const int64_t y0 = y * p.stride[0] - ph, y1 = std::min(y0 + p.kernel[0], h + ph);
+        const int64_t rows_pad = y1 - y0;
+        const int64_t rows_in = std::max<int64_t>(std::min(y1, h) - std::max<int64_t>(y0, 0), 0);
+        std::fill(row, row + ow, 0.0f);
+        for (int64_t ky = 0; ky < p.kernel[0]; ++ky) {
+          const float* src = plane + (y * p.stride[0] + ky) * wp;
+          for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
+            const float* __restrict s = src + kx;
+            float* __restrict r = row;
+            for (int64_t x = 0; x < ow; ++x) r[x] += s[x * sw];
+          }
+        }
+        for (int64_t x = 0; x < ow; ++x) {
+          const int64_t inside = rows_in * widths[2 * x + 1];
+          const int64_t div = p.divisor_override != 0 ? p.divisor_override
+                              : p.count_include_pad   ? rows_pad * widths[2 * x]
+                                                      : inside;
+          row[x] = inside == 0 ? 0.0f : row[x] / static_cast<float>(div);
+        }
+        internal::StoreFromF32(out.dtype, At4(out, n, c, y, 0), out.strides[3], ow, row);
       }
-      const int64_t div = p.divisor_override != 0 ? p.divisor_override
-                          : p.count_include_pad   ? pool
-                                                  : (y1 - y0) * (x1 - x0);
-      row[x] = sum / static_cast<float>(div);
     }
-  });
+  }
   return Status::Ok();
 }
 
