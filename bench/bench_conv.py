@@ -1,0 +1,89 @@
+"""Convolution and vision-op benchmarks: trn (one core = one thread) vs CPU PyTorch
+with torch.set_num_threads(1), measured side by side in this run.
+
+  python bench/bench_conv.py [--quick]
+
+Each line prints both times and the ratio trn / cpu (lower is better; target <= 1.0x).
+"""
+
+import argparse
+import os
+import platform
+import time
+
+import torch
+import torch.nn.functional as F
+
+import trnscope  # noqa: F401  (registers the trn device)
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def compare(name, fn, args, repeat):
+    """Best of `repeat` runs each, trn and CPU interleaved so load changes on a
+    shared machine hit both sides alike."""
+    targs = [a.to("trn") if isinstance(a, torch.Tensor) else a for a in args]
+    fn(*args)
+    fn(*targs)
+    torch.trn.synchronize()
+    cpu = trn = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn(*args)
+        cpu = min(cpu, time.perf_counter() - start)
+        start = time.perf_counter()
+        fn(*targs)
+        torch.trn.synchronize()
+        trn = min(trn, time.perf_counter() - start)
+    print(f"{name:44s} trn {trn * 1e3:8.3f} ms  cpu {cpu * 1e3:8.3f} ms  ratio {trn / cpu:5.2f}x")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    repeat = 5 if args.quick else 20
+    torch.set_num_threads(1)
+    load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} cores, load {load}); torch {torch.__version__}, "
+          "1 thread")
+    r = torch.randn
+    cl = torch.channels_last
+    cases = [
+        ("conv3x3 1x64x56x56 -> 64", F.conv2d, (r(1, 64, 56, 56), r(64, 64, 3, 3), None, 1, 1)),
+        ("conv3x3 1x64x56x56 -> 64 channels_last", F.conv2d,
+         (r(1, 64, 56, 56).contiguous(memory_format=cl), r(64, 64, 3, 3), None, 1, 1)),
+        ("conv1x1 1x256x28x28 -> 128", F.conv2d, (r(1, 256, 28, 28), r(128, 256, 1, 1))),
+        ("conv7x7/2 stem 1x3x224x224 -> 64", F.conv2d,
+         (r(1, 3, 224, 224), r(64, 3, 7, 7), r(64), 2, 3)),
+        ("patch embed 16x16/16 1x3x224x224 -> 192", F.conv2d,
+         (r(1, 3, 224, 224), r(192, 3, 16, 16), r(192), 16)),
+        ("depthwise 3x3 1x128x56x56", F.conv2d,
+         (r(1, 128, 56, 56), r(128, 1, 3, 3), None, 1, 1, 1, 128)),
+        ("conv1d k3 4x256x512 -> 256", F.conv1d, (r(4, 256, 512), r(256, 256, 3), None, 1, 1)),
+        ("max_pool2d 3/2 1x64x112x112", F.max_pool2d, (r(1, 64, 112, 112), 3, 2, 1)),
+        ("avg_pool2d 2 1x64x112x112", F.avg_pool2d, (r(1, 64, 112, 112), 2)),
+        ("adaptive_avg_pool2d 7 1x512x14x14", F.adaptive_avg_pool2d, (r(1, 512, 14, 14), 7)),
+        ("batch_norm eval 8x64x56x56", lambda x, m, v: F.batch_norm(x, m, v),
+         (r(8, 64, 56, 56), r(64), r(64).abs() + 1)),
+        ("upsample bilinear x2 1x64x56x56", lambda x: F.interpolate(
+            x, scale_factor=2, mode="bilinear"), (r(1, 64, 56, 56),)),
+        ("upsample nearest x2 1x64x56x56", lambda x: F.interpolate(x, scale_factor=2),
+         (r(1, 64, 56, 56),)),
+    ]
+    with torch.no_grad():
+        for name, fn, a in cases:
+            compare(name, fn, a, repeat)
+
+
+if __name__ == "__main__":
+    main()

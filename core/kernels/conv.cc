@@ -1,0 +1,416 @@
+// Convolution as GEMM.
+//
+// Note [conv as GEMM]
+// For image n and group g, out[n, g] (Og x P, P = OH*OW) = W_g (Og x K) @
+// col (K x P), K = Cg*KH*KW, where col holds the input patch of every output
+// pixel (im2col). Everything the GEMM reads is float32 in one workspace:
+//  - the weight, converted and reordered once per call into the K order of col;
+//  - the bias (f32), loaded by Matmul as the accumulator start (fused bias);
+//  - col, rebuilt per (n, g). Its layout follows the input: NCHW input gives
+//    rows of one (c, kh, kw) over all pixels (loads along W), channels-last
+//    input gives rows of one pixel over (kh, kw, c) (loads along C). Matmul's
+//    packers take either orientation, so no transpose is ever materialised;
+//  - col covers a band of output rows at a time (about kColBytes), so it is
+//    still in cache when the GEMM packs it; the weight is repacked per band,
+//    1/band-pixels of the band's GEMM work;
+//  - a 1x1 / stride-1 / unpadded f32 convolution skips im2col: the input
+//    itself is the K x P operand.
+// The GEMM orientation follows the output: out with unit W stride is computed
+// as W @ col, channels-last out as col^T @ W^T, both straight into out when it
+// is f32; other dtypes and odd strides go through an f32 tile in the workspace
+// that is converted while stored. The activation runs on that tile / the
+// freshly written output rows of the same kernel, while they are in cache.
+// Depthwise convolutions (one input channel per group) are no GEMM at all
+// (M = 1 per group): they run directly, each input plane copied once into a
+// zero-bordered f32 plane and each output row accumulated as KH*KW scaled
+// input rows (unit-stride loops the compiler vectorizes).
+#include "core/kernels/conv.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/common/assert.h"
+#include "core/kernels/convert.h"
+#include "core/kernels/kernels.h"
+
+namespace trn::kernels {
+namespace {
+
+// Target size of one band of col (Note [conv as GEMM]): half a Zen L2.
+constexpr int64_t kColBytes = int64_t{256} << 10;
+
+// Every size and layout decision of one call, shared by ConvWorkspaceBytes
+// and Conv2d so they agree on the workspace.
+struct Plan {
+  int64_t n, c, h, w, cout, kh, kw, oh, ow, groups, cg, og, k, p;
+  bool cl_in;        // col rows are pixels (channels-last input)
+  bool direct_in;    // 1x1 f32: the input is the GEMM operand
+  bool transposed;   // out^T = col^T @ W^T (channels-last output)
+  bool direct_out;   // GEMM writes straight into out
+  bool depthwise;    // one input channel per group: direct loops, no GEMM
+  int64_t hp, wp;    // zero-bordered input plane (depthwise)
+  int64_t band;      // output rows per GEMM (col band), bp = band * ow pixels
+  int64_t bp;
+  int64_t out_ps;    // out's stride over the merged pixel dim (direct_out)
+  // Workspace offsets in floats.
+  int64_t w_off, b_off, col_off, tile_off, total;
+};
+
+bool PixelsMerge(const TensorRef& t, int64_t* ps) {  // dims 2, 3 as one dim
+  if (t.sizes[3] == 1) {
+    *ps = t.strides[2];
+    return true;
+  }
+  *ps = t.strides[3];
+  return t.sizes[2] == 1 || t.strides[2] == t.sizes[3] * t.strides[3];
+}
+
+Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+              const ConvParams& prm) {
+  TRN_ASSERT(in.ndim == 4 && weight.ndim == 4 && out.ndim == 4, "conv2d operands must be 4-D");
+  Plan p{};
+  p.n = in.sizes[0];
+  p.c = in.sizes[1];
+  p.h = in.sizes[2];
+  p.w = in.sizes[3];
+  p.cout = weight.sizes[0];
+  p.kh = weight.sizes[2];
+  p.kw = weight.sizes[3];
+  p.groups = prm.groups;
+  TRN_ASSERT(p.groups >= 1 && p.c % p.groups == 0 && p.cout % p.groups == 0,
+             "conv2d groups must divide the channels");
+  p.cg = p.c / p.groups;
+  p.og = p.cout / p.groups;
+  TRN_ASSERT(weight.sizes[1] == p.cg, "conv2d weight must have C/groups input channels");
+  p.oh = ConvOutputSize(p.h, p.kh, prm.stride[0], prm.pad_begin[0], prm.pad_end[0],
+                        prm.dilation[0]);
+  p.ow = ConvOutputSize(p.w, p.kw, prm.stride[1], prm.pad_begin[1], prm.pad_end[1],
+                        prm.dilation[1]);
+  TRN_ASSERT(out.sizes[0] == p.n && out.sizes[1] == p.cout && out.sizes[2] == p.oh &&
+                 out.sizes[3] == p.ow,
+             "conv2d out has the wrong shape");
+  TRN_ASSERT(IsFloating(in.dtype) && weight.dtype == in.dtype && out.dtype == in.dtype,
+             "conv2d needs one floating dtype");
+  p.k = p.cg * p.kh * p.kw;
+  p.p = p.oh * p.ow;
+  p.cl_in = p.c > 1 && in.strides[1] < in.strides[3];
+  int64_t in_ps = 0;
+  p.direct_in = p.kh == 1 && p.kw == 1 && prm.stride[0] == 1 && prm.stride[1] == 1 &&
+                prm.pad_begin[0] == 0 && prm.pad_begin[1] == 0 && prm.pad_end[0] == 0 &&
+                prm.pad_end[1] == 0 && in.dtype == DType::kFloat32 && PixelsMerge(in, &in_ps);
+  const bool merge_out = PixelsMerge(out, &p.out_ps);
+  p.transposed = p.og > 1 && out.strides[1] == 1 && !(merge_out && p.out_ps == 1 && p.p > 1);
+  p.direct_out = out.dtype == DType::kFloat32 && merge_out;
+  p.depthwise = p.cg == 1 && p.groups > 1;
+  p.hp = p.h + prm.pad_begin[0] + prm.pad_end[0];
+  p.wp = p.w + prm.pad_begin[1] + prm.pad_end[1];
+  p.w_off = 0;
+  p.b_off = p.cout * p.k;
+  p.col_off = p.b_off + p.cout;
+  if (p.depthwise) {  // col holds the padded plane, tile one output row
+    p.tile_off = p.col_off + p.hp * p.wp;
+    p.total = p.tile_off + p.ow;
+    return p;
+  }
+  p.band = p.direct_in ? p.oh
+                       : std::clamp<int64_t>(kColBytes / (4 * std::max<int64_t>(p.k * p.ow, 1)),
+                                             1, std::max<int64_t>(p.oh, 1));
+  p.bp = p.band * p.ow;
+  p.tile_off = p.col_off + (p.direct_in ? 0 : p.k * p.bp);
+  p.total = p.tile_off + (p.direct_out ? 0 : p.og * p.bp);
+  return p;
+}
+
+const char* At(const TensorRef& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  const int64_t off =
+      i0 * t.strides[0] + i1 * t.strides[1] + i2 * t.strides[2] + i3 * t.strides[3];
+  return static_cast<const char*>(t.data) + off * static_cast<int64_t>(ItemSize(t.dtype));
+}
+
+// Weight as f32 [Cout][K] in col's K order: (c, kh, kw), or (kh, kw, c) for
+// channels-last col.
+void PackWeight(const Plan& p, const TensorRef& weight, float* dst) {
+  for (int64_t o = 0; o < p.cout; ++o) {
+    float* row = dst + o * p.k;
+    if (p.cl_in && !p.direct_in) {
+      for (int64_t y = 0; y < p.kh; ++y) {
+        for (int64_t x = 0; x < p.kw; ++x) {
+          internal::LoadAsF32(weight.dtype, At(weight, o, 0, y, x), weight.strides[1], p.cg,
+                              row + (y * p.kw + x) * p.cg);
+        }
+      }
+    } else {
+      for (int64_t c = 0; c < p.cg; ++c) {
+        for (int64_t y = 0; y < p.kh; ++y) {
+          internal::LoadAsF32(weight.dtype, At(weight, o, c, y, 0), weight.strides[3], p.kw,
+                              row + (c * p.kh + y) * p.kw);
+        }
+      }
+    }
+  }
+}
+
+// [lo, hi) of output positions whose input position o*stride + off is in [0, size).
+void ValidRange(int64_t out, int64_t stride, int64_t off, int64_t size, int64_t* lo,
+                int64_t* hi) {
+  int64_t a = 0, b = out;
+  while (a < b && a * stride + off < 0) ++a;
+  while (b > a && (b - 1) * stride + off >= size) --b;
+  *lo = a;
+  *hi = b;
+}
+
+// col for image n, group g, output rows [y0, y1) (Note [conv as GEMM]).
+void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n, int64_t g,
+            int64_t y0, int64_t y1, float* col) {
+  const int64_t np = (y1 - y0) * p.ow;
+  const int64_t sh = prm.stride[0], sw = prm.stride[1];
+  const int64_t dh = prm.dilation[0], dw = prm.dilation[1];
+  const int64_t ph = prm.pad_begin[0], pw = prm.pad_begin[1];
+  const int64_t c0 = g * p.cg;
+  if (p.cl_in) {  // rows of one pixel: [P][(kh, kw, c)]
+    for (int64_t y = y0; y < y1; ++y) {
+      for (int64_t x = 0; x < p.ow; ++x) {
+        float* dst = col + ((y - y0) * p.ow + x) * p.k;
+        for (int64_t ky = 0; ky < p.kh; ++ky) {
+          const int64_t iy = y * sh - ph + ky * dh;
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            const int64_t ix = x * sw - pw + kx * dw;
+            float* seg = dst + (ky * p.kw + kx) * p.cg;
+            if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) {
+              std::fill(seg, seg + p.cg, 0.0f);
+            } else {
+              internal::LoadAsF32(in.dtype, At(in, n, c0, iy, ix), in.strides[1], p.cg, seg);
+            }
+          }
+        }
+      }
+    }
+    return;
+  }
+  // rows of one (c, kh, kw): [(c, kh, kw)][P]
+  for (int64_t c = 0; c < p.cg; ++c) {
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        float* row = col + ((c * p.kh + ky) * p.kw + kx) * np;
+        int64_t lo, hi;
+        ValidRange(p.ow, sw, kx * dw - pw, p.w, &lo, &hi);
+        for (int64_t y = y0; y < y1; ++y) {
+          float* dst = row + (y - y0) * p.ow;
+          const int64_t iy = y * sh - ph + ky * dh;
+          if (iy < 0 || iy >= p.h || lo >= hi) {
+            std::fill(dst, dst + p.ow, 0.0f);
+            continue;
+          }
+          std::fill(dst, dst + lo, 0.0f);
+          internal::LoadAsF32(in.dtype, At(in, n, c0 + c, iy, lo * sw - pw + kx * dw),
+                              in.strides[3] * sw, hi - lo, dst + lo);
+          std::fill(dst + hi, dst + p.ow, 0.0f);
+        }
+      }
+    }
+  }
+}
+
+TensorRef Mat2(void* data, DType dtype, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  TensorRef t;
+  t.data = data;
+  t.dtype = dtype;
+  t.ndim = 2;
+  t.sizes[0] = rows;
+  t.sizes[1] = cols;
+  t.strides[0] = rs;
+  t.strides[1] = cs;
+  return t;
+}
+
+void Relu(float* x, int64_t n, int64_t stride) {
+  for (int64_t i = 0; i < n; ++i) x[i * stride] = std::max(x[i * stride], 0.0f);
+}
+
+// Note [conv as GEMM]: the depthwise path. wf is [Cout][KH*KW], bf the bias
+// or null, plane the (hp x wp) workspace, row one output row.
+void Depthwise(const Plan& p, const ConvParams& prm, const TensorRef& out, const TensorRef& in,
+               const float* wf, const float* bf, float* plane, float* row) {
+  const int64_t sh = prm.stride[0], sw = prm.stride[1];
+  const int64_t dh = prm.dilation[0], dw = prm.dilation[1];
+  const int64_t ph = prm.pad_begin[0], pw = prm.pad_begin[1];
+  std::fill(plane, plane + p.hp * p.wp, 0.0f);  // borders stay zero, interiors are rewritten
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t c = 0; c < p.c; ++c) {
+      for (int64_t y = 0; y < p.h; ++y) {
+        internal::LoadAsF32(in.dtype, At(in, n, c, y, 0), in.strides[3], p.w,
+                            plane + (y + ph) * p.wp + pw);
+      }
+      for (int64_t m = 0; m < p.og; ++m) {
+        const int64_t o = c * p.og + m;
+        const float* wk = wf + o * p.k;
+        for (int64_t y = 0; y < p.oh; ++y) {
+          std::fill(row, row + p.ow, bf ? bf[o] : 0.0f);
+          for (int64_t ky = 0; ky < p.kh; ++ky) {
+            const float* src = plane + (y * sh + ky * dh) * p.wp;
+            for (int64_t kx = 0; kx < p.kw; ++kx) {
+              const float wv = wk[ky * p.kw + kx];
+              const float* __restrict s = src + kx * dw;
+              float* __restrict r = row;
+              if (sw == 1) {
+                for (int64_t x = 0; x < p.ow; ++x) r[x] += wv * s[x];
+              } else {
+                for (int64_t x = 0; x < p.ow; ++x) r[x] += wv * s[x * sw];
+              }
+            }
+          }
+          if (prm.activation == Activation::kRelu) Relu(row, p.ow, 1);
+          internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, o, y, 0)),
+                                 out.strides[3], p.ow, row);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                          const ConvParams& p) {
+  return static_cast<size_t>(MakePlan(out, in, weight, p).total) * sizeof(float);
+}
+
+Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+              const TensorRef& bias, const ConvParams& prm, const TensorRef& workspace) {
+  const Plan p = MakePlan(out, in, weight, prm);
+  if (out.numel() == 0) return Status::Ok();
+  std::vector<float> own;
+  float* ws;
+  if (workspace.data != nullptr) {
+    TRN_ASSERT(workspace.dtype == DType::kFloat32 && workspace.numel() >= p.total,
+               "conv2d workspace too small");
+    ws = workspace.ptr<float>();
+  } else {
+    own.resize(static_cast<size_t>(p.total));
+    ws = own.data();
+  }
+  float* wf = ws + p.w_off;
+  float* bf = ws + p.b_off;
+  float* col = ws + p.col_off;
+  float* tile = ws + p.tile_off;
+  const bool has_bias = bias.data != nullptr;
+  if (has_bias) {
+    TRN_ASSERT(bias.numel() == p.cout && IsFloating(bias.dtype), "conv2d bias must be [Cout]");
+    internal::LoadAsF32(bias.dtype, bias.data, bias.ndim == 1 ? bias.strides[0] : 1, p.cout, bf);
+  }
+  if (p.k == 0) {  // no input channels: out = bias (or zero), then the activation
+    for (int64_t i = 0; i < p.cout; ++i) {
+      float v = has_bias ? bf[i] : 0.0f;
+      if (prm.activation == Activation::kRelu) v = std::max(v, 0.0f);
+      for (int64_t b = 0; b < p.n; ++b) {
+        for (int64_t y = 0; y < p.oh; ++y) {
+          for (int64_t x = 0; x < p.ow; ++x) {
+            internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, b, i, y, x)), 1, 1, &v);
+          }
+        }
+      }
+    }
+    return Status::Ok();
+  }
+  PackWeight(p, weight, wf);
+  if (p.depthwise) {
+    Depthwise(p, prm, out, in, wf, has_bias ? bf : nullptr, col, tile);
+    return Status::Ok();
+  }
+  char* const out_base = static_cast<char*>(out.data);
+  const int64_t osz = static_cast<int64_t>(ItemSize(out.dtype));
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t g = 0; g < p.groups; ++g) {
+      for (int64_t y0 = 0; y0 < p.oh; y0 += p.band) {
+        const int64_t y1 = std::min(p.oh, y0 + p.band);
+        const int64_t np = (y1 - y0) * p.ow;  // pixels of this band
+        // The K x np operand: col (layout per p.cl_in) or the input itself.
+        TensorRef kp;
+        if (p.direct_in) {  // one band of all rows
+          int64_t in_ps;
+          PixelsMerge(in, &in_ps);
+          kp = Mat2(const_cast<char*>(At(in, n, g * p.cg, 0, 0)), DType::kFloat32, p.k, np,
+                    in.strides[1], in_ps);
+        } else {
+          Im2Col(p, prm, in, n, g, y0, y1, col);
+          kp = p.cl_in ? Mat2(col, DType::kFloat32, p.k, np, 1, p.k)
+                       : Mat2(col, DType::kFloat32, p.k, np, np, 1);
+        }
+        const TensorRef wg = Mat2(wf + g * p.og * p.k, DType::kFloat32, p.og, p.k, p.k, 1);
+        // Destination: out itself or the f32 tile ([Og][np], or [np][Og] transposed).
+        float* dst;
+        int64_t ds_o, ds_p;  // element strides of dst over (o, pixel)
+        if (p.direct_out) {
+          dst = reinterpret_cast<float*>(
+              out_base +
+              (n * out.strides[0] + g * p.og * out.strides[1] + y0 * p.ow * p.out_ps) * osz);
+          ds_o = out.strides[1];
+          ds_p = p.out_ps;
+        } else {
+          dst = tile;
+          ds_o = p.transposed ? 1 : np;
+          ds_p = p.transposed ? p.og : 1;
+        }
+        TensorRef bias_ref;
+        Status st;
+        if (p.transposed) {
+          const TensorRef o = Mat2(dst, DType::kFloat32, np, p.og, ds_p, ds_o);
+          if (has_bias) bias_ref = Mat2(bf + g * p.og, DType::kFloat32, np, p.og, 0, 1);
+          const TensorRef a =
+              Mat2(kp.data, DType::kFloat32, np, p.k, kp.strides[1], kp.strides[0]);
+          const TensorRef b = Mat2(wg.data, DType::kFloat32, p.k, p.og, 1, p.k);
+          st = Matmul(o, a, b, bias_ref);
+        } else {
+          const TensorRef o = Mat2(dst, DType::kFloat32, p.og, np, ds_o, ds_p);
+          if (has_bias) bias_ref = Mat2(bf + g * p.og, DType::kFloat32, p.og, np, 1, 0);
+          st = Matmul(o, wg, kp, bias_ref);
+        }
+        if (!st.ok()) return st;
+        if (prm.activation == Activation::kRelu) {
+          for (int64_t o = 0; o < p.og; ++o) Relu(dst + o * ds_o, np, ds_p);
+        }
+        if (p.direct_out) continue;
+        // Convert the tile into out.
+        if (p.transposed) {
+          for (int64_t y = y0; y < y1; ++y) {
+            for (int64_t x = 0; x < p.ow; ++x) {
+              internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, g * p.og, y, x)),
+                                     out.strides[1], p.og, tile + ((y - y0) * p.ow + x) * p.og);
+            }
+          }
+        } else {
+          for (int64_t o = 0; o < p.og; ++o) {
+            for (int64_t y = y0; y < y1; ++y) {
+              internal::StoreFromF32(out.dtype,
+                                     const_cast<char*>(At(out, n, g * p.og + o, y, 0)),
+                                     out.strides[3], p.ow, tile + o * np + (y - y0) * p.ow);
+            }
+          }
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+rt::KernelInfo DescribeConv2d(const TensorRef& out, const TensorRef& in,
+                              const TensorRef& weight, const TensorRef& bias,
+                              const ConvParams& p, const char* aten_op) {
+  rt::KernelInfo info;
+  switch (out.dtype) {
+    case DType::kFloat64: info.name = "conv2d_f64"; break;
+    case DType::kBFloat16: info.name = "conv2d_bf16"; break;
+    case DType::kFloat16: info.name = "conv2d_f16"; break;
+    default: info.name = "conv2d_f32"; break;
+  }
+  info.op = aten_op;
+  info.engine = rt::Engine::kTensor;
+  const uint64_t k = static_cast<uint64_t>(weight.sizes[1] * weight.sizes[2] * weight.sizes[3]);
+  info.flops = 2 * static_cast<uint64_t>(out.numel()) * k;
+  info.bytes_read = in.nbytes() + weight.nbytes() + (bias.data ? bias.nbytes() : 0);
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+}  // namespace trn::kernels

@@ -1,0 +1,50 @@
+// Convolution on the packed GEMM (kernels::Matmul): im2col into a workspace,
+// one GEMM per image and group, bias and activation fused into the same
+// kernel (Note [conv as GEMM] in conv.cc).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/common/tensor_ref.h"
+#include "core/runtime/runtime.h"
+
+namespace trn::kernels {
+
+// Epilogue applied to every output element after the bias.
+enum class Activation : uint8_t { kNone, kRelu };
+
+// Geometry of a 2-D convolution, dims in (H, W) order. A 1-D convolution is
+// the 2-D one with H = KH = 1, stride/dilation 1 and no padding on H.
+// Padding may be asymmetric (pad_begin = top/left, pad_end = bottom/right).
+struct ConvParams {
+  int64_t stride[2] = {1, 1};
+  int64_t pad_begin[2] = {0, 0};
+  int64_t pad_end[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};
+  int64_t groups = 1;
+  Activation activation = Activation::kNone;
+};
+
+// Output extent of one spatial dim (torch's formula); may be <= 0 for a
+// kernel larger than the padded input (the caller rejects that).
+inline int64_t ConvOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad_begin,
+                              int64_t pad_end, int64_t dilation) {
+  return (in + pad_begin + pad_end - dilation * (kernel - 1) - 1) / stride + 1;
+}
+
+// in [N, C, H, W], weight [Cout, C/groups, KH, KW], bias absent (data ==
+// nullptr) or [Cout], out [N, Cout, OH, OW] with OH/OW from ConvOutputSize.
+// Any strides (channels_last is a stride pattern); in/weight/out share one
+// floating dtype, bias any floating dtype; computed in float32.
+// workspace: a float32 buffer of at least ConvWorkspaceBytes() bytes (data
+// and size only are used), or absent, when the kernel allocates its own.
+size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                          const ConvParams& p);
+Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+              const TensorRef& bias, const ConvParams& p, const TensorRef& workspace);
+rt::KernelInfo DescribeConv2d(const TensorRef& out, const TensorRef& in,
+                              const TensorRef& weight, const TensorRef& bias,
+                              const ConvParams& p, const char* aten_op);
+
+}  // namespace trn::kernels

@@ -1,0 +1,207 @@
+// Conv2d against a double-precision direct convolution on every compiled SIMD
+// target (the GEMM under it dispatches per target): stride, asymmetric
+// padding, dilation, groups (depthwise included), bias, the fused relu, the
+// 1x1 direct path, NCHW / channels-last / strided operands, every floating
+// dtype, with and without a caller workspace.
+#include "core/kernels/conv.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "core/kernels/kernels.h"
+#include "core/kernels/kernels_test_util.h"
+
+namespace trn::kernels {
+namespace {
+
+using testing::Empty;
+using testing::FillRandom;
+using testing::ForEachTarget;
+using testing::TestTensor;
+
+enum class Lay { kNchw, kChannelsLast, kStrided };
+
+// [N, C, H, W] tensor stored as `lay`: channels-last stores [N, H, W, C];
+// strided takes every second element of a twice-as-wide W.
+TestTensor Make4d(DType dt, std::vector<int64_t> s, Lay lay, uint32_t seed) {
+  TestTensor t;
+  if (lay == Lay::kChannelsLast) {
+    t = Empty(dt, {s[0], s[2], s[3], s[1]});
+    const int64_t st[4] = {t.ref.strides[0], t.ref.strides[3], t.ref.strides[1],
+                           t.ref.strides[2]};
+    for (int d = 0; d < 4; ++d) {
+      t.ref.sizes[d] = s[d];
+      t.ref.strides[d] = st[d];
+    }
+  } else if (lay == Lay::kStrided) {
+    t = Empty(dt, {s[0], s[1], s[2], 2 * s[3]}).Slice(3, 1, 2, s[3]);
+  } else {
+    t = Empty(dt, s);
+  }
+  if (seed != 0) FillRandom(t, seed, -1.0, 1.0);
+  return t;
+}
+
+struct Case {
+  std::vector<int64_t> in;  // N, C, H, W
+  int64_t cout, kh, kw;
+  ConvParams p;
+};
+
+ConvParams Params(int64_t sh, int64_t sw, int64_t pt, int64_t pl, int64_t pb, int64_t pr,
+                  int64_t dh, int64_t dw, int64_t groups) {
+  ConvParams p;
+  p.stride[0] = sh;
+  p.stride[1] = sw;
+  p.pad_begin[0] = pt;
+  p.pad_begin[1] = pl;
+  p.pad_end[0] = pb;
+  p.pad_end[1] = pr;
+  p.dilation[0] = dh;
+  p.dilation[1] = dw;
+  p.groups = groups;
+  return p;
+}
+
+std::vector<Case> Cases() {
+  return {
+      {{2, 3, 9, 9}, 4, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      {{2, 3, 9, 8}, 5, 3, 3, Params(2, 2, 1, 1, 1, 1, 1, 1, 1)},
+      {{1, 4, 10, 7}, 6, 3, 2, Params(2, 1, 1, 0, 2, 1, 1, 2, 1)},  // asymmetric pads
+      {{2, 6, 8, 8}, 4, 3, 3, Params(1, 1, 2, 2, 2, 2, 2, 2, 2)},   // groups, dilation
+      {{2, 8, 7, 7}, 8, 3, 3, Params(1, 1, 1, 1, 1, 1, 1, 1, 8)},   // depthwise
+      {{2, 16, 5, 6}, 8, 1, 1, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},  // 1x1 direct
+      {{1, 3, 1, 19}, 4, 1, 5, Params(1, 2, 0, 2, 0, 2, 1, 1, 1)},  // conv1d as H = 1
+      {{1, 3, 16, 16}, 8, 4, 4, Params(4, 4, 0, 0, 0, 0, 1, 1, 1)}, // patch embedding
+      // K * OW * 4 bytes = 87 KiB: col covers 2 output rows, 5 bands.
+      {{1, 64, 12, 40}, 8, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
+  };
+}
+
+// Direct convolution in double over the stored (rounded) values.
+std::vector<double> Reference(const Case& c, const TestTensor& in, const TestTensor& w,
+                              const TestTensor* bias, bool relu, int64_t oh, int64_t ow) {
+  const int64_t n = c.in[0], ch = c.in[1], h = c.in[2], wd = c.in[3];
+  const int64_t g = c.p.groups, cg = ch / g, og = c.cout / g;
+  std::vector<double> out(static_cast<size_t>(n * c.cout * oh * ow));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t o = 0; o < c.cout; ++o)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t x = 0; x < ow; ++x) {
+          double acc = bias ? bias->At(o) : 0.0;
+          const int64_t grp = o / og;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t ky = 0; ky < c.kh; ++ky)
+              for (int64_t kx = 0; kx < c.kw; ++kx) {
+                const int64_t iy = y * c.p.stride[0] - c.p.pad_begin[0] + ky * c.p.dilation[0];
+                const int64_t ix = x * c.p.stride[1] - c.p.pad_begin[1] + kx * c.p.dilation[1];
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                acc += in.At(((b * ch + grp * cg + ci) * h + iy) * wd + ix) *
+                       w.At(((o * cg + ci) * c.kh + ky) * c.kw + kx);
+              }
+          if (relu) acc = std::max(acc, 0.0);
+          out[((b * c.cout + o) * oh + y) * ow + x] = acc;
+        }
+  return out;
+}
+
+void RunConv(const Case& c, DType dt, Lay in_lay, Lay w_lay, Lay out_lay, bool bias, bool relu,
+         bool workspace) {
+  const int64_t oh = ConvOutputSize(c.in[2], c.kh, c.p.stride[0], c.p.pad_begin[0],
+                                    c.p.pad_end[0], c.p.dilation[0]);
+  const int64_t ow = ConvOutputSize(c.in[3], c.kw, c.p.stride[1], c.p.pad_begin[1],
+                                    c.p.pad_end[1], c.p.dilation[1]);
+  ConvParams p = c.p;
+  p.activation = relu ? Activation::kRelu : Activation::kNone;
+  const TestTensor in = Make4d(dt, c.in, in_lay, 11);
+  const TestTensor w = Make4d(dt, {c.cout, c.in[1] / p.groups, c.kh, c.kw}, w_lay, 12);
+  TestTensor b;
+  if (bias) {
+    b = Empty(DType::kFloat32, {c.cout});
+    FillRandom(b, 13, -1.0, 1.0);
+  }
+  TestTensor out = Make4d(dt, {c.in[0], c.cout, oh, ow}, out_lay, 0);
+  const std::vector<double> want = Reference(c, in, w, bias ? &b : nullptr, relu, oh, ow);
+  ForEachTarget([&](const char*) {
+    TestTensor ws;
+    if (workspace) {
+      const size_t bytes = ConvWorkspaceBytes(out.ref, in.ref, w.ref, p);
+      ws = Empty(DType::kFloat32, {static_cast<int64_t>(bytes / 4)});
+    }
+    ASSERT_TRUE(Conv2d(out.ref, in.ref, w.ref, bias ? b.ref : TensorRef{}, p, ws.ref).ok());
+    int failures = 0;
+    const int64_t k = (c.in[1] / p.groups) * c.kh * c.kw;
+    for (int64_t i = 0; i < out.numel() && failures < 5; ++i) {
+      // f32 accumulation over K terms of magnitude <= 1, plus the output rounding.
+      const double tol = 1e-6 * static_cast<double>(k) + 1e-6 +
+                         testing::StorageTol(dt, want[i], 0.0);
+      const std::string err = testing::CheckClose(out.At(i), want[i], 0.0, tol);
+      if (!err.empty()) {
+        ++failures;
+        ADD_FAILURE() << "element " << i << ": " << err;
+      }
+    }
+  });
+}
+
+TEST(Conv2d, GeometryF32) {
+  for (const Case& c : Cases()) {
+    SCOPED_TRACE("in " + std::to_string(c.in[1]) + "x" + std::to_string(c.in[2]) + "x" +
+                 std::to_string(c.in[3]) + " k " + std::to_string(c.kh) + "x" +
+                 std::to_string(c.kw) + " groups " + std::to_string(c.p.groups));
+    for (bool bias : {false, true}) {
+      RunConv(c, DType::kFloat32, Lay::kNchw, Lay::kNchw, Lay::kNchw, bias, false, true);
+    }
+    RunConv(c, DType::kFloat32, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, true, false);
+  }
+}
+
+TEST(Conv2d, Layouts) {
+  const std::vector<Lay> lays = {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided};
+  for (const Case& c : {Cases()[1], Cases()[3], Cases()[4], Cases()[5]}) {
+    for (Lay in : lays) {
+      for (Lay out : lays) {
+        SCOPED_TRACE("layouts in " + std::to_string(static_cast<int>(in)) + " out " +
+                     std::to_string(static_cast<int>(out)));
+        RunConv(c, DType::kFloat32, in, in == Lay::kNchw ? Lay::kChannelsLast : Lay::kNchw, out,
+            true, true, true);
+      }
+    }
+  }
+}
+
+TEST(Conv2d, BandsOfOutputRows) {
+  const Case c = Cases().back();
+  for (Lay lay : {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided}) {
+    RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, true, true);
+    RunConv(c, DType::kBFloat16, lay, Lay::kNchw, Lay::kChannelsLast, true, false, true);
+  }
+}
+
+TEST(Conv2d, Dtypes) {
+  for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
+    SCOPED_TRACE(DTypeName(dt));
+    for (const Case& c : {Cases()[1], Cases()[4], Cases()[5]}) {
+      RunConv(c, dt, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, false, true);
+      RunConv(c, dt, Lay::kChannelsLast, Lay::kNchw, Lay::kChannelsLast, true, true, true);
+    }
+  }
+}
+
+TEST(Conv2d, DescribeCountsFlops) {
+  const Case c = Cases()[0];
+  const TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 0);
+  const TestTensor w = Make4d(DType::kFloat32, {4, 3, 3, 3}, Lay::kNchw, 0);
+  const TestTensor out = Make4d(DType::kFloat32, {2, 4, 7, 7}, Lay::kNchw, 0);
+  const rt::KernelInfo info = DescribeConv2d(out.ref, in.ref, w.ref, TensorRef{}, c.p, "aten::x");
+  EXPECT_STREQ(info.name, "conv2d_f32");
+  EXPECT_EQ(info.flops, 2u * 2 * 4 * 7 * 7 * 27);
+  EXPECT_EQ(info.bytes_written, out.ref.nbytes());
+}
+
+}  // namespace
+}  // namespace trn::kernels

@@ -1,0 +1,394 @@
+// Batch norm (inference), pooling and upsampling. Each (n, c) plane is
+// gathered into a float32 scratch plane (a strided or channels-last input is
+// read once, in order), the windows are computed from there, and each output
+// row is converted while stored. Index math follows torch's CPU kernels
+// (aten/src/ATen/native/cpu/*Pool*, UpSample.h) so results match bit for bit
+// in float32 up to summation order.
+#include "core/kernels/vision.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/common/assert.h"
+#include "core/kernels/convert.h"
+#include "core/kernels/strided.h"
+
+namespace trn::kernels {
+namespace {
+
+char* At4(const TensorRef& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+  const int64_t off =
+      i0 * t.strides[0] + i1 * t.strides[1] + i2 * t.strides[2] + i3 * t.strides[3];
+  return static_cast<char*>(t.data) + off * static_cast<int64_t>(ItemSize(t.dtype));
+}
+
+// Per-thread scratch that grows to the largest plane seen and is then reused
+// (kernels run on one worker thread each; no allocation once warm).
+float* Scratch(int slot, int64_t n) {
+  thread_local std::vector<float> buf[4];
+  if (static_cast<int64_t>(buf[slot].size()) < n) buf[slot].resize(static_cast<size_t>(n));
+  return buf[slot].data();
+}
+
+void CheckPlanes(const TensorRef& out, const TensorRef& in) {
+  TRN_ASSERT(in.ndim == 4 && out.ndim == 4, "pool/upsample operands must be 4-D");
+  TRN_ASSERT(out.sizes[0] == in.sizes[0] && out.sizes[1] == in.sizes[1],
+             "pool/upsample keeps N and C");
+  TRN_ASSERT(IsFloating(in.dtype) && out.dtype == in.dtype, "pool/upsample: one floating dtype");
+}
+
+// Calls f(plane, n, c, out_row) for each (n, c): plane = in[n, c] as f32
+// [H][W]; f fills out_row(y) (an f32 row of OW) and the row is stored.
+template <typename F>
+void ForEachPlane(const TensorRef& out, const TensorRef& in, F&& f) {
+  const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
+  float* plane = Scratch(0, h * w);
+  float* row = Scratch(1, ow);
+  for (int64_t n = 0; n < in.sizes[0]; ++n) {
+    for (int64_t c = 0; c < in.sizes[1]; ++c) {
+      for (int64_t y = 0; y < h; ++y) {
+        internal::LoadAsF32(in.dtype, At4(in, n, c, y, 0), in.strides[3], w, plane + y * w);
+      }
+      for (int64_t y = 0; y < oh; ++y) {
+        f(plane, n, c, y, row);
+        internal::StoreFromF32(out.dtype, At4(out, n, c, y, 0), out.strides[3], ow, row);
+      }
+    }
+  }
+}
+
+float LoadOne(const TensorRef& t, int64_t i) {
+  float v;
+  internal::LoadAsF32(t.dtype, static_cast<const char*>(t.data) +
+                                   i * t.strides[0] * static_cast<int64_t>(ItemSize(t.dtype)),
+                      1, 1, &v);
+  return v;
+}
+
+const char* DTypeSuffixed(const char* const names[4], DType dt) {
+  switch (dt) {
+    case DType::kFloat64: return names[1];
+    case DType::kBFloat16: return names[2];
+    case DType::kFloat16: return names[3];
+    default: return names[0];
+  }
+}
+
+}  // namespace
+
+Status BatchNormInference(const TensorRef& out, const TensorRef& in, const TensorRef& mean,
+                          const TensorRef& var, const TensorRef& weight, const TensorRef& bias,
+                          double eps) {
+  TRN_ASSERT(in.ndim >= 2 && out.ndim == in.ndim && out.dtype == in.dtype,
+             "batch_norm: out must match in, rank >= 2");
+  const int64_t channels = in.sizes[1];
+  for (const TensorRef* t : {&mean, &var, &weight, &bias}) {
+    TRN_ASSERT(t->data == nullptr || (t->ndim == 1 && t->sizes[0] == channels),
+               "batch_norm statistics/parameters must be [C]");
+  }
+  std::vector<float> scale(static_cast<size_t>(channels)), shift(scale.size());
+  for (int64_t c = 0; c < channels; ++c) {
+    // The same float32 formula as torch's CPU batch_norm_cpu_collect_linear_and_constant_terms.
+    const float invstd = 1.0f / std::sqrt(LoadOne(var, c) + static_cast<float>(eps));
+    const float w = weight.data ? LoadOne(weight, c) : 1.0f;
+    const float b = bias.data ? LoadOne(bias, c) : 0.0f;
+    scale[c] = invstd * w;
+    shift[c] = b - LoadOne(mean, c) * invstd * w;
+  }
+  // Each (n, c) slice [*] is one strided loop.
+  TensorRef o = out, i = in;
+  o.ndim = i.ndim = in.ndim - 2;
+  for (int d = 0; d < o.ndim; ++d) {
+    o.sizes[d] = out.sizes[d + 2];
+    o.strides[d] = out.strides[d + 2];
+    i.sizes[d] = in.sizes[d + 2];
+    i.strides[d] = in.strides[d + 2];
+  }
+  const int64_t osz = static_cast<int64_t>(ItemSize(out.dtype));
+  const int64_t isz = static_cast<int64_t>(ItemSize(in.dtype));
+  float* buf = internal::ScratchF32(0);
+  for (int64_t n = 0; n < in.sizes[0]; ++n) {
+    for (int64_t c = 0; c < channels; ++c) {
+      o.data = static_cast<char*>(out.data) + (n * out.strides[0] + c * out.strides[1]) * osz;
+      i.data = static_cast<char*>(in.data) + (n * in.strides[0] + c * in.strides[1]) * isz;
+      const float sc = scale[c], sh = shift[c];
+      internal::ForEachRun<2>(
+          {&o, &i}, [&](const std::array<char*, 2>& ptr, int64_t len,
+                        const std::array<int64_t, 2>& st) {
+            if (in.dtype == DType::kFloat32 && out.dtype == DType::kFloat32 && st[0] == 1 &&
+                st[1] == 1) {  // unit-stride f32: straight through, no staging
+              const float* __restrict src = reinterpret_cast<const float*>(ptr[1]);
+              float* __restrict dst = reinterpret_cast<float*>(ptr[0]);
+              for (int64_t j = 0; j < len; ++j) dst[j] = src[j] * sc + sh;
+              return;
+            }
+            for (int64_t j0 = 0; j0 < len; j0 += internal::kChunk) {
+              const int64_t m = std::min(internal::kChunk, len - j0);
+              internal::LoadAsF32(in.dtype, ptr[1] + j0 * st[1] * isz, st[1], m, buf);
+              for (int64_t j = 0; j < m; ++j) buf[j] = buf[j] * sc + sh;
+              internal::StoreFromF32(out.dtype, ptr[0] + j0 * st[0] * osz, st[0], m, buf);
+            }
+          });
+    }
+  }
+  return Status::Ok();
+}
+
+// Note [max pool layout]: each input plane is copied into an f32 plane with a
+// -inf border wide enough for every window (padding and ceil_mode overhang),
+// so the window loops have no bounds checks and run over whole output rows
+// (kernel row, kernel column outer; output column inner, branch-free selects
+// the compiler vectorizes). A border cell never wins (strict >), so indices
+// and NaN handling are torch's: the first maximum in window order, a NaN
+// replaces anything, a later NaN replaces an earlier one.
+Status MaxPool2d(const TensorRef& out, const TensorRef& indices, const TensorRef& in,
+                 const PoolParams& p) {
+  CheckPlanes(out, in);
+  if (indices.data != nullptr) {
+    TRN_ASSERT(indices.dtype == DType::kInt64 && indices.ndim == 4, "max_pool2d indices int64");
+  }
+  const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
+  if (out.numel() == 0) return Status::Ok();
+  const int64_t ph = p.padding[0], pw = p.padding[1];
+  const int64_t hp = std::max((oh - 1) * p.stride[0] + (p.kernel[0] - 1) * p.dilation[0] + 1,
+                              h + ph);
+  const int64_t wp = std::max((ow - 1) * p.stride[1] + (p.kernel[1] - 1) * p.dilation[1] + 1,
+                              w + pw);
+  float* plane = Scratch(0, hp * wp);
+  float* row = Scratch(1, ow);
+  thread_local std::vector<int64_t> arg_buf;
+  if (static_cast<int64_t>(arg_buf.size()) < ow) arg_buf.resize(static_cast<size_t>(ow));
+  int64_t* arg = arg_buf.data();
+  std::fill(plane, plane + hp * wp, -std::numeric_limits<float>::infinity());
+  const int64_t sw = p.stride[1], dw = p.dilation[1];
+  for (int64_t n = 0; n < in.sizes[0]; ++n) {
+    for (int64_t c = 0; c < in.sizes[1]; ++c) {
+      for (int64_t y = 0; y < h; ++y) {
+        internal::LoadAsF32(in.dtype, At4(in, n, c, y, 0), in.strides[3], w,
+                            plane + (y + ph) * wp + pw);
+      }
+      for (int64_t y = 0; y < oh; ++y) {
+        // torch starts from the first in-input cell of the window.
+        int64_t y0 = y * p.stride[0] - ph;
+        while (y0 < 0) y0 += p.dilation[0];
+        for (int64_t x = 0; x < ow; ++x) {
+          int64_t x0 = x * sw - pw;
+          while (x0 < 0) x0 += dw;
+          row[x] = -std::numeric_limits<float>::infinity();
+          arg[x] = y0 * w + x0;
+        }
+        for (int64_t ky = 0; ky < p.kernel[0]; ++ky) {
+          const int64_t py = y * p.stride[0] + ky * p.dilation[0];
+          if (py < ph || py >= ph + h) continue;  // a border row never wins
+          const float* src = plane + py * wp;
+          for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
+            const int64_t off = kx * dw;
+            const int64_t base = (py - ph) * w + off - pw;  // input index of x = 0
+            for (int64_t x = 0; x < ow; ++x) {
+              const float v = src[x * sw + off];
+              const bool take = v > row[x] || v != v;
+              row[x] = take ? v : row[x];
+              arg[x] = take ? base + x * sw : arg[x];
+            }
+          }
+        }
+        internal::StoreFromF32(out.dtype, At4(out, n, c, y, 0), out.strides[3], ow, row);
+        if (indices.data != nullptr) {
+          int64_t* dst = reinterpret_cast<int64_t*>(At4(indices, n, c, y, 0));
+          const int64_t st = indices.strides[3];
+          for (int64_t x = 0; x < ow; ++x) dst[x * st] = arg[x];
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+// Same plane layout as Note [max pool layout] with a zero border: each output
+// row sums kernel-many shifted input rows, then divides by the per-window
+// divisor (torch's: the window clipped to input + padding, or to the input).
+Status AvgPool2d(const TensorRef& out, const TensorRef& in, const PoolParams& p) {
+  CheckPlanes(out, in);
+  const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
+  if (out.numel() == 0) return Status::Ok();
+  const int64_t ph = p.padding[0], pw = p.padding[1], sw = p.stride[1];
+  const int64_t hp = std::max((oh - 1) * p.stride[0] + p.kernel[0], h + ph);
+  const int64_t wp = std::max((ow - 1) * sw + p.kernel[1], w + pw);
+  float* plane = Scratch(0, hp * wp);
+  float* row = Scratch(1, ow);
+  // Per output column: the window's width clipped to input + padding, and to the input.
+  thread_local std::vector<int64_t> widths;
+  widths.assign(static_cast<size_t>(2 * ow), 0);
+  for (int64_t x = 0; x < ow; ++x) {
+    const int64_t x0 = x * sw - pw, x1 = std::min(x0 + p.kernel[1], w + pw);
+    widths[2 * x] = x1 - x0;
+    widths[2 * x + 1] = std::max<int64_t>(std::min(x1, w) - std::max<int64_t>(x0, 0), 0);
+  }
+  std::fill(plane, plane + hp * wp, 0.0f);
+  for (int64_t n = 0; n < in.sizes[0]; ++n) {
+    for (int64_t c = 0; c < in.sizes[1]; ++c) {
+      for (int64_t y = 0; y < h; ++y) {
+        internal::LoadAsF32(in.dtype, At4(in, n, c, y, 0), in.strides[3], w,
+                            plane + (y + ph) * wp + pw);
+      }
+      for (int64_t y = 0; y < oh; ++y) {
+        const int64_t y0 = y * p.stride[0] - ph, y1 = std::min(y0 + p.kernel[0], h + ph);
+        const int64_t rows_pad = y1 - y0;
+        const int64_t rows_in = std::max<int64_t>(std::min(y1, h) - std::max<int64_t>(y0, 0), 0);
+        std::fill(row, row + ow, 0.0f);
+        for (int64_t ky = 0; ky < p.kernel[0]; ++ky) {
+          const float* src = plane + (y * p.stride[0] + ky) * wp;
+          for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
+            const float* __restrict s = src + kx;
+            float* __restrict r = row;
+            for (int64_t x = 0; x < ow; ++x) r[x] += s[x * sw];
+          }
+        }
+        for (int64_t x = 0; x < ow; ++x) {
+          const int64_t inside = rows_in * widths[2 * x + 1];
+          const int64_t div = p.divisor_override != 0 ? p.divisor_override
+                              : p.count_include_pad   ? rows_pad * widths[2 * x]
+                                                      : inside;
+          row[x] = inside == 0 ? 0.0f : row[x] / static_cast<float>(div);
+        }
+        internal::StoreFromF32(out.dtype, At4(out, n, c, y, 0), out.strides[3], ow, row);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+Status AdaptiveAvgPool2d(const TensorRef& out, const TensorRef& in) {
+  CheckPlanes(out, in);
+  const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
+  ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
+    const int64_t y0 = (y * h) / oh, y1 = ((y + 1) * h + oh - 1) / oh;
+    for (int64_t x = 0; x < ow; ++x) {
+      const int64_t x0 = (x * w) / ow, x1 = ((x + 1) * w + ow - 1) / ow;
+      float sum = 0.0f;
+      for (int64_t iy = y0; iy < y1; ++iy) {
+        for (int64_t ix = x0; ix < x1; ++ix) sum += plane[iy * w + ix];
+      }
+      row[x] = sum / static_cast<float>((y1 - y0) * (x1 - x0));
+    }
+  });
+  return Status::Ok();
+}
+
+namespace {
+
+// torch's compute_scales_value: 1/scale when the user gave one, else in/out.
+float ScaleValue(double scale, int64_t in, int64_t out) {
+  return scale > 0 ? static_cast<float>(1.0 / scale)
+                   : static_cast<float>(in) / static_cast<float>(out);
+}
+
+int64_t NearestIndex(int64_t o, int64_t in, int64_t out, double scale) {
+  if (out == in) return o;
+  if (out == 2 * in) return o >> 1;
+  const float s = ScaleValue(scale, in, out);
+  return std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * s)), in - 1);
+}
+
+// torch's compute_source_index_and_lambda for linear modes.
+struct Tap {
+  int64_t i0, i1;
+  float l0, l1;
+};
+Tap LinearTap(int64_t o, int64_t in, int64_t out, bool align_corners, double scale) {
+  if (out == in && !align_corners) return {o, o, 1.0f, 0.0f};
+  const float s = align_corners ? (out > 1 ? static_cast<float>(in - 1) / (out - 1) : 0.0f)
+                                : ScaleValue(scale, in, out);
+  const float real = align_corners ? s * o : std::max(s * (o + 0.5f) - 0.5f, 0.0f);
+  const int64_t i0 = std::min(static_cast<int64_t>(std::floor(real)), in - 1);
+  const float lambda = std::min(std::max(real - static_cast<float>(i0), 0.0f), 1.0f);
+  return {i0, i0 + (i0 < in - 1 ? 1 : 0), 1.0f - lambda, lambda};
+}
+
+}  // namespace
+
+Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
+                  bool align_corners, double scale_h, double scale_w) {
+  CheckPlanes(out, in);
+  const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
+  if (out.numel() == 0) return Status::Ok();
+  if (mode == UpsampleMode::kNearest) {
+    std::vector<int64_t> xs(static_cast<size_t>(ow));
+    for (int64_t x = 0; x < ow; ++x) xs[x] = NearestIndex(x, w, ow, scale_w);
+    ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
+      const float* src = plane + NearestIndex(y, h, oh, scale_h) * w;
+      for (int64_t x = 0; x < ow; ++x) row[x] = src[xs[x]];
+    });
+    return Status::Ok();
+  }
+  // Separable: each needed input row is interpolated along W once (two
+  // cached rows), then each output row blends two of them along H.
+  std::vector<Tap> xs(static_cast<size_t>(ow));
+  for (int64_t x = 0; x < ow; ++x) xs[x] = LinearTap(x, w, ow, align_corners, scale_w);
+  std::vector<Tap> ys(static_cast<size_t>(oh));
+  for (int64_t y = 0; y < oh; ++y) ys[y] = LinearTap(y, h, oh, align_corners, scale_h);
+  float* hrow[2] = {Scratch(2, ow), Scratch(3, ow)};
+  int64_t cached[2];
+  const auto horizontal = [&](const float* src, float* dst) {
+    for (int64_t x = 0; x < ow; ++x) dst[x] = xs[x].l0 * src[xs[x].i0] + xs[x].l1 * src[xs[x].i1];
+  };
+  ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
+    if (y == 0) cached[0] = cached[1] = -1;  // a new plane
+    const Tap& ty = ys[y];
+    const int64_t want[2] = {ty.i0, ty.i1};
+    const float* r[2];
+    for (int k = 0; k < 2; ++k) {
+      int slot = cached[0] == want[k] ? 0 : cached[1] == want[k] ? 1 : -1;
+      if (slot < 0) {  // load into the slot that does not hold the other row
+        slot = cached[0] == want[1 - k] ? 1 : 0;
+        horizontal(plane + want[k] * w, hrow[slot]);
+        cached[slot] = want[k];
+      }
+      r[k] = hrow[slot];
+    }
+    for (int64_t x = 0; x < ow; ++x) row[x] = ty.l0 * r[0][x] + ty.l1 * r[1][x];
+  });
+  return Status::Ok();
+}
+
+rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, const char* aten_op) {
+  static const char* const kNames[4] = {"batch_norm_f32", "batch_norm_f64", "batch_norm_bf16",
+                                        "batch_norm_f16"};
+  rt::KernelInfo info;
+  info.name = DTypeSuffixed(kNames, in.dtype);
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  info.flops = 2 * static_cast<uint64_t>(in.numel());  // one FMA per element
+  info.bytes_read = internal::DistinctBytes(in);
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
+                              uint64_t window, const char* aten_op) {
+  static const char* const kNames[5][4] = {
+      {"max_pool2d_f32", "max_pool2d_f64", "max_pool2d_bf16", "max_pool2d_f16"},
+      {"avg_pool2d_f32", "avg_pool2d_f64", "avg_pool2d_bf16", "avg_pool2d_f16"},
+      {"adaptive_avg_pool2d_f32", "adaptive_avg_pool2d_f64", "adaptive_avg_pool2d_bf16",
+       "adaptive_avg_pool2d_f16"},
+      {"upsample_nearest2d_f32", "upsample_nearest2d_f64", "upsample_nearest2d_bf16",
+       "upsample_nearest2d_f16"},
+      {"upsample_bilinear2d_f32", "upsample_bilinear2d_f64", "upsample_bilinear2d_bf16",
+       "upsample_bilinear2d_f16"},
+  };
+  rt::KernelInfo info;
+  info.name = DTypeSuffixed(kNames[static_cast<int>(kernel)], in.dtype);
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  uint64_t per_out = window;
+  if (kernel == VisionKernel::kUpsampleNearest2d) per_out = 1;
+  if (kernel == VisionKernel::kUpsampleBilinear2d) per_out = 7;
+  info.flops = per_out * static_cast<uint64_t>(out.numel());
+  info.bytes_read = internal::DistinctBytes(in);
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+}  // namespace trn::kernels

@@ -1,0 +1,59 @@
+// Vision kernels around convolution: batch norm (inference), max / average /
+// adaptive-average pooling and nearest / bilinear upsampling. Same contract as
+// kernels.h: pure functions over TensorRefs, any strides, float32/bfloat16/
+// float16/float64 computed in float32; shapes are the caller's job (TRN_ASSERT).
+// Spatial kernels take [N, C, H, W]; 1-D variants are H = 1.
+#pragma once
+
+#include <cstdint>
+
+#include "core/common/tensor_ref.h"
+#include "core/runtime/runtime.h"
+
+namespace trn::kernels {
+
+// out = (in - mean) / sqrt(var + eps) * weight + bias over channel dim 1 of
+// in [N, C, *] (rank >= 2). mean/var [C]; weight/bias [C] or absent
+// (data == nullptr). Statistics may have another floating dtype than in.
+Status BatchNormInference(const TensorRef& out, const TensorRef& in, const TensorRef& mean,
+                          const TensorRef& var, const TensorRef& weight, const TensorRef& bias,
+                          double eps);
+rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, const char* aten_op);
+
+// Window geometry of a 2-D pooling, (H, W) order. Output sizes come from out
+// (the caller applies ceil_mode); windows start at o * stride - padding.
+struct PoolParams {
+  int64_t kernel[2] = {1, 1};
+  int64_t stride[2] = {1, 1};
+  int64_t padding[2] = {0, 0};
+  int64_t dilation[2] = {1, 1};   // max pool only
+  bool count_include_pad = true;  // avg pool only
+  int64_t divisor_override = 0;   // avg pool only; 0 = none
+};
+
+// Max over each window (padding never wins; NaN propagates as in torch).
+// indices: absent or kInt64 of out's sizes, the argmax as ih * W + iw.
+Status MaxPool2d(const TensorRef& out, const TensorRef& indices, const TensorRef& in,
+                 const PoolParams& p);
+// torch's avg_pool2d: a window clipped to input + padding; divided by
+// divisor_override, the clipped window (count_include_pad) or its in-input part.
+Status AvgPool2d(const TensorRef& out, const TensorRef& in, const PoolParams& p);
+// Window [floor(o*I/O), ceil((o+1)*I/O)) per output index, any output size.
+Status AdaptiveAvgPool2d(const TensorRef& out, const TensorRef& in);
+
+enum class UpsampleMode : uint8_t { kNearest, kBilinear };
+// torch's upsample_nearest2d / upsample_bilinear2d; scale_h/scale_w are the
+// user's scale factors or <= 0 when output sizes were given (then in/out).
+// align_corners is bilinear only.
+Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
+                  bool align_corners, double scale_h, double scale_w);
+
+// Kernel info of the pools and upsamplers: name like "max_pool2d_f32"; flops
+// per output element = the window size (pools), 1 (nearest), 7 (bilinear).
+enum class VisionKernel : uint8_t {
+  kMaxPool2d, kAvgPool2d, kAdaptiveAvgPool2d, kUpsampleNearest2d, kUpsampleBilinear2d,
+};
+rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
+                              uint64_t window, const char* aten_op);
+
+}  // namespace trn::kernels

@@ -1,0 +1,289 @@
+// Batch norm, pooling and upsampling against double-precision references
+// written from torch's definitions, over window geometries, NCHW /
+// channels-last / strided operands and every floating dtype, on every
+// compiled target (the kernels are target-independent today; the sweep keeps
+// them honest if they get SIMD paths).
+#include "core/kernels/vision.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "core/kernels/kernels.h"
+#include "core/kernels/kernels_test_util.h"
+
+namespace trn::kernels {
+namespace {
+
+using testing::Empty;
+using testing::FillRandom;
+using testing::ForEachTarget;
+using testing::TestTensor;
+
+// [N, C, H, W]: 0 = NCHW, 1 = channels-last storage, 2 = W strided by 2.
+TestTensor Make4d(DType dt, std::vector<int64_t> s, int lay, uint32_t seed) {
+  TestTensor t;
+  if (lay == 1) {
+    t = Empty(dt, {s[0], s[2], s[3], s[1]});
+    const int64_t st[4] = {t.ref.strides[0], t.ref.strides[3], t.ref.strides[1],
+                           t.ref.strides[2]};
+    for (int d = 0; d < 4; ++d) {
+      t.ref.sizes[d] = s[d];
+      t.ref.strides[d] = st[d];
+    }
+  } else if (lay == 2) {
+    t = Empty(dt, {s[0], s[1], s[2], 2 * s[3]}).Slice(3, 1, 2, s[3]);
+  } else {
+    t = Empty(dt, s);
+  }
+  if (seed != 0) FillRandom(t, seed, -2.0, 2.0);
+  return t;
+}
+
+void ExpectClose(const TestTensor& got, const std::vector<double>& want, double rel) {
+  ASSERT_EQ(static_cast<size_t>(got.numel()), want.size());
+  int failures = 0;
+  for (int64_t i = 0; i < got.numel() && failures < 5; ++i) {
+    const double tol = 1e-6 + testing::StorageTol(got.dtype(), want[i], rel);
+    const std::string err = testing::CheckClose(got.At(i), want[i], 0.0, tol);
+    if (!err.empty()) {
+      ++failures;
+      ADD_FAILURE() << "element " << i << ": " << err;
+    }
+  }
+}
+
+int64_t PoolOut(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil, bool ceil) {
+  const int64_t eff = dil * (k - 1) + 1;
+  int64_t o = (in + 2 * pad - eff + (ceil ? stride - 1 : 0)) / stride + 1;
+  if (ceil && (o - 1) * stride >= in + pad) --o;  // the last window must start inside
+  return o;
+}
+
+const std::vector<DType> kFloats = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
+                                    DType::kFloat64};
+
+TEST(BatchNorm, AgainstReference) {
+  for (DType dt : kFloats) {
+    for (int lay : {0, 1, 2}) {
+      for (bool affine : {false, true}) {
+        SCOPED_TRACE(std::string(DTypeName(dt)) + " layout " + std::to_string(lay));
+        const TestTensor in = Make4d(dt, {2, 5, 3, 4}, lay, 1);
+        TestTensor out = Make4d(dt, {2, 5, 3, 4}, lay, 0);
+        TestTensor mean = Empty(DType::kFloat32, {5}), var = Empty(DType::kFloat32, {5});
+        TestTensor w = Empty(DType::kFloat32, {5}), b = Empty(DType::kFloat32, {5});
+        FillRandom(mean, 2);
+        FillRandom(var, 3, 0.5, 2.0);
+        FillRandom(w, 4);
+        FillRandom(b, 5);
+        std::vector<double> want(static_cast<size_t>(in.numel()));
+        for (int64_t i = 0; i < in.numel(); ++i) {
+          const int64_t c = (i / 12) % 5;
+          double v = (in.At(i) - mean.At(c)) / std::sqrt(var.At(c) + 1e-5);
+          if (affine) v = v * w.At(c) + b.At(c);
+          want[i] = v;
+        }
+        ForEachTarget([&](const char*) {
+          ASSERT_TRUE(BatchNormInference(out.ref, in.ref, mean.ref, var.ref,
+                                         affine ? w.ref : TensorRef{},
+                                         affine ? b.ref : TensorRef{}, 1e-5)
+                          .ok());
+          ExpectClose(out, want, 1e-5);
+        });
+      }
+    }
+  }
+}
+
+struct PoolCase {
+  int64_t k[2], s[2], pad[2], dil[2];
+  bool ceil;
+};
+const std::vector<PoolCase> kPools = {
+    {{2, 2}, {2, 2}, {0, 0}, {1, 1}, false},
+    {{3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+    {{3, 2}, {2, 1}, {1, 0}, {1, 2}, false},
+    {{3, 3}, {2, 2}, {0, 0}, {1, 1}, true},
+    {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
+};
+
+TEST(MaxPool2d, AgainstReference) {
+  for (const PoolCase& pc : kPools) {
+    for (int lay : {0, 1, 2}) {
+      for (DType dt : kFloats) {
+        const int64_t h = 9, w = 10;
+        const int64_t oh = PoolOut(h, pc.k[0], pc.pad[0], pc.s[0], pc.dil[0], pc.ceil);
+        const int64_t ow = PoolOut(w, pc.k[1], pc.pad[1], pc.s[1], pc.dil[1], pc.ceil);
+        TestTensor in = Make4d(dt, {2, 3, h, w}, lay, 7);
+        in.Set(5, std::numeric_limits<double>::quiet_NaN());
+        TestTensor out = Make4d(dt, {2, 3, oh, ow}, lay, 0);
+        TestTensor idx = Empty(DType::kInt64, {2, 3, oh, ow});
+        std::vector<double> want;
+        std::vector<int64_t> want_idx;
+        for (int64_t pl = 0; pl < 6; ++pl)
+          for (int64_t y = 0; y < oh; ++y)
+            for (int64_t x = 0; x < ow; ++x) {
+              double best = -INFINITY;
+              int64_t arg = -1;
+              for (int64_t ky = 0; ky < pc.k[0]; ++ky)
+                for (int64_t kx = 0; kx < pc.k[1]; ++kx) {
+                  const int64_t iy = y * pc.s[0] - pc.pad[0] + ky * pc.dil[0];
+                  const int64_t ix = x * pc.s[1] - pc.pad[1] + kx * pc.dil[1];
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                  const double v = in.At(pl * h * w + iy * w + ix);
+                  if (arg < 0 || v > best || std::isnan(v)) {
+                    best = v;
+                    arg = iy * w + ix;
+                  }
+                }
+              want.push_back(best);
+              want_idx.push_back(arg);
+            }
+        PoolParams p;
+        for (int i = 0; i < 2; ++i) {
+          p.kernel[i] = pc.k[i];
+          p.stride[i] = pc.s[i];
+          p.padding[i] = pc.pad[i];
+          p.dilation[i] = pc.dil[i];
+        }
+        ForEachTarget([&](const char*) {
+          ASSERT_TRUE(MaxPool2d(out.ref, idx.ref, in.ref, p).ok());
+          ExpectClose(out, want, 0.0);
+          for (int64_t i = 0; i < idx.numel(); ++i) ASSERT_EQ(idx.AtInt(i), want_idx[i]) << i;
+        });
+      }
+    }
+  }
+}
+
+TEST(AvgPool2d, AgainstReference) {
+  for (const PoolCase& pc : kPools) {
+    if (pc.dil[0] != 1 || pc.dil[1] != 1) continue;
+    for (int mode = 0; mode < 3; ++mode) {  // include pad, exclude pad, divisor 5
+      for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+        const int64_t h = 9, w = 10;
+        const int64_t oh = PoolOut(h, pc.k[0], pc.pad[0], pc.s[0], 1, pc.ceil);
+        const int64_t ow = PoolOut(w, pc.k[1], pc.pad[1], pc.s[1], 1, pc.ceil);
+        const TestTensor in = Make4d(dt, {1, 3, h, w}, mode, 8);
+        TestTensor out = Make4d(dt, {1, 3, oh, ow}, 2 - mode, 0);
+        std::vector<double> want;
+        for (int64_t pl = 0; pl < 3; ++pl)
+          for (int64_t y = 0; y < oh; ++y)
+            for (int64_t x = 0; x < ow; ++x) {
+              double sum = 0;
+              int64_t inside = 0, padded = 0;
+              for (int64_t ky = 0; ky < pc.k[0]; ++ky)
+                for (int64_t kx = 0; kx < pc.k[1]; ++kx) {
+                  const int64_t iy = y * pc.s[0] - pc.pad[0] + ky;
+                  const int64_t ix = x * pc.s[1] - pc.pad[1] + kx;
+                  // torch counts window cells inside input + padding.
+                  if (iy < h + pc.pad[0] && ix < w + pc.pad[1]) ++padded;
+                  if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                  sum += in.At(pl * h * w + iy * w + ix);
+                  ++inside;
+                }
+              const int64_t div = mode == 2 ? 5 : mode == 0 ? padded : inside;
+              want.push_back(inside == 0 ? 0.0 : sum / div);
+            }
+        PoolParams p;
+        for (int i = 0; i < 2; ++i) {
+          p.kernel[i] = pc.k[i];
+          p.stride[i] = pc.s[i];
+          p.padding[i] = pc.pad[i];
+        }
+        p.count_include_pad = mode == 0;
+        p.divisor_override = mode == 2 ? 5 : 0;
+        ForEachTarget([&](const char*) {
+          ASSERT_TRUE(AvgPool2d(out.ref, in.ref, p).ok());
+          ExpectClose(out, want, 1e-6);
+        });
+      }
+    }
+  }
+}
+
+TEST(AdaptiveAvgPool2d, AnyOutputSize) {
+  for (auto [oh, ow] : std::vector<std::pair<int64_t, int64_t>>{
+           {1, 1}, {3, 4}, {7, 2}, {9, 10}, {12, 13}}) {
+    for (int lay : {0, 1}) {
+      const TestTensor in = Make4d(DType::kFloat32, {2, 3, 9, 10}, lay, 9);
+      TestTensor out = Make4d(DType::kFloat32, {2, 3, oh, ow}, lay, 0);
+      std::vector<double> want;
+      for (int64_t pl = 0; pl < 6; ++pl)
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t x = 0; x < ow; ++x) {
+            const int64_t y0 = static_cast<int64_t>(std::floor(double(y) * 9 / oh));
+            const int64_t y1 = static_cast<int64_t>(std::ceil(double(y + 1) * 9 / oh));
+            const int64_t x0 = static_cast<int64_t>(std::floor(double(x) * 10 / ow));
+            const int64_t x1 = static_cast<int64_t>(std::ceil(double(x + 1) * 10 / ow));
+            double sum = 0;
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix) sum += in.At(pl * 90 + iy * 10 + ix);
+            want.push_back(sum / ((y1 - y0) * (x1 - x0)));
+          }
+      ForEachTarget([&](const char*) {
+        ASSERT_TRUE(AdaptiveAvgPool2d(out.ref, in.ref).ok());
+        ExpectClose(out, want, 1e-6);
+      });
+    }
+  }
+}
+
+// Source coordinate of torch's linear interpolation.
+double LinearSource(int64_t o, int64_t in, int64_t out, bool align, double scale) {
+  if (align) return out > 1 ? double(in - 1) / (out - 1) * o : 0.0;
+  const double s = scale > 0 ? 1.0 / scale : double(in) / out;
+  return std::max(s * (o + 0.5) - 0.5, 0.0);
+}
+
+TEST(Upsample2d, NearestAndBilinear) {
+  struct U {
+    int64_t oh, ow;
+    double sh, sw;
+  };
+  for (const U& u : {U{12, 10, 2.0, 2.0}, U{9, 12, 1.5, 2.5}, U{7, 5, 0, 0}, U{3, 2, 0.5, 0.5},
+                     U{13, 3, 0, 0}}) {
+    for (int mode = 0; mode < 3; ++mode) {  // nearest, bilinear, bilinear align_corners
+      for (DType dt : {DType::kFloat32, DType::kFloat16}) {
+        const int64_t h = 6, w = 5;
+        const TestTensor in = Make4d(dt, {1, 2, h, w}, mode % 2 == 0 ? 2 : 1, 10);
+        TestTensor out = Make4d(dt, {1, 2, u.oh, u.ow}, 0, 0);
+        std::vector<double> want;
+        for (int64_t pl = 0; pl < 2; ++pl)
+          for (int64_t y = 0; y < u.oh; ++y)
+            for (int64_t x = 0; x < u.ow; ++x) {
+              const auto at = [&](int64_t iy, int64_t ix) { return in.At(pl * h * w + iy * w + ix); };
+              if (mode == 0) {
+                const double sy = u.sh > 0 ? 1.0 / u.sh : double(h) / u.oh;
+                const double sx = u.sw > 0 ? 1.0 / u.sw : double(w) / u.ow;
+                want.push_back(at(std::min<int64_t>(std::floor(y * sy), h - 1),
+                                  std::min<int64_t>(std::floor(x * sx), w - 1)));
+                continue;
+              }
+              const double ry = LinearSource(y, h, u.oh, mode == 2, u.sh);
+              const double rx = LinearSource(x, w, u.ow, mode == 2, u.sw);
+              const int64_t y0 = std::min<int64_t>(std::floor(ry), h - 1);
+              const int64_t x0 = std::min<int64_t>(std::floor(rx), w - 1);
+              const int64_t y1 = std::min(y0 + 1, h - 1), x1 = std::min(x0 + 1, w - 1);
+              const double ly = ry - y0, lx = rx - x0;
+              want.push_back((1 - ly) * ((1 - lx) * at(y0, x0) + lx * at(y0, x1)) +
+                             ly * ((1 - lx) * at(y1, x0) + lx * at(y1, x1)));
+            }
+        ForEachTarget([&](const char*) {
+          ASSERT_TRUE(Upsample2d(out.ref, in.ref,
+                                 mode == 0 ? UpsampleMode::kNearest : UpsampleMode::kBilinear,
+                                 mode == 2, u.sh, u.sw)
+                          .ok());
+          ExpectClose(out, want, 1e-5);
+        });
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trn::kernels

@@ -1,0 +1,450 @@
+"""Convolution, batch norm, pooling and upsampling on trn against CPU PyTorch.
+
+Every test runs the op on CPU tensors and on trn copies of the same values
+(contiguous, channels_last or non-contiguous views), and the autouse fixture
+asserts that nothing went through the CPU fallback, except in the tests of
+the fallback itself.
+
+Tolerances (rtol, atol): float32 1e-4/1e-4 for convolutions (a K-long f32
+dot product in another summation order), 1e-5/1e-5 for pools, batch norm
+and upsampling; bfloat16 2e-2/2e-2 and float16 2e-3/2e-3 (inputs rounded to
+the dtype on both sides, computed in f32 on trn, rounded once on output).
+"""
+
+import copy
+import zlib
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import trnscope
+from conftest import run_python
+
+F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
+FLOATS = [F32, BF16, F16]
+
+
+@pytest.fixture(autouse=True)
+def no_fallback(request):
+    before = trnscope.fallback_ops()
+    yield
+    torch.trn.synchronize()
+    if "fallback" not in request.node.name:
+        assert trnscope.fallback_ops() == before, "a native op went through the CPU fallback"
+
+
+def make(shape, dtype=F32, salt=""):
+    g = torch.Generator().manual_seed(zlib.crc32(repr((shape, str(dtype), salt)).encode()))
+    return torch.randn(shape, generator=g).to(dtype)
+
+
+def tol(dtype, conv=False):
+    if dtype == BF16:
+        return 2e-2, 2e-2
+    if dtype == F16:
+        return 2e-3, 2e-3
+    return (1e-4, 1e-4) if conv else (1e-5, 1e-5)
+
+
+def check(got, want, conv=False):
+    assert got.device.type == "trn", got.device
+    assert got.dtype == want.dtype, (got.dtype, want.dtype)
+    assert got.shape == want.shape, (got.shape, want.shape)
+    rtol, atol = tol(want.dtype, conv)
+    torch.testing.assert_close(got.cpu(), want, rtol=rtol, atol=atol, equal_nan=True)
+
+
+def to_trn(x, layout="contig"):
+    """trn tensor with x's values: contiguous, channels_last (4-D), or
+    'strided' (every other element of a wider last dim)."""
+    if layout == "channels_last" and x.dim() == 4:
+        t = x.to(memory_format=torch.channels_last).to("trn")
+        assert t.is_contiguous(memory_format=torch.channels_last)
+        return t
+    if layout == "strided":
+        wide = torch.stack([x, torch.zeros_like(x)], dim=-1).flatten(-2)
+        return wide.to("trn")[..., ::2]
+    return x.to("trn")
+
+
+# ---- convolution ------------------------------------------------------------------------
+CONV2D = [
+    # (N, C, H, W), (Cout, KH, KW), kwargs
+    ((2, 3, 9, 9), (4, 3, 3), {}),
+    ((2, 3, 9, 9), (4, 3, 3), dict(stride=2, padding=1)),
+    ((1, 4, 10, 7), (6, 3, 2), dict(stride=(2, 1), padding=(1, 0), dilation=(1, 2))),
+    ((2, 4, 8, 8), (4, 3, 3), dict(padding=2, dilation=2)),
+    ((2, 6, 8, 8), (4, 3, 3), dict(groups=2, padding=1)),
+    ((2, 8, 7, 7), (8, 3, 3), dict(groups=8, padding=1)),  # depthwise
+    ((2, 4, 7, 7), (8, 3, 3), dict(groups=4, stride=2)),  # depthwise, multiplier 2
+    ((2, 16, 5, 5), (8, 1, 1), {}),  # pointwise
+    ((1, 3, 32, 32), (8, 8, 8), dict(stride=8)),  # ViT patch embedding
+    ((2, 3, 6, 6), (5, 3, 3), dict(padding="same")),
+    ((1, 2, 6, 7), (3, 4, 2), dict(padding="same", dilation=(1, 2))),  # asymmetric 'same'
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV2D)))
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv2d_geometry(case, bias):
+    shape, (cout, kh, kw), kwargs = CONV2D[case]
+    groups = kwargs.get("groups", 1)
+    x = make(shape)
+    w = make((cout, shape[1] // groups, kh, kw), salt="w")
+    b = make((cout,), salt="b") if bias else None
+    want = F.conv2d(x, w, b, **kwargs)
+    got = F.conv2d(x.to("trn"), w.to("trn"), b.to("trn") if bias else None, **kwargs)
+    check(got, want, conv=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("layout", ["contig", "channels_last", "strided"])
+def test_conv2d_dtypes_layouts(dtype, layout):
+    x = make((2, 6, 9, 8), dtype)
+    w = make((4, 3, 3, 3), dtype, salt="w")
+    b = make((4,), dtype, salt="b")
+    want = F.conv2d(x.float(), w.float(), b.float(), stride=(1, 2), padding=1, groups=2).to(dtype)
+    got = F.conv2d(to_trn(x, layout), to_trn(w, layout), b.to("trn"), stride=(1, 2), padding=1,
+                   groups=2)
+    check(got, want, conv=True)
+    if layout == "channels_last":  # torch keeps channels_last through a conv
+        assert got.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_conv2d_transposed_weight_view():
+    x = make((2, 5, 6, 6))
+    base = make((3, 3, 5, 4), salt="w")  # weight stored [KH, KW, C, Cout]
+    w = base.permute(3, 2, 0, 1)
+    want = F.conv2d(x, w, padding=1)
+    got = F.conv2d(x.to("trn"), base.to("trn").permute(3, 2, 0, 1), padding=1)
+    check(got, want, conv=True)
+
+
+CONV1D = [
+    ((2, 3, 17), (4, 3), {}),
+    ((2, 4, 20), (6, 5), dict(stride=2, padding=2, dilation=2)),
+    ((1, 6, 11), (6, 3), dict(groups=3, padding=1)),
+    ((2, 4, 9), (4, 4), dict(padding="same")),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV1D)))
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_conv1d(case, dtype):
+    shape, (cout, k), kwargs = CONV1D[case]
+    groups = kwargs.get("groups", 1)
+    x = make(shape, dtype)
+    w = make((cout, shape[1] // groups, k), dtype, salt="w")
+    b = make((cout,), dtype, salt="b")
+    want = F.conv1d(x.float(), w.float(), b.float(), **kwargs).to(dtype)
+    check(F.conv1d(to_trn(x, "strided"), w.to("trn"), b.to("trn"), **kwargs), want, conv=True)
+
+
+def test_conv_modules_and_unbatched_input():
+    torch.manual_seed(0)
+    for m, shape in [(nn.Conv2d(3, 4, 3, padding=1), (2, 3, 8, 8)),
+                     (nn.Conv1d(3, 4, 3), (2, 3, 10)),
+                     (nn.Conv2d(3, 4, 3, padding=1, bias=False), (3, 8, 8))]:
+        x = make(shape)
+        want = m(x)
+        with torch.no_grad():
+            got = m.to("trn")(x.to("trn"))
+        check(got, want.detach(), conv=True)
+
+
+def test_conv_profiler_kernel_launch():
+    x, w = make((1, 3, 8, 8)).to("trn"), make((4, 3, 3, 3), salt="w").to("trn")
+    torch.ops.trnscope._count_launches(True)
+    try:
+        F.conv2d(x, w, padding=1)
+        torch.trn.synchronize()
+        counts = torch.ops.trnscope._launch_counts()
+    finally:
+        torch.ops.trnscope._count_launches(False)
+    assert "conv2d_f32=1" in counts.split(";"), counts
+
+
+def test_conv_bad_input():
+    x = torch.randn(1, 4, 8, 8).to("trn")
+    with pytest.raises(RuntimeError, match="expected input.* to have 3 channels"):
+        F.conv2d(x, torch.randn(5, 3, 3, 3).to("trn"))
+    with pytest.raises(RuntimeError, match="groups"):
+        F.conv2d(x, torch.randn(6, 2, 3, 3).to("trn"), groups=3)
+    with pytest.raises(RuntimeError, match="[Kk]ernel size"):
+        F.conv2d(torch.randn(1, 3, 2, 2).to("trn"), torch.randn(4, 3, 3, 3).to("trn"))
+
+
+# ---- the CPU fallback for ops without a CPU kernel ------------------------------------------
+def test_conv_transpose_uses_cpu_fallback():
+    x = make((2, 4, 5, 5))
+    w = make((4, 3, 3, 3), salt="w")
+    b = make((3,), salt="b")
+    want = F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1)
+    got = F.conv_transpose2d(x.to("trn"), w.to("trn"), b.to("trn"), stride=2, padding=1,
+                             output_padding=1)
+    check(got, want, conv=True)
+    assert trnscope.fallback_ops().get("aten::convolution_overrideable") == 1
+
+
+def test_conv_backward_uses_cpu_fallback():
+    x = make((2, 3, 6, 6))
+    w = make((4, 3, 3, 3), salt="w")
+    b = make((4,), salt="b")
+    grads = []
+    for dev in ["cpu", "trn"]:
+        xs, ws, bs = (t.detach().to(dev).requires_grad_() for t in (x, w, b))
+        F.conv2d(xs, ws, bs, padding=1, stride=2).square().sum().backward()
+        grads.append([t.grad.cpu() for t in (xs, ws, bs)])
+    for got, want in zip(grads[1], grads[0]):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
+    assert trnscope.fallback_ops().get("aten::convolution_backward_overrideable") == 1
+
+
+def test_native_conv_disabled_fallback():
+    r = run_python(
+        """
+        import warnings, torch, torch.nn.functional as F, trnscope
+        x, w = torch.randn(2, 3, 8, 8), torch.randn(4, 3, 3, 3)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            got = F.conv2d(x.to("trn"), w.to("trn"), padding=1).cpu()
+        torch.testing.assert_close(got, F.conv2d(x, w, padding=1), rtol=1e-4, atol=1e-4)
+        assert trnscope.fallback_ops() == {"aten::convolution_overrideable": 1}
+        assert any("convolution_overrideable" in str(c.message) for c in caught)
+        print("ok")
+        """,
+        env={"TRN_NATIVE_CONV": "0"},
+    )
+    assert r.returncode == 0 and "ok" in r.stdout, r.stderr
+
+
+# ---- batch norm ---------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("layout", ["contig", "channels_last", "strided"])
+def test_batch_norm_eval(dtype, affine, layout):
+    x = make((2, 5, 4, 6), dtype)
+    mean, var = make((5,), salt="m"), make((5,), salt="v").abs() + 0.5
+    w, b = (make((5,), salt="w"), make((5,), salt="b")) if affine else (None, None)
+    want = F.batch_norm(x.float(), mean, var, w, b, training=False, eps=1e-3).to(dtype)
+    dev = lambda t: None if t is None else t.to("trn")  # noqa: E731
+    got = F.batch_norm(to_trn(x, layout), dev(mean), dev(var), dev(w), dev(b), training=False,
+                       eps=1e-3)
+    check(got, want)
+
+
+@pytest.mark.parametrize("shape", [(4, 3), (2, 3, 7), (2, 3, 2, 2, 2)])
+def test_batch_norm_eval_ranks(shape):
+    m = nn.BatchNorm1d(3) if len(shape) < 4 else nn.BatchNorm3d(3)
+    m.running_mean.normal_()
+    m.running_var.uniform_(0.5, 2)
+    m.eval()
+    x = make(shape)
+    want = m(x).detach()
+    with torch.no_grad():
+        check(m.to("trn")(x.to("trn")), want)
+
+
+def test_batch_norm_training_fallback():
+    m = nn.BatchNorm2d(3)
+    x = make((4, 3, 5, 5))
+    mt = nn.BatchNorm2d(3).to("trn")
+    want = m(x)
+    got = mt(x.to("trn"))
+    check(got, want.detach())
+    torch.testing.assert_close(mt.running_mean.cpu(), m.running_mean)
+    torch.testing.assert_close(mt.running_var.cpu(), m.running_var)
+
+
+# ---- pooling ------------------------------------------------------------------------------
+MAXPOOL = [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(3, 2), stride=(2, 1), padding=(1, 0), dilation=(1, 2)),
+    dict(kernel_size=3, stride=2, ceil_mode=True),
+    dict(kernel_size=2, stride=2, padding=1, dilation=2, ceil_mode=True),
+]
+
+
+@pytest.mark.parametrize("case", range(len(MAXPOOL)))
+@pytest.mark.parametrize("layout", ["contig", "channels_last", "strided"])
+def test_max_pool2d(case, layout):
+    x = make((2, 3, 9, 10))
+    want, want_idx = F.max_pool2d(x, return_indices=True, **MAXPOOL[case])
+    got, got_idx = F.max_pool2d(to_trn(x, layout), return_indices=True, **MAXPOOL[case])
+    check(got, want)
+    assert torch.equal(got_idx.cpu(), want_idx)
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16])
+def test_max_pool_dtypes_nan_unbatched_1d(dtype):
+    x = make((3, 8, 8), dtype)
+    x[0, 1, 1] = float("nan")
+    check(F.max_pool2d(x.to("trn"), 3, 2, 1), F.max_pool2d(x, 3, 2, 1))
+    x1 = make((2, 3, 15), dtype)
+    check(F.max_pool1d(x1.to("trn"), 3, 2, 1), F.max_pool1d(x1, 3, 2, 1))
+
+
+AVGPOOL = [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=(2, 3), stride=(1, 2), divisor_override=5),
+]
+
+
+@pytest.mark.parametrize("case", range(len(AVGPOOL)))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_avg_pool2d(case, dtype):
+    x = make((2, 3, 9, 10), dtype)
+    want = F.avg_pool2d(x.float(), **AVGPOOL[case]).to(dtype)
+    check(F.avg_pool2d(to_trn(x, "channels_last"), **AVGPOOL[case]), want)
+
+
+def test_avg_pool1d():
+    x = make((2, 3, 15))
+    check(F.avg_pool1d(to_trn(x, "strided"), 3, 2, 1, count_include_pad=False),
+          F.avg_pool1d(x, 3, 2, 1, count_include_pad=False))
+
+
+@pytest.mark.parametrize("out", [1, (1, 1), 3, (4, 5), (7, 2), (9, 10), (12, 13)])
+@pytest.mark.parametrize("layout", ["contig", "channels_last"])
+def test_adaptive_avg_pool2d(out, layout):
+    x = make((2, 3, 9, 10))
+    check(F.adaptive_avg_pool2d(to_trn(x, layout), out), F.adaptive_avg_pool2d(x, out))
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16])
+def test_adaptive_avg_pool_dtypes_1d(dtype):
+    x = make((3, 7, 11), dtype)
+    check(F.adaptive_avg_pool2d(x.to("trn"), (3, 4)),
+          F.adaptive_avg_pool2d(x.float(), (3, 4)).to(dtype))
+    check(F.adaptive_avg_pool1d(x.to("trn"), 5), F.adaptive_avg_pool1d(x.float(), 5).to(dtype))
+
+
+def test_pool_bad_input():
+    x = torch.randn(1, 3, 4, 4).to("trn")
+    with pytest.raises(RuntimeError, match="pad should be"):
+        F.max_pool2d(x, 2, padding=2)
+    with pytest.raises(RuntimeError, match="Output size is too small"):
+        F.avg_pool2d(x, 5)
+
+
+# ---- upsample -----------------------------------------------------------------------------
+UPSAMPLE = [
+    dict(scale_factor=2),
+    dict(scale_factor=(1.5, 2.5)),
+    dict(scale_factor=0.5),
+    dict(size=(7, 5)),
+    dict(size=(13, 3)),
+    dict(scale_factor=1.7, recompute_scale_factor=True),
+]
+
+
+@pytest.mark.parametrize("case", range(len(UPSAMPLE)))
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bilinear_ac"])
+def test_upsample2d(case, mode):
+    kwargs = dict(UPSAMPLE[case])
+    if mode != "nearest":
+        kwargs["align_corners"] = mode == "bilinear_ac"
+    m = mode.removesuffix("_ac")
+    x = make((2, 3, 6, 5))
+    want = F.interpolate(x, mode=m, **kwargs)
+    check(F.interpolate(to_trn(x, "strided"), mode=m, **kwargs), want)
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "bilinear"])
+def test_upsample_dtypes_1d(dtype, mode):
+    x = make((2, 3, 6, 5) if mode == "bilinear" else (2, 3, 7), dtype)
+    kwargs = {} if mode == "nearest" else dict(align_corners=False)
+    want = F.interpolate(x.float(), scale_factor=3, mode=mode, **kwargs).to(dtype)
+    check(F.interpolate(to_trn(x, "channels_last"), scale_factor=3, mode=mode, **kwargs), want)
+
+
+# ---- a small CNN end to end ---------------------------------------------------------------
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        return F.relu(self.bn2(self.conv2(y)) + x)
+
+
+class TinyResNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 5, stride=2, padding=2), nn.BatchNorm2d(8),
+                                  nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        self.block = Block(8)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(8, 10)
+
+    def forward(self, x):
+        return self.fc(self.pool(self.block(self.stem(x))).flatten(1))
+
+
+def _randomize_bn(model):
+    g = torch.Generator().manual_seed(1)
+    for m in model.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.running_mean.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+            m.running_var.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            m.weight.data.copy_(torch.rand(m.num_features, generator=g) + 0.5)
+            m.bias.data.copy_(torch.randn(m.num_features, generator=g) * 0.1)
+
+
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_tiny_resnet_eval(channels_last):
+    torch.manual_seed(0)
+    model = TinyResNet().eval()
+    _randomize_bn(model)
+    x = make((2, 3, 32, 32))
+    with torch.no_grad():
+        want = model(x)
+        mt = TinyResNet().eval()
+        mt.load_state_dict(model.state_dict())
+        mt = mt.to("trn")
+        xt = x.to("trn")
+        if channels_last:  # activations stay channels_last through conv, bn and pools
+            xt = x.contiguous(memory_format=torch.channels_last).to("trn")
+        got = mt(xt)
+    check(got, want, conv=True)
+    assert trnscope.fallback_ops() == {}
+
+
+def test_tiny_resnet_compiled():
+    torch.manual_seed(0)
+    model = TinyResNet().eval()
+    _randomize_bn(model)
+    x = make((2, 3, 32, 32))
+    with torch.no_grad():
+        want = model(x)
+        compiled = torch.compile(model.to("trn"), backend="trn")
+        got = compiled(x.to("trn"))
+    check(got, want, conv=True)
+    assert trnscope.fallback_ops() == {}
+
+
+def test_tiny_resnet_bf16():
+    torch.manual_seed(0)
+    model = TinyResNet().eval()
+    _randomize_bn(model)
+    model = model.to(BF16)
+    reference = copy.deepcopy(model).float()  # the bf16 weights, computed in f32
+    x = make((2, 3, 32, 32), BF16)
+    with torch.no_grad():
+        want = reference(x.float())
+        got = model.to("trn")(x.to("trn"))
+    # bf16 weights and activations rounded per layer on trn, f32 on CPU.
+    torch.testing.assert_close(got.float().cpu(), want, rtol=5e-2, atol=5e-2)
+    assert trnscope.fallback_ops() == {}

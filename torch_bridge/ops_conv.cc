@@ -1,0 +1,447 @@
+// Convolution and the vision ops around it: the aten kernels over
+// core/kernels/conv.h and vision.h.
+//
+// Note [convolution routing]: in torch 2.13 F.conv1d/conv2d, nn.Conv1d/2d and
+// aten::convolution all reach aten::_convolution (CompositeExplicitAutograd),
+// which checks the shapes (torch's own errors for wrong channels or groups)
+// and sends any device that is not CPU/CUDA/MPS/... to
+// aten::convolution_overrideable. Registering that op makes every 1-D/2-D
+// convolution one conv2d_* launch while autograd still records
+// ConvolutionBackward0 on aten::convolution. Transposed and 3-D convolutions
+// go to the CPU fallback (Note [overrideable ops on the CPU] in fallback.cc).
+//
+// batch_norm: F.batch_norm reaches aten::native_batch_norm in eager mode and
+// aten::_native_batch_norm_legit_no_training in AOTAutograd inference graphs;
+// both run the inference kernel with running statistics, training mode goes
+// to the CPU fallback.
+#include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Pool.h>
+#include <ATen/native/UpSample.h>
+#include <ATen/ops/_native_batch_norm_legit_ops.h>
+#include <ATen/ops/convolution_backward_overrideable_ops.h>
+#include <ATen/ops/convolution_overrideable_ops.h>
+#include <ATen/ops/native_batch_norm_ops.h>
+#include <torch/library.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <tuple>
+
+#include "core/kernels/conv.h"
+#include "core/kernels/vision.h"
+#include "torch_bridge/fallback.h"
+#include "torch_bridge/ops_util.h"
+
+namespace trn::bridge::ops {
+namespace {
+
+// TensorRef of t with a size-1 dim inserted at `dim` (1-D ops as 2-D, an
+// unbatched input as a batch of one).
+TensorRef Unsqueezed(TensorRef r, int dim) {
+  for (int d = r.ndim; d > dim; --d) {
+    r.sizes[d] = r.sizes[d - 1];
+    r.strides[d] = r.strides[d - 1];
+  }
+  r.sizes[dim] = 1;
+  r.strides[dim] = dim < r.ndim ? r.sizes[dim + 1] * r.strides[dim + 1] : 1;
+  ++r.ndim;
+  return r;
+}
+
+// New trn tensor laid out like `like` would be by torch: channels_last when
+// like suggests it (4-D), contiguous otherwise.
+at::Tensor EmptyLike4d(at::IntArrayRef sizes, const at::Tensor& like, int device) {
+  if (sizes.size() == 4 && like.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
+    return Empty({sizes[0], sizes[2], sizes[3], sizes[1]}, like.scalar_type(), device)
+        .permute({0, 3, 1, 2});
+  }
+  return Empty(sizes, like.scalar_type(), device);
+}
+
+void CheckFloating(const at::Tensor& t, const char* name) {
+  ComputeDType(t.scalar_type(), name);
+  TORCH_CHECK(at::isFloatingType(t.scalar_type()), name,
+              ": expected a floating dtype, got ", t.scalar_type());
+}
+
+// Debug switch for tests: TRN_NATIVE_CONV=0 sends every convolution to the CPU fallback.
+bool NativeConvDisabled() {
+  const char* v = std::getenv("TRN_NATIVE_CONV");
+  return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
+// ---- convolution ----------------------------------------------------------------------
+at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
+                                   const std::optional<at::Tensor>& bias_opt,
+                                   c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                                   c10::SymIntArrayRef dilation, bool transposed,
+                                   c10::SymIntArrayRef output_padding, c10::SymInt groups) {
+  constexpr const char* kName = "aten::convolution";
+  const int64_t dims = input.dim() - 2;
+  if (transposed || (dims != 1 && dims != 2) || NativeConvDisabled()) {
+    return at::native::call_fallback_fn_symint<&CpuFallback,
+                                               at::_ops::convolution_overrideable>::
+        call(input, weight, bias_opt, stride, padding, dilation, transposed, output_padding,
+             groups);
+  }
+  const at::Tensor bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
+  const int device = CommonDevice(kName, {&input, &weight, &bias});
+  CheckFloating(input, kName);
+  TORCH_CHECK(weight.scalar_type() == input.scalar_type(), kName, ": input type (",
+              input.scalar_type(), ") and weight type (", weight.scalar_type(),
+              ") should be the same");
+  TORCH_CHECK(!bias.defined() || bias.scalar_type() == input.scalar_type(), kName,
+              ": input type (", input.scalar_type(), ") and bias type (", bias.scalar_type(),
+              ") should be the same");
+  TORCH_CHECK(weight.dim() == input.dim(), kName, ": expected a ", input.dim(),
+              "-D weight for a ", input.dim(), "-D input, got ", weight.sizes());
+  kernels::ConvParams p;
+  p.groups = groups.guard_int(__FILE__, __LINE__);
+  for (int64_t d = 0; d < dims; ++d) {
+    const int k = static_cast<int>(d + 2 - dims);  // 1-D fills the W slot
+    p.stride[k] = stride[stride.size() == 1 ? 0 : d].guard_int(__FILE__, __LINE__);
+    p.pad_begin[k] = p.pad_end[k] = padding[padding.size() == 1 ? 0 : d].guard_int(__FILE__, __LINE__);
+    p.dilation[k] = dilation[dilation.size() == 1 ? 0 : d].guard_int(__FILE__, __LINE__);
+  }
+  TORCH_CHECK(p.groups > 0 && input.size(1) % p.groups == 0 && weight.size(0) % p.groups == 0,
+              kName, ": groups=", p.groups, " must divide the input channels (", input.size(1),
+              ") and the output channels (", weight.size(0), ")");
+  TORCH_CHECK(weight.size(1) * p.groups == input.size(1), kName, ": given groups=", p.groups,
+              ", weight of size ", weight.sizes(), ", expected input", input.sizes(), " to have ",
+              weight.size(1) * p.groups, " channels, but got ", input.size(1), " channels");
+  std::vector<int64_t> out_sizes = {input.size(0), weight.size(0)};
+  for (int64_t d = 0; d < dims; ++d) {
+    const int k = static_cast<int>(d + 2 - dims);
+    const int64_t o = kernels::ConvOutputSize(input.size(d + 2), weight.size(d + 2), p.stride[k],
+                                              p.pad_begin[k], p.pad_end[k], p.dilation[k]);
+    TORCH_CHECK(o > 0, kName, ": kernel size ", weight.sizes(), " (dilated) is larger than the ",
+                "padded input ", input.sizes());
+    out_sizes.push_back(o);
+  }
+  at::Tensor out = EmptyLike4d(out_sizes, input, device);
+  if (out.numel() == 0) return out;
+  TensorRef ri = Ref(input, kName), rw = Ref(weight, kName), ro = Ref(out, kName);
+  if (dims == 1) {
+    ri = Unsqueezed(ri, 2);
+    rw = Unsqueezed(rw, 2);
+    ro = Unsqueezed(ro, 2);
+  }
+  const TensorRef rb = bias.defined() ? Ref(bias, kName) : NoRef();
+  const size_t ws_bytes = kernels::ConvWorkspaceBytes(ro, ri, rw, p);
+  const at::Tensor ws =
+      Empty({static_cast<int64_t>(ws_bytes / sizeof(float))}, at::kFloat, device);
+  const TensorRef rws = Ref(ws, kName);
+  Launch(device, kernels::DescribeConv2d(ro, ri, rw, rb, p, kName),
+         [=] { return kernels::Conv2d(ro, ri, rw, rb, p, rws); });
+  return out;
+}
+
+// convolution_backward_overrideable has a CompositeExplicitAutograd kernel
+// that raises NotImplementedError, which would win over the boxed fallback:
+// this kernel sends it to the CPU explicitly (training through a trn conv).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideable(
+    const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
+    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    std::array<bool, 3> output_mask) {
+  return at::native::call_fallback_fn_symint<
+      &CpuFallback, at::_ops::convolution_backward_overrideable>::call(grad_output, input,
+                                                                       weight, stride, padding,
+                                                                       dilation, transposed,
+                                                                       output_padding, groups,
+                                                                       output_mask);
+}
+
+// ---- batch_norm -------------------------------------------------------------------------
+std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormInference(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const at::Tensor& mean, const at::Tensor& var,
+    double eps, const char* name) {
+  const at::Tensor w = weight.has_value() ? *weight : at::Tensor();
+  const at::Tensor b = bias.has_value() ? *bias : at::Tensor();
+  const int device = CommonDevice(name, {&input, &w, &b, &mean, &var});
+  CheckFloating(input, name);
+  TORCH_CHECK(input.dim() >= 2, name, ": expected an input of at least 2 dims, got ",
+              input.sizes());
+  const int64_t c = input.size(1);
+  for (const at::Tensor* t : {&w, &b, &mean, &var}) {
+    TORCH_CHECK(!t->defined() || (t->dim() == 1 && t->size(0) == c), name,
+                ": expected running_mean/running_var/weight/bias of size [", c, "], got ",
+                t->sizes());
+    if (t->defined()) CheckFloating(*t, name);
+  }
+  at::Tensor out = EmptyLike4d(input.sizes(), input, device);
+  // torch returns empty save_mean / save_invstd in inference.
+  at::Tensor save_mean = Empty({0}, input.scalar_type(), device);
+  at::Tensor save_invstd = Empty({0}, input.scalar_type(), device);
+  if (input.numel() == 0) return {out, save_mean, save_invstd};
+  const TensorRef ro = Ref(out, name), ri = Ref(input, name);
+  const TensorRef rm = Ref(mean, name), rv = Ref(var, name);
+  const TensorRef rw = w.defined() ? Ref(w, name) : NoRef();
+  const TensorRef rb = b.defined() ? Ref(b, name) : NoRef();
+  Launch(device, kernels::DescribeBatchNorm(ro, ri, name),
+         [=] { return kernels::BatchNormInference(ro, ri, rm, rv, rw, rb, eps); });
+  return {out, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNorm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
+    const std::optional<at::Tensor>& running_var, bool training, double momentum,
+    double eps) {
+  const bool stats = running_mean.has_value() && running_mean->defined() &&
+                     running_var.has_value() && running_var->defined();
+  if (training || !stats) {
+    // native_batch_norm's schema does not mark the running statistics as
+    // written, so the boxed fallback would not copy them back: training runs
+    // as _native_batch_norm_legit, whose schema does.
+    if (stats) {
+      at::Tensor mean = *running_mean, var = *running_var;
+      return at::native::call_fallback_fn<&CpuFallback, at::_ops::_native_batch_norm_legit>::
+          call(input, weight, bias, mean, var, training, momentum, eps);
+    }
+    if (training) {
+      return at::native::call_fallback_fn<&CpuFallback,
+                                          at::_ops::_native_batch_norm_legit_no_stats>::
+          call(input, weight, bias, training, momentum, eps);
+    }
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::native_batch_norm>::call(
+        input, weight, bias, running_mean, running_var, training, momentum, eps);
+  }
+  return BatchNormInference(input, weight, bias, *running_mean, *running_var, eps,
+                            "aten::native_batch_norm");
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormLegitNoTraining(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, const at::Tensor& running_mean,
+    const at::Tensor& running_var, double momentum, double eps) {
+  return BatchNormInference(input, weight, bias, running_mean, running_var, eps,
+                            "aten::_native_batch_norm_legit_no_training");
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormLegit(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, at::Tensor& running_mean, at::Tensor& running_var,
+    bool training, double momentum, double eps) {
+  if (training) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::_native_batch_norm_legit>::call(
+        input, weight, bias, running_mean, running_var, training, momentum, eps);
+  }
+  return BatchNormInference(input, weight, bias, running_mean, running_var, eps,
+                            "aten::_native_batch_norm_legit");
+}
+
+// ---- pooling ------------------------------------------------------------------------------
+// [N, C, H, W] refs of a 3-D (C, H, W) or 4-D pooling operand.
+TensorRef PoolRef(const at::Tensor& t, const char* name) {
+  TensorRef r = Ref(t, name);
+  return r.ndim == 3 ? Unsqueezed(r, 0) : r;
+}
+
+int64_t Pick(at::IntArrayRef v, int i, int64_t dflt) {
+  if (v.empty()) return dflt;
+  return v.size() == 1 ? v[0] : v[i];
+}
+
+struct PoolGeometry {
+  kernels::PoolParams p;
+  int64_t c, h, w, oh, ow;
+  std::vector<int64_t> out_sizes;
+};
+
+PoolGeometry MakePool(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                      at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
+                      const char* name) {
+  TORCH_CHECK(kernel.size() == 1 || kernel.size() == 2, name,
+              ": kernel_size must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(stride.empty() || stride.size() == 1 || stride.size() == 2, name,
+              ": stride must either be omitted, a single int, or a tuple of two ints");
+  TORCH_CHECK(padding.size() == 1 || padding.size() == 2, name,
+              ": padding must either be a single int, or a tuple of two ints");
+  TORCH_CHECK(dilation.size() == 1 || dilation.size() == 2, name,
+              ": dilation must be either a single int, or a tuple of two ints");
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, name,
+              ": expected a 3D or 4D input, got ", self.sizes());
+  CheckFloating(self, name);
+  PoolGeometry g;
+  for (int i = 0; i < 2; ++i) {
+    g.p.kernel[i] = Pick(kernel, i, 1);
+    g.p.stride[i] = Pick(stride, i, g.p.kernel[i]);
+    g.p.padding[i] = Pick(padding, i, 0);
+    g.p.dilation[i] = Pick(dilation, i, 1);
+  }
+  const int64_t nd = self.dim();
+  g.c = self.size(nd - 3);
+  g.h = self.size(nd - 2);
+  g.w = self.size(nd - 1);
+  g.oh = at::native::pooling_output_shape<int64_t>(g.h, g.p.kernel[0], g.p.padding[0],
+                                                   g.p.stride[0], g.p.dilation[0], ceil_mode);
+  g.ow = at::native::pooling_output_shape<int64_t>(g.w, g.p.kernel[1], g.p.padding[1],
+                                                   g.p.stride[1], g.p.dilation[1], ceil_mode);
+  at::native::pool2d_shape_check(self, g.p.kernel[0], g.p.kernel[1], g.p.stride[0],
+                                 g.p.stride[1], g.p.padding[0], g.p.padding[1],
+                                 g.p.dilation[0], g.p.dilation[1], g.c, g.h, g.w, g.oh, g.ow,
+                                 self.suggest_memory_format());
+  if (nd == 4) g.out_sizes.push_back(self.size(0));
+  g.out_sizes.insert(g.out_sizes.end(), {g.c, g.oh, g.ow});
+  return g;
+}
+
+std::tuple<at::Tensor, at::Tensor> MaxPool2dWithIndices(const at::Tensor& self,
+                                                         at::IntArrayRef kernel,
+                                                         at::IntArrayRef stride,
+                                                         at::IntArrayRef padding,
+                                                         at::IntArrayRef dilation,
+                                                         bool ceil_mode) {
+  constexpr const char* kName = "aten::max_pool2d_with_indices";
+  const int device = DeviceIndex(self);
+  const PoolGeometry g = MakePool(self, kernel, stride, padding, dilation, ceil_mode, kName);
+  at::Tensor out = EmptyLike4d(g.out_sizes, self, device);
+  at::Tensor indices;
+  if (out.dim() == 4 && self.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
+    indices = Empty({g.out_sizes[0], g.oh, g.ow, g.c}, at::kLong, device).permute({0, 3, 1, 2});
+  } else {
+    indices = Empty(g.out_sizes, at::kLong, device);
+  }
+  if (out.numel() == 0) return {out, indices};
+  const TensorRef ro = PoolRef(out, kName), ri = PoolRef(self, kName);
+  const TensorRef rx = PoolRef(indices, kName);
+  const kernels::PoolParams p = g.p;
+  Launch(device,
+         kernels::DescribeVision(kernels::VisionKernel::kMaxPool2d, ro, ri,
+                                 static_cast<uint64_t>(p.kernel[0] * p.kernel[1]), kName),
+         [=] { return kernels::MaxPool2d(ro, rx, ri, p); });
+  return {out, indices};
+}
+
+at::Tensor AvgPool2d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                     at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                     std::optional<int64_t> divisor_override) {
+  constexpr const char* kName = "aten::avg_pool2d";
+  const int device = DeviceIndex(self);
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, kName,
+              ": divisor must be not zero");
+  PoolGeometry g = MakePool(self, kernel, stride, padding, {1}, ceil_mode, kName);
+  g.p.count_include_pad = count_include_pad;
+  g.p.divisor_override = divisor_override.value_or(0);
+  at::Tensor out = EmptyLike4d(g.out_sizes, self, device);
+  if (out.numel() == 0) return out;
+  const TensorRef ro = PoolRef(out, kName), ri = PoolRef(self, kName);
+  const kernels::PoolParams p = g.p;
+  Launch(device,
+         kernels::DescribeVision(kernels::VisionKernel::kAvgPool2d, ro, ri,
+                                 static_cast<uint64_t>(p.kernel[0] * p.kernel[1]), kName),
+         [=] { return kernels::AvgPool2d(ro, ri, p); });
+  return out;
+}
+
+at::Tensor AdaptiveAvgPool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  constexpr const char* kName = "aten::_adaptive_avg_pool2d";
+  const int device = DeviceIndex(self);
+  TORCH_CHECK(output_size.size() == 2, kName, ": output_size must be 2, got ",
+              output_size.size());
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, kName,
+              ": expected a 3D or 4D input, got ", self.sizes());
+  for (int64_t d = 1; d < self.dim(); ++d) {
+    TORCH_CHECK(self.size(d) > 0, kName, ": expected input to have non-zero size for non-batch "
+                "dimensions, but input has sizes ", self.sizes(), " with dimension ", d,
+                " being empty");
+  }
+  CheckFloating(self, kName);
+  const int64_t oh = output_size[0].guard_int(__FILE__, __LINE__);
+  const int64_t ow = output_size[1].guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(oh >= 0 && ow >= 0, kName, ": output_size must be non-negative, got ", oh, "x", ow);
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  sizes[sizes.size() - 2] = oh;
+  sizes[sizes.size() - 1] = ow;
+  at::Tensor out = EmptyLike4d(sizes, self, device);
+  if (out.numel() == 0) return out;
+  const TensorRef ro = PoolRef(out, kName), ri = PoolRef(self, kName);
+  const uint64_t window = static_cast<uint64_t>(
+      ((self.size(-2) + oh - 1) / std::max<int64_t>(oh, 1) + 1) *
+      ((self.size(-1) + ow - 1) / std::max<int64_t>(ow, 1) + 1));
+  Launch(device,
+         kernels::DescribeVision(kernels::VisionKernel::kAdaptiveAvgPool2d, ro, ri, window, kName),
+         [=] { return kernels::AdaptiveAvgPool2d(ro, ri); });
+  return out;
+}
+
+// ---- upsample -----------------------------------------------------------------------------
+// in [N, C, (H,) W] -> out of output_size; 1-D ops run as H = 1.
+at::Tensor Upsample(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                    kernels::UpsampleMode mode, bool align_corners, std::optional<double> sh,
+                    std::optional<double> sw, const char* name) {
+  const int device = DeviceIndex(self);
+  const int64_t spatial = static_cast<int64_t>(output_size.size());
+  TORCH_CHECK(self.dim() == spatial + 2, name, ": expected a ", spatial + 2,
+              "-D input, got ", self.sizes());
+  CheckFloating(self, name);
+  std::vector<int64_t> sizes = {self.size(0), self.size(1)};
+  for (int64_t d = 0; d < spatial; ++d) {
+    const int64_t o = output_size[d].guard_int(__FILE__, __LINE__);
+    TORCH_CHECK(self.size(d + 2) > 0 && o > 0, name,
+                ": input and output sizes should be greater than 0, but got input (",
+                self.sizes(), ") output (", output_size, ")");
+    sizes.push_back(o);
+  }
+  at::Tensor out = EmptyLike4d(sizes, self, device);
+  if (out.numel() == 0) return out;
+  TensorRef ro = Ref(out, name), ri = Ref(self, name);
+  double scale_h = sh.value_or(0.0), scale_w = sw.value_or(0.0);
+  if (spatial == 1) {
+    ro = Unsqueezed(ro, 2);
+    ri = Unsqueezed(ri, 2);
+    scale_w = scale_h;  // the 1-D op's only scale
+    scale_h = 0.0;
+  }
+  const kernels::VisionKernel k = mode == kernels::UpsampleMode::kNearest
+                                      ? kernels::VisionKernel::kUpsampleNearest2d
+                                      : kernels::VisionKernel::kUpsampleBilinear2d;
+  Launch(device, kernels::DescribeVision(k, ro, ri, 1, name), [=] {
+    return kernels::Upsample2d(ro, ri, mode, align_corners, scale_h, scale_w);
+  });
+  return out;
+}
+
+at::Tensor UpsampleNearest2d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                             std::optional<double> sh, std::optional<double> sw) {
+  return Upsample(self, output_size, kernels::UpsampleMode::kNearest, false, sh, sw,
+                  "aten::upsample_nearest2d");
+}
+at::Tensor UpsampleBilinear2d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                              bool align_corners, std::optional<double> sh,
+                              std::optional<double> sw) {
+  return Upsample(self, output_size, kernels::UpsampleMode::kBilinear, align_corners, sh, sw,
+                  "aten::upsample_bilinear2d");
+}
+at::Tensor UpsampleNearest1d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                             std::optional<double> s) {
+  return Upsample(self, output_size, kernels::UpsampleMode::kNearest, false, s, std::nullopt,
+                  "aten::upsample_nearest1d");
+}
+at::Tensor UpsampleLinear1d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                            bool align_corners, std::optional<double> s) {
+  return Upsample(self, output_size, kernels::UpsampleMode::kBilinear, align_corners, s,
+                  std::nullopt, "aten::upsample_linear1d");
+}
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("convolution_overrideable", TORCH_FN(ConvolutionOverrideable));
+  m.impl("convolution_backward_overrideable", TORCH_FN(ConvolutionBackwardOverrideable));
+  m.impl("native_batch_norm", TORCH_FN(NativeBatchNorm));
+  m.impl("_native_batch_norm_legit_no_training", TORCH_FN(BatchNormLegitNoTraining));
+  m.impl("_native_batch_norm_legit", TORCH_FN(BatchNormLegit));
+  m.impl("max_pool2d_with_indices", TORCH_FN(MaxPool2dWithIndices));
+  m.impl("avg_pool2d", TORCH_FN(AvgPool2d));
+  m.impl("_adaptive_avg_pool2d", TORCH_FN(AdaptiveAvgPool2d));
+  m.impl("upsample_nearest2d", TORCH_FN(UpsampleNearest2d));
+  m.impl("upsample_bilinear2d", TORCH_FN(UpsampleBilinear2d));
+  m.impl("upsample_nearest1d", TORCH_FN(UpsampleNearest1d));
+  m.impl("upsample_linear1d", TORCH_FN(UpsampleLinear1d));
+}
+
+}  // namespace
+}  // namespace trn::bridge::ops
