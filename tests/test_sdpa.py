@@ -23,7 +23,7 @@ F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 FLOATS = [F32, BF16, F16]
 # Tests that run torch's math sdpa on trn, which may use ops (tril) that still
 # fall back to the CPU; the fused path is checked fallback-free everywhere else.
-MATH_PATH_TESTS = {"test_inference_mode_and_grad_path"}
+MATH_PATH_TESTS = {"test_inference_mode_and_grad_path", "test_math_backend_when_asked"}
 OVERRIDEABLE = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
 
 
@@ -260,14 +260,27 @@ def test_one_launch(dtype):
     assert counts == {name: 1}, counts
 
 
-def test_bool_mask_is_one_attention_launch():
-    """torch converts a bool mask to an additive one before the fused op
-    (Note [sdpa routing]): a few small elementwise launches, one sdpa."""
+def test_bool_mask_is_one_launch():
+    """A bool mask goes to the fused kernel as it is, without torch's
+    conversion to an additive mask (Note [sdpa routing]), with and without
+    inference mode (which skips the autograd key)."""
     q, k, v = (rand((1, 2, 8, 16), F32, t).to("trn") for t in "qkv")
     mask = torch.ones(8, 8, dtype=torch.bool).tril().to("trn")
-    counts, _ = launch_counts(lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
-    assert counts.get("sdpa_f32") == 1, counts
-    assert not any(n.startswith(("mm", "bmm", "softmax", "matmul")) for n in counts), counts
+    for ctx in (torch.no_grad, torch.inference_mode):
+        with ctx():
+            counts, _ = launch_counts(
+                lambda: F.scaled_dot_product_attention(q, k, v, attn_mask=mask))
+        assert counts == {"sdpa_f32": 1}, counts
+
+
+def test_math_backend_when_asked():
+    """sdpa_kernel(SDPBackend.MATH) turns the fused kernel off, as on CPU/CUDA."""
+    q, k, v = (rand((1, 2, 8, 16), F32, t) for t in "qkv")
+    with sdpa_kernel(SDPBackend.MATH), torch.no_grad():
+        counts, got = launch_counts(
+            lambda: F.scaled_dot_product_attention(q.to("trn"), k.to("trn"), v.to("trn")))
+    assert "sdpa_f32" not in counts and counts, counts
+    check(got, reference(q, k, v))
 
 
 def test_inference_mode_and_grad_path():

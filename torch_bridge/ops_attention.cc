@@ -5,21 +5,33 @@
 // In torch 2.13 aten::scaled_dot_product_attention is CompositeImplicitAutograd:
 // it asks the device's _fused_sdp_choice_stub (a DispatchStub with a
 // PrivateUse1 slot) for a backend, converts a bool mask to an additive one
-// (0 / -inf, in the query dtype) and, for SDPBackend::overrideable, calls
+// (0 / -inf in the query dtype: two fills and a where on trn) and, for
+// SDPBackend::overrideable, calls
 // aten::_scaled_dot_product_fused_attention_overrideable (q, k, v, attn_bias,
 // dropout_p, is_causal, return_debug_mask, scale; no enable_gqa: grouped heads
-// arrive with Hq != Hkv). That op has an autograd formula and a meta kernel,
-// so registering it for PrivateUse1 keeps eager inference one launch and makes
-// torch.compile graphs show the fused op. The choice is the math path (aten
-// ops on trn, differentiable) when a gradient is needed, when dropout_p > 0,
-// for inputs that are not 3-D or 4-D, and when Hq != Hkv without enable_gqa
-// unless Hkv == 1 (which the math path broadcasts the same way).
+// arrive with Hq != Hkv). That op has an autograd formula and a meta kernel.
+// trn registers three things:
+// - the choice stub (FusedSdpChoice): overrideable unless a gradient is
+//   needed, dropout_p > 0, the inputs are not 3-D/4-D, Hq != Hkv without
+//   enable_gqa (unless Hkv == 1, which the math path broadcasts alike), or the
+//   user disabled the overrideable backend (torch.nn.attention.sdpa_kernel);
+// - the fused op for PrivateUse1 (FusedAttention, one launch, bool or float mask);
+// - scaled_dot_product_attention itself for PrivateUse1 and AutogradPrivateUse1
+//   (ScaledDotProductAttention): when the choice is overrideable it calls the
+//   fused op with the mask as given, so a bool mask costs no conversion
+//   launches (eager: exactly one launch; AOT graphs: the fused op with the
+//   bool mask); otherwise it runs torch's own composite
+//   (at::native::scaled_dot_product_attention), which at the autograd key
+//   records the math path's backward as before.
+#include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
+#include <ATen/ops/_scaled_dot_product_fused_attention_overrideable.h>
+#include <ATen/ops/scaled_dot_product_attention_native.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -43,8 +55,9 @@ int64_t FusedSdpChoice(const at::Tensor& q, const at::Tensor& k, const at::Tenso
   const auto math = static_cast<int64_t>(at::SDPBackend::math);
   const bool needs_grad =
       at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
-                                     (mask.has_value() && mask->requires_grad()));
+                                     (mask.has_value() && mask->defined() && mask->requires_grad()));
   if (needs_grad || dropout_p > 0.0 || q.is_nested()) return math;
+  if (!at::globalContext().userEnabledOverrideableSDP()) return math;
   if ((q.dim() != 3 && q.dim() != 4) || k.dim() != q.dim() || v.dim() != q.dim()) return math;
   const int64_t hq = q.size(-3), hkv = k.size(-3);
   if (!enable_gqa && hq != hkv && hkv != 1) return math;
@@ -134,10 +147,33 @@ OverrideableResult FusedAttention(const at::Tensor& query, const at::Tensor& key
           at::Tensor(), at::Tensor(), at::Tensor()};
 }
 
+// Note [sdpa routing]: the fused op straight away when the choice is
+// overrideable, torch's composite otherwise.
+at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k,
+                                     const at::Tensor& v, const std::optional<at::Tensor>& mask,
+                                     double dropout_p, bool is_causal,
+                                     std::optional<double> scale, bool enable_gqa) {
+  const bool fused =
+      FusedSdpChoice(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa) ==
+          static_cast<int64_t>(at::SDPBackend::overrideable) &&
+      (!mask.has_value() || !mask->defined() || mask->device() == q.device());
+  if (!fused) {
+    return at::native::scaled_dot_product_attention(q, k, v, mask, dropout_p, is_causal, scale,
+                                                    enable_gqa);
+  }
+  return std::get<0>(at::_scaled_dot_product_fused_attention_overrideable(
+      q, k, v, mask, dropout_p, is_causal, /*return_debug_mask=*/false, scale));
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(FusedAttention));
+  m.impl("scaled_dot_product_attention", TORCH_FN(ScaledDotProductAttention));
+}
+
+TORCH_LIBRARY_IMPL(aten, AutogradPrivateUse1, m) {
+  m.impl("scaled_dot_product_attention", TORCH_FN(ScaledDotProductAttention));
 }
 
 }  // namespace trn::bridge::ops
