@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "core/common/tensor_ref.h"
 #include "core/kernels/convert.h"
@@ -61,8 +62,12 @@ struct HeadArgs {
   float* acc;   // kTileQ * dv
   float* m;     // kTileQ
   float* l;     // kTileQ
-  float* s;     // block_k + kPadLanes
+  float* s;     // block_k + kPadLanes (panels: kTileQ * block_k)
   float* mb;    // block_k + kPadLanes
+  // Panel path (AttentionHeadPanels): k is K^T in panels of block_k keys,
+  // panel p at k + p * d * block_k holding (t, j) at t * block_k + j, zero
+  // past skv; v rows are dv_pad floats (zero past dv); acc rows dv_pad.
+  int64_t dv_pad;
 };
 
 }  // namespace trn::kernels::attention
@@ -256,6 +261,166 @@ void AttentionHead(const HeadArgs& a) {
   }
 }
 
+// ---- Panel path (Note [fused attention]) -------------------------------------------
+// Scores of R query rows (q: R rows of d floats) against the ncols keys of
+// a K^T panel (d rows of ldk floats; ncols a multiple of the lane count):
+// s[r * lds + j]. Register tile R rows x 2 vectors of keys, no horizontal sums.
+template <int R>
+HWY_INLINE void PanelScores(const float* HWY_RESTRICT q, int64_t d, const float* kt, int64_t ldk,
+                            int64_t ncols, float* HWY_RESTRICT s, int64_t lds) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t j = 0;
+  for (; j + 2 * N <= ncols; j += 2 * N) {
+    hn::Vec<DF> a0[R], a1[R];
+    for (int r = 0; r < R; ++r) a0[r] = a1[r] = hn::Zero(df);
+    const float* kp = kt + j;
+    for (int64_t t = 0; t < d; ++t, kp += ldk) {
+      const auto k0 = hn::LoadU(df, kp);
+      const auto k1 = hn::LoadU(df, kp + N);
+      for (int r = 0; r < R; ++r) {
+        const auto qb = hn::Set(df, q[r * d + t]);
+        a0[r] = hn::MulAdd(qb, k0, a0[r]);
+        a1[r] = hn::MulAdd(qb, k1, a1[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      hn::StoreU(a0[r], df, s + r * lds + j);
+      hn::StoreU(a1[r], df, s + r * lds + j + N);
+    }
+  }
+  for (; j < ncols; j += N) {
+    hn::Vec<DF> a0[R];
+    for (int r = 0; r < R; ++r) a0[r] = hn::Zero(df);
+    const float* kp = kt + j;
+    for (int64_t t = 0; t < d; ++t, kp += ldk) {
+      const auto k0 = hn::LoadU(df, kp);
+      for (int r = 0; r < R; ++r) a0[r] = hn::MulAdd(hn::Set(df, q[r * d + t]), k0, a0[r]);
+    }
+    for (int r = 0; r < R; ++r) hn::StoreU(a0[r], df, s + r * lds + j);
+  }
+}
+
+// acc[r * lda + i] += sum_{j < n} p[r * ldp + j] * v[j * ldv + i] for R rows,
+// i < dv_pad (a multiple of the lane count). Register tile R rows x 2 vectors.
+template <int R>
+HWY_INLINE void PanelAccumulate(const float* HWY_RESTRICT p, int64_t ldp, const float* v,
+                                int64_t ldv, int64_t n, float* HWY_RESTRICT acc, int64_t lda,
+                                int64_t dv_pad) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + 2 * N <= dv_pad; i += 2 * N) {
+    hn::Vec<DF> a0[R], a1[R];
+    for (int r = 0; r < R; ++r) {
+      a0[r] = hn::LoadU(df, acc + r * lda + i);
+      a1[r] = hn::LoadU(df, acc + r * lda + i + N);
+    }
+    const float* vp = v + i;
+    for (int64_t j = 0; j < n; ++j, vp += ldv) {
+      const auto v0 = hn::LoadU(df, vp);
+      const auto v1 = hn::LoadU(df, vp + N);
+      for (int r = 0; r < R; ++r) {
+        const auto pb = hn::Set(df, p[r * ldp + j]);
+        a0[r] = hn::MulAdd(pb, v0, a0[r]);
+        a1[r] = hn::MulAdd(pb, v1, a1[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      hn::StoreU(a0[r], df, acc + r * lda + i);
+      hn::StoreU(a1[r], df, acc + r * lda + i + N);
+    }
+  }
+  for (; i < dv_pad; i += N) {
+    hn::Vec<DF> a0[R];
+    for (int r = 0; r < R; ++r) a0[r] = hn::LoadU(df, acc + r * lda + i);
+    const float* vp = v + i;
+    for (int64_t j = 0; j < n; ++j, vp += ldv) {
+      const auto v0 = hn::LoadU(df, vp);
+      for (int r = 0; r < R; ++r) a0[r] = hn::MulAdd(hn::Set(df, p[r * ldp + j]), v0, a0[r]);
+    }
+    for (int r = 0; r < R; ++r) hn::StoreU(a0[r], df, acc + r * lda + i);
+  }
+}
+
+// Runs body.template operator()<R>(r0) over rows [0, rows) in groups of <= 4.
+template <class Body>
+HWY_INLINE void ForRowGroups(int64_t rows, const Body& body) {
+  int64_t r0 = 0;
+  for (; r0 + 4 <= rows; r0 += 4) body(std::integral_constant<int, 4>(), r0);
+  switch (rows - r0) {
+    case 3: body(std::integral_constant<int, 3>(), r0); break;
+    case 2: body(std::integral_constant<int, 2>(), r0); break;
+    case 1: body(std::integral_constant<int, 1>(), r0); break;
+    default: break;
+  }
+}
+
+// One query head, tiles of kTileQ rows against panels of block_k keys: the
+// scores of the whole tile in one register-blocked pass, the online softmax
+// per row, then P @ V register-blocked (Note [fused attention]).
+void AttentionHeadPanels(const HeadArgs& a) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t item = static_cast<int64_t>(ItemSize(a.dtype));
+  const int64_t bk = a.block_k, lds = a.block_k, lda = a.dv_pad;
+  for (int64_t i0 = 0; i0 < a.sq; i0 += kTileQ) {
+    const int64_t rows = std::min(kTileQ, a.sq - i0);
+    for (int64_t r = 0; r < rows; ++r) {
+      internal::LoadAsF32(a.dtype, a.q + (i0 + r) * a.q_row * item, a.q_col, a.d,
+                          a.qbuf + r * a.d);
+      a.m[r] = ninf;
+      a.l[r] = 0.0f;
+    }
+    std::fill(a.acc, a.acc + rows * lda, 0.0f);
+    const int64_t kv_end = a.causal ? std::min(a.skv, i0 + rows) : a.skv;
+    for (int64_t j0 = 0; j0 < kv_end; j0 += bk) {
+      const int64_t jn = std::min(bk, kv_end - j0);
+      const int64_t jn_pad = (jn + N - 1) / N * N;
+      const float* kt = a.k + (j0 / bk) * a.d * bk;
+      ForRowGroups(rows, [&](auto R, int64_t r0) {
+        PanelScores<decltype(R)::value>(a.qbuf + r0 * a.d, a.d, kt, bk, jn_pad, a.s + r0 * lds,
+                                        lds);
+      });
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        const int64_t n = a.causal ? std::min(jn, std::max<int64_t>(0, i + 1 - j0)) : jn;
+        float* sr = a.s + r * lds;
+        const int64_t npad = (n + N - 1) / N * N;
+        const float bm = n > 0 ? ScaleMask(a, i, j0, n, sr) : ninf;
+        if (bm == ninf) {  // nothing attended in this block: P row 0, state kept
+          std::fill(sr, sr + jn_pad, 0.0f);
+          continue;
+        }
+        const float m_new = std::max(a.m[r], bm);
+        const float corr = std::exp(a.m[r] - m_new);
+        a.l[r] = a.l[r] * corr + ExpShift(sr, n, m_new);
+        std::fill(sr + npad, sr + jn_pad, 0.0f);
+        if (corr != 1.0f) {
+          float* ar = a.acc + r * lda;
+          const auto c = hn::Set(df, corr);
+          for (int64_t t = 0; t < lda; t += N) hn::StoreU(hn::Mul(hn::LoadU(df, ar + t), c), df, ar + t);
+        }
+        a.m[r] = m_new;
+      }
+      const float* vb = a.v + j0 * a.ldv;
+      ForRowGroups(rows, [&](auto R, int64_t r0) {
+        PanelAccumulate<decltype(R)::value>(a.s + r0 * lds, lds, vb, a.ldv, jn, a.acc + r0 * lda,
+                                            lda, a.dv_pad);
+      });
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* o = a.acc + r * lda;
+      const float l = a.l[r];
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      for (int64_t t = 0; t < a.dv; ++t) o[t] *= inv;
+      internal::StoreFromF32(a.dtype, a.out + (i0 + r) * a.out_row * item, a.out_col, a.dv, o);
+      if (a.lse != nullptr) a.lse[(i0 + r) * a.lse_stride] = l > 0.0f ? a.m[r] + std::log(l) : ninf;
+    }
+  }
+}
+
 }  // namespace trn::kernels::attention::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -269,6 +434,7 @@ HWY_AFTER_NAMESPACE();
 namespace trn::kernels {
 namespace attention {
 HWY_EXPORT(AttentionHead);
+HWY_EXPORT(AttentionHeadPanels);
 }  // namespace attention
 
 namespace {
@@ -310,6 +476,45 @@ struct KvRows {
                           pack.data() + j * d);
     }
     packed_from = base;
+  }
+};
+
+// Keys of one (batch, head) as K^T panels of block_k keys and values as rows
+// of dv_pad floats, for AttentionHeadPanels (layout in HeadArgs). Padding
+// stays zero: every head writes the same positions.
+struct KvPanels {
+  std::vector<float> kt, v, row;
+  const char* k_from = nullptr;
+  const char* v_from = nullptr;
+
+  void Prepare(const TensorRef& k, const TensorRef& vt, int64_t b, int64_t h, int64_t bk,
+               int64_t dv_pad) {
+    const int64_t item = static_cast<int64_t>(ItemSize(k.dtype));
+    const int64_t skv = k.sizes[2], d = k.sizes[3], dv = vt.sizes[3];
+    const int64_t nblocks = (skv + bk - 1) / bk;
+    if (kt.empty()) {
+      kt.assign(static_cast<size_t>(std::max<int64_t>(1, nblocks * d * bk)), 0.0f);
+      v.assign(static_cast<size_t>(std::max<int64_t>(1, skv * dv_pad)), 0.0f);
+      row.resize(static_cast<size_t>(std::max<int64_t>(1, d)));
+    }
+    const char* kb = static_cast<const char*>(k.data) + (b * k.strides[0] + h * k.strides[1]) * item;
+    if (kb != k_from) {
+      for (int64_t j = 0; j < skv; ++j) {
+        internal::LoadAsF32(k.dtype, kb + j * k.strides[2] * item, k.strides[3], d, row.data());
+        float* dst = kt.data() + (j / bk) * d * bk + j % bk;
+        for (int64_t t = 0; t < d; ++t) dst[t * bk] = row[t];
+      }
+      k_from = kb;
+    }
+    const char* vb =
+        static_cast<const char*>(vt.data) + (b * vt.strides[0] + h * vt.strides[1]) * item;
+    if (vb != v_from) {
+      for (int64_t j = 0; j < skv; ++j) {
+        internal::LoadAsF32(vt.dtype, vb + j * vt.strides[2] * item, vt.strides[3], dv,
+                            v.data() + j * dv_pad);
+      }
+      v_from = vb;
+    }
   }
 };
 
@@ -361,15 +566,27 @@ Status Attention(const TensorRef& out, const TensorRef& q, const TensorRef& k,
   }
   if (B == 0 || hq == 0 || sq == 0) return Status::Ok();
 
-  // Keys per block: a block of keys and values fills about 24 KiB of L1.
-  const int64_t row_bytes = std::max<int64_t>(1, (d + dv) * 4);
-  const int64_t block_k = std::clamp<int64_t>(24576 / row_bytes / 4 * 4, 16, 256);
-  std::vector<float> qbuf(attention::kTileQ * d), acc(attention::kTileQ * std::max<int64_t>(dv, 1));
+  // Queries per head decide the path: the panel path's register tiles pay
+  // for its K^T packing from a few rows up; decode (Sq < kPanelRows) runs
+  // the row path on k/v in place (Note [fused attention]).
+  constexpr int64_t kPanelRows = 4;
+  const bool panels = sq >= kPanelRows;
+  const int64_t dv_pad = (dv + 15) / 16 * 16;
+  // Keys per block: a block of keys and values fills about 24 KiB (row path)
+  // or 48 KiB (panel path: 16-key multiples) of L1/L2.
+  const int64_t row_bytes = std::max<int64_t>(1, (d + (panels ? dv_pad : dv)) * 4);
+  const int64_t block_k =
+      panels ? std::clamp<int64_t>(49152 / row_bytes / 16 * 16, 16, 256)
+             : std::clamp<int64_t>(24576 / row_bytes / 4 * 4, 16, 256);
+  std::vector<float> qbuf(attention::kTileQ * std::max<int64_t>(d, 1));
+  std::vector<float> acc(attention::kTileQ * std::max<int64_t>(panels ? dv_pad : dv, 1));
   std::vector<float> m(attention::kTileQ), l(attention::kTileQ);
-  std::vector<float> s(block_k + attention::kPadLanes), mb(block_k + attention::kPadLanes);
+  std::vector<float> s((panels ? attention::kTileQ : 1) * block_k + attention::kPadLanes);
+  std::vector<float> mb(block_k + attention::kPadLanes);
   KvRows krows, vrows;
-  if (!(k.dtype == DType::kFloat32 && k.strides[3] == 1)) krows.pack.resize(skv * d);
-  if (!(v.dtype == DType::kFloat32 && v.strides[3] == 1)) vrows.pack.resize(skv * dv);
+  KvPanels kvp;
+  if (!panels && !(k.dtype == DType::kFloat32 && k.strides[3] == 1)) krows.pack.resize(skv * d);
+  if (!panels && !(v.dtype == DType::kFloat32 && v.strides[3] == 1)) vrows.pack.resize(skv * dv);
 
   attention::HeadArgs a;
   a.dtype = q.dtype;
@@ -394,18 +611,28 @@ Status Attention(const TensorRef& out, const TensorRef& q, const TensorRef& k,
   a.l = l.data();
   a.s = s.data();
   a.mb = mb.data();
-  const auto head_fn = HWY_DYNAMIC_DISPATCH(attention::AttentionHead);
+  a.dv_pad = dv_pad;
+  const auto head_fn = panels ? HWY_DYNAMIC_DISPATCH(attention::AttentionHeadPanels)
+                              : HWY_DYNAMIC_DISPATCH(attention::AttentionHead);
   const int64_t group = hq / hkv;
   const int64_t item = static_cast<int64_t>(ItemSize(q.dtype));
   const int64_t mask_item = static_cast<int64_t>(ItemSize(mask.dtype));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t hk = 0; hk < hkv; ++hk) {
-      krows.Prepare(k, b, hk);
-      vrows.Prepare(v, b, hk);
-      a.k = krows.rows;
-      a.ldk = krows.ld;
-      a.v = vrows.rows;
-      a.ldv = vrows.ld;
+      if (panels) {
+        kvp.Prepare(k, v, b, hk, block_k, dv_pad);
+        a.k = kvp.kt.data();
+        a.ldk = block_k;
+        a.v = kvp.v.data();
+        a.ldv = dv_pad;
+      } else {
+        krows.Prepare(k, b, hk);
+        vrows.Prepare(v, b, hk);
+        a.k = krows.rows;
+        a.ldk = krows.ld;
+        a.v = vrows.rows;
+        a.ldv = vrows.ld;
+      }
       for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
         a.q = static_cast<const char*>(q.data) + (b * q.strides[0] + h * q.strides[1]) * item;
         a.out = static_cast<char*>(out.data) + (b * out.strides[0] + h * out.strides[1]) * item;
