@@ -2,19 +2,26 @@
 // score matrix never materialised (Note [fused attention]).
 //
 // Note [fused attention]
-// The flash-attention idea on one core. For each (batch, key/value head) the
-// keys and values are made float32 rows once (used in place when they already
-// are float32 with unit inner stride) and shared by the query heads of the
-// group. Query rows go in tiles of kTileQ; for each tile the keys are walked
-// in blocks of block_k, sized so that a block of keys and values (block_k x
-// (D + Dv) floats) stays in L1 while every row of the tile visits it. Per row
-// and block: scores s_j = q . k_j (four keys at a time, SIMD over D), scaled
-// and masked, then the online softmax: the running maximum m and sum l are
-// updated and the accumulator rescaled by exp(m_old - m_new) before adding
-// sum_j exp(s_j - m_new) v_j (SIMD over Dv, four vectors of Dv in flight).
-// At the end out = acc / l. Causal tiles stop at their last attended key, and
-// rows skip the masked tail of a block, so causal attention costs about half.
-// A row whose every key is masked keeps l = 0 and gives 0, as CPU PyTorch.
+// The flash-attention idea on one core: per query row a running maximum m,
+// sum l and accumulator acc; each block of keys updates them (scores s_j
+// scaled and masked; m_new = max(m, max_j s_j); acc and l rescaled by
+// exp(m - m_new); p_j = exp(s_j - m_new) added to l and p_j v_j to acc), and
+// out = acc / l at the end. A row that attends no key keeps l = 0 and gives 0,
+// as CPU PyTorch. Causal tiles stop at their last attended key and rows skip
+// the masked tail of a block, so causal attention costs about half. Two paths:
+// - panels (Sq >= kPanelRows): per (batch, key/value head) the keys are packed
+//   once as K^T panels of block_k keys and the values as padded float32 rows,
+//   shared by the query heads of the group. Query rows go in tiles of kTileQ;
+//   per tile and key block the scores of the tile come from a register-tiled
+//   micro-kernel (4 rows x 2 vectors of keys, no horizontal sums), the online
+//   softmax runs per row over vectors, and P @ V is register-tiled the same
+//   way (4 rows x 2 vectors of Dv). block_k keeps a panel and its values
+//   (~48 KiB) in L1/L2 while the tile's rows use them.
+// - rows (decode, Sq < kPanelRows): k/v are used in place when they are
+//   float32 with unit inner stride (else converted once per head, skipped for
+//   heads expanded with stride 0), scores are dot products four keys at a
+//   time (SIMD over D), P @ V keeps four vectors of Dv in registers. Packing
+//   K^T would cost as much as the attention itself for one query row.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/kernels/attention.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -45,8 +52,8 @@ struct HeadArgs {
   const char* q;  // row i at q + i * q_row elements of `dtype`, q_col apart
   int64_t q_row, q_col;
   DType dtype;
-  const float* k;  // skv rows of d floats, ldk apart
-  const float* v;  // skv rows of dv floats, ldv apart
+  const float* k;  // row path: skv rows of d floats, ldk apart
+  const float* v;  // row path: skv rows of dv floats, ldv apart
   int64_t ldk, ldv;
   char* out;  // row i at out + i * out_row elements of `dtype`, out_col apart
   int64_t out_row, out_col;
@@ -212,6 +219,7 @@ HWY_INLINE float ExpShift(float* s, int64_t n, float m) {
   return Sum(df, sum);
 }
 
+// One query head on the row path (Note [fused attention]).
 void AttentionHead(const HeadArgs& a) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const bool q_direct = a.dtype == DType::kFloat32 && a.q_col == 1;
