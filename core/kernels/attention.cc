@@ -580,12 +580,13 @@ Status Attention(const TensorRef& out, const TensorRef& q, const TensorRef& k,
   constexpr int64_t kPanelRows = 4;
   const bool panels = sq >= kPanelRows;
   const int64_t dv_pad = (dv + 15) / 16 * 16;
-  // Keys per block: a block of keys and values fills about 24 KiB (row path)
-  // or 48 KiB (panel path: 16-key multiples) of L1/L2.
-  const int64_t row_bytes = std::max<int64_t>(1, (d + (panels ? dv_pad : dv)) * 4);
-  const int64_t block_k =
-      panels ? std::clamp<int64_t>(49152 / row_bytes / 16 * 16, 16, 256)
-             : std::clamp<int64_t>(24576 / row_bytes / 4 * 4, 16, 256);
+  // Keys per block: on the panel path a panel and its values fill about
+  // 48 KiB of L1/L2 (16-key multiples); the row path takes up to 8192 keys at
+  // once, so that k and then v stream through memory in long runs (decode is
+  // bandwidth-bound) instead of alternating every few KiB.
+  const int64_t row_bytes = std::max<int64_t>(1, (d + dv_pad) * 4);
+  const int64_t block_k = panels ? std::clamp<int64_t>(49152 / row_bytes / 16 * 16, 16, 256)
+                                 : std::clamp<int64_t>((skv + 3) / 4 * 4, 16, 8192);
   std::vector<float> qbuf(attention::kTileQ * std::max<int64_t>(d, 1));
   std::vector<float> acc(attention::kTileQ * std::max<int64_t>(panels ? dv_pad : dv, 1));
   std::vector<float> m(attention::kTileQ), l(attention::kTileQ);

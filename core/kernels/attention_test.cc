@@ -233,6 +233,22 @@ TEST(AttentionTest, HeadsExpandedWithStrideZero) {
   RunCase(c);
 }
 
+TEST(AttentionTest, DecodeAcrossKeyBlocks) {
+  // The row path (Sq < 4) takes 8192 keys per block: more keys rescale the
+  // accumulator across blocks.
+  for (int64_t sq : {1, 3}) {
+    AttnCase c;
+    c.sq = sq;
+    c.skv = 8200;
+    c.d = c.dv = 4;
+    c.hq = 2;
+    c.hkv = 1;
+    c.mask = MaskKind::kAdditive;
+    c.mask_broadcast = true;
+    RunCase(c);
+  }
+}
+
 TEST(AttentionTest, GivenScale) {
   AttnCase c;
   c.scale = 0.3;
