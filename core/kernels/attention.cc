@@ -1,0 +1,679 @@
+// Fused scaled-dot-product attention: one kernel per sdpa call, the S x S
+// score matrix never materialised (Note [fused attention]).
+//
+// Note [fused attention]
+// The flash-attention idea on one core: per query row a running maximum m,
+// sum l and accumulator acc; each block of keys updates them (scores s_j
+// scaled and masked; m_new = max(m, max_j s_j); acc and l rescaled by
+// exp(m - m_new); p_j = exp(s_j - m_new) added to l and p_j v_j to acc), and
+// out = acc / l at the end. A row that attends no key keeps l = 0 and gives 0,
+// as CPU PyTorch. Causal tiles stop at their last attended key and rows skip
+// the masked tail of a block, so causal attention costs about half. Two paths:
+// - panels (Sq >= kPanelRows): per (batch, key/value head) the keys are packed
+//   once as K^T panels of block_k keys and the values as padded float32 rows,
+//   shared by the query heads of the group. Query rows go in tiles of kTileQ;
+//   per tile and key block the scores of the tile come from a register-tiled
+//   micro-kernel (4 rows x 2 vectors of keys, no horizontal sums), the online
+//   softmax runs per row over vectors, and P @ V is register-tiled the same
+//   way (4 rows x 2 vectors of Dv). block_k keeps a panel and its values
+//   (~48 KiB) in L1/L2 while the tile's rows use them.
+// - rows (decode, Sq < kPanelRows): k/v are used in place when they are
+//   float32 with unit inner stride (else converted once per head, skipped for
+//   heads expanded with stride 0), scores are dot products four keys at a
+//   time (SIMD over D), P @ V keeps four vectors of Dv in registers. Packing
+//   K^T would cost as much as the attention itself for one query row.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "core/common/tensor_ref.h"
+#include "core/kernels/convert.h"
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+#ifndef TRN_KERNELS_ATTENTION_ARGS_
+#define TRN_KERNELS_ATTENTION_ARGS_
+namespace trn::kernels::attention {
+
+// Query rows per tile and the float scratch lanes kept past a key block.
+constexpr int64_t kTileQ = 32;
+constexpr int64_t kPadLanes = 64;
+
+// One query head against its key/value head. Element strides; the scratch
+// buffers are the caller's, taken once per launch.
+struct HeadArgs {
+  const char* q;  // row i at q + i * q_row elements of `dtype`, q_col apart
+  int64_t q_row, q_col;
+  DType dtype;
+  const float* k;  // row path: skv rows of d floats, ldk apart
+  const float* v;  // row path: skv rows of dv floats, ldv apart
+  int64_t ldk, ldv;
+  char* out;  // row i at out + i * out_row elements of `dtype`, out_col apart
+  int64_t out_row, out_col;
+  float* lse;  // nullable, row i at lse[i * lse_stride]
+  int64_t lse_stride;
+  const char* mask;  // nullable, (i, j) at mask + i * mask_row + j * mask_col elements
+  DType mask_dtype;
+  int64_t mask_row, mask_col;
+  int64_t sq, skv, d, dv, block_k;
+  float scale;
+  bool causal;
+  float* qbuf;  // kTileQ * d
+  float* acc;   // kTileQ * dv
+  float* m;     // kTileQ
+  float* l;     // kTileQ
+  float* s;     // block_k + kPadLanes (panels: kTileQ * block_k)
+  float* mb;    // block_k + kPadLanes
+  // Panel path (AttentionHeadPanels): k is K^T in panels of block_k keys,
+  // panel p at k + p * d * block_k holding (t, j) at t * block_k + j, zero
+  // past skv; v rows are dv_pad floats (zero past dv); acc rows dv_pad.
+  int64_t dv_pad;
+};
+
+}  // namespace trn::kernels::attention
+#endif  // TRN_KERNELS_ATTENTION_ARGS_
+
+HWY_BEFORE_NAMESPACE();
+namespace trn::kernels::attention::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+
+HWY_INLINE float Sum(DF d, hn::Vec<DF> v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
+
+// s[j] = q . k_j for j < n; keys are rows of d floats, ldk apart.
+HWY_INLINE void Dots(const float* HWY_RESTRICT q, const float* k, int64_t ldk, int64_t n,
+                     int64_t d, float* HWY_RESTRICT s) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t dvec = d - d % N;
+  int64_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float* k0 = k + j * ldk;
+    const float* k1 = k0 + ldk;
+    const float* k2 = k1 + ldk;
+    const float* k3 = k2 + ldk;
+    auto a0 = hn::Zero(df), a1 = hn::Zero(df), a2 = hn::Zero(df), a3 = hn::Zero(df);
+    for (int64_t i = 0; i < dvec; i += N) {
+      const auto qv = hn::LoadU(df, q + i);
+      a0 = hn::MulAdd(qv, hn::LoadU(df, k0 + i), a0);
+      a1 = hn::MulAdd(qv, hn::LoadU(df, k1 + i), a1);
+      a2 = hn::MulAdd(qv, hn::LoadU(df, k2 + i), a2);
+      a3 = hn::MulAdd(qv, hn::LoadU(df, k3 + i), a3);
+    }
+    float r0 = Sum(df, a0), r1 = Sum(df, a1), r2 = Sum(df, a2), r3 = Sum(df, a3);
+    for (int64_t i = dvec; i < d; ++i) {
+      r0 += q[i] * k0[i];
+      r1 += q[i] * k1[i];
+      r2 += q[i] * k2[i];
+      r3 += q[i] * k3[i];
+    }
+    s[j] = r0;
+    s[j + 1] = r1;
+    s[j + 2] = r2;
+    s[j + 3] = r3;
+  }
+  for (; j < n; ++j) {
+    const float* kj = k + j * ldk;
+    auto a = hn::Zero(df);
+    for (int64_t i = 0; i < dvec; i += N) {
+      a = hn::MulAdd(hn::LoadU(df, q + i), hn::LoadU(df, kj + i), a);
+    }
+    float r = Sum(df, a);
+    for (int64_t i = dvec; i < d; ++i) r += q[i] * kj[i];
+    s[j] = r;
+  }
+}
+
+// acc = acc * corr + sum_{j < n} p[j] * v_j over dv floats; values are rows
+// ldv apart. Four vectors of acc stay in registers across the keys.
+HWY_INLINE void AccumulatePV(float* HWY_RESTRICT acc, float corr, const float* HWY_RESTRICT p,
+                             const float* v, int64_t ldv, int64_t n, int64_t dv) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto c = hn::Set(df, corr);
+  int64_t i = 0;
+  for (; i + 4 * N <= dv; i += 4 * N) {
+    auto a0 = hn::Mul(hn::LoadU(df, acc + i), c);
+    auto a1 = hn::Mul(hn::LoadU(df, acc + i + N), c);
+    auto a2 = hn::Mul(hn::LoadU(df, acc + i + 2 * N), c);
+    auto a3 = hn::Mul(hn::LoadU(df, acc + i + 3 * N), c);
+    const float* vr = v + i;
+    for (int64_t j = 0; j < n; ++j, vr += ldv) {
+      const auto pj = hn::Set(df, p[j]);
+      a0 = hn::MulAdd(pj, hn::LoadU(df, vr), a0);
+      a1 = hn::MulAdd(pj, hn::LoadU(df, vr + N), a1);
+      a2 = hn::MulAdd(pj, hn::LoadU(df, vr + 2 * N), a2);
+      a3 = hn::MulAdd(pj, hn::LoadU(df, vr + 3 * N), a3);
+    }
+    hn::StoreU(a0, df, acc + i);
+    hn::StoreU(a1, df, acc + i + N);
+    hn::StoreU(a2, df, acc + i + 2 * N);
+    hn::StoreU(a3, df, acc + i + 3 * N);
+  }
+  for (; i + N <= dv; i += N) {
+    auto a = hn::Mul(hn::LoadU(df, acc + i), c);
+    const float* vr = v + i;
+    for (int64_t j = 0; j < n; ++j, vr += ldv) a = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vr), a);
+    hn::StoreU(a, df, acc + i);
+  }
+  for (; i < dv; ++i) {
+    float a = acc[i] * corr;
+    for (int64_t j = 0; j < n; ++j) a += p[j] * v[j * ldv + i];
+    acc[i] = a;
+  }
+}
+
+// The mask of row i over keys [j0, j0 + n) as additive float32 (bool: 0 or -inf).
+HWY_INLINE void LoadMask(const HeadArgs& a, int64_t i, int64_t j0, int64_t n, float* mb) {
+  const int64_t off = i * a.mask_row + j0 * a.mask_col;
+  if (a.mask_dtype == DType::kBool) {
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(a.mask) + off;
+    const float ninf = -std::numeric_limits<float>::infinity();
+    for (int64_t t = 0; t < n; ++t) mb[t] = p[t * a.mask_col] ? 0.0f : ninf;
+    return;
+  }
+  internal::LoadAsF32(a.mask_dtype, a.mask + off * static_cast<int64_t>(ItemSize(a.mask_dtype)),
+                      a.mask_col, n, mb);
+}
+
+// Scores s[0, n) of one row: scaled, masked, padded with -inf to whole
+// vectors; returns their maximum.
+HWY_INLINE float ScaleMask(const HeadArgs& a, int64_t i, int64_t j0, int64_t n, float* s) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto ninf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  if (a.mask != nullptr) LoadMask(a, i, j0, n, a.mb);
+  const auto vs = hn::Set(df, a.scale);
+  auto mx = ninf;
+  for (int64_t t = 0; t < n; t += N) {
+    auto x = hn::Mul(hn::LoadU(df, s + t), vs);
+    if (a.mask != nullptr) x = hn::Add(x, hn::LoadU(df, a.mb + t));
+    if (t + N > n) x = hn::IfThenElse(hn::FirstN(df, static_cast<size_t>(n - t)), x, ninf);
+    hn::StoreU(x, df, s + t);
+    mx = hn::Max(mx, x);
+  }
+  return hn::GetLane(hn::MaxOfLanes(df, mx));
+}
+
+// p[t] = exp(s[t] - m) in place over whole vectors (padding gives 0); returns
+// the sum over the first n.
+HWY_INLINE float ExpShift(float* s, int64_t n, float m) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const auto vm = hn::Set(df, m);
+  const auto lo = hn::Set(df, -87.0f);  // exp below this is < FLT_MIN: 0 (also -inf)
+  auto sum = hn::Zero(df);
+  for (int64_t t = 0; t < n; t += N) {
+    const auto x = hn::Sub(hn::LoadU(df, s + t), vm);
+    const auto e = hn::IfThenZeroElse(hn::Lt(x, lo), hn::Exp(df, hn::Max(x, lo)));
+    hn::StoreU(e, df, s + t);
+    sum = hn::Add(sum, e);
+  }
+  return Sum(df, sum);
+}
+
+// One query head on the row path (Note [fused attention]).
+void AttentionHead(const HeadArgs& a) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const bool q_direct = a.dtype == DType::kFloat32 && a.q_col == 1;
+  const int64_t item = static_cast<int64_t>(ItemSize(a.dtype));
+  const float* qrows[kTileQ];
+  for (int64_t i0 = 0; i0 < a.sq; i0 += kTileQ) {
+    const int64_t rows = std::min(kTileQ, a.sq - i0);
+    for (int64_t r = 0; r < rows; ++r) {
+      const char* src = a.q + (i0 + r) * a.q_row * item;
+      if (q_direct) {
+        qrows[r] = reinterpret_cast<const float*>(src);
+      } else {
+        internal::LoadAsF32(a.dtype, src, a.q_col, a.d, a.qbuf + r * a.d);
+        qrows[r] = a.qbuf + r * a.d;
+      }
+      a.m[r] = ninf;
+      a.l[r] = 0.0f;
+    }
+    std::fill(a.acc, a.acc + rows * a.dv, 0.0f);
+    const int64_t kv_end = a.causal ? std::min(a.skv, i0 + rows) : a.skv;
+    for (int64_t j0 = 0; j0 < kv_end; j0 += a.block_k) {
+      const int64_t jn = std::min(a.block_k, kv_end - j0);
+      const float* kb = a.k + j0 * a.ldk;
+      const float* vb = a.v + j0 * a.ldv;
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        const int64_t n = a.causal ? std::min(jn, std::max<int64_t>(0, i + 1 - j0)) : jn;
+        if (n == 0) continue;
+        Dots(qrows[r], kb, a.ldk, n, a.d, a.s);
+        const float bm = ScaleMask(a, i, j0, n, a.s);
+        if (bm == ninf) continue;  // every key of this block masked
+        const float m_new = std::max(a.m[r], bm);
+        const float corr = std::exp(a.m[r] - m_new);  // 0 on the first block
+        a.l[r] = a.l[r] * corr + ExpShift(a.s, n, m_new);
+        AccumulatePV(a.acc + r * a.dv, corr, a.s, vb, a.ldv, n, a.dv);
+        a.m[r] = m_new;
+      }
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* o = a.acc + r * a.dv;
+      const float l = a.l[r];
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      for (int64_t t = 0; t < a.dv; ++t) o[t] *= inv;
+      internal::StoreFromF32(a.dtype, a.out + (i0 + r) * a.out_row * item, a.out_col, a.dv, o);
+      if (a.lse != nullptr) a.lse[(i0 + r) * a.lse_stride] = l > 0.0f ? a.m[r] + std::log(l) : ninf;
+    }
+  }
+}
+
+// ---- Panel path (Note [fused attention]) -------------------------------------------
+// Scores of R query rows (q: R rows of d floats) against the ncols keys of
+// a K^T panel (d rows of ldk floats; ncols a multiple of the lane count):
+// s[r * lds + j]. Register tile R rows x 2 vectors of keys, no horizontal sums.
+template <int R>
+HWY_INLINE void PanelScores(const float* HWY_RESTRICT q, int64_t d, const float* kt, int64_t ldk,
+                            int64_t ncols, float* HWY_RESTRICT s, int64_t lds) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t j = 0;
+  for (; j + 2 * N <= ncols; j += 2 * N) {
+    hn::Vec<DF> a0[R], a1[R];
+    for (int r = 0; r < R; ++r) a0[r] = a1[r] = hn::Zero(df);
+    const float* kp = kt + j;
+    for (int64_t t = 0; t < d; ++t, kp += ldk) {
+      const auto k0 = hn::LoadU(df, kp);
+      const auto k1 = hn::LoadU(df, kp + N);
+      for (int r = 0; r < R; ++r) {
+        const auto qb = hn::Set(df, q[r * d + t]);
+        a0[r] = hn::MulAdd(qb, k0, a0[r]);
+        a1[r] = hn::MulAdd(qb, k1, a1[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      hn::StoreU(a0[r], df, s + r * lds + j);
+      hn::StoreU(a1[r], df, s + r * lds + j + N);
+    }
+  }
+  for (; j < ncols; j += N) {
+    hn::Vec<DF> a0[R];
+    for (int r = 0; r < R; ++r) a0[r] = hn::Zero(df);
+    const float* kp = kt + j;
+    for (int64_t t = 0; t < d; ++t, kp += ldk) {
+      const auto k0 = hn::LoadU(df, kp);
+      for (int r = 0; r < R; ++r) a0[r] = hn::MulAdd(hn::Set(df, q[r * d + t]), k0, a0[r]);
+    }
+    for (int r = 0; r < R; ++r) hn::StoreU(a0[r], df, s + r * lds + j);
+  }
+}
+
+// acc[r * lda + i] += sum_{j < n} p[r * ldp + j] * v[j * ldv + i] for R rows,
+// i < dv_pad (a multiple of the lane count). Register tile R rows x 2 vectors.
+template <int R>
+HWY_INLINE void PanelAccumulate(const float* HWY_RESTRICT p, int64_t ldp, const float* v,
+                                int64_t ldv, int64_t n, float* HWY_RESTRICT acc, int64_t lda,
+                                int64_t dv_pad) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + 2 * N <= dv_pad; i += 2 * N) {
+    hn::Vec<DF> a0[R], a1[R];
+    for (int r = 0; r < R; ++r) {
+      a0[r] = hn::LoadU(df, acc + r * lda + i);
+      a1[r] = hn::LoadU(df, acc + r * lda + i + N);
+    }
+    const float* vp = v + i;
+    for (int64_t j = 0; j < n; ++j, vp += ldv) {
+      const auto v0 = hn::LoadU(df, vp);
+      const auto v1 = hn::LoadU(df, vp + N);
+      for (int r = 0; r < R; ++r) {
+        const auto pb = hn::Set(df, p[r * ldp + j]);
+        a0[r] = hn::MulAdd(pb, v0, a0[r]);
+        a1[r] = hn::MulAdd(pb, v1, a1[r]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      hn::StoreU(a0[r], df, acc + r * lda + i);
+      hn::StoreU(a1[r], df, acc + r * lda + i + N);
+    }
+  }
+  for (; i < dv_pad; i += N) {
+    hn::Vec<DF> a0[R];
+    for (int r = 0; r < R; ++r) a0[r] = hn::LoadU(df, acc + r * lda + i);
+    const float* vp = v + i;
+    for (int64_t j = 0; j < n; ++j, vp += ldv) {
+      const auto v0 = hn::LoadU(df, vp);
+      for (int r = 0; r < R; ++r) a0[r] = hn::MulAdd(hn::Set(df, p[r * ldp + j]), v0, a0[r]);
+    }
+    for (int r = 0; r < R; ++r) hn::StoreU(a0[r], df, acc + r * lda + i);
+  }
+}
+
+// Runs body.template operator()<R>(r0) over rows [0, rows) in groups of <= 4.
+template <class Body>
+HWY_INLINE void ForRowGroups(int64_t rows, const Body& body) {
+  int64_t r0 = 0;
+  for (; r0 + 4 <= rows; r0 += 4) body(std::integral_constant<int, 4>(), r0);
+  switch (rows - r0) {
+    case 3: body(std::integral_constant<int, 3>(), r0); break;
+    case 2: body(std::integral_constant<int, 2>(), r0); break;
+    case 1: body(std::integral_constant<int, 1>(), r0); break;
+    default: break;
+  }
+}
+
+// One query head, tiles of kTileQ rows against panels of block_k keys: the
+// scores of the whole tile in one register-blocked pass, the online softmax
+// per row, then P @ V register-blocked (Note [fused attention]).
+void AttentionHeadPanels(const HeadArgs& a) {
+  const DF df;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t item = static_cast<int64_t>(ItemSize(a.dtype));
+  const int64_t bk = a.block_k, lds = a.block_k, lda = a.dv_pad;
+  for (int64_t i0 = 0; i0 < a.sq; i0 += kTileQ) {
+    const int64_t rows = std::min(kTileQ, a.sq - i0);
+    for (int64_t r = 0; r < rows; ++r) {
+      internal::LoadAsF32(a.dtype, a.q + (i0 + r) * a.q_row * item, a.q_col, a.d,
+                          a.qbuf + r * a.d);
+      a.m[r] = ninf;
+      a.l[r] = 0.0f;
+    }
+    std::fill(a.acc, a.acc + rows * lda, 0.0f);
+    const int64_t kv_end = a.causal ? std::min(a.skv, i0 + rows) : a.skv;
+    for (int64_t j0 = 0; j0 < kv_end; j0 += bk) {
+      const int64_t jn = std::min(bk, kv_end - j0);
+      const int64_t jn_pad = (jn + N - 1) / N * N;
+      const float* kt = a.k + (j0 / bk) * a.d * bk;
+      ForRowGroups(rows, [&](auto R, int64_t r0) {
+        PanelScores<decltype(R)::value>(a.qbuf + r0 * a.d, a.d, kt, bk, jn_pad, a.s + r0 * lds,
+                                        lds);
+      });
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = i0 + r;
+        const int64_t n = a.causal ? std::min(jn, std::max<int64_t>(0, i + 1 - j0)) : jn;
+        float* sr = a.s + r * lds;
+        const int64_t npad = (n + N - 1) / N * N;
+        const float bm = n > 0 ? ScaleMask(a, i, j0, n, sr) : ninf;
+        if (bm == ninf) {  // nothing attended in this block: P row 0, state kept
+          std::fill(sr, sr + jn_pad, 0.0f);
+          continue;
+        }
+        const float m_new = std::max(a.m[r], bm);
+        const float corr = std::exp(a.m[r] - m_new);
+        a.l[r] = a.l[r] * corr + ExpShift(sr, n, m_new);
+        std::fill(sr + npad, sr + jn_pad, 0.0f);
+        if (corr != 1.0f) {
+          float* ar = a.acc + r * lda;
+          const auto c = hn::Set(df, corr);
+          for (int64_t t = 0; t < lda; t += N) hn::StoreU(hn::Mul(hn::LoadU(df, ar + t), c), df, ar + t);
+        }
+        a.m[r] = m_new;
+      }
+      const float* vb = a.v + j0 * a.ldv;
+      ForRowGroups(rows, [&](auto R, int64_t r0) {
+        PanelAccumulate<decltype(R)::value>(a.s + r0 * lds, lds, vb, a.ldv, jn, a.acc + r0 * lda,
+                                            lda, a.dv_pad);
+      });
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      float* o = a.acc + r * lda;
+      const float l = a.l[r];
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      for (int64_t t = 0; t < a.dv; ++t) o[t] *= inv;
+      internal::StoreFromF32(a.dtype, a.out + (i0 + r) * a.out_row * item, a.out_col, a.dv, o);
+      if (a.lse != nullptr) a.lse[(i0 + r) * a.lse_stride] = l > 0.0f ? a.m[r] + std::log(l) : ninf;
+    }
+  }
+}
+
+}  // namespace trn::kernels::attention::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <algorithm>
+#include <vector>
+
+#include "core/common/assert.h"
+#include "core/kernels/attention.h"
+
+namespace trn::kernels {
+namespace attention {
+HWY_EXPORT(AttentionHead);
+HWY_EXPORT(AttentionHeadPanels);
+}  // namespace attention
+
+namespace {
+
+// Bytes of the distinct elements of t (a stride-0 dim counts once).
+uint64_t DistinctBytes(const TensorRef& t) {
+  if (t.data == nullptr) return 0;
+  uint64_t n = 1;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.strides[d] != 0 || t.sizes[d] == 0) n *= static_cast<uint64_t>(t.sizes[d]);
+  }
+  return n * ItemSize(t.dtype);
+}
+
+// Rows of one (batch, head) of k or v as float32: in place when already
+// float32 with unit inner stride, else converted into `pack` (skipped when
+// the same rows were packed last: heads expanded with stride 0).
+struct KvRows {
+  std::vector<float> pack;
+  const char* packed_from = nullptr;
+  const float* rows = nullptr;
+  int64_t ld = 0;
+
+  void Prepare(const TensorRef& t, int64_t b, int64_t h) {
+    const int64_t item = static_cast<int64_t>(ItemSize(t.dtype));
+    const char* base =
+        static_cast<const char*>(t.data) + (b * t.strides[0] + h * t.strides[1]) * item;
+    const int64_t n = t.sizes[2], d = t.sizes[3];
+    if (t.dtype == DType::kFloat32 && (t.strides[3] == 1 || d <= 1)) {
+      rows = reinterpret_cast<const float*>(base);
+      ld = t.strides[2];
+      return;
+    }
+    ld = d;
+    rows = pack.data();
+    if (base == packed_from) return;
+    for (int64_t j = 0; j < n; ++j) {
+      internal::LoadAsF32(t.dtype, base + j * t.strides[2] * item, t.strides[3], d,
+                          pack.data() + j * d);
+    }
+    packed_from = base;
+  }
+};
+
+// Keys of one (batch, head) as K^T panels of block_k keys and values as rows
+// of dv_pad floats, for AttentionHeadPanels (layout in HeadArgs). Padding
+// stays zero: every head writes the same positions.
+struct KvPanels {
+  std::vector<float> kt, v, row;
+  const char* k_from = nullptr;
+  const char* v_from = nullptr;
+
+  void Prepare(const TensorRef& k, const TensorRef& vt, int64_t b, int64_t h, int64_t bk,
+               int64_t dv_pad) {
+    const int64_t item = static_cast<int64_t>(ItemSize(k.dtype));
+    const int64_t skv = k.sizes[2], d = k.sizes[3], dv = vt.sizes[3];
+    const int64_t nblocks = (skv + bk - 1) / bk;
+    if (kt.empty()) {
+      kt.assign(static_cast<size_t>(std::max<int64_t>(1, nblocks * d * bk)), 0.0f);
+      v.assign(static_cast<size_t>(std::max<int64_t>(1, skv * dv_pad)), 0.0f);
+      row.resize(static_cast<size_t>(std::max<int64_t>(1, d)));
+    }
+    const char* kb = static_cast<const char*>(k.data) + (b * k.strides[0] + h * k.strides[1]) * item;
+    if (kb != k_from) {
+      for (int64_t j = 0; j < skv; ++j) {
+        internal::LoadAsF32(k.dtype, kb + j * k.strides[2] * item, k.strides[3], d, row.data());
+        float* dst = kt.data() + (j / bk) * d * bk + j % bk;
+        for (int64_t t = 0; t < d; ++t) dst[t * bk] = row[t];
+      }
+      k_from = kb;
+    }
+    const char* vb =
+        static_cast<const char*>(vt.data) + (b * vt.strides[0] + h * vt.strides[1]) * item;
+    if (vb != v_from) {
+      for (int64_t j = 0; j < skv; ++j) {
+        internal::LoadAsF32(vt.dtype, vb + j * vt.strides[2] * item, vt.strides[3], dv,
+                            v.data() + j * dv_pad);
+      }
+      v_from = vb;
+    }
+  }
+};
+
+const char* AttentionName(DType dt) {
+  switch (dt) {
+    case DType::kFloat32: return "sdpa_f32";
+    case DType::kFloat64: return "sdpa_f64";
+    case DType::kBFloat16: return "sdpa_bf16";
+    default: return "sdpa_f16";
+  }
+}
+
+// Attended (query, key) pairs of one head.
+uint64_t AttendedPairs(int64_t sq, int64_t skv, bool causal) {
+  const uint64_t q = static_cast<uint64_t>(sq), k = static_cast<uint64_t>(skv);
+  if (!causal) return q * k;
+  if (q <= k) return q * (q + 1) / 2;
+  return k * (k + 1) / 2 + (q - k) * k;
+}
+
+}  // namespace
+
+Status Attention(const TensorRef& out, const TensorRef& q, const TensorRef& k,
+                 const TensorRef& v, const TensorRef& mask, double scale, bool causal,
+                 const TensorRef& lse) {
+  TRN_ASSERT(q.ndim == 4 && k.ndim == 4 && v.ndim == 4 && out.ndim == 4,
+             "attention operands must be 4-D");
+  TRN_ASSERT(IsFloating(q.dtype) && k.dtype == q.dtype && v.dtype == q.dtype &&
+                 out.dtype == q.dtype,
+             "attention operands must share one floating dtype");
+  const int64_t B = q.sizes[0], hq = q.sizes[1], sq = q.sizes[2], d = q.sizes[3];
+  const int64_t hkv = k.sizes[1], skv = k.sizes[2], dv = v.sizes[3];
+  TRN_ASSERT(hkv > 0 && hq % hkv == 0, "query heads must be a multiple of key heads");
+  TRN_ASSERT(k.sizes[0] == B && k.sizes[3] == d && v.sizes[0] == B && v.sizes[1] == hkv &&
+                 v.sizes[2] == skv,
+             "key/value shapes must match the query");
+  TRN_ASSERT(out.sizes[0] == B && out.sizes[1] == hq && out.sizes[2] == sq && out.sizes[3] == dv,
+             "out must be [B, Hq, Sq, Dv]");
+  if (mask.data != nullptr) {
+    TRN_ASSERT(mask.ndim == 4 && mask.sizes[0] == B && mask.sizes[1] == hq &&
+                   mask.sizes[2] == sq && mask.sizes[3] == skv,
+               "mask must be broadcast to [B, Hq, Sq, Skv]");
+    TRN_ASSERT(mask.dtype == DType::kBool || IsFloating(mask.dtype), "mask must be bool or floating");
+  }
+  if (lse.data != nullptr) {
+    TRN_ASSERT(lse.ndim == 3 && lse.dtype == DType::kFloat32 && lse.sizes[0] == B &&
+                   lse.sizes[1] == hq && lse.sizes[2] == sq,
+               "lse must be float32 [B, Hq, Sq]");
+  }
+  if (B == 0 || hq == 0 || sq == 0) return Status::Ok();
+
+  // Queries per head decide the path: the panel path's register tiles pay
+  // for its K^T packing from a few rows up; decode (Sq < kPanelRows) runs
+  // the row path on k/v in place (Note [fused attention]).
+  constexpr int64_t kPanelRows = 4;
+  const bool panels = sq >= kPanelRows;
+  const int64_t dv_pad = (dv + 15) / 16 * 16;
+  // Keys per block: on the panel path a panel and its values fill about
+  // 48 KiB of L1/L2 (16-key multiples); the row path takes up to 8192 keys at
+  // once, so that k and then v stream through memory in long runs (decode is
+  // bandwidth-bound) instead of alternating every few KiB.
+  const int64_t row_bytes = std::max<int64_t>(1, (d + dv_pad) * 4);
+  const int64_t block_k = panels ? std::clamp<int64_t>(49152 / row_bytes / 16 * 16, 16, 256)
+                                 : std::clamp<int64_t>((skv + 3) / 4 * 4, 16, 8192);
+  std::vector<float> qbuf(attention::kTileQ * std::max<int64_t>(d, 1));
+  std::vector<float> acc(attention::kTileQ * std::max<int64_t>(panels ? dv_pad : dv, 1));
+  std::vector<float> m(attention::kTileQ), l(attention::kTileQ);
+  std::vector<float> s((panels ? attention::kTileQ : 1) * block_k + attention::kPadLanes);
+  std::vector<float> mb(block_k + attention::kPadLanes);
+  KvRows krows, vrows;
+  KvPanels kvp;
+  if (!panels && !(k.dtype == DType::kFloat32 && k.strides[3] == 1)) krows.pack.resize(skv * d);
+  if (!panels && !(v.dtype == DType::kFloat32 && v.strides[3] == 1)) vrows.pack.resize(skv * dv);
+
+  attention::HeadArgs a;
+  a.dtype = q.dtype;
+  a.q_row = q.strides[2];
+  a.q_col = q.strides[3];
+  a.out_row = out.strides[2];
+  a.out_col = out.strides[3];
+  a.lse_stride = lse.data != nullptr ? lse.strides[2] : 0;
+  a.mask_dtype = mask.dtype;
+  a.mask_row = mask.data != nullptr ? mask.strides[2] : 0;
+  a.mask_col = mask.data != nullptr ? mask.strides[3] : 0;
+  a.sq = sq;
+  a.skv = skv;
+  a.d = d;
+  a.dv = dv;
+  a.block_k = block_k;
+  a.scale = static_cast<float>(scale);
+  a.causal = causal;
+  a.qbuf = qbuf.data();
+  a.acc = acc.data();
+  a.m = m.data();
+  a.l = l.data();
+  a.s = s.data();
+  a.mb = mb.data();
+  a.dv_pad = dv_pad;
+  const auto head_fn = panels ? HWY_DYNAMIC_DISPATCH(attention::AttentionHeadPanels)
+                              : HWY_DYNAMIC_DISPATCH(attention::AttentionHead);
+  const int64_t group = hq / hkv;
+  const int64_t item = static_cast<int64_t>(ItemSize(q.dtype));
+  const int64_t mask_item = static_cast<int64_t>(ItemSize(mask.dtype));
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t hk = 0; hk < hkv; ++hk) {
+      if (panels) {
+        kvp.Prepare(k, v, b, hk, block_k, dv_pad);
+        a.k = kvp.kt.data();
+        a.ldk = block_k;
+        a.v = kvp.v.data();
+        a.ldv = dv_pad;
+      } else {
+        krows.Prepare(k, b, hk);
+        vrows.Prepare(v, b, hk);
+        a.k = krows.rows;
+        a.ldk = krows.ld;
+        a.v = vrows.rows;
+        a.ldv = vrows.ld;
+      }
+      for (int64_t h = hk * group; h < (hk + 1) * group; ++h) {
+        a.q = static_cast<const char*>(q.data) + (b * q.strides[0] + h * q.strides[1]) * item;
+        a.out = static_cast<char*>(out.data) + (b * out.strides[0] + h * out.strides[1]) * item;
+        a.lse = lse.data != nullptr
+                    ? lse.ptr<float>() + b * lse.strides[0] + h * lse.strides[1]
+                    : nullptr;
+        a.mask = mask.data != nullptr ? static_cast<const char*>(mask.data) +
+                                            (b * mask.strides[0] + h * mask.strides[1]) * mask_item
+                                      : nullptr;
+        head_fn(a);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+rt::KernelInfo DescribeAttention(const TensorRef& out, const TensorRef& q, const TensorRef& k,
+                                 const TensorRef& v, const TensorRef& mask, bool causal,
+                                 const TensorRef& lse, const char* aten_op) {
+  rt::KernelInfo info;
+  info.name = AttentionName(q.dtype);
+  info.op = aten_op;
+  info.engine = rt::Engine::kTensor;
+  if (q.ndim == 4 && k.ndim == 4 && v.ndim == 4) {
+    const uint64_t heads = static_cast<uint64_t>(q.sizes[0] * q.sizes[1]);
+    info.flops = heads * AttendedPairs(q.sizes[2], k.sizes[2], causal) * 2 *
+                 static_cast<uint64_t>(q.sizes[3] + v.sizes[3]);
+  }
+  info.bytes_read = DistinctBytes(q) + DistinctBytes(k) + DistinctBytes(v) + DistinctBytes(mask);
+  info.bytes_written = DistinctBytes(out) + DistinctBytes(lse);
+  return info;
+}
+
+}  // namespace trn::kernels
+#endif  // HWY_ONCE
