@@ -1,6 +1,6 @@
 // Reduction aten kernels of the trn device: sum, mean, amax, amin, argmax,
-// max/min (full and max.dim), over dims with keepdim, dtype= honoured.
-// min.dim / argmin have no device kernel and take the CPU fallback.
+// argmin, all, any, max/min (full, max.dim and min.dim), over dims with
+// keepdim, dtype= honoured.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
@@ -56,6 +56,9 @@ const char* OpName(ReduceOp op) {
     case ReduceOp::kAmax: return "aten::amax";
     case ReduceOp::kAmin: return "aten::amin";
     case ReduceOp::kArgmax: return "aten::argmax";
+    case ReduceOp::kArgmin: return "aten::argmin";
+    case ReduceOp::kAll: return "aten::all";
+    case ReduceOp::kAny: return "aten::any";
   }
   return "aten::?";
 }
@@ -72,16 +75,26 @@ void ReduceInto(ReduceOp op, const char* name, const at::Tensor& self, uint32_t 
     // Kernel: floating in -> same dtype out; int/bool in -> int64 out (sum).
     if (at::isFloatingType(result) || !at::isIntegralType(in, /*includeBool=*/true)) in = result;
     kernel_out = at::isFloatingType(in) ? in : at::kLong;
-  } else if (op == ReduceOp::kArgmax) {
+  } else if (op == ReduceOp::kArgmax || op == ReduceOp::kArgmin) {
     kernel_out = at::kLong;
+  } else if (op == ReduceOp::kAll || op == ReduceOp::kAny) {
+    kernel_out = at::kBool;
   }
-  ComputeDType(in, name);
+  if (op == ReduceOp::kAll || op == ReduceOp::kAny) {
+    // Logical reductions move no arithmetic: no float64 note.
+    (void)Ref(self, name);
+  } else {
+    ComputeDType(in, name);
+  }
   if (res.numel() == 0) return;
   if (ReducesEmpty(self, mask)) {
-    TORCH_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean, name,
-                "(): expected a reduction dim of non-zero size, got input of shape ",
+    TORCH_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean || op == ReduceOp::kAll ||
+                    op == ReduceOp::kAny,
+                name, "(): expected a reduction dim of non-zero size, got input of shape ",
                 self.sizes());
-    const double v = op == ReduceOp::kSum ? 0.0 : std::numeric_limits<double>::quiet_NaN();
+    const double v = op == ReduceOp::kMean  ? std::numeric_limits<double>::quiet_NaN()
+                     : op == ReduceOp::kAll ? 1.0
+                                            : 0.0;
     const TensorRef o = Ref(res, name);
     Launch(device, kernels::DescribeFill(o, name), [=] { return kernels::Fill(o, v); });
     return;
@@ -181,13 +194,14 @@ at::Tensor MinAll(const at::Tensor& self) {
   return ReduceDims(ReduceOp::kAmin, self, std::nullopt, false, self.scalar_type(), nullptr);
 }
 
-// argmax over one dim, or over the flattened tensor when dim is absent.
-at::Tensor& ArgmaxInto(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
-                       at::Tensor& res) {
-  const char* name = "aten::argmax";
+// argmax / argmin over one dim, or over the flattened tensor when dim is absent.
+at::Tensor& ArgInto(ReduceOp op, const at::Tensor& self, std::optional<int64_t> dim,
+                    bool keepdim, at::Tensor& res) {
+  const char* name = OpName(op);
+  const char* fn = op == ReduceOp::kArgmax ? "argmax" : "argmin";
   const int device = CommonDevice(name, {&self, &res});
   ComputeDType(self.scalar_type(), name);
-  TORCH_CHECK(self.numel() > 0, "argmax(): Expected reduction dim ",
+  TORCH_CHECK(self.numel() > 0, fn, "(): Expected reduction dim ",
               dim.has_value() ? std::to_string(*dim) : std::string("to be specified"),
               " to have non-zero size.");
   if (self.dim() == 0) {  // the only element is the maximum
@@ -197,13 +211,13 @@ at::Tensor& ArgmaxInto(const at::Tensor& self, std::optional<int64_t> dim, bool 
   }
   if (dim.has_value()) {
     const uint32_t mask = 1u << at::maybe_wrap_dim(*dim, self.dim());
-    TORCH_CHECK(!ReducesEmpty(self, mask), "argmax(): Expected reduction dim ", *dim,
+    TORCH_CHECK(!ReducesEmpty(self, mask), fn, "(): Expected reduction dim ", *dim,
                 " to have non-zero size.");
     if (res.numel() == 0) return res;
     const TensorRef o = KeepdimRef(res, self.dim(), mask, name);
     const TensorRef i = Ref(self, name);
-    Launch(device, kernels::DescribeReduce(ReduceOp::kArgmax, o, i, name),
-           [=] { return kernels::Reduce(ReduceOp::kArgmax, o, i, mask); });
+    Launch(device, kernels::DescribeReduce(op, o, i, name),
+           [=] { return kernels::Reduce(op, o, i, mask); });
     return res;
   }
   // Flat argmax: the kernel reduces a 1-D view, so materialise a contiguous input.
@@ -217,8 +231,8 @@ at::Tensor& ArgmaxInto(const at::Tensor& self, std::optional<int64_t> dim, bool 
   o.ndim = 1;
   o.sizes[0] = 1;
   o.strides[0] = 1;
-  Launch(device, kernels::DescribeReduce(ReduceOp::kArgmax, o, i, name),
-         [=] { return kernels::Reduce(ReduceOp::kArgmax, o, i, 1u); });
+  Launch(device, kernels::DescribeReduce(op, o, i, name),
+         [=] { return kernels::Reduce(op, o, i, 1u); });
   return res;
 }
 
@@ -230,23 +244,60 @@ at::DimVector ArgmaxSizes(const at::Tensor& self, std::optional<int64_t> dim, bo
   return keepdim ? at::DimVector(self.dim(), 1) : at::DimVector();
 }
 
-at::Tensor Argmax(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
+template <ReduceOp kOp>
+at::Tensor ArgFn(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim) {
   at::Tensor res = Empty(ArgmaxSizes(self, dim, keepdim), at::kLong, DeviceIndex(self));
-  return ArgmaxInto(self, dim, keepdim, res);
+  return ArgInto(kOp, self, dim, keepdim, res);
 }
-at::Tensor& ArgmaxOut(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
-                      at::Tensor& out) {
-  PrepareOut(out, ArgmaxSizes(self, dim, keepdim), at::kLong, "aten::argmax");
-  return ArgmaxInto(self, dim, keepdim, out);
+template <ReduceOp kOp>
+at::Tensor& ArgOut(const at::Tensor& self, std::optional<int64_t> dim, bool keepdim,
+                   at::Tensor& out) {
+  PrepareOut(out, ArgmaxSizes(self, dim, keepdim), at::kLong, OpName(kOp));
+  return ArgInto(kOp, self, dim, keepdim, out);
 }
 
-// max.dim: values (amax) and indices (argmax), two launches.
-std::tuple<at::Tensor, at::Tensor> MaxDim(const at::Tensor& self, int64_t dim, bool keepdim) {
-  at::Tensor values = ReduceDims(ReduceOp::kAmax, self, at::IntArrayRef(dim), keepdim,
-                                 self.scalar_type(), nullptr);
+// max.dim / min.dim: values (amax / amin) and indices (argmax / argmin), two launches.
+template <bool kMax>
+std::tuple<at::Tensor, at::Tensor> ExtremumDim(const at::Tensor& self, int64_t dim,
+                                               bool keepdim) {
+  TORCH_CHECK(self.dim() == 0 || self.size(at::maybe_wrap_dim(dim, self.dim())) > 0,
+              kMax ? "max" : "min", "(): Expected reduction dim ", dim,
+              " to have non-zero size.");
+  at::Tensor values = ReduceDims(kMax ? ReduceOp::kAmax : ReduceOp::kAmin, self,
+                                 at::IntArrayRef(dim), keepdim, self.scalar_type(), nullptr);
   at::Tensor indices = Empty(values.sizes(), at::kLong, DeviceIndex(self));
-  ArgmaxInto(self, dim, keepdim, indices);
+  ArgInto(kMax ? ReduceOp::kArgmax : ReduceOp::kArgmin, self, dim, keepdim, indices);
   return {values, indices};
+}
+
+// all / any: bool result whatever the input dtype (uint8 input is not a trn dtype).
+template <ReduceOp kOp>
+at::Tensor LogicalDims(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim) {
+  return ReduceDims(kOp, self, dim, keepdim, at::kBool, nullptr);
+}
+template <ReduceOp kOp>
+at::Tensor LogicalDim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  return ReduceDims(kOp, self, at::IntArrayRef(dim), keepdim, at::kBool, nullptr);
+}
+template <ReduceOp kOp>
+at::Tensor LogicalAll(const at::Tensor& self) {
+  return ReduceDims(kOp, self, std::nullopt, false, at::kBool, nullptr);
+}
+template <ReduceOp kOp>
+at::Tensor& LogicalDimsOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                           at::Tensor& out) {
+  ReduceDims(kOp, self, dim, keepdim, at::kBool, &out);
+  return out;
+}
+template <ReduceOp kOp>
+at::Tensor& LogicalDimOut(const at::Tensor& self, int64_t dim, bool keepdim, at::Tensor& out) {
+  ReduceDims(kOp, self, at::IntArrayRef(dim), keepdim, at::kBool, &out);
+  return out;
+}
+template <ReduceOp kOp>
+at::Tensor& LogicalAllOut(const at::Tensor& self, at::Tensor& out) {
+  ReduceDims(kOp, self, std::nullopt, false, at::kBool, &out);
+  return out;
 }
 
 }  // namespace
@@ -262,11 +313,26 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("amax.out", TORCH_FN(AmaxOut));
   m.impl("amin", TORCH_FN(Amin));
   m.impl("amin.out", TORCH_FN(AminOut));
-  m.impl("argmax", TORCH_FN(Argmax));
-  m.impl("argmax.out", TORCH_FN(ArgmaxOut));
+  m.impl("argmax", TORCH_FN(ArgFn<ReduceOp::kArgmax>));
+  m.impl("argmax.out", TORCH_FN(ArgOut<ReduceOp::kArgmax>));
+  m.impl("argmin", TORCH_FN(ArgFn<ReduceOp::kArgmin>));
+  m.impl("argmin.out", TORCH_FN(ArgOut<ReduceOp::kArgmin>));
   m.impl("max", TORCH_FN(MaxAll));
   m.impl("min", TORCH_FN(MinAll));
-  m.impl("max.dim", TORCH_FN(MaxDim));
+  m.impl("max.dim", TORCH_FN(ExtremumDim<true>));
+  m.impl("min.dim", TORCH_FN(ExtremumDim<false>));
+  m.impl("all", TORCH_FN(LogicalAll<ReduceOp::kAll>));
+  m.impl("all.dim", TORCH_FN(LogicalDim<ReduceOp::kAll>));
+  m.impl("all.dims", TORCH_FN(LogicalDims<ReduceOp::kAll>));
+  m.impl("all.out", TORCH_FN(LogicalDimOut<ReduceOp::kAll>));
+  m.impl("all.dims_out", TORCH_FN(LogicalDimsOut<ReduceOp::kAll>));
+  m.impl("all.all_out", TORCH_FN(LogicalAllOut<ReduceOp::kAll>));
+  m.impl("any", TORCH_FN(LogicalAll<ReduceOp::kAny>));
+  m.impl("any.dim", TORCH_FN(LogicalDim<ReduceOp::kAny>));
+  m.impl("any.dims", TORCH_FN(LogicalDims<ReduceOp::kAny>));
+  m.impl("any.out", TORCH_FN(LogicalDimOut<ReduceOp::kAny>));
+  m.impl("any.dims_out", TORCH_FN(LogicalDimsOut<ReduceOp::kAny>));
+  m.impl("any.all_out", TORCH_FN(LogicalAllOut<ReduceOp::kAny>));
 }
 
 }  // namespace trn::bridge::ops

@@ -6,62 +6,14 @@
 
 #include "core/common/assert.h"
 #include "core/kernels/kernels.h"
-#include "core/kernels/strided.h"
+#include "core/kernels/indexing_internal.h"
 
 namespace trn::kernels {
 namespace {
 
-// Copies one run of n elements of `item` bytes between strided pointers.
-template <typename T>
-void CopyRunAs(char* dst, int64_t ds, const char* src, int64_t ss, int64_t n) {
-  T* d = reinterpret_cast<T*>(dst);
-  const T* s = reinterpret_cast<const T*>(src);
-  for (int64_t i = 0; i < n; ++i) std::memcpy(d + i * ds, s + i * ss, sizeof(T));
-}
-
-void CopyRun(char* dst, int64_t ds, const char* src, int64_t ss, int64_t n, size_t item) {
-  if (ds == 1 && ss == 1) {
-    std::memcpy(dst, src, static_cast<size_t>(n) * item);
-    return;
-  }
-  switch (item) {
-    case 1: return CopyRunAs<uint8_t>(dst, ds, src, ss, n);
-    case 2: return CopyRunAs<uint16_t>(dst, ds, src, ss, n);
-    case 4: return CopyRunAs<uint32_t>(dst, ds, src, ss, n);
-    case 8: return CopyRunAs<uint64_t>(dst, ds, src, ss, n);
-  }
-  TRN_ASSERT(false, "unexpected item size");
-}
-
-// dst <- src, same sizes and dtype, any strides.
-void CopyView(const TensorRef& dst, const TensorRef& src) {
-  const size_t item = ItemSize(dst.dtype);
-  internal::ForEachRun<2>(
-      {&dst, &src},
-      [&](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& st) {
-        CopyRun(p[0], st[0], p[1], st[1], n, item);
-      },
-      /*order_by=*/0);
-}
-
-// t restricted to [start, start + len) along dim.
-TensorRef Narrow(const TensorRef& t, int dim, int64_t start, int64_t len) {
-  TensorRef v = t;
-  v.data = static_cast<char*>(t.data) + start * t.strides[dim] * ItemSize(t.dtype);
-  v.sizes[dim] = len;
-  return v;
-}
-
-// t at position i of dim, with dim removed.
-TensorRef Select(const TensorRef& t, int dim, int64_t i) {
-  TensorRef v = Narrow(t, dim, i, 1);
-  for (int d = dim; d + 1 < t.ndim; ++d) {
-    v.sizes[d] = t.sizes[d + 1];
-    v.strides[d] = t.strides[d + 1];
-  }
-  v.ndim = t.ndim - 1;
-  return v;
-}
+using internal::CopyView;
+using internal::Narrow;
+using internal::Select;
 
 int64_t IndexAt(const TensorRef& index, int64_t i) {
   const int64_t off = index.ndim == 0 ? 0 : i * index.strides[0];

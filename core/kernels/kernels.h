@@ -13,6 +13,7 @@
 
 #include "core/common/tensor_ref.h"
 #include "core/runtime/runtime.h"
+#include "core/kernels/indexing.h"
 
 namespace trn::kernels {
 
@@ -65,13 +66,16 @@ Status Copy(const TensorRef& out, const TensorRef& in);
 KernelInfo DescribeCopy(const TensorRef& out, const TensorRef& in, const char* aten_op);
 
 // ---- Reductions ---------------------------------------------------------------
-enum class ReduceOp : uint8_t { kSum, kMean, kAmax, kAmin, kArgmax };
+enum class ReduceOp : uint8_t { kSum, kMean, kAmax, kAmin, kArgmax, kArgmin, kAll, kAny };
 // out has in's ndim with every reduced dim of size 1 (keepdim layout; the
 // caller squeezes). Bit d of reduce_mask set = dim d reduced; mask 0 with
 // ndim 0 is a copy. kSum/kMean: out floating like in, or int64 for int/bool
 // input (sum only). kAmax/kAmin: out dtype = in dtype. kArgmax: out kInt64,
 // at most one reduced dim (mask of all dims of a 1-D view for a flat argmax),
-// first index of the maximum, NaN counts as maximum (as torch).
+// first index of the maximum, NaN counts as maximum (as torch). kArgmin: the
+// same contract, first index of the minimum (NaN still wins, as torch).
+// kAll/kAny: out kBool, any input dtype (nonzero / NaN = true); over an empty
+// extent all is true and any false.
 // Over an empty reduced extent: kSum gives 0, kMean NaN, and kAmax/kAmin/
 // kArgmax return a Status error (torch raises; the bridge should check first).
 Status Reduce(ReduceOp op, const TensorRef& out, const TensorRef& in, uint32_t reduce_mask);
@@ -122,6 +126,9 @@ KernelInfo DescribeIndexSelect(const TensorRef& out, const TensorRef& index,
 // out = cat(inputs, dim); all inputs share out's dtype and every size but dim.
 Status Cat(const TensorRef& out, const std::vector<TensorRef>& inputs, int dim);
 KernelInfo DescribeCat(const TensorRef& out, const char* aten_op);
+
+// arange, tril/triu, gather/scatter, index/index_put, cumsum, sort/topk,
+// flip/roll, nonzero, repeat_interleave: core/kernels/indexing.h.
 
 // Names of the SIMD targets compiled into this binary, and a way to pin one
 // (tests run every kernel on every target). 0 = best available.

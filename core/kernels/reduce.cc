@@ -33,7 +33,7 @@ float ReduceRunF32(ReduceOp op, const float* in, size_t n, float acc) {
       const float m = ExtremumRun<false>(in, n);
       return (std::isnan(m) || std::isnan(acc)) ? NAN : (m < acc ? m : acc);
     }
-    case ReduceOp::kArgmax: break;
+    default: break;
   }
   TRN_ASSERT(false, "ReduceRunF32: unsupported op");
   return acc;
@@ -47,7 +47,7 @@ void ReduceRowsF32(ReduceOp op, float* acc, const float* in, size_t n) {
     case ReduceOp::kMean: return map([](auto, auto x, auto y) { return hn::Add(x, y); });
     case ReduceOp::kAmax: return map([](auto d, auto x, auto y) { return MaxNaNF(d, x, y); });
     case ReduceOp::kAmin: return map([](auto d, auto x, auto y) { return MinNaNF(d, x, y); });
-    case ReduceOp::kArgmax: break;
+    default: break;
   }
   TRN_ASSERT(false, "ReduceRowsF32: unsupported op");
 }
@@ -77,7 +77,8 @@ namespace {
 using internal::ForEachRun;
 using internal::kChunk;
 
-constexpr const char* kOpNames[] = {"sum", "mean", "amax", "amin", "argmax"};
+constexpr const char* kOpNames[] = {"sum",    "mean",   "amax", "amin",
+                                    "argmax", "argmin", "all",  "any"};
 
 // A contiguous accumulator of out's (keepdim) shape, viewed with in's sizes
 // and stride 0 on the reduced dims.
@@ -161,13 +162,15 @@ void ReduceExact(ReduceOp op, const TensorRef& in, const TensorRef& acc) {
       /*order_by=*/1);
 }
 
-// First index of the maximum along `dim`; the first NaN wins (torch).
-Status Argmax(const TensorRef& out, const TensorRef& in, int dim) {
+// First index of the maximum (or minimum) along `dim`; the first NaN wins
+// either way (torch).
+template <bool kMax>
+Status ArgExtremum(const TensorRef& out, const TensorRef& in, int dim) {
   const int64_t len = dim < 0 ? 1 : in.sizes[dim];
   const int64_t stride = dim < 0 ? 0 : in.strides[dim];
   if (len == 0 && out.numel() > 0) {
-    return Status::Error("argmax: cannot reduce over dim " + std::to_string(dim) +
-                         " of size 0 (expected a non-empty dimension)");
+    return Status::Error(std::string(kMax ? "argmax" : "argmin") + ": cannot reduce over dim " +
+                         std::to_string(dim) + " of size 0 (expected a non-empty dimension)");
   }
   TensorRef starts = in;
   if (dim >= 0) starts.sizes[dim] = 1;
@@ -189,7 +192,7 @@ Status Argmax(const TensorRef& out, const TensorRef& in, int dim) {
             if (std::isnan(best_v)) break;
           }
           const C v = value(row[j * stride]);
-          bool better = v > best_v;
+          bool better = kMax ? v > best_v : v < best_v;
           if constexpr (!std::is_integral_v<T>) better |= std::isnan(v);
           if (better) best = j, best_v = v;
         }
@@ -198,6 +201,27 @@ Status Argmax(const TensorRef& out, const TensorRef& in, int dim) {
     });
   });
   return Status::Ok();
+}
+
+// all / any into a bool accumulator of out's keepdim shape.
+void ReduceLogical(bool all, const TensorRef& in, const TensorRef& acc) {
+  internal::VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ForEachRun<2>(
+        {&acc, &in},
+        [&](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+          bool* a = reinterpret_cast<bool*>(p[0]);
+          const T* x = reinterpret_cast<const T*>(p[1]);
+          for (int64_t i = 0; i < n; ++i) {
+            bool nonzero;
+            if constexpr (internal::kIsHalf<T>) nonzero = internal::ToF32(x[i * s[1]]) != 0.0f;
+            else nonzero = x[i * s[1]] != T(0);
+            bool& r = a[i * s[0]];
+            r = all ? (r && nonzero) : (r || nonzero);
+          }
+        },
+        /*order_by=*/1);
+  });
 }
 
 }  // namespace
@@ -214,9 +238,21 @@ Status Reduce(ReduceOp op, const TensorRef& out, const TensorRef& in, uint32_t r
   if (op == ReduceOp::kArgmax) {
     TRN_ASSERT(num_reduced <= 1 && out.dtype == DType::kInt64,
                "argmax: at most one reduced dim, out kInt64");
-    return Argmax(out, in, reduced_dim);
+    return ArgExtremum<true>(out, in, reduced_dim);
+  }
+  if (op == ReduceOp::kArgmin) {
+    TRN_ASSERT(num_reduced <= 1 && out.dtype == DType::kInt64,
+               "argmin: at most one reduced dim, out kInt64");
+    return ArgExtremum<false>(out, in, reduced_dim);
   }
   if (out.numel() == 0) return Status::Ok();
+  if (op == ReduceOp::kAll || op == ReduceOp::kAny) {
+    TRN_ASSERT(out.dtype == DType::kBool, "all/any: out kBool");
+    std::vector<uint8_t> acc(static_cast<size_t>(out.numel()), op == ReduceOp::kAll ? 1 : 0);
+    ReduceLogical(op == ReduceOp::kAll, in,
+                  AccumulatorView(in, reduce_mask, acc.data(), DType::kBool));
+    return Copy(out, DenseOut(out, acc.data(), DType::kBool));
+  }
   if (count == 0) {  // torch: sum of nothing is 0, mean is NaN, amax/amin are errors
     if (op == ReduceOp::kSum) return Fill(out, 0.0);
     if (op == ReduceOp::kMean) return Fill(out, std::nan(""));
@@ -252,7 +288,8 @@ KernelInfo DescribeReduce(ReduceOp op, const TensorRef& out, const TensorRef& in
                           const char* aten_op) {
   static constexpr const char* kNames[][7] = {
       TRN_DTYPE_NAMES("sum"),  TRN_DTYPE_NAMES("mean"),   TRN_DTYPE_NAMES("amax"),
-      TRN_DTYPE_NAMES("amin"), TRN_DTYPE_NAMES("argmax"),
+      TRN_DTYPE_NAMES("amin"), TRN_DTYPE_NAMES("argmax"), TRN_DTYPE_NAMES("argmin"),
+      TRN_DTYPE_NAMES("all"),  TRN_DTYPE_NAMES("any"),
   };
   KernelInfo info;
   info.name = kNames[static_cast<int>(op)][static_cast<int>(in.dtype)];

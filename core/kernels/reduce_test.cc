@@ -123,8 +123,10 @@ TEST(Reduce, SumMeanAmaxAminOverEveryMaskOnEveryTarget) {
   });
 }
 
-TEST(Reduce, ArgmaxFirstIndexTiesAndNaN) {
+TEST(Reduce, ArgmaxArgminFirstIndexTiesAndNaN) {
   ForEachTarget([](const char*) {
+    for (ReduceOp op : {ReduceOp::kArgmax, ReduceOp::kArgmin}) {
+    const bool is_max = op == ReduceOp::kArgmax;
     for (DType dt : kAllTypes) {
       uint32_t seed = 9;
       for (const auto& shape : std::vector<std::vector<int64_t>>{{17}, {4099}, {3, 1000}, {2, 3, 17}}) {
@@ -135,7 +137,7 @@ TEST(Reduce, ArgmaxFirstIndexTiesAndNaN) {
             for (int64_t i = 0; i < in.numel(); ++i) in.Set(i, std::round(in.At(i)));
             const uint32_t mask = 1u << dim;
             TestTensor out = Empty(DType::kInt64, KeepDim(shape, mask));
-            ASSERT_TRUE(Reduce(ReduceOp::kArgmax, out.ref, in.ref, mask).ok());
+            ASSERT_TRUE(Reduce(op, out.ref, in.ref, mask).ok());
             std::vector<int64_t> best(out.numel(), -1);
             std::vector<double> best_v(out.numel(), 0);
             for (int64_t i = 0; i < in.numel(); ++i) {  // row-major: along-dim index ascends
@@ -144,7 +146,7 @@ TEST(Reduce, ArgmaxFirstIndexTiesAndNaN) {
               for (int d = static_cast<int>(shape.size()) - 1; d > dim; --d) j /= shape[d];
               j %= shape[dim];
               const double v = in.At(i);
-              if (best[o] < 0 || v > best_v[o]) best[o] = j, best_v[o] = v;
+              if (best[o] < 0 || (is_max ? v > best_v[o] : v < best_v[o])) best[o] = j, best_v[o] = v;
             }
             for (int64_t o = 0; o < out.numel(); ++o) {
               ASSERT_EQ(out.AtInt(o), best[o]) << Ctx(dt, l, shape, mask) << " at " << o;
@@ -153,18 +155,53 @@ TEST(Reduce, ArgmaxFirstIndexTiesAndNaN) {
         }
       }
     }
-    // NaN is the maximum, first NaN wins (torch).
+    }
+    // NaN is the maximum, first NaN wins (torch), for argmin too.
     TestTensor v = Empty(DType::kFloat32, {6});
     const double xs[] = {1, 5, NAN, 7, NAN, 2};
     for (int i = 0; i < 6; ++i) v.Set(i, xs[i]);
     TestTensor out = Empty(DType::kInt64, {1});
     ASSERT_TRUE(Reduce(ReduceOp::kArgmax, out.ref, v.ref, 1).ok());
     EXPECT_EQ(out.AtInt(0), 2);
+    ASSERT_TRUE(Reduce(ReduceOp::kArgmin, out.ref, v.ref, 1).ok());
+    EXPECT_EQ(out.AtInt(0), 2);
     TestTensor mx = Empty(DType::kFloat32, {1});
     ASSERT_TRUE(Reduce(ReduceOp::kAmax, mx.ref, v.ref, 1).ok());
     EXPECT_TRUE(std::isnan(mx.At(0)));
     TestTensor empty = Empty(DType::kFloat32, {0});
     EXPECT_FALSE(Reduce(ReduceOp::kArgmax, out.ref, empty.ref, 1).ok());
+    EXPECT_FALSE(Reduce(ReduceOp::kArgmin, out.ref, empty.ref, 1).ok());
+  });
+}
+
+TEST(Reduce, AllAnyOverEveryMaskOnEveryTarget) {
+  ForEachTarget([](const char*) {
+    for (DType dt : kAllTypes) {
+      uint32_t seed = 40;
+      for (const auto& shape : std::vector<std::vector<int64_t>>{{17}, {3, 4, 5}, {2, 0, 3}}) {
+        const int nd = static_cast<int>(shape.size());
+        for (uint32_t mask = 0; mask < (1u << nd); ++mask) {
+          for (Layout l : AllLayouts()) {
+            TestTensor in = MakeRandom(dt, shape, l, seed++, -1, 1);
+            for (int64_t i = 0; i < in.numel(); ++i) in.Set(i, in.At(i) > 0.3 ? 0.0 : in.At(i));
+            for (ReduceOp op : {ReduceOp::kAll, ReduceOp::kAny}) {
+              const bool all = op == ReduceOp::kAll;
+              TestTensor out = Empty(DType::kBool, KeepDim(shape, mask));
+              ASSERT_TRUE(Reduce(op, out.ref, in.ref, mask).ok());
+              std::vector<bool> want(out.numel(), all);
+              for (int64_t i = 0; i < in.numel(); ++i) {
+                const int64_t o = OutIndex(shape, mask, i);
+                const bool nz = in.At(i) != 0;
+                want[o] = all ? (want[o] && nz) : (want[o] || nz);
+              }
+              for (int64_t o = 0; o < out.numel(); ++o) {
+                ASSERT_EQ(out.At(o) != 0, want[o]) << Ctx(dt, l, shape, mask) << " at " << o;
+              }
+            }
+          }
+        }
+      }
+    }
   });
 }
 

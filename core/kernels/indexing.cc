@@ -1,0 +1,535 @@
+// Indexing and layout kernels (indexing.h). Data movement copies elements by
+// their storage bytes; the few arithmetic kernels go through convert.h's
+// casts. Every index is validated before anything is written, so a failed
+// kernel leaves its output untouched.
+#include "core/kernels/indexing.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <type_traits>
+
+#include "core/common/assert.h"
+#include "core/kernels/convert.h"
+#include "core/kernels/indexing_internal.h"
+#include "core/kernels/kernels.h"
+
+namespace trn::kernels {
+namespace {
+
+using internal::CopyView;
+using internal::ForEachOffset;
+using internal::IndexValue;
+using internal::Narrow;
+using internal::Trailing;
+
+char* At(const TensorRef& t, int64_t off) {
+  return static_cast<char*>(t.data) + off * static_cast<int64_t>(ItemSize(t.dtype));
+}
+
+Status OutOfRange(int64_t index, int dim, int64_t size) {
+  return Status::Error("index " + std::to_string(index) + " is out of bounds for dimension " +
+                       std::to_string(dim) + " with size " + std::to_string(size));
+}
+
+template <typename T>
+bool IsNonzero(T v) {
+  if constexpr (internal::kIsHalf<T>) {
+    return internal::ToF32(v) != 0.0f;
+  } else {
+    return v != T(0);
+  }
+}
+
+// *dst = *dst + *src in T's arithmetic: float32 for floating dtypes (float64
+// too, Note [float64 policy]), wrapping int64 for integers, or for bool.
+template <typename T>
+void AddElem(T* dst, const T* src) {
+  if constexpr (std::is_same_v<T, bool>) {
+    *dst = *dst || *src;
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    *dst = static_cast<T>(static_cast<U>(*dst) + static_cast<U>(*src));
+  } else {
+    *dst = internal::Cast<T>(internal::ToF32(*dst) + internal::ToF32(*src));
+  }
+}
+
+// dst += src over two views of one shape and dtype.
+void AddView(const TensorRef& dst, const TensorRef& src) {
+  internal::VisitDType(dst.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if (dst.ndim == 0) {
+      AddElem(dst.ptr<T>(), src.ptr<const T>());
+      return;
+    }
+    internal::ForEachRun<2>(
+        {&dst, &src},
+        [&](const std::array<char*, 2>& p, int64_t n, const std::array<int64_t, 2>& s) {
+          T* d = reinterpret_cast<T*>(p[0]);
+          const T* x = reinterpret_cast<const T*>(p[1]);
+          for (int64_t i = 0; i < n; ++i) AddElem(d + i * s[0], x + i * s[1]);
+        },
+        /*order_by=*/0);
+  });
+}
+
+void CopyElem(char* dst, const char* src, size_t item) { std::memcpy(dst, src, item); }
+
+// Checks every index of `index` against [lo, size); lo = 0 or -size.
+Status CheckIndices(const TensorRef& index, int dim, int64_t size, bool allow_negative) {
+  Status st;
+  ForEachOffset<1>(index.ndim, index.sizes, {index.strides},
+                   [&](const std::array<int64_t, 1>& off, const int64_t*) {
+                     if (!st.ok()) return;
+                     const int64_t v = IndexValue(index, off[0]);
+                     if (v >= size || v < (allow_negative ? -size : 0)) {
+                       st = OutOfRange(v, dim, size);
+                     }
+                   });
+  return st;
+}
+
+// Strides of t with dim's stride replaced by 0 (the index supplies it).
+std::array<int64_t, kMaxDims> WithoutDim(const TensorRef& t, int dim) {
+  std::array<int64_t, kMaxDims> s{};
+  for (int d = 0; d < t.ndim; ++d) s[d] = d == dim ? 0 : t.strides[d];
+  return s;
+}
+
+// Element offsets into `in` (its first k dims) of every b of the broadcast
+// index shape, in row-major order of b; validates the indices.
+Status IndexedOffsets(const TensorRef& in, const std::vector<TensorRef>& indices,
+                      const std::vector<int>& dims, std::vector<int64_t>* offsets) {
+  const TensorRef& first = indices[0];
+  offsets->assign(static_cast<size_t>(first.numel()), 0);
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const TensorRef& index = indices[j];
+    TRN_ASSERT(index.ndim == first.ndim, "index tensors must be broadcast to one shape");
+    const int64_t size = in.sizes[j];
+    const int dim = dims.empty() ? static_cast<int>(j) : dims[j];
+    int64_t b = 0;
+    Status st;
+    ForEachOffset<1>(index.ndim, index.sizes, {index.strides},
+                     [&](const std::array<int64_t, 1>& off, const int64_t*) {
+                       int64_t v = IndexValue(index, off[0]);
+                       if (v < -size || v >= size) {
+                         if (st.ok()) st = OutOfRange(v, dim, size);
+                         return;
+                       }
+                       if (v < 0) v += size;
+                       (*offsets)[b++] += v * in.strides[j];
+                     });
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+bool Less(T a, T b) {  // NaN is the largest value
+  if constexpr (std::is_floating_point_v<T>) {
+    return a < b || (std::isnan(b) && !std::isnan(a));
+  } else {
+    return a < b;
+  }
+}
+
+// Calls f(line_in, line_values, line_indices) for every line along dim of
+// `in`; the line views are 1-D TensorRefs (sizes of their own tensor at dim).
+template <typename F>
+void ForEachLine(const TensorRef& in, const TensorRef& values, const TensorRef& indices,
+                 int dim, F&& f) {
+  int64_t sizes[kMaxDims];
+  for (int d = 0; d < in.ndim; ++d) sizes[d] = d == dim ? 1 : in.sizes[d];
+  const auto line = [&](const TensorRef& t, int64_t off) {
+    TensorRef v;
+    v.data = At(t, off);
+    v.dtype = t.dtype;
+    v.ndim = 1;
+    v.sizes[0] = t.sizes[dim];
+    v.strides[0] = t.strides[dim];
+    return v;
+  };
+  ForEachOffset<3>(in.ndim, sizes, {in.strides, values.strides, indices.strides},
+                   [&](const std::array<int64_t, 3>& off, const int64_t*) {
+                     f(line(in, off[0]), line(values, off[1]), line(indices, off[2]));
+                   });
+}
+
+// Sorts (or partially sorts, first k) the positions of one line by value;
+// ties keep the lower position first, so the order is the stable one.
+template <typename T>
+void SortLine(const TensorRef& in, const TensorRef& values, const TensorRef& indices,
+              int64_t k, bool descending, std::vector<int64_t>& order,
+              std::vector<std::conditional_t<std::is_integral_v<T>, int64_t, float>>& keys) {
+  const int64_t n = in.sizes[0];
+  const T* x = in.ptr<const T>();
+  keys.resize(static_cast<size_t>(n));
+  order.resize(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    if constexpr (std::is_integral_v<T>) {
+      keys[i] = static_cast<int64_t>(x[i * in.strides[0]]);
+    } else {
+      keys[i] = internal::ToF32(x[i * in.strides[0]]);
+    }
+  }
+  std::iota(order.begin(), order.end(), int64_t{0});
+  const auto before = [&](int64_t a, int64_t b) {
+    if (descending ? Less(keys[b], keys[a]) : Less(keys[a], keys[b])) return true;
+    if (descending ? Less(keys[a], keys[b]) : Less(keys[b], keys[a])) return false;
+    return a < b;
+  };
+  if (k < n) {
+    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
+  } else {
+    std::sort(order.begin(), order.end(), before);
+  }
+  T* v = values.ptr<T>();
+  int64_t* ix = indices.ptr<int64_t>();
+  for (int64_t i = 0; i < k; ++i) {
+    v[i * values.strides[0]] = x[order[i] * in.strides[0]];
+    ix[i * indices.strides[0]] = order[i];
+  }
+}
+
+Status SortOrTopK(const TensorRef& values, const TensorRef& indices, const TensorRef& in,
+                  int dim, int64_t k, bool descending) {
+  TRN_ASSERT(values.dtype == in.dtype && indices.dtype == DType::kInt64,
+             "sort: values of in's dtype, kInt64 indices");
+  if (in.ndim == 0) {
+    std::memcpy(values.data, in.data, ItemSize(in.dtype));
+    *indices.ptr<int64_t>() = 0;
+    return Status::Ok();
+  }
+  TRN_ASSERT(dim >= 0 && dim < in.ndim && k <= in.sizes[dim], "sort: dim or k out of range");
+  internal::VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<int64_t> order;
+    std::vector<std::conditional_t<std::is_integral_v<T>, int64_t, float>> keys;
+    ForEachLine(in, values, indices, dim,
+                [&](const TensorRef& li, const TensorRef& lv, const TensorRef& lx) {
+                  SortLine<T>(li, lv, lx, k, descending, order, keys);
+                });
+  });
+  return Status::Ok();
+}
+
+// Roll of dims [d, ndim): splits each rolled dim into its two moved halves.
+void RollFrom(const TensorRef& out, const TensorRef& in, const int64_t* shifts, int d) {
+  if (d == in.ndim) return CopyView(out, in);
+  const int64_t n = in.sizes[d];
+  const int64_t s = n == 0 ? 0 : ((shifts[d] % n) + n) % n;
+  if (s == 0) return RollFrom(out, in, shifts, d + 1);
+  RollFrom(Narrow(out, d, s, n - s), Narrow(in, d, 0, n - s), shifts, d + 1);
+  RollFrom(Narrow(out, d, 0, s), Narrow(in, d, n - s, s), shifts, d + 1);
+}
+
+}  // namespace
+
+Status Arange(const TensorRef& out, double start, double step) {
+  TRN_ASSERT(out.ndim == 1 && out.dtype != DType::kBool, "arange: 1-D out, not bool");
+  internal::VisitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.ptr<T>();
+    if constexpr (std::is_integral_v<T>) {
+      const int64_t s0 = static_cast<int64_t>(start), st = static_cast<int64_t>(step);
+      for (int64_t i = 0; i < out.sizes[0]; ++i) o[i * out.strides[0]] = static_cast<T>(s0 + i * st);
+    } else {
+      for (int64_t i = 0; i < out.sizes[0]; ++i) {
+        o[i * out.strides[0]] = internal::Cast<T>(start + static_cast<double>(i) * step);
+      }
+    }
+  });
+  return Status::Ok();
+}
+
+Status Triangle(const TensorRef& out, const TensorRef& in, int64_t diagonal, bool upper) {
+  TRN_ASSERT(out.ndim >= 2 && out.ndim == in.ndim && out.dtype == in.dtype,
+             "tril/triu: out and in of one shape and dtype, ndim >= 2");
+  const int nd = out.ndim;
+  const int64_t cols = out.sizes[nd - 1];
+  const size_t item = ItemSize(out.dtype);
+  const int64_t os = out.strides[nd - 1], is = in.strides[nd - 1];
+  const bool in_place = out.data == in.data;
+  ForEachOffset<2>(nd - 1, out.sizes, {out.strides, in.strides},
+                   [&](const std::array<int64_t, 2>& off, const int64_t* idx) {
+                     const int64_t row = idx[nd - 2];
+                     char* o = At(out, off[0]);
+                     const char* x = At(in, off[1]);
+                     for (int64_t j = 0; j < cols; ++j) {
+                       const bool keep = upper ? j - row >= diagonal : j - row <= diagonal;
+                       if (!keep) {
+                         std::memset(o + j * os * static_cast<int64_t>(item), 0, item);
+                       } else if (!in_place) {
+                         CopyElem(o + j * os * static_cast<int64_t>(item),
+                                  x + j * is * static_cast<int64_t>(item), item);
+                       }
+                     }
+                   });
+  return Status::Ok();
+}
+
+Status Gather(const TensorRef& out, const TensorRef& in, int dim, const TensorRef& index) {
+  TRN_ASSERT(out.dtype == in.dtype && out.ndim == index.ndim, "gather: out of index's shape");
+  if (out.numel() == 0) return Status::Ok();
+  if (in.ndim == 0) {  // torch: a 0-d input is indexed as size 1
+    Status st = CheckIndices(index, 0, 1, false);
+    if (st.ok()) std::memcpy(out.data, in.data, ItemSize(in.dtype));
+    return st;
+  }
+  const int64_t size = in.sizes[dim];
+  if (Status st = CheckIndices(index, dim, size, false); !st.ok()) return st;
+  const auto in_strides = WithoutDim(in, dim);
+  const size_t item = ItemSize(out.dtype);
+  const int64_t dim_stride = in.strides[dim];
+  ForEachOffset<3>(out.ndim, out.sizes, {out.strides, index.strides, in_strides.data()},
+                   [&](const std::array<int64_t, 3>& off, const int64_t*) {
+                     const int64_t v = IndexValue(index, off[1]);
+                     CopyElem(At(out, off[0]), At(in, off[2] + v * dim_stride), item);
+                   });
+  return Status::Ok();
+}
+
+Status Scatter(const TensorRef& out, int dim, const TensorRef& index, const TensorRef& src,
+               double value, bool add) {
+  const bool has_src = src.data != nullptr;
+  TRN_ASSERT(!has_src || (src.dtype == out.dtype && src.ndim == index.ndim),
+             "scatter: src of out's dtype and index's ndim");
+  if (index.numel() == 0) return Status::Ok();
+  const int64_t size = out.ndim == 0 ? 1 : out.sizes[dim];
+  if (Status st = CheckIndices(index, dim, size, false); !st.ok()) return st;
+  const auto out_strides = WithoutDim(out, dim);
+  const int64_t dim_stride = out.ndim == 0 ? 0 : out.strides[dim];
+  static const int64_t kZeros[kMaxDims] = {};
+  internal::VisitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T scalar = internal::Cast<T>(value);
+    ForEachOffset<3>(index.ndim, index.sizes,
+                     {index.strides, out_strides.data(), has_src ? src.strides : kZeros},
+                     [&](const std::array<int64_t, 3>& off, const int64_t*) {
+                       T* o = out.ptr<T>() + off[1] + IndexValue(index, off[0]) * dim_stride;
+                       const T* x = has_src ? src.ptr<const T>() + off[2] : &scalar;
+                       if (add) {
+                         AddElem(o, x);
+                       } else {
+                         *o = *x;
+                       }
+                     });
+  });
+  return Status::Ok();
+}
+
+Status Index(const TensorRef& out, const TensorRef& in, const std::vector<TensorRef>& indices,
+             const std::vector<int>& dims) {
+  TRN_ASSERT(!indices.empty() && out.dtype == in.dtype, "index: at least one index tensor");
+  const int k = static_cast<int>(indices.size());
+  const int nb = indices[0].ndim;
+  TRN_ASSERT(out.ndim == nb + in.ndim - k, "index: out must be [B..., rest...]");
+  std::vector<int64_t> offsets;
+  if (Status st = IndexedOffsets(in, indices, dims, &offsets); !st.ok()) return st;
+  const TensorRef rest_in = Trailing(in, k, 0);
+  const size_t item = ItemSize(in.dtype);
+  size_t b = 0;
+  ForEachOffset<1>(nb, out.sizes, {out.strides},
+                   [&](const std::array<int64_t, 1>& off, const int64_t*) {
+                     const int64_t src = offsets[b++];
+                     if (rest_in.ndim == 0) {
+                       CopyElem(At(out, off[0]), At(in, src), item);
+                     } else {
+                       TensorRef from = rest_in;
+                       from.data = At(in, src);
+                       CopyView(Trailing(out, nb, off[0]), from);
+                     }
+                   });
+  return Status::Ok();
+}
+
+Status IndexPut(const TensorRef& self, const std::vector<TensorRef>& indices,
+                const TensorRef& values, bool accumulate, const std::vector<int>& dims) {
+  TRN_ASSERT(!indices.empty() && values.dtype == self.dtype, "index_put: values of self's dtype");
+  const int k = static_cast<int>(indices.size());
+  const int nb = indices[0].ndim;
+  TRN_ASSERT(values.ndim == nb + self.ndim - k, "index_put: values must be [B..., rest...]");
+  std::vector<int64_t> offsets;
+  if (Status st = IndexedOffsets(self, indices, dims, &offsets); !st.ok()) return st;
+  const TensorRef rest_self = Trailing(self, k, 0);
+  const size_t item = ItemSize(self.dtype);
+  size_t b = 0;
+  ForEachOffset<1>(nb, values.sizes, {values.strides},
+                   [&](const std::array<int64_t, 1>& off, const int64_t*) {
+                     TensorRef to = rest_self;
+                     to.data = At(self, offsets[b++]);
+                     const TensorRef from = Trailing(values, nb, off[0]);
+                     if (accumulate) {
+                       AddView(to, from);
+                     } else if (to.ndim == 0) {
+                       CopyElem(static_cast<char*>(to.data), static_cast<const char*>(from.data), item);
+                     } else {
+                       CopyView(to, from);
+                     }
+                   });
+  return Status::Ok();
+}
+
+Status Scan(ScanOp op, const TensorRef& out, const TensorRef& in, int dim) {
+  TRN_ASSERT(out.dtype == in.dtype && out.ndim == in.ndim && in.dtype != DType::kBool,
+             "cumsum/cumprod: out and in of one shape and dtype, not bool");
+  if (in.ndim == 0) {
+    std::memcpy(out.data, in.data, ItemSize(in.dtype));
+    return Status::Ok();
+  }
+  int64_t sizes[kMaxDims];
+  for (int d = 0; d < in.ndim; ++d) sizes[d] = d == dim ? 1 : in.sizes[d];
+  const int64_t n = in.sizes[dim], os = out.strides[dim], is = in.strides[dim];
+  internal::VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (!std::is_same_v<T, bool>) {
+      using Acc = std::conditional_t<std::is_integral_v<T>, int64_t, double>;
+      ForEachOffset<2>(in.ndim, sizes, {out.strides, in.strides},
+                       [&](const std::array<int64_t, 2>& off, const int64_t*) {
+                         T* o = out.ptr<T>() + off[0];
+                         const T* x = in.ptr<const T>() + off[1];
+                         Acc acc = op == ScanOp::kSum ? Acc(0) : Acc(1);
+                         for (int64_t i = 0; i < n; ++i) {
+                           Acc v;
+                           if constexpr (std::is_integral_v<T>) {
+                             v = static_cast<Acc>(x[i * is]);
+                           } else {
+                             v = static_cast<double>(internal::ToF32(x[i * is]));
+                           }
+                           if constexpr (std::is_integral_v<T>) {  // wraps as torch
+                             const auto u = static_cast<uint64_t>(acc), w = static_cast<uint64_t>(v);
+                             acc = static_cast<Acc>(op == ScanOp::kSum ? u + w : u * w);
+                           } else {
+                             acc = op == ScanOp::kSum ? acc + v : acc * v;
+                           }
+                           o[i * os] = internal::Cast<T>(acc);
+                         }
+                       });
+    }
+  });
+  return Status::Ok();
+}
+
+Status Sort(const TensorRef& values, const TensorRef& indices, const TensorRef& in, int dim,
+            bool descending) {
+  return SortOrTopK(values, indices, in, dim, in.ndim == 0 ? 1 : in.sizes[dim], descending);
+}
+
+Status TopK(const TensorRef& values, const TensorRef& indices, const TensorRef& in, int dim,
+            int64_t k, bool largest) {
+  if (in.ndim == 0 && k == 0) return Status::Ok();
+  return SortOrTopK(values, indices, in, dim, k, largest);
+}
+
+Status Flip(const TensorRef& out, const TensorRef& in, uint32_t mask) {
+  TRN_ASSERT(out.dtype == in.dtype && out.ndim == in.ndim, "flip: out of in's shape");
+  if (in.numel() == 0) return Status::Ok();
+  TensorRef v = in;
+  for (int d = 0; d < in.ndim; ++d) {
+    if (!((mask >> d) & 1)) continue;
+    v.data = At(v, (in.sizes[d] - 1) * in.strides[d]);
+    v.strides[d] = -in.strides[d];
+  }
+  CopyView(out, v);
+  return Status::Ok();
+}
+
+Status Roll(const TensorRef& out, const TensorRef& in, const int64_t* shifts) {
+  TRN_ASSERT(out.dtype == in.dtype && out.ndim == in.ndim, "roll: out of in's shape");
+  if (in.numel() == 0) return Status::Ok();
+  RollFrom(out, in, shifts, 0);
+  return Status::Ok();
+}
+
+Status CountNonzero(const TensorRef& out, const TensorRef& in) {
+  TRN_ASSERT(out.dtype == DType::kInt64 && out.numel() == 1, "count_nonzero: int64 scalar out");
+  int64_t count = 0;
+  internal::VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ForEachOffset<1>(in.ndim, in.sizes, {in.strides},
+                     [&](const std::array<int64_t, 1>& off, const int64_t*) {
+                       count += IsNonzero(in.ptr<const T>()[off[0]]);
+                     });
+  });
+  *out.ptr<int64_t>() = count;
+  return Status::Ok();
+}
+
+Status Nonzero(const TensorRef& out, const TensorRef& in) {
+  TRN_ASSERT(out.dtype == DType::kInt64 && out.ndim == 2 && out.sizes[1] == in.ndim,
+             "nonzero: out [n, ndim] int64");
+  const int64_t n = out.sizes[0];
+  int64_t row = 0;
+  internal::VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ForEachOffset<1>(in.ndim, in.sizes, {in.strides},
+                     [&](const std::array<int64_t, 1>& off, const int64_t* idx) {
+                       if (!IsNonzero(in.ptr<const T>()[off[0]])) return;
+                       if (row < n) {
+                         int64_t* o = out.ptr<int64_t>() + row * out.strides[0];
+                         for (int d = 0; d < in.ndim; ++d) o[d * out.strides[1]] = idx[d];
+                       }
+                       ++row;
+                     });
+  });
+  if (row != n) {
+    return Status::Error("nonzero: the input has " + std::to_string(row) +
+                         " nonzero elements, expected " + std::to_string(n) +
+                         " (was it modified after the count?)");
+  }
+  return Status::Ok();
+}
+
+Status RepeatIndex(const TensorRef& out, const TensorRef& repeats) {
+  TRN_ASSERT(out.dtype == DType::kInt64 && out.ndim == 1 && repeats.ndim == 1,
+             "repeat_interleave: 1-D repeats, 1-D int64 out");
+  int64_t total = 0;
+  for (int64_t i = 0; i < repeats.sizes[0]; ++i) {
+    const int64_t r = IndexValue(repeats, i * repeats.strides[0]);
+    if (r < 0) {
+      return Status::Error("repeat_interleave: repeats can not be negative, got " +
+                           std::to_string(r) + " at position " + std::to_string(i));
+    }
+    total += r;
+  }
+  if (total != out.sizes[0]) {
+    return Status::Error("repeat_interleave: repeats sum to " + std::to_string(total) +
+                         ", expected output_size " + std::to_string(out.sizes[0]));
+  }
+  int64_t* o = out.ptr<int64_t>();
+  int64_t j = 0;
+  for (int64_t i = 0; i < repeats.sizes[0]; ++i) {
+    const int64_t r = IndexValue(repeats, i * repeats.strides[0]);
+    for (int64_t t = 0; t < r; ++t) o[(j++) * out.strides[0]] = i;
+  }
+  return Status::Ok();
+}
+
+KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
+                            const char* aten_op) {
+  static constexpr const char* kNames[][7] = {
+      TRN_DTYPE_NAMES("arange"),    TRN_DTYPE_NAMES("tril"),        TRN_DTYPE_NAMES("triu"),
+      TRN_DTYPE_NAMES("gather"),    TRN_DTYPE_NAMES("scatter"),     TRN_DTYPE_NAMES("scatter_add"),
+      TRN_DTYPE_NAMES("index"),     TRN_DTYPE_NAMES("index_put"),   TRN_DTYPE_NAMES("index_put_add"),
+      TRN_DTYPE_NAMES("cumsum"),    TRN_DTYPE_NAMES("cumprod"),     TRN_DTYPE_NAMES("sort"),
+      TRN_DTYPE_NAMES("topk"),      TRN_DTYPE_NAMES("flip"),        TRN_DTYPE_NAMES("roll"),
+      TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"),
+  };
+  KernelInfo info;
+  const DType named = in != nullptr ? in->dtype : out.dtype;
+  info.name = kNames[static_cast<int>(kernel)][static_cast<int>(named)];
+  info.op = aten_op;
+  const bool math = kernel == IndexingKernel::kScatterAdd ||
+                    kernel == IndexingKernel::kIndexPutAdd || kernel == IndexingKernel::kCumsum ||
+                    kernel == IndexingKernel::kCumprod || kernel == IndexingKernel::kSort ||
+                    kernel == IndexingKernel::kTopk;
+  info.engine = math ? rt::Engine::kVector : rt::Engine::kDma;
+  info.flops = math ? static_cast<uint64_t>(in != nullptr ? in->numel() : out.numel()) : 0;
+  info.bytes_read = in != nullptr ? internal::DistinctBytes(*in) : 0;
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+}  // namespace trn::kernels

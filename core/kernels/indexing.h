@@ -1,0 +1,98 @@
+// Indexing and layout kernels beyond index_select/cat: arange, tril/triu,
+// gather/scatter, advanced indexing (index / index_put), cumulative sums and
+// products, sort/topk, flip/roll, nonzero and repeat_interleave's index.
+// Mostly data movement: every dtype is handled by its storage type; the
+// arithmetic ones (scatter_add, index_put accumulate, cumsum/cumprod) compute
+// floating dtypes in float32 (cumulative ones in double, as torch's CPU) and
+// integers exactly. Included by kernels.h (its "Indexing" section).
+// Index values are read from kInt32/kInt64 tensors; an index out of range
+// returns a Status naming the index, the dim and its size (nothing written).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/common/tensor_ref.h"
+#include "core/runtime/runtime.h"
+
+namespace trn::kernels {
+
+using rt::KernelInfo;
+
+// out[i] = start + i * step, out 1-D of any dtype but kBool. Floating dtypes
+// are computed in double and rounded (torch's CPU accumulates in double);
+// integer dtypes as int64(start) + i * int64(step).
+Status Arange(const TensorRef& out, double start, double step);
+
+// tril (upper = false) keeps in[..., i, j] where j - i <= diagonal, triu
+// (upper = true) where j - i >= diagonal; the rest is 0. out and in have the
+// same sizes (ndim >= 2) and dtype; out may alias in (in-place).
+Status Triangle(const TensorRef& out, const TensorRef& in, int64_t diagonal, bool upper);
+
+// out[p] = in[p with p[dim] = index[p]]; out and index have one shape, and
+// in's sizes are >= index's on every dim but `dim` (the caller checks).
+// Negative indices are out of range, as torch's gather.
+Status Gather(const TensorRef& out, const TensorRef& in, int dim, const TensorRef& index);
+
+// out[p with p[dim] = index[p]] = src[p] (or += when add) for every p of
+// index's shape; out already holds self. `src` absent (data == nullptr) means
+// the scalar `value`. src (when present) has sizes >= index's on every dim.
+Status Scatter(const TensorRef& out, int dim, const TensorRef& index, const TensorRef& src,
+               double value, bool add);
+
+// Advanced indexing. `in` is seen with its k indexed dims first (the caller
+// permutes the view); indices are k int32/int64 tensors of one shape B
+// (already broadcast, stride 0 allowed). out = [B..., rest...] where rest are
+// in's dims k.. : out[b, r] = in[indices[0][b], ..., indices[k-1][b], r].
+// Negative indices count from the end (as torch's indexing).
+// `dims` (optional, k entries) are the indexed dims' numbers in the caller's
+// tensor, for error messages.
+Status Index(const TensorRef& out, const TensorRef& in, const std::vector<TensorRef>& indices,
+             const std::vector<int>& dims = {});
+// self[indices[0][b], ..., r] = values[b, r] (+= when accumulate); values has
+// out-of-Index's shape [B..., rest...] (broadcast views allowed). Duplicate
+// indices without accumulate: the last write wins.
+Status IndexPut(const TensorRef& self, const std::vector<TensorRef>& indices,
+                const TensorRef& values, bool accumulate, const std::vector<int>& dims = {});
+
+// Inclusive scan along dim: out[..., i, ...] = in[..., 0] op ... op in[..., i].
+// out and in have one shape and dtype (the caller casts for dtype=).
+enum class ScanOp : uint8_t { kSum, kProd };
+Status Scan(ScanOp op, const TensorRef& out, const TensorRef& in, int dim);
+
+// Sorts every line of `in` along dim into values (in's dtype) and indices
+// (kInt64), both of in's shape. Stable; NaN sorts as the largest value (torch).
+Status Sort(const TensorRef& values, const TensorRef& indices, const TensorRef& in, int dim,
+            bool descending);
+// The k largest (or smallest) of every line along dim, in sorted order (ties
+// keep the lower index first); values/indices have in's shape with k at dim.
+Status TopK(const TensorRef& values, const TensorRef& indices, const TensorRef& in, int dim,
+            int64_t k, bool largest);
+
+// out = in flipped along every dim whose bit is set in `mask`.
+Status Flip(const TensorRef& out, const TensorRef& in, uint32_t mask);
+// out = in rolled by shifts[d] along every dim d (0 = not rolled).
+Status Roll(const TensorRef& out, const TensorRef& in, const int64_t* shifts);
+
+// out (0-d kInt64) = number of nonzero elements of in (NaN counts as nonzero).
+Status CountNonzero(const TensorRef& out, const TensorRef& in);
+// out [n, ndim] kInt64: the multi-indices of in's nonzero elements in
+// row-major order; n must equal CountNonzero(in) (else a Status error).
+Status Nonzero(const TensorRef& out, const TensorRef& in);
+
+// repeat_interleave's index: out (1-D kInt64, sum(repeats) long) holds i
+// repeats[i] times; repeats 1-D kInt32/kInt64. A negative repeat or a sum
+// different from out's size is a Status error.
+Status RepeatIndex(const TensorRef& out, const TensorRef& repeats);
+
+// KernelInfo of the kernels above: the name is the kernel's stem with the
+// dtype of `data` ("gather_f32", "sort_bf16"); bytes: `out` written, `in`
+// (when given) read.
+enum class IndexingKernel : uint8_t {
+  kArange, kTril, kTriu, kGather, kScatter, kScatterAdd, kIndex, kIndexPut, kIndexPutAdd,
+  kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex,
+};
+KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
+                            const char* aten_op);
+
+}  // namespace trn::kernels

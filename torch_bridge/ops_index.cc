@@ -1,0 +1,609 @@
+// Indexing and layout aten kernels of the trn device: arange, tril/triu,
+// gather/scatter/scatter_add, advanced indexing (index.Tensor,
+// _index_put_impl_, masked_select, nonzero), cumsum/cumprod, sort/topk,
+// flip/roll and repeat_interleave's index. Data-dependent output shapes
+// (nonzero, bool-mask indexing, repeat_interleave without output_size) read
+// one count back from the device: a host sync, as on CUDA.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/List.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/_local_scalar_dense.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <optional>
+#include <tuple>
+#include <vector>
+
+#include "torch_bridge/ops_util.h"
+
+namespace trn::bridge::ops {
+namespace {
+
+using kernels::IndexingKernel;
+
+void LaunchIndexing(int device, IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
+                    const char* name, rt::Task task) {
+  Launch(device, kernels::DescribeIndexing(kernel, out, in, name), std::move(task));
+}
+
+void CheckLongIndex(const at::Tensor& index, const char* name) {
+  TORCH_CHECK(index.scalar_type() == at::kLong, name, "(): Expected dtype int64 for index, got ",
+              index.scalar_type());
+}
+
+// ---- arange ----------------------------------------------------------------------
+at::Tensor& ArangeOut(const at::Scalar& start, const at::Scalar& end, const at::Scalar& step,
+                      at::Tensor& out) {
+  const char* name = "aten::arange";
+  const at::ScalarType dtype = out.scalar_type();
+  TORCH_CHECK(dtype != at::kBool, "arange: dtype bool is not supported, got out dtype ", dtype);
+  const double xs = start.to<double>(), xe = end.to<double>(), xstep = step.to<double>();
+  TORCH_CHECK(xstep != 0, "arange: step must be nonzero, got ", xstep);
+  TORCH_CHECK(std::isfinite(xs) && std::isfinite(xe), "arange: unsupported range: ", xs,
+              " -> ", xe);
+  TORCH_CHECK((xstep > 0 && xe >= xs) || (xstep < 0 && xe <= xs),
+              "arange: upper bound and larger bound inconsistent with step sign (start ", xs,
+              ", end ", xe, ", step ", xstep, ")");
+  double size_d;
+  if (dtype == at::kLong && start.isIntegral(false) && end.isIntegral(false) &&
+      step.isIntegral(false)) {  // torch's exact int64 formula
+    const int64_t s = start.to<int64_t>(), e = end.to<int64_t>(), st = step.to<int64_t>();
+    const int64_t sgn = (st > 0) - (st < 0);
+    size_d = std::ceil(static_cast<double>(e - s + st - sgn) / static_cast<double>(st));
+  } else {
+    size_d = std::ceil((xe - xs) / xstep);
+  }
+  TORCH_CHECK(size_d >= 0 && size_d <= static_cast<double>(std::numeric_limits<int64_t>::max()),
+              "arange: invalid size ", size_d, ", possible overflow?");
+  const int64_t size = static_cast<int64_t>(size_d);
+  PrepareOut(out, {size}, dtype, name);
+  const int device = DeviceIndex(out);
+  if (size == 0) return out;
+  // Integer dtypes: torch casts start and step to the dtype first.
+  const double s0 = at::isIntegralType(dtype, false) ? static_cast<double>(start.to<int64_t>()) : xs;
+  const double st = at::isIntegralType(dtype, false) ? static_cast<double>(step.to<int64_t>()) : xstep;
+  const TensorRef o = Ref(out, name);
+  LaunchIndexing(device, IndexingKernel::kArange, o, nullptr, name,
+                 [=] { return kernels::Arange(o, s0, st); });
+  return out;
+}
+
+// ---- tril / triu -----------------------------------------------------------------
+at::Tensor& TriangleInto(const at::Tensor& self, int64_t diagonal, bool upper, at::Tensor& out) {
+  const char* name = upper ? "aten::triu" : "aten::tril";
+  TORCH_CHECK(self.dim() >= 2, name, ": input tensor must have at least 2 dimensions, got ",
+              self.dim());
+  const int device = CommonDevice(name, {&self, &out});
+  if (out.numel() == 0) return out;
+  const TensorRef o = Ref(out, name), i = Ref(self, name);
+  LaunchIndexing(device, upper ? IndexingKernel::kTriu : IndexingKernel::kTril, o, &i, name,
+                 [=] { return kernels::Triangle(o, i, diagonal, upper); });
+  return out;
+}
+template <bool kUpper>
+at::Tensor Triangle(const at::Tensor& self, c10::SymInt diagonal) {
+  at::Tensor out = Empty(self.sizes(), self.scalar_type(), DeviceIndex(self));
+  return TriangleInto(self, diagonal.expect_int(), kUpper, out);
+}
+template <bool kUpper>
+at::Tensor& TriangleOut(const at::Tensor& self, c10::SymInt diagonal, at::Tensor& out) {
+  PrepareOut(out, self.sizes(), self.scalar_type(), kUpper ? "aten::triu" : "aten::tril");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "tril/triu: out dtype ",
+              out.scalar_type(), " must match self dtype ", self.scalar_type());
+  return TriangleInto(self, diagonal.expect_int(), kUpper, out);
+}
+template <bool kUpper>
+at::Tensor& TriangleInplace(at::Tensor& self, c10::SymInt diagonal) {
+  return TriangleInto(self, diagonal.expect_int(), kUpper, self);
+}
+
+// ---- gather / scatter ------------------------------------------------------------
+// torch's shape rules: index has self's ndim, index.size(d) <= src.size(d)
+// on every dim, and <= self.size(d) on every dim but `dim`.
+void CheckScatterGatherShapes(const char* name, const at::Tensor& self, int64_t dim,
+                              const at::Tensor& index, const at::Tensor* src) {
+  CheckLongIndex(index, name);
+  TORCH_CHECK(index.dim() == self.dim() || (index.dim() <= 1 && self.dim() <= 1), name,
+              "(): Index tensor must have the same number of dimensions as input tensor (",
+              self.dim(), "), got ", index.dim());
+  TORCH_CHECK(index.dim() == self.dim(), name,
+              ": trn supports index and self of the same number of dimensions");
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (d != dim) {
+      TORCH_CHECK(index.size(d) <= self.size(d), name, "(): Size does not match at dimension ",
+                  d, " expected index ", index.sizes(), " to be no larger than self ",
+                  self.sizes(), " apart from dimension ", dim);
+    }
+    if (src != nullptr) {
+      TORCH_CHECK(index.size(d) <= src->size(d), name, "(): Expected index ", index.sizes(),
+                  " to be no larger than src ", src->sizes(), " at dimension ", d);
+    }
+  }
+}
+
+at::Tensor& GatherInto(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                       at::Tensor& out) {
+  const char* name = "aten::gather";
+  const int device = CommonDevice(name, {&self, &index, &out});
+  const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  CheckScatterGatherShapes(name, self, d, index, nullptr);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Ref(out, name), i = Ref(self, name), x = Ref(index, name);
+  LaunchIndexing(device, IndexingKernel::kGather, o, &i, name,
+                 [=] { return kernels::Gather(o, i, static_cast<int>(d), x); });
+  return out;
+}
+at::Tensor Gather(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool) {
+  at::Tensor out = Empty(index.sizes(), self.scalar_type(), DeviceIndex(self));
+  return GatherInto(self, dim, index, out);
+}
+at::Tensor& GatherOut(const at::Tensor& self, int64_t dim, const at::Tensor& index, bool,
+                      at::Tensor& out) {
+  PrepareOut(out, index.sizes(), self.scalar_type(), "aten::gather");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "gather(): out dtype ",
+              out.scalar_type(), " must match self dtype ", self.scalar_type());
+  return GatherInto(self, dim, index, out);
+}
+
+// out <- self (unless the same tensor), then the scatter of src (or value).
+at::Tensor& ScatterInto(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const at::Tensor* src, const at::Scalar& value, bool add,
+                        at::Tensor& out) {
+  const char* name = add ? "aten::scatter_add" : "aten::scatter";
+  const int device = CommonDevice(name, {&self, &index, &out, src});
+  const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  CheckScatterGatherShapes(name, self, d, index, src);
+  if (src != nullptr) {
+    TORCH_CHECK(src->scalar_type() == self.scalar_type(), name,
+                "(): Expected self.dtype to be equal to src.dtype, got ", self.scalar_type(),
+                " and ", src->scalar_type());
+  }
+  if (add) ComputeDType(self.scalar_type(), name);
+  if (!out.is_same(self)) LaunchCopy(device, out, self, name);
+  if (index.numel() == 0) return out;
+  const TensorRef o = Ref(out, name), x = Ref(index, name);
+  const TensorRef s = src != nullptr ? Ref(*src, name) : NoRef();
+  const double v = src != nullptr ? 0.0 : value.to<double>();
+  LaunchIndexing(device, add ? IndexingKernel::kScatterAdd : IndexingKernel::kScatter, o, nullptr,
+                 name, [=] { return kernels::Scatter(o, static_cast<int>(d), x, s, v, add); });
+  return out;
+}
+at::Tensor ScatterSrc(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const at::Tensor& src) {
+  at::Tensor out = Empty(self.sizes(), self.scalar_type(), DeviceIndex(self));
+  return ScatterInto(self, dim, index, &src, 0, false, out);
+}
+at::Tensor ScatterValue(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const at::Scalar& value) {
+  at::Tensor out = Empty(self.sizes(), self.scalar_type(), DeviceIndex(self));
+  return ScatterInto(self, dim, index, nullptr, value, false, out);
+}
+at::Tensor& ScatterSrcInplace(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                              const at::Tensor& src) {
+  return ScatterInto(self, dim, index, &src, 0, false, self);
+}
+at::Tensor& ScatterValueInplace(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                const at::Scalar& value) {
+  return ScatterInto(self, dim, index, nullptr, value, false, self);
+}
+at::Tensor& ScatterSrcOut(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                          const at::Tensor& src, at::Tensor& out) {
+  PrepareOut(out, self.sizes(), self.scalar_type(), "aten::scatter");
+  return ScatterInto(self, dim, index, &src, 0, false, out);
+}
+at::Tensor& ScatterValueOut(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Scalar& value, at::Tensor& out) {
+  PrepareOut(out, self.sizes(), self.scalar_type(), "aten::scatter");
+  return ScatterInto(self, dim, index, nullptr, value, false, out);
+}
+at::Tensor ScatterAdd(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const at::Tensor& src) {
+  at::Tensor out = Empty(self.sizes(), self.scalar_type(), DeviceIndex(self));
+  return ScatterInto(self, dim, index, &src, 0, true, out);
+}
+at::Tensor& ScatterAddInplace(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                              const at::Tensor& src) {
+  return ScatterInto(self, dim, index, &src, 0, true, self);
+}
+at::Tensor& ScatterAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                          const at::Tensor& src, at::Tensor& out) {
+  PrepareOut(out, self.sizes(), self.scalar_type(), "aten::scatter_add");
+  return ScatterInto(self, dim, index, &src, 0, true, out);
+}
+
+// ---- nonzero ---------------------------------------------------------------------
+// Counts on the device, reads the count back (host sync), then fills.
+at::Tensor Nonzero(const at::Tensor& self) {
+  const char* name = "aten::nonzero";
+  const int device = DeviceIndex(self);
+  TORCH_CHECK(self.dim() <= kMaxDims, name, ": at most ", kMaxDims, " dims, got ", self.dim());
+  at::Tensor count = Empty({}, at::kLong, device);
+  const TensorRef c = Ref(count, name), i = Ref(self, name);
+  LaunchIndexing(device, IndexingKernel::kNonzero, c, &i, name,
+                 [=] { return kernels::CountNonzero(c, i); });
+  const int64_t n = at::_local_scalar_dense(count).to<int64_t>();
+  at::Tensor out = Empty({n, self.dim()}, at::kLong, device);
+  if (n == 0 || self.dim() == 0) return out;
+  const TensorRef o = Ref(out, name);
+  LaunchIndexing(device, IndexingKernel::kNonzero, o, &i, name,
+                 [=] { return kernels::Nonzero(o, i); });
+  return out;
+}
+
+// ---- advanced indexing -----------------------------------------------------------
+// Note [advanced indexing layout]: the kernels see `self` with its indexed
+// dims first and the result as [B..., rest...] (B = the broadcast index
+// shape, rest = the other dims in order). torch puts B where the first
+// indexed dim was when the indexed dims are adjacent, else in front; the
+// result tensor is allocated in torch's layout and handed to the kernel as a
+// permuted view, so it comes out contiguous.
+struct AdvancedIndex {
+  at::Tensor self_view;              // self permuted: indexed dims first
+  std::vector<at::Tensor> indices;   // broadcast to B, on self's device
+  std::vector<int> dims;             // the indexed dims of self
+  at::DimVector result_sizes;        // torch's layout
+  std::vector<int64_t> kernel_perm;  // result.permute(kernel_perm) = [B..., rest...]
+  int64_t b_numel = 0;
+};
+
+AdvancedIndex MakeAdvancedIndex(const at::Tensor& self,
+                                const c10::List<std::optional<at::Tensor>>& indices,
+                                const char* name) {
+  const int device = DeviceIndex(self);
+  AdvancedIndex a;
+  std::vector<at::Tensor> defined;
+  int64_t dim = 0;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    const std::optional<at::Tensor> opt = indices.get(k);
+    if (!opt.has_value() || !opt->defined()) {
+      ++dim;
+      continue;
+    }
+    at::Tensor idx = *opt;
+    const at::ScalarType st = idx.scalar_type();
+    if (st == at::kBool || st == at::kByte) {
+      TORCH_CHECK_INDEX(st == at::kBool, name, ": uint8 masks are not supported on trn, use bool");
+      TORCH_CHECK_INDEX(dim + idx.dim() <= self.dim(), "too many indices for tensor of dimension ",
+                        self.dim());
+      for (int64_t j = 0; j < idx.dim(); ++j) {
+        TORCH_CHECK_INDEX(idx.size(j) == self.size(dim + j), "The shape of the mask ",
+                          idx.sizes(), " at index ", j,
+                          " does not match the shape of the indexed tensor ", self.sizes(),
+                          " at index ", dim + j);
+      }
+      if (!idx.device().is_privateuseone()) idx = idx.to(self.device());
+      const at::Tensor nz = Nonzero(idx);  // [n, mask ndim]
+      for (int64_t j = 0; j < idx.dim(); ++j) {
+        defined.push_back(nz.select(1, j));
+        a.dims.push_back(static_cast<int>(dim + j));
+      }
+      dim += idx.dim();
+      continue;
+    }
+    TORCH_CHECK_INDEX(st == at::kLong || st == at::kInt,
+                      "tensors used as indices must be long, int, byte or bool tensors, got ",
+                      st);
+    TORCH_CHECK_INDEX(dim < self.dim(), "too many indices for tensor of dimension ", self.dim(),
+                      " (got ", indices.size(), ")");
+    if (!idx.device().is_privateuseone()) idx = idx.to(self.device());
+    defined.push_back(idx);
+    a.dims.push_back(static_cast<int>(dim));
+    ++dim;
+  }
+  TORCH_CHECK_INDEX(dim <= self.dim(), "too many indices for tensor of dimension ", self.dim(),
+                    " (got ", dim, ")");
+  TORCH_CHECK(!defined.empty(), name, ": at least one index must be a tensor");
+  for (const at::Tensor& t : defined) CommonDevice(name, {&self, &t});
+  at::DimVector b = at::DimVector(defined[0].sizes());
+  for (size_t k = 1; k < defined.size(); ++k) b = at::infer_size_dimvector(b, defined[k].sizes());
+  TORCH_CHECK(b.size() + self.dim() - a.dims.size() <= static_cast<size_t>(kMaxDims), name,
+              ": the result would have more than ", kMaxDims, " dims");
+  for (const at::Tensor& t : defined) a.indices.push_back(t.expand(b));
+  a.b_numel = c10::multiply_integers(b);
+
+  std::vector<int64_t> perm(a.dims.begin(), a.dims.end());
+  std::vector<int64_t> rest;
+  for (int64_t d = 0; d < self.dim(); ++d) {
+    if (std::find(a.dims.begin(), a.dims.end(), d) == a.dims.end()) rest.push_back(d);
+  }
+  perm.insert(perm.end(), rest.begin(), rest.end());
+  a.self_view = self.permute(perm);
+
+  const bool adjacent = a.dims.back() - a.dims.front() + 1 == static_cast<int>(a.dims.size());
+  const int64_t at_pos = adjacent ? a.dims.front() : 0;  // rest dims before B
+  const int64_t nb = static_cast<int64_t>(b.size());
+  for (int64_t j = 0; j < at_pos; ++j) a.result_sizes.push_back(self.size(rest[j]));
+  a.result_sizes.insert(a.result_sizes.end(), b.begin(), b.end());
+  for (size_t j = at_pos; j < rest.size(); ++j) a.result_sizes.push_back(self.size(rest[j]));
+  for (int64_t j = 0; j < nb; ++j) a.kernel_perm.push_back(at_pos + j);
+  for (int64_t j = 0; j < at_pos; ++j) a.kernel_perm.push_back(j);
+  for (int64_t j = at_pos + nb; j < static_cast<int64_t>(a.result_sizes.size()); ++j) {
+    a.kernel_perm.push_back(j);
+  }
+  (void)device;
+  return a;
+}
+
+std::vector<TensorRef> IndexRefs(const AdvancedIndex& a, const char* name) {
+  std::vector<TensorRef> refs;
+  for (const at::Tensor& t : a.indices) refs.push_back(Ref(t, name));
+  return refs;
+}
+
+at::Tensor IndexTensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  const char* name = "aten::index";
+  const int device = DeviceIndex(self);
+  const AdvancedIndex a = MakeAdvancedIndex(self, indices, name);
+  at::Tensor out = Empty(a.result_sizes, self.scalar_type(), device);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Ref(out.permute(a.kernel_perm), name), i = Ref(a.self_view, name);
+  const std::vector<TensorRef> refs = IndexRefs(a, name);
+  const std::vector<int> dims = a.dims;
+  LaunchIndexing(device, IndexingKernel::kIndex, o, &i, name,
+                 [=] { return kernels::Index(o, i, refs, dims); });
+  return out;
+}
+at::Tensor& IndexTensorOut(const at::Tensor& self,
+                           const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
+  const at::Tensor res = IndexTensor(self, indices);
+  PrepareOut(out, res.sizes(), res.scalar_type(), "aten::index");
+  LaunchCopy(DeviceIndex(out), out, res, "aten::index");
+  return out;
+}
+
+at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                         const at::Tensor& values, bool accumulate, bool /*unsafe*/) {
+  const char* name = "aten::_index_put_impl_";
+  const int device = DeviceIndex(self);
+  at::Tensor v = values;
+  if (!v.device().is_privateuseone()) {
+    TORCH_CHECK(v.dim() == 0, name, ": values on ", v.device(),
+                " must be a 0-dim tensor to be used with a trn tensor");
+    v = v.to(self.device(), self.scalar_type());
+  }
+  TORCH_CHECK(v.scalar_type() == self.scalar_type(),
+              "Index put requires the source and destination dtypes match, got ",
+              self.scalar_type(), " for the destination and ", v.scalar_type(), " for the source.");
+  CommonDevice(name, {&self, &v});
+  if (accumulate) ComputeDType(self.scalar_type(), name);
+  const AdvancedIndex a = MakeAdvancedIndex(self, indices, name);
+  TORCH_CHECK(at::is_expandable_to(v.sizes(), a.result_sizes), "shape mismatch: value tensor of shape ",
+              v.sizes(), " cannot be broadcast to indexing result of shape ",
+              at::IntArrayRef(a.result_sizes));
+  if (a.b_numel == 0 || c10::multiply_integers(a.result_sizes) == 0) return self;
+  const at::Tensor ve = v.expand(a.result_sizes).permute(a.kernel_perm);
+  const TensorRef s = Ref(a.self_view, name), x = Ref(ve, name);
+  const std::vector<TensorRef> refs = IndexRefs(a, name);
+  const std::vector<int> dims = a.dims;
+  // Keep the broadcast index views' storage alive until the kernel ran.
+  LaunchIndexing(device, accumulate ? IndexingKernel::kIndexPutAdd : IndexingKernel::kIndexPut, s,
+                 &x, name, [=] { return kernels::IndexPut(s, refs, x, accumulate, dims); });
+  return self;
+}
+
+at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
+  TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask, got ",
+              mask.scalar_type());
+  const at::DimVector sizes = at::infer_size_dimvector(self.sizes(), mask.sizes());
+  c10::List<std::optional<at::Tensor>> idx;
+  idx.push_back(mask.expand(sizes));
+  return IndexTensor(self.expand(sizes), idx);
+}
+
+// ---- cumsum / cumprod ------------------------------------------------------------
+at::ScalarType ScanDType(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  if (dtype.has_value()) return *dtype;
+  return at::isIntegralType(self.scalar_type(), /*includeBool=*/true) ? at::kLong
+                                                                        : self.scalar_type();
+}
+
+at::Tensor& ScanInto(kernels::ScanOp op, const at::Tensor& self, int64_t dim,
+                     at::ScalarType dtype, at::Tensor& out) {
+  const char* name = op == kernels::ScanOp::kSum ? "aten::cumsum" : "aten::cumprod";
+  const int device = CommonDevice(name, {&self, &out});
+  TORCH_CHECK(dtype != at::kBool, name, ": dtype bool is not supported");
+  ComputeDType(dtype, name);
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  if (out.numel() == 0) return out;
+  const at::Tensor src = CastTo(self, dtype, name);
+  const at::Tensor dst = out.scalar_type() == dtype ? out : Empty(out.sizes(), dtype, device);
+  const TensorRef o = Ref(dst, name), i = Ref(src, name);
+  LaunchIndexing(device, op == kernels::ScanOp::kSum ? IndexingKernel::kCumsum
+                                                    : IndexingKernel::kCumprod,
+                 o, &i, name, [=] { return kernels::Scan(op, o, i, static_cast<int>(d)); });
+  if (!dst.is_same(out)) LaunchCopy(device, out, dst, name);
+  return out;
+}
+template <kernels::ScanOp kOp>
+at::Tensor ScanFn(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  const at::ScalarType t = ScanDType(self, dtype);
+  at::Tensor out = Empty(self.sizes(), t, DeviceIndex(self));
+  return ScanInto(kOp, self, dim, t, out);
+}
+template <kernels::ScanOp kOp>
+at::Tensor& ScanOut(const at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype,
+                    at::Tensor& out) {
+  const at::ScalarType t = ScanDType(self, dtype);
+  PrepareOut(out, self.sizes(), t, kOp == kernels::ScanOp::kSum ? "aten::cumsum" : "aten::cumprod");
+  return ScanInto(kOp, self, dim, t, out);
+}
+template <kernels::ScanOp kOp>
+at::Tensor& ScanInplace(at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
+  return ScanInto(kOp, self, dim, dtype.value_or(self.scalar_type()), self);
+}
+
+// ---- sort / topk -----------------------------------------------------------------
+// Kernel outputs are fresh contiguous tensors; out= variants copy into theirs.
+std::tuple<at::Tensor, at::Tensor> SortOrTopK(const at::Tensor& self, int64_t dim,
+                                              std::optional<int64_t> k, bool descending,
+                                              const char* name) {
+  const int device = DeviceIndex(self);
+  TORCH_CHECK(self.scalar_type() != at::kBool || !k.has_value(), name,
+              ": bool input is not supported by topk (torch: \"topk_cpu\" not implemented for 'Bool')");
+  const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  const int64_t size = self.dim() == 0 ? 1 : self.size(d);
+  at::DimVector sizes(self.sizes().begin(), self.sizes().end());
+  if (k.has_value()) {
+    TORCH_CHECK(*k >= 0 && *k <= size, "selected index k out of range (k = ", *k,
+                ", dim ", d, " has size ", size, ")");
+    if (self.dim() > 0) sizes[d] = *k;
+  }
+  at::Tensor values = Empty(sizes, self.scalar_type(), device);
+  at::Tensor indices = Empty(sizes, at::kLong, device);
+  if (values.numel() == 0) return {values, indices};
+  const TensorRef v = Ref(values, name), x = Ref(indices, name), i = Ref(self, name);
+  const int di = static_cast<int>(d);
+  if (k.has_value()) {
+    const int64_t kk = *k;
+    LaunchIndexing(device, IndexingKernel::kTopk, v, &i, name,
+                   [=] { return kernels::TopK(v, x, i, di, kk, descending); });
+  } else {
+    LaunchIndexing(device, IndexingKernel::kSort, v, &i, name,
+                   [=] { return kernels::Sort(v, x, i, di, descending); });
+  }
+  return {values, indices};
+}
+std::tuple<at::Tensor, at::Tensor> SortStable(const at::Tensor& self, std::optional<bool>,
+                                              int64_t dim, bool descending) {
+  return SortOrTopK(self, dim, std::nullopt, descending, "aten::sort");
+}
+void CopyPair(const std::tuple<at::Tensor, at::Tensor>& res, at::Tensor& values,
+              at::Tensor& indices, const char* name) {
+  const at::Tensor& v = std::get<0>(res);
+  const at::Tensor& x = std::get<1>(res);
+  PrepareOut(values, v.sizes(), v.scalar_type(), name);
+  PrepareOut(indices, x.sizes(), at::kLong, name);
+  TORCH_CHECK(values.scalar_type() == v.scalar_type() && indices.scalar_type() == at::kLong, name,
+              ": out dtypes must be ", v.scalar_type(), " and int64");
+  LaunchCopy(DeviceIndex(values), values, v, name);
+  LaunchCopy(DeviceIndex(indices), indices, x, name);
+}
+std::tuple<at::Tensor&, at::Tensor&> SortStableOut(const at::Tensor& self, std::optional<bool>,
+                                                   int64_t dim, bool descending,
+                                                   at::Tensor& values, at::Tensor& indices) {
+  CopyPair(SortOrTopK(self, dim, std::nullopt, descending, "aten::sort"), values, indices,
+           "aten::sort");
+  return {values, indices};
+}
+std::tuple<at::Tensor, at::Tensor> TopK(const at::Tensor& self, c10::SymInt k, int64_t dim,
+                                        bool largest, bool /*sorted*/) {
+  return SortOrTopK(self, dim, k.expect_int(), largest, "aten::topk");
+}
+std::tuple<at::Tensor&, at::Tensor&> TopKOut(const at::Tensor& self, c10::SymInt k, int64_t dim,
+                                             bool largest, bool, at::Tensor& values,
+                                             at::Tensor& indices) {
+  CopyPair(SortOrTopK(self, dim, k.expect_int(), largest, "aten::topk"), values, indices,
+           "aten::topk");
+  return {values, indices};
+}
+
+// ---- flip / roll -----------------------------------------------------------------
+at::Tensor Flip(const at::Tensor& self, at::IntArrayRef dims) {
+  const char* name = "aten::flip";
+  const int device = DeviceIndex(self);
+  uint32_t mask = 0;
+  for (int64_t d : dims) {
+    const int64_t w = at::maybe_wrap_dim(d, self.dim());
+    TORCH_CHECK(!(mask & (1u << w)), "dim ", w, " appears multiple times in the list of dims");
+    mask |= 1u << w;
+  }
+  at::Tensor out = Empty(self.sizes(), self.scalar_type(), device);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Ref(out, name), i = Ref(self, name);
+  LaunchIndexing(device, IndexingKernel::kFlip, o, &i, name,
+                 [=] { return kernels::Flip(o, i, mask); });
+  return out;
+}
+
+at::Tensor Roll(const at::Tensor& self, c10::SymIntArrayRef shifts_sym, at::IntArrayRef dims) {
+  const char* name = "aten::roll";
+  const int device = DeviceIndex(self);
+  const at::IntArrayRef shifts = C10_AS_INTARRAYREF_SLOW(shifts_sym);
+  if (dims.empty()) {  // roll the flattened tensor
+    TORCH_CHECK(shifts.size() == 1, "roll: shifts must be one value when dims is empty, got ",
+                shifts.size());
+    at::Tensor flat = self.is_contiguous() ? self : self.contiguous();
+    return Roll(flat.view({-1}), shifts_sym, {0}).view(self.sizes());
+  }
+  TORCH_CHECK(shifts.size() == dims.size(), "shifts and dimensions must align. shifts: ",
+              shifts.size(), ", dims:", dims.size());
+  int64_t per_dim[kMaxDims] = {};
+  for (size_t j = 0; j < dims.size(); ++j) per_dim[at::maybe_wrap_dim(dims[j], self.dim())] += shifts[j];
+  at::Tensor out = Empty(self.sizes(), self.scalar_type(), device);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Ref(out, name), i = Ref(self, name);
+  std::array<int64_t, kMaxDims> s;
+  std::copy(per_dim, per_dim + kMaxDims, s.begin());
+  LaunchIndexing(device, IndexingKernel::kRoll, o, &i, name,
+                 [=] { return kernels::Roll(o, i, s.data()); });
+  return out;
+}
+
+// ---- repeat_interleave -----------------------------------------------------------
+at::Tensor RepeatInterleaveIndex(const at::Tensor& repeats, std::optional<c10::SymInt> output_size) {
+  const char* name = "aten::repeat_interleave";
+  const int device = DeviceIndex(repeats);
+  TORCH_CHECK(repeats.dim() <= 1, "repeat_interleave: repeats must be 0-dim or 1-dim, got ",
+              repeats.dim(), "-dim");
+  TORCH_CHECK(repeats.scalar_type() == at::kLong || repeats.scalar_type() == at::kInt,
+              "repeat_interleave: repeats has to be Long or Int tensor, got ",
+              repeats.scalar_type());
+  const at::Tensor r = repeats.dim() == 0 ? repeats.reshape({1}) : repeats;
+  int64_t total;
+  if (output_size.has_value()) {
+    total = output_size->expect_int();
+  } else {
+    total = r.numel() == 0 ? 0 : at::_local_scalar_dense(r.sum()).to<int64_t>();  // host sync
+  }
+  TORCH_CHECK(total >= 0, "repeat_interleave: repeats can not be negative (sum ", total, ")");
+  at::Tensor out = Empty({total}, at::kLong, device);
+  const TensorRef o = Ref(out, name), x = Ref(r, name);
+  LaunchIndexing(device, IndexingKernel::kRepeatIndex, o, &x, name,
+                 [=] { return kernels::RepeatIndex(o, x); });
+  return out;
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("arange.start_out", TORCH_FN(ArangeOut));
+  m.impl("tril", TORCH_FN(Triangle<false>));
+  m.impl("tril.out", TORCH_FN(TriangleOut<false>));
+  m.impl("tril_", TORCH_FN(TriangleInplace<false>));
+  m.impl("triu", TORCH_FN(Triangle<true>));
+  m.impl("triu.out", TORCH_FN(TriangleOut<true>));
+  m.impl("triu_", TORCH_FN(TriangleInplace<true>));
+  m.impl("gather", TORCH_FN(Gather));
+  m.impl("gather.out", TORCH_FN(GatherOut));
+  m.impl("scatter.src", TORCH_FN(ScatterSrc));
+  m.impl("scatter.value", TORCH_FN(ScatterValue));
+  m.impl("scatter_.src", TORCH_FN(ScatterSrcInplace));
+  m.impl("scatter_.value", TORCH_FN(ScatterValueInplace));
+  m.impl("scatter.src_out", TORCH_FN(ScatterSrcOut));
+  m.impl("scatter.value_out", TORCH_FN(ScatterValueOut));
+  m.impl("scatter_add", TORCH_FN(ScatterAdd));
+  m.impl("scatter_add_", TORCH_FN(ScatterAddInplace));
+  m.impl("scatter_add.out", TORCH_FN(ScatterAddOut));
+  m.impl("nonzero", TORCH_FN(Nonzero));
+  m.impl("index.Tensor", TORCH_FN(IndexTensor));
+  m.impl("index.Tensor_out", TORCH_FN(IndexTensorOut));
+  m.impl("_index_put_impl_", TORCH_FN(IndexPutImpl));
+  m.impl("masked_select", TORCH_FN(MaskedSelect));
+  m.impl("cumsum", TORCH_FN(ScanFn<kernels::ScanOp::kSum>));
+  m.impl("cumsum.out", TORCH_FN(ScanOut<kernels::ScanOp::kSum>));
+  m.impl("cumsum_", TORCH_FN(ScanInplace<kernels::ScanOp::kSum>));
+  m.impl("cumprod", TORCH_FN(ScanFn<kernels::ScanOp::kProd>));
+  m.impl("cumprod.out", TORCH_FN(ScanOut<kernels::ScanOp::kProd>));
+  m.impl("cumprod_", TORCH_FN(ScanInplace<kernels::ScanOp::kProd>));
+  m.impl("sort.stable", TORCH_FN(SortStable));
+  m.impl("sort.values_stable", TORCH_FN(SortStableOut));
+  m.impl("topk", TORCH_FN(TopK));
+  m.impl("topk.values", TORCH_FN(TopKOut));
+  m.impl("flip", TORCH_FN(Flip));
+  m.impl("roll", TORCH_FN(Roll));
+  m.impl("repeat_interleave.Tensor", TORCH_FN(RepeatInterleaveIndex));
+}
+
+}  // namespace trn::bridge::ops
