@@ -492,3 +492,84 @@ def test_compile_error_falls_back_to_the_whole_graph(monkeypatch):
     torch.testing.assert_close(got.cpu(), torch.relu(x) * 3)
     (stats,) = trnscope.compile_stats()
     assert "injected compiler failure" in stats["fallback"]
+
+
+# ---- Fused attention and convolution in programs ----------------------------------------------
+@pytest.mark.parametrize(
+    "case", ["plain", "causal", "bool_mask", "float_mask", "gqa_causal", "scale", "decode"]
+)
+def test_sdpa_is_one_fused_kernel_in_the_program(case):
+    g = torch.Generator().manual_seed(1)
+    hq, hkv, sq, skv, d = 4, (2 if case.startswith("gqa") else 4), 7, 7, 16
+    if case == "decode":
+        sq = 1
+    q = torch.randn(2, hq, sq, d, generator=g)
+    k = torch.randn(2, hkv, skv, d, generator=g)
+    v = torch.randn(2, hkv, skv, d, generator=g)
+    mask = None
+    if case == "bool_mask":
+        mask = torch.rand(2, 1, sq, skv, generator=g) > 0.3
+        mask[..., 0] = True  # no fully masked row
+    elif case == "float_mask":
+        mask = torch.randn(1, hq, sq, skv, generator=g)
+    kw = dict(
+        attn_mask=mask,
+        is_causal=case in ("causal", "gqa_causal"),
+        scale=0.3 if case == "scale" else None,
+        enable_gqa=hq != hkv,
+    )
+
+    def fn(q, k, v, *m):
+        return F.scaled_dot_product_attention(q, k, v, **{**kw, "attn_mask": m[0] if m else None})
+
+    args = [q, k, v] + ([mask] if mask is not None else [])
+    want = fn(*args)
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(*(a.to("trn") for a in args))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    (stats,) = trnscope.compile_stats()
+    assert stats["kernels"] == ["scaled_dot_product_attention"], stats
+    assert stats["eager_nodes"] == []
+
+
+@pytest.mark.parametrize(
+    "geom",
+    [
+        dict(stride=1, padding=1, dilation=1, groups=1),
+        dict(stride=2, padding=3, dilation=1, groups=1),
+        dict(stride=1, padding=2, dilation=2, groups=2),
+        dict(stride=1, padding=0, dilation=1, groups=8),  # depthwise
+    ],
+)
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_relu_is_one_kernel_in_the_program(geom, bias):
+    torch.manual_seed(0)
+    conv = nn.Conv2d(8, 16, 3, bias=bias, **geom).eval()
+    fn = nn.Sequential(conv, nn.ReLU())
+    x = torch.randn(2, 8, 11, 13)
+    want = fn(x)
+    fn.to("trn")
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    (stats,) = trnscope.compile_stats()
+    assert stats["kernels"] == ["fused[convolution,relu]"], stats
+    assert stats["eager_nodes"] == []
+
+
+def test_conv_whose_result_is_reused_keeps_relu_apart():
+    torch.manual_seed(0)
+    conv = nn.Conv2d(3, 4, 3, padding=1).eval()
+
+    def fn(x):
+        y = conv(x)
+        return torch.relu(y) + y  # the pre-activation is needed: no fusion
+
+    x = torch.randn(1, 3, 6, 6)
+    want = fn(x)
+    conv.to("trn")
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    (stats,) = trnscope.compile_stats()
+    assert stats["kernels"][0] == "convolution", stats

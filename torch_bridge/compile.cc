@@ -70,6 +70,8 @@ compiler::Op ParseOp(const std::string& name) {
       {"logical_or", Op::kLogicalOr},
       {"logical_not", Op::kLogicalNot},
       {"embedding", Op::kEmbedding},
+      {"sdpa", Op::kSdpa},
+      {"conv", Op::kConv},
       {"eager", Op::kEager},
   };
   auto it = kOps.find(name);
@@ -141,7 +143,8 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
                           at::ScalarType dtype, std::vector<int64_t> sizes,
                           std::vector<int64_t> strides, int64_t storage_offset,
                           std::vector<int64_t> dims, std::optional<double> scalar,
-                          bool scalar_first, double alpha, double beta, double eps) {
+                          bool scalar_first, double alpha, double beta, double eps,
+                          bool causal, std::vector<int64_t> conv) {
   compiler::Node node;
   node.op = ParseOp(op);
   node.target = target;
@@ -157,6 +160,17 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
   node.alpha = alpha;
   node.beta = beta;
   node.eps = eps;
+  node.causal = causal;
+  if (!conv.empty()) {
+    TORCH_CHECK_VALUE(conv.size() == 7, "trn compile: conv attributes are stride, padding, "
+                      "dilation (2 each) and groups, got ", conv.size(), " values");
+    for (int d = 0; d < 2; ++d) {
+      node.conv.stride[d] = conv[d];
+      node.conv.padding[d] = conv[2 + d];
+      node.conv.dilation[d] = conv[4 + d];
+    }
+    node.conv.groups = conv[6];
+  }
   try {
     return graph_.AddNode(std::move(node));
   } catch (const std::invalid_argument& e) {

@@ -290,6 +290,7 @@ class Compiler {
   bool DependsOn(int from, int target) const;
   bool Fusable(const Node& n) const;
   bool RunsAsLibrary(int id) const;
+  bool JoinsConv(int id);
   std::string EagerReason(const Node& n) const;
   void PassThroughReshapes();
   bool FeedsReduction(int id, int depth) const;
@@ -382,6 +383,12 @@ bool Compiler::RunsAsLibrary(int id) const {
              IsContiguous(vals_[id].view.sizes, vals_[id].view.strides);
     case Op::kCast:
     case Op::kClone: return true;
+    case Op::kSdpa:
+      return IsFloating(out) && in(0) == out && in(1) == out && in(2) == out &&
+             (n.inputs.size() == 3 || in(3) == DType::kBool || IsFloating(in(3)));
+    case Op::kConv:
+      return IsFloating(out) && in(0) == out && in(1) == out &&
+             (n.inputs.size() == 2 || IsFloating(in(2)));
     case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
     case Op::kNeg:
     case Op::kAbs:
@@ -393,6 +400,26 @@ bool Compiler::RunsAsLibrary(int id) const {
     return all_inputs(d) && (out == d || (IsComparisonOp(n.op) && out == DType::kBool));
   }
   return false;
+}
+
+// A relu right after a convolution (its only user) becomes the
+// convolution kernel's fused activation: the pre-activation never reaches memory.
+bool Compiler::JoinsConv(int id) {
+  const Node& n = N(id);
+  if (!opt_.fuse || n.op != Op::kRelu) return false;
+  const int c = n.inputs[0];
+  const int gi = group_of_[c];
+  if (N(c).op != Op::kConv || gi < 0 || groups_[gi].kind != Group::Kind::kLibrary ||
+      groups_[gi].nodes.size() != 1 || N(c).meta.dtype != n.meta.dtype) {
+    return false;
+  }
+  int live_users = 0;
+  for (int u : vals_[c].users) live_users += vals_[u].live;
+  const auto& outs = g_.outputs();
+  if (live_users != 1 || std::find(outs.begin(), outs.end(), c) != outs.end()) return false;
+  groups_[gi].nodes.push_back(id);
+  group_of_[id] = gi;
+  return true;
 }
 
 // Why a core op runs as an eager step instead (the frontend reports it).
@@ -637,12 +664,14 @@ void Compiler::Materialize() {
       // Read from memory unless it is an in-group value of a fused group.
       const bool fused = gi >= 0 && group_of_[v] == gi && !vals_[v].is_view &&
                          (groups_[gi].kind == Group::Kind::kRows ||
-                          groups_[gi].kind == Group::Kind::kMatmul) &&
+                          groups_[gi].kind == Group::Kind::kMatmul ||
+                          groups_[gi].kind == Group::Kind::kLibrary) &&
                          groups_[gi].nodes.size() > 1;
       if (!fused) vals_[r].materialized = true;
     }
     if (n.op == Op::kEager || vals_[id].clone_view ||
-        (gi >= 0 && groups_[gi].kind == Group::Kind::kLibrary)) {
+        (gi >= 0 && groups_[gi].kind == Group::Kind::kLibrary &&
+         groups_[gi].nodes.back() == static_cast<int>(id))) {
       vals_[id].materialized = true;
     }
     if (IsMatmulOp(n.op) && groups_[gi].nodes.size() == 1) vals_[id].materialized = true;
@@ -1359,6 +1388,16 @@ KernelImpl Compiler::Lower(const Group& g, int gi, KernelSummary& sum) {
       flops += static_cast<uint64_t>(Numel(N(n.inputs[0]).meta.sizes));
     } else if (IsSoftmaxOp(n.op)) {
       flops += 5 * out_n;
+    } else if (n.op == Op::kConv) {
+      const Sizes& w = N(n.inputs[1]).meta.sizes;
+      flops += 2 * out_n * static_cast<uint64_t>(w[1] * w[2] * w[3]);
+    } else if (n.op == Op::kSdpa) {  // q k^T and p v per (query, key) pair
+      const Sizes& q = N(n.inputs[0]).meta.sizes;
+      const Sizes& k = N(n.inputs[1]).meta.sizes;
+      const Sizes& v = N(n.inputs[2]).meta.sizes;
+      uint64_t pairs = static_cast<uint64_t>(q[0] * q[1] * q[2] * k[2]);
+      if (n.causal) pairs /= 2;
+      flops += 2 * pairs * static_cast<uint64_t>(q[3] + v[3]);
     } else if (n.op != Op::kView && n.op != Op::kClone && n.op != Op::kCast &&
                n.op != Op::kCat && n.op != Op::kEmbedding) {
       flops += out_n;
@@ -1391,7 +1430,10 @@ KernelImpl Compiler::Lower(const Group& g, int gi, KernelSummary& sum) {
       ki.lib_op = n.op;
       ki.lib_dims = n.dims;
       for (int v : n.inputs) ki.lib_ins.push_back(vals_[v].view);
-      ki.lib_out = vals_[first].view;
+      ki.lib_out = vals_[g.nodes.back()].view;  // a joined relu writes the result
+      ki.lib_relu = g.nodes.size() > 1;
+      ki.lib_causal = n.causal;
+      ki.lib_conv = n.conv;
       ki.lib_scalar = n.scalar;
       ki.lib_alpha = n.alpha;
       ki.lib_has_scalar = n.has_scalar;
@@ -1482,6 +1524,7 @@ Parts Compiler::Run() {
       }
       default: break;
     }
+    if (JoinsConv(id)) continue;
     if (IsMatmulOp(n.op)) {
       bool ok = IsFloating(n.meta.dtype);
       for (int in : n.inputs) ok = ok && N(in).meta.dtype == n.meta.dtype && !IsConst(in);

@@ -60,6 +60,8 @@ const char* OpName(Op op) {
     case Op::kLogicalOr: return "logical_or";
     case Op::kLogicalNot: return "logical_not";
     case Op::kEmbedding: return "embedding";
+    case Op::kSdpa: return "scaled_dot_product_attention";
+    case Op::kConv: return "convolution";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -230,6 +232,48 @@ int Graph::AddNode(Node node) {
       arity(1);
       if (in_sizes(0) != out) Fail(index, node, "output sizes must equal the input's");
       break;
+    case Op::kSdpa: {
+      if (n_in != 3 && n_in != 4) {
+        Fail(index, node, fmt::format("expects q, k, v and an optional mask, got {} inputs", n_in));
+      }
+      const auto& q = in_sizes(0);
+      const auto& k = in_sizes(1);
+      const auto& v = in_sizes(2);
+      const bool ok = q.size() == 4 && k.size() == 4 && v.size() == 4 && k[0] == q[0] &&
+                      v[0] == q[0] && k[1] == v[1] && k[1] > 0 && q[1] % k[1] == 0 &&
+                      k[3] == q[3] && v[2] == k[2] && out.size() == 4 && out[0] == q[0] &&
+                      out[1] == q[1] && out[2] == q[2] && out[3] == v[3];
+      if (!ok) {
+        Fail(index, node, fmt::format("attention shapes q {} k {} v {} -> {} do not agree",
+                                      Shape(q), Shape(k), Shape(v), Shape(out)));
+      }
+      if (n_in == 4 && !Broadcasts(in_sizes(3), {q[0], q[1], q[2], k[2]})) {
+        Fail(index, node, fmt::format("mask {} does not broadcast to [{}, {}, {}, {}]",
+                                      Shape(in_sizes(3)), q[0], q[1], q[2], k[2]));
+      }
+      break;
+    }
+    case Op::kConv: {
+      if (n_in != 2 && n_in != 3) {
+        Fail(index, node, fmt::format("expects input, weight and an optional bias, got {}", n_in));
+      }
+      const auto& x = in_sizes(0);
+      const auto& w = in_sizes(1);
+      const auto& c = node.conv;
+      bool ok = x.size() == 4 && w.size() == 4 && out.size() == 4 && c.groups > 0 &&
+                x[1] == w[1] * c.groups && w[0] % c.groups == 0 && out[0] == x[0] &&
+                out[1] == w[0] && (n_in == 2 || in_sizes(2) == std::vector<int64_t>{w[0]});
+      for (int d = 0; ok && d < 2; ++d) {
+        ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 &&
+             out[2 + d] == (x[2 + d] + 2 * c.padding[d] - c.dilation[d] * (w[2 + d] - 1) - 1) /
+                                   c.stride[d] + 1;
+      }
+      if (!ok) {
+        Fail(index, node, fmt::format("convolution of {} by weight {} (groups {}) cannot give {}",
+                                      Shape(x), Shape(w), c.groups, Shape(out)));
+      }
+      break;
+    }
     case Op::kEmbedding: {
       arity(2);
       const auto& t = in_sizes(0);
@@ -351,6 +395,13 @@ uint64_t Graph::Hash() const {
     h.MixDouble(n.alpha);
     h.MixDouble(n.beta);
     h.MixDouble(n.eps);
+    h.Mix(n.causal);
+    for (int d = 0; d < 2; ++d) {
+      h.Mix(static_cast<uint64_t>(n.conv.stride[d]));
+      h.Mix(static_cast<uint64_t>(n.conv.padding[d]));
+      h.Mix(static_cast<uint64_t>(n.conv.dilation[d]));
+    }
+    h.Mix(static_cast<uint64_t>(n.conv.groups));
   }
   h.Mix(outputs_.size());
   for (int o : outputs_) h.Mix(static_cast<uint64_t>(o));

@@ -40,6 +40,13 @@ enum class Op : uint8_t {
   kCat,  // attr dims = {dim}; inputs share the output dtype
   kLogicalAnd, kLogicalOr, kLogicalNot,  // bool output
   kEmbedding,  // inputs: table [V, ...], contiguous int32/int64 index; out index.shape + [...]
+  // Fused attention: inputs q [B,Hq,Sq,D], k, v [B,Hkv,Skv,D(v)], optional mask
+  // broadcasting to [B,Hq,Sq,Skv] (bool: attend, floating: added); attr
+  // scalar = scale, causal.
+  kSdpa,
+  // Convolution (1-D as 2-D with H = 1): inputs x [N,C,H,W], weight, optional
+  // bias [Cout]; attr conv. A following relu joins it (Note [Library kernels]).
+  kConv,
   kEager,  // anything else: attr target names the aten op
 };
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)
@@ -63,6 +70,11 @@ struct Node {
   bool scalar_first = false;
   double alpha = 1, beta = 1;  // add/sub alpha, addmm alpha/beta
   double eps = 0;
+  bool causal = false;  // kSdpa
+  struct ConvAttrs {    // kConv, per spatial dim (H, W); padding on both sides
+    int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
+    int64_t groups = 1;
+  } conv;
 };
 
 // Builder and container. Node ids are dense, in topological order.

@@ -10,6 +10,8 @@
 
 #include "core/common/assert.h"
 #include "core/compiler/program_internal.h"
+#include "core/kernels/attention.h"
+#include "core/kernels/conv.h"
 #include "core/kernels/kernels.h"
 
 namespace trn::compiler {
@@ -176,6 +178,29 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kClone: return kernels::Copy(out, in(0));
     case Op::kWhere:
       return kernels::Where(out, Expand(in(0), out), Expand(in(1), out), Expand(in(2), out));
+    case Op::kSdpa: {
+      const TensorRef q = in(0), k = in(1);
+      TensorRef mask = TensorRef{};
+      if (ki.lib_ins.size() == 4) {
+        TensorRef scores = q;  // [B, Hq, Sq, Skv]: the shape the mask broadcasts to
+        scores.sizes[3] = k.sizes[2];
+        mask = Expand(in(3), scores);
+      }
+      return kernels::Attention(out, q, k, in(2), mask, ki.lib_scalar, ki.lib_causal,
+                                TensorRef{});
+    }
+    case Op::kConv: {
+      kernels::ConvParams p;
+      for (int d = 0; d < 2; ++d) {
+        p.stride[d] = ki.lib_conv.stride[d];
+        p.pad_begin[d] = p.pad_end[d] = ki.lib_conv.padding[d];
+        p.dilation[d] = ki.lib_conv.dilation[d];
+      }
+      p.groups = ki.lib_conv.groups;
+      p.activation = ki.lib_relu ? kernels::Activation::kRelu : kernels::Activation::kNone;
+      const TensorRef bias = ki.lib_ins.size() == 3 ? in(2) : TensorRef{};
+      return kernels::Conv2d(out, in(0), in(1), bias, p, TensorRef{});
+    }
     default: break;
   }
   const kernels::BinaryOp op = BinaryOf(ki.lib_op);

@@ -165,6 +165,9 @@ struct KernelImpl {
   std::vector<View> lib_ins;  // one per node input
   double lib_scalar = 0, lib_alpha = 1;
   bool lib_has_scalar = false, lib_scalar_first = false;
+  bool lib_causal = false;  // kSdpa
+  bool lib_relu = false;    // kConv with a joined relu
+  Node::ConvAttrs lib_conv;  // kConv
   // What the kernel reads and writes in memory (JSON shapes, bytes).
   std::vector<View> reads, writes;
 };

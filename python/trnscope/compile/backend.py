@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import inspect
 import math
 import operator
 import os
@@ -115,6 +116,16 @@ _UNARY = {
     aten.sin.default: "sin",
     aten.cos.default: "cos",
 }
+_SDPA_OVERRIDEABLE = aten._scaled_dot_product_fused_attention_overrideable.default
+
+
+def _sdpa_reference(
+    query, key, value, attn_bias=None, dropout_p=0.0, is_causal=False,
+    return_debug_mask=False, *, scale=None,
+):
+    """The argument names of _scaled_dot_product_fused_attention_overrideable (binding only)."""
+
+
 _LOGICAL = {
     aten.logical_and.default: "logical_and",
     aten.logical_or.default: "logical_or",
@@ -271,7 +282,10 @@ class _Lowering:
                 raise _Unsupported(f"getitem on tensor {src.name}")
             sv = self.vals[src]
             if isinstance(sv, (tuple, list)) and isinstance(sv[idx], torch.Tensor):
-                if _is_view_op(src.target) and self._tensor(src.args[0]):
+                if src.target is _SDPA_OVERRIDEABLE and idx == 0:
+                    gid = self._lower_sdpa(node, src)
+                    self.ids[node] = gid if gid is not None else self._add_eager(src, idx)
+                elif _is_view_op(src.target) and self._tensor(src.args[0]):
                     self.ids[node] = self._add(
                         node, "view", [src.args[0]], target=src.target, call=(src, [src.args[0]], idx)
                     )
@@ -288,6 +302,57 @@ class _Lowering:
                 return
             raise _Unsupported(f"{node.name} ({t}) produces a {type(v).__name__}")
         self.ids[node] = self._lower_tensor(node, t, args, kw)
+
+    def _lower_sdpa(self, node: fx.Node, src: fx.Node) -> int | None:
+        """getitem 0 of _scaled_dot_product_fused_attention_overrideable -> the fused
+        attention kernel (or None: an argument the core does not take)."""
+        sig = inspect.signature(_sdpa_reference)
+        try:
+            b = sig.bind(*src.args, **src.kwargs)
+        except TypeError:
+            return None
+        b.apply_defaults()
+        a = b.arguments
+        q, k, v, mask = a["query"], a["key"], a["value"], a["attn_bias"]
+        if not all(self._tensor(x) for x in (q, k, v)) or (mask is not None and not self._tensor(mask)):
+            return None
+        if float(self._value(a["dropout_p"])) != 0.0:
+            return None
+        scale = self._value(a["scale"])
+        d = self.vals[q].shape[-1]
+        scale = float(scale) if scale is not None else 1.0 / math.sqrt(d)
+        inputs = [q, k, v] + ([mask] if mask is not None else [])
+        return self._add(
+            node,
+            "sdpa",
+            inputs,
+            target="aten.scaled_dot_product_attention",
+            call=(src, inputs, 0),
+            scalar=scale,
+            causal=bool(self._value(a["is_causal"])),
+        )
+
+    def _lower_conv(self, node: fx.Node, args, kw) -> int | None:
+        names = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
+                 "output_padding", "groups")
+        a = dict(zip(names, args), **kw)
+        x, w, bias = a["input"], a["weight"], a.get("bias")
+        if a.get("transposed") or not (self._tensor(x) and self._tensor(w)):
+            return None
+        if self.vals[x].dim() != 4 or (bias is not None and not self._tensor(bias)):
+            return None
+        stride, padding, dilation = (
+            [int(self._value(e)) for e in a[key]] for key in ("stride", "padding", "dilation")
+        )
+        if not (len(stride) == len(padding) == len(dilation) == 2):
+            return None
+        inputs = [x, w] + ([bias] if bias is not None else [])
+        return self._add(
+            node,
+            "conv",
+            inputs,
+            conv=stride + padding + dilation + [int(self._value(a["groups"]))],
+        )
 
     def _lower_tensor(self, node, t, args, kw) -> int:
         v = self.vals[node]
@@ -311,6 +376,10 @@ class _Lowering:
                     return self._add_eager(node, reason="alpha != 1 or no tensor operand")
                 op = "sub" if t is aten.rsub.Scalar else "pow"
                 return self._add(node, op, [x], scalar=float(self._value(s)), scalar_first=True)
+            if t is aten.convolution.default:
+                gid = self._lower_conv(node, args, kw)
+                if gid is not None:
+                    return gid
             if t in _UNARY:
                 return self._add(node, _UNARY[t], [args[0]])
             if t in _LOGICAL and all(self._tensor(a) for a in args):
