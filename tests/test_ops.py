@@ -769,3 +769,397 @@ def test_unsupported_dtype_error_names_dtype_and_op(dtype):
         torch.exp(x)
     msg = str(e.value)
     assert str(dtype).replace("torch.", "") in msg and "aten::" in msg, msg
+
+
+# ---- the elementwise ops real models hit ------------------------------------------------
+# Masks (isneginf, bitwise ops on bool), rounding, clamp, erf, integer division.
+# Each case runs on CPU and on trn; where CPU PyTorch raises, trn must raise the
+# same exception type (bitwise ops on floats, rounding of bool, ...).
+NUM = [F32, BF16, F16, I32, I64]
+SPECIALS = [float("nan"), float("inf"), -float("inf"), 0.0, -0.0, 0.5, 1.5, 2.5, -2.5, -0.5, 1e30, -3.75]
+
+
+def with_specials(x):
+    """Floating x with NaN, +-inf, -0.0 and x.5 values written over its first elements."""
+    if not x.dtype.is_floating_point or x.numel() == 0:
+        return x
+    flat = x.clone().reshape(-1)
+    n = min(flat.numel(), len(SPECIALS))
+    flat[:n] = torch.tensor(SPECIALS[:n]).to(x.dtype)
+    return flat.reshape(x.shape)
+
+
+def spread(x, k):
+    """x * k keeping x's dtype (bool stays 0/1)."""
+    return x if x.dtype == BOOL else (x * k).to(x.dtype)
+
+
+def same_as_cpu(fn, cpu_args, trn_args, transcendental=False, **tols):
+    """fn on CPU vs on trn; when CPU raises, trn raises the same exception type."""
+    try:
+        want = fn(*cpu_args)
+    except Exception as e:  # noqa: BLE001 - the type is what is compared
+        with pytest.raises(type(e)):
+            fn(*trn_args)
+            torch.trn.synchronize()
+        return None
+    got = fn(*trn_args)
+    check(got, want, transcendental=transcendental, **tols)
+    return got
+
+
+MODEL_UNARY = {
+    "isnan": torch.isnan,
+    "isinf": torch.isinf,
+    "isposinf": torch.isposinf,
+    "isneginf": torch.isneginf,
+    "isfinite": torch.isfinite,
+    "floor": torch.floor,
+    "ceil": torch.ceil,
+    "round": torch.round,
+    "trunc": torch.trunc,
+    "sign": torch.sign,
+    "sgn": torch.sgn,
+    "erf": torch.erf,
+    "bitwise_not": torch.bitwise_not,
+    "nan_to_num": torch.nan_to_num,
+    "nan_to_num_args": lambda x: torch.nan_to_num(x, nan=-1.0, posinf=7.0, neginf=-7.0),
+}
+
+
+@pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
+@pytest.mark.parametrize("shape", [(), (17,), (3, 5, 7), (0, 3)], ids=str)
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("name", list(MODEL_UNARY))
+def test_model_unary(name, dtype, shape, layout):
+    fn = MODEL_UNARY[name]
+    x = with_specials(spread(make(shape, dtype), 3))
+    x, t = on_trn(x, layout)
+    same_as_cpu(fn, (x,), (t,), transcendental=name == "erf")
+
+
+@pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc", "sign", "erf", "bitwise_not", "nan_to_num"])
+@pytest.mark.parametrize("dtype", [F32, BF16, I64, BOOL], ids=str)
+def test_model_unary_inplace_and_out(name, dtype):
+    x = with_specials(spread(make((4, 7), dtype), 3))
+    try:
+        want = getattr(torch, name)(x)
+    except RuntimeError:
+        pytest.skip("CPU rejects this dtype")
+    if want.dtype == x.dtype:
+        t = x.to("trn")
+        getattr(t, name + "_")()
+        check(t, want, transcendental=name == "erf")
+    else:  # erf of an integer is float: in-place cannot hold it
+        with pytest.raises(RuntimeError):
+            getattr(x.to("trn"), name + "_")()
+    out = torch.empty(0, dtype=want.dtype, device="trn")
+    getattr(torch, name)(x.to("trn"), out=out)
+    check(out, want, transcendental=name == "erf")
+
+
+@pytest.mark.parametrize("name", ["isposinf", "isneginf"])
+def test_inf_predicates_out(name):
+    x = with_specials(make((3, 8), F16))
+    out = torch.empty(0, dtype=BOOL, device="trn")
+    getattr(torch, name)(x.to("trn"), out=out)
+    check(out, getattr(torch, name)(x))
+
+
+def test_erf_accuracy_near_zero_and_tails():
+    x = torch.tensor([0.0, -0.0, 1e-6, -3e-4, 0.01, 0.49, 0.5, 0.51, 1.0, 2.0, 3.9, 4.5, 10.0, -10.0])
+    check(torch.erf(x.to("trn")), torch.erf(x), rtol=2e-6, atol=1e-7)
+    x64 = torch.linspace(-6, 6, 1001, dtype=torch.float64)
+    check(torch.erf(x64.to("trn")), torch.erf(x64), rtol=2e-6, atol=2e-7)
+
+
+@pytest.mark.parametrize("decimals", [-2, -1, 1, 2, 3])
+@pytest.mark.parametrize("dtype", [F32, torch.float64], ids=str)
+def test_round_decimals(decimals, dtype):
+    x = torch.cat([torch.tensor([1.25, 0.125, 15.0, 25.0, -35.0, 2.5, -0.5, 1234.5]), make((40,), F32) * 100]).to(dtype)
+    check(torch.round(x.to("trn"), decimals=decimals), torch.round(x.float(), decimals=decimals).to(dtype))
+    t = x.to("trn")
+    t.round_(decimals=decimals)
+    check(t, torch.round(x.float(), decimals=decimals).to(dtype))
+    out = torch.empty(0, dtype=dtype, device="trn")
+    torch.round(x.to("trn"), decimals=decimals, out=out)
+    check(out, torch.round(x.float(), decimals=decimals).to(dtype))
+
+
+def test_round_half_to_even_and_errors():
+    x = torch.tensor([0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 3.5, 1e8 + 1, 2.0**23 + 1.5])
+    check(torch.round(x.to("trn")), torch.round(x), rtol=0, atol=0)
+    with pytest.raises(NotImplementedError, match="Long"):
+        torch.round(torch.ones(3, dtype=I64, device="trn"), decimals=1)
+    with pytest.raises(NotImplementedError, match="Bool"):
+        torch.floor(torch.ones(3, dtype=BOOL, device="trn"))
+    with pytest.raises(NotImplementedError, match="Float"):
+        torch.bitwise_not(torch.ones(3, device="trn"))
+
+
+def test_nan_to_num_float64_and_half_defaults():
+    for dtype in [torch.float64, F16, BF16, F32]:
+        x = with_specials(make((20,), dtype))
+        check(torch.nan_to_num(x.to("trn")), torch.nan_to_num(x), rtol=0, atol=0)
+        t = x.to("trn")
+        torch.nan_to_num_(t, nan=2.0)
+        check(t, torch.nan_to_num(x, nan=2.0), rtol=0, atol=0)
+
+
+MODEL_BINARY = {
+    "bitwise_and": (torch.bitwise_and, "any"),
+    "bitwise_or": (torch.bitwise_or, "any"),
+    "bitwise_xor": (torch.bitwise_xor, "any"),
+    "and_op": (lambda a, b: a & b, "any"),
+    "or_op": (lambda a, b: a | b, "any"),
+    "xor_op": (lambda a, b: a ^ b, "any"),
+    "lshift": (torch.bitwise_left_shift, "small_exp"),
+    "rshift": (torch.bitwise_right_shift, "small_exp"),
+    "lshift_op": (lambda a, b: a << b, "small_exp"),
+    "rshift_op": (lambda a, b: a >> b, "small_exp"),
+    "remainder": (torch.remainder, "nonzero"),
+    "mod_op": (lambda a, b: a % b, "nonzero"),
+    "fmod": (torch.fmod, "nonzero"),
+    "div_trunc": (lambda a, b: torch.div(a, b, rounding_mode="trunc"), "nonzero"),
+    "div_floor": (lambda a, b: torch.div(a, b, rounding_mode="floor"), "nonzero"),
+    "div_none": (lambda a, b: torch.div(a, b, rounding_mode=None), "nonzero"),
+    "floordiv_op": (lambda a, b: a // b, "nonzero"),
+    "clamp_min_t": (torch.clamp_min, "any"),
+    "clamp_max_t": (torch.clamp_max, "any"),
+    "maximum_as_clamp": (lambda a, b: torch.clamp(a, min=b), "any"),
+}
+
+
+def model_binary_inputs(name, sa, sb, dtype):
+    a = spread(make(sa, dtype), 4 if dtype.is_floating_point else 7)
+    b = make(sb, dtype, MODEL_BINARY[name][1])
+    if dtype.is_floating_point and "shift" not in name and "bitwise" not in name:
+        a = a.round(decimals=1) if dtype == F32 else a  # near-integer quotients are the hard case
+    return a, b
+
+
+@pytest.mark.parametrize("shapes", BROADCAST, ids=str)
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("name", list(MODEL_BINARY))
+def test_model_binary(name, dtype, shapes):
+    fn = MODEL_BINARY[name][0]
+    a, b = model_binary_inputs(name, *shapes, dtype)
+    same_as_cpu(fn, (a, b), (a.to("trn"), b.to("trn")), transcendental="div" in name)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "strided"])
+@pytest.mark.parametrize("dtype", [F32, BF16, I32, I64, BOOL], ids=str)
+@pytest.mark.parametrize("name", list(MODEL_BINARY))
+def test_model_binary_noncontiguous(name, dtype, layout):
+    fn = MODEL_BINARY[name][0]
+    a, b = model_binary_inputs(name, (3, 6, 5), (6, 5), dtype)
+    _, ta = on_trn(a, layout)
+    _, tb = on_trn(b, "strided" if layout == "transposed" else "transposed")
+    same_as_cpu(fn, (a, b), (ta, tb), transcendental="div" in name)
+
+
+@pytest.mark.parametrize("scalar", [2, -3, 2.5, True], ids=repr)
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("name", list(MODEL_BINARY))
+def test_model_binary_scalar(name, dtype, scalar):
+    fn = MODEL_BINARY[name][0]
+    if "shift" in name and scalar == -3:
+        scalar = 3
+    a = spread(make((4, 9), dtype), 4 if dtype.is_floating_point else 7)
+    same_as_cpu(fn, (a, scalar), (a.to("trn"), scalar), transcendental="div" in name)
+
+
+@pytest.mark.parametrize("dtype", [F32, I32, I64, BOOL], ids=str)
+@pytest.mark.parametrize("op", ["rmod", "rand", "ror", "rxor", "rlshift", "rfloordiv"])
+def test_model_binary_scalar_first(op, dtype):
+    fns = {
+        "rmod": lambda s, t: s % t,
+        "rand": lambda s, t: s & t,
+        "ror": lambda s, t: s | t,
+        "rxor": lambda s, t: s ^ t,
+        "rlshift": lambda s, t: s << t,
+        "rfloordiv": lambda s, t: s // t,
+    }
+    a = make((5, 3), dtype, "small_exp" if op == "rlshift" else "nonzero")
+    scalar = True if dtype == BOOL and op in ("rand", "ror", "rxor") else 5
+    same_as_cpu(lambda s, t: fns[op](s, t), (scalar, a), (scalar, a.to("trn")))
+
+
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL], ids=str)
+@pytest.mark.parametrize("name", ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "remainder", "fmod", "floor_divide"])
+def test_model_binary_inplace_and_out(name, dtype):
+    kind = "small_exp" if "shift" in name else "nonzero"
+    a, b = spread(make((4, 6), dtype), 5), make((6,), dtype, kind)
+    try:
+        want = getattr(torch, name)(a, b)
+    except RuntimeError:
+        with pytest.raises(RuntimeError):
+            getattr(torch, name)(a.to("trn"), b.to("trn"))
+        return
+    t = a.to("trn")
+    getattr(t, name + "_")(b.to("trn"))
+    check(t, want)
+    out = torch.empty(0, dtype=want.dtype, device="trn")
+    getattr(torch, name)(a.to("trn"), b.to("trn"), out=out)
+    check(out, want)
+    if dtype != BOOL:
+        d = make((6,), dtype, "nonzero")
+        t = a.to("trn")
+        t.div_(d.to("trn"), rounding_mode="floor")
+        check(t, torch.div(a, d, rounding_mode="floor"))
+
+
+def test_bool_mask_combinations_like_attention():
+    """The causal/padding mask shapes of transformers: bool & | ~ over broadcasts."""
+    causal = torch.ones(6, 6, dtype=BOOL).tril()
+    pad = torch.tensor([[True] * 4 + [False] * 2, [True] * 6])
+    want = ~(causal[None] & pad[:, None, :]) | torch.isneginf(torch.full((2, 1, 6), -float("inf")))
+    got = ~(causal.to("trn")[None] & pad.to("trn")[:, None, :]) | torch.isneginf(
+        torch.full((2, 1, 6), -float("inf"), device="trn"))
+    check(got, want)
+    m = pad.to("trn").clone()
+    m &= causal.to("trn")[0]
+    m |= causal.to("trn")[1]
+    m ^= causal.to("trn")[2]
+    check(m, ((pad & causal[0]) | causal[1]) ^ causal[2])
+
+
+@pytest.mark.parametrize("dtype", [I32, I64], ids=str)
+def test_integer_division_by_zero_is_an_error_not_a_crash(dtype):
+    a = torch.tensor([5, -7, 3], dtype=dtype)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        torch.remainder(a.to("trn"), 0)
+    for fn in [lambda x, y: x // y, lambda x, y: x % y, torch.fmod, lambda x, y: torch.div(x, y, rounding_mode="trunc")]:
+        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+            fn(a.to("trn"), torch.tensor([1, 0, 2], dtype=dtype, device="trn")).cpu()
+    # The device stays usable; INT_MIN // -1 wraps as on CPU.
+    mn = torch.tensor([torch.iinfo(dtype).min, 7], dtype=dtype)
+    check(mn.to("trn") // -1, mn // -1)
+    check(mn.to("trn") % -1, mn % -1)
+
+
+def test_float_division_rounding_specials():
+    a = torch.tensor([1.0, -1.0, 0.0, -0.0, float("inf"), 7.5, -7.5, float("nan")])
+    b = torch.tensor([0.0, 0.0, 0.0, 3.0, 2.0, float("inf"), 2.0, 1.0])
+    for mode in ["floor", "trunc"]:
+        check(torch.div(a.to("trn"), b.to("trn"), rounding_mode=mode), torch.div(a, b, rounding_mode=mode), rtol=0, atol=0)
+    check(torch.remainder(a.to("trn"), b.to("trn")), torch.remainder(a, b), rtol=0, atol=0)
+    check(torch.fmod(a.to("trn"), b.to("trn")), torch.fmod(a, b), rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="rounding_mode"):
+        torch.div(a.to("trn"), b.to("trn"), rounding_mode="round")
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F16, I32, I64, BOOL], ids=str)
+@pytest.mark.parametrize(
+    "bounds", [(-0.5, 0.75), (None, 1), (-1, None), (2, -2), (0, 0), (-2.5, 3)], ids=str)
+def test_clamp_scalar(dtype, bounds):
+    lo, hi = bounds
+    x = with_specials(spread(make((5, 7), dtype), 2))
+    for layout in ["contig", "transposed"]:
+        xc, t = on_trn(x, layout)
+        same_as_cpu(lambda v: torch.clamp(v, lo, hi), (xc,), (t,))
+        same_as_cpu(lambda v: torch.clip(v, min=lo, max=hi), (xc,), (t,))
+    if lo is not None:
+        same_as_cpu(lambda v: torch.clamp_min(v, lo), (x,), (x.to("trn"),))
+    if hi is not None:
+        same_as_cpu(lambda v: torch.clamp_max(v, hi), (x,), (x.to("trn"),))
+
+
+def test_clamp_inplace_out_and_errors():
+    x = with_specials(make((4, 6), F32) * 3)
+    t = x.to("trn")
+    t.clamp_(-1, 1)
+    check(t, x.clamp(-1, 1))
+    t = x.to("trn")
+    t.clamp_min_(0.25).clamp_max_(2)
+    check(t, x.clamp_min(0.25).clamp_max(2))
+    out = torch.empty(0, device="trn")
+    torch.clamp(x.to("trn"), max=0.5, out=out)
+    check(out, x.clamp(max=0.5))
+    i = make((4, 6), I64)
+    check(torch.clamp(i.to("trn"), min=0.5), torch.clamp(i, min=0.5))  # promotes to float
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        i.to("trn").clamp_(min=0.5)
+    with pytest.raises(RuntimeError, match="At least one of 'min' or 'max'"):
+        torch.clamp(x.to("trn"))
+    h = make((4, 6), F16) * 1000  # the fp16 overflow guard of T5-style models
+    check(torch.clamp(h.to("trn"), min=-65504.0 + 1000, max=65504.0 - 1000), torch.clamp(h, min=-64504.0, max=64504.0))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=str)
+@pytest.mark.parametrize("which", ["both", "min", "max"])
+def test_clamp_tensor_bounds(dtype, which):
+    x = with_specials(spread(make((3, 5, 7), dtype), 3))
+    lo = make((5, 1), dtype) - (1 if dtype.is_floating_point else 2)
+    hi = make((7,), dtype).abs() + 1
+    kw = {"both": dict(min=lo, max=hi), "min": dict(min=lo), "max": dict(max=hi)}[which]
+    kwt = {k: v.to("trn") for k, v in kw.items()}
+    check(torch.clamp(x.to("trn"), **kwt), torch.clamp(x, **kw))
+    t = x.to("trn")
+    t.clamp_(**kwt)
+    check(t, torch.clamp(x, **kw))
+    out = torch.empty(0, dtype=dtype, device="trn")
+    torch.clamp(x.to("trn"), **kwt, out=out)
+    check(out, torch.clamp(x, **kw))
+    if which == "min":
+        check(torch.clamp_min(x.to("trn"), lo.to("trn")), torch.clamp_min(x, lo))
+    if which == "max":
+        check(torch.clamp_max(x.to("trn"), hi.to("trn")), torch.clamp_max(x, hi))
+    if dtype.is_floating_point:  # a NaN bound gives NaN
+        lo_nan = lo.clone()
+        lo_nan[0] = float("nan")
+        check(torch.clamp(x.to("trn"), min=lo_nan.to("trn"), max=hi.to("trn")), torch.clamp(x, min=lo_nan, max=hi))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+def test_lerp(dtype):
+    a, b = make((3, 5, 7), dtype), make((5, 7), dtype)
+    w = make((7,), dtype).abs()
+    for weight in [0.25, 0.75, 1.0, -0.5]:
+        check(torch.lerp(a.to("trn"), b.to("trn"), weight), torch.lerp(a, b, weight))
+    check(torch.lerp(a.to("trn"), b.to("trn"), w.to("trn")), torch.lerp(a, b, w))
+    _, ta = on_trn(a, "transposed")
+    check(torch.lerp(ta, b.to("trn"), w.to("trn")), torch.lerp(a, b, w))
+    t = a.to("trn")
+    t.lerp_(b.to("trn"), 0.3)
+    check(t, a.lerp(b, 0.3))
+    out = torch.empty(0, dtype=dtype, device="trn")
+    torch.lerp(a.to("trn"), b.to("trn"), w.to("trn"), out=out)
+    check(out, torch.lerp(a, b, w))
+    with pytest.raises(NotImplementedError):
+        torch.lerp(torch.ones(3, dtype=I64, device="trn"), torch.ones(3, dtype=I64, device="trn"), 0.5)
+
+
+def test_model_ops_kernel_names_in_launch_counts():
+    """Each op is one native kernel launch with a KernelInfo name the profiler shows."""
+    x = torch.randn(8, 8, device="trn")
+    torch.trn.synchronize()
+    cases = {
+        "isneginf_f32": lambda: torch.isneginf(x),
+        "clamp_f32": lambda: torch.clamp(x, -1, 1),
+        "erf_f32": lambda: torch.erf(x),
+        "round_f32": lambda: torch.round(x, decimals=2),
+        "bitwise_and_bool": lambda: (x > 0) & (x < 1),
+        "div_floor_f32": lambda: x // 0.5,
+        "nan_to_num_f32": lambda: torch.nan_to_num(x),
+    }
+    for kernel, fn in cases.items():
+        torch.ops.trnscope._count_launches(True)
+        fn()
+        torch.trn.synchronize()
+        counts = dict(kv.split("=") for kv in torch.ops.trnscope._launch_counts().split(";") if kv)
+        torch.ops.trnscope._count_launches(False)
+        assert kernel in counts, (kernel, counts)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=str)
+def test_where_scalar_branches_and_masked_fill_tensor_value(dtype):
+    c = make((4, 6), BOOL)
+    x = make((4, 6), dtype)
+    for a, b in [(1.0, 0.0), (x, -3), (2, x), (True, x)]:
+        ta = a.to("trn") if isinstance(a, torch.Tensor) else a
+        tb = b.to("trn") if isinstance(b, torch.Tensor) else b
+        same_as_cpu(torch.where, (c, a, b), (c.to("trn"), ta, tb))
+    v = torch.tensor(-7, dtype=dtype)
+    check(x.to("trn").masked_fill(c.to("trn"), v.to("trn")), x.masked_fill(c, v))
+    check(x.to("trn").masked_fill(c.to("trn"), v), x.masked_fill(c, v))

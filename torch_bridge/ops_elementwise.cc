@@ -9,10 +9,15 @@
 // Scalar overloads (add.Scalar, mul.Scalar, ...) are CompositeExplicitAutograd
 // and reach the Tensor overloads with a 0-dim CPU "wrapped number", which is
 // read on the host and passed to the kernel as a scalar.
+#include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/TypeProperties.h>
 #include <c10/util/string_view.h>
 #include <torch/library.h>
+
+#include <limits>
+#include <optional>
 
 #include "torch_bridge/ops_util.h"
 
@@ -49,6 +54,12 @@ BinaryOp BoolArith(BinaryOp op, const char* name) {
   TORCH_CHECK(false, name, ": not supported for two bool operands");
 }
 
+// Integer div(rounding_mode=), remainder and fmod: division by zero is an error.
+bool IsIntegerDivision(BinaryOp op, at::ScalarType common) {
+  return op >= BinaryOp::kDivTrunc && op <= BinaryOp::kFmod &&
+         at::isIntegralType(common, /*includeBool=*/false);
+}
+
 // How the result is produced: a new tensor, into self, or into out=.
 enum class Into { kNew, kSelf, kOut };
 
@@ -62,8 +73,22 @@ at::Tensor BinaryImpl(BinaryOp op, const char* name, Operand a, Operand b,
   TORCH_CHECK(!(op == BinaryOp::kPow && b.tensor == nullptr && b.scalar < 0 &&
                 at::isIntegralType(common, /*includeBool=*/false)),
               "Integers to negative integer powers are not allowed.");
+  if (kernels::IsBitwise(op)) {  // torch's NotImplementedError for other dtypes
+    const bool shift = op == BinaryOp::kShiftLeft || op == BinaryOp::kShiftRight;
+    TORCH_CHECK_NOT_IMPLEMENTED(at::isIntegralType(common, /*includeBool=*/!shift), name,
+                                ": not implemented for '", c10::toString(common),
+                                "' (bitwise ops take integer", shift ? "" : " or bool",
+                                " tensors)");
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(!(op >= BinaryOp::kDivTrunc && op <= BinaryOp::kFmod &&
+                                common == at::kBool),
+                              name, ": not implemented for 'Bool'");
+  if (IsIntegerDivision(op, common)) {  // Note [Integer division]: a scalar 0 is caught here
+    TORCH_CHECK(b.tensor != nullptr || b.scalar != 0, "ZeroDivisionError: ", name,
+                ": integer division by zero");
+  }
   const at::ScalarType result = IsArith(op) ? common : at::kBool;
-  if (common == at::kBool && IsArith(op)) {
+  if (common == at::kBool && IsArith(op) && !kernels::IsBitwise(op)) {
     if (op == BinaryOp::kPow) {
       common = at::kLong;  // 0/1 powers are exact in int64; the result casts back
     } else {
@@ -210,6 +235,16 @@ TRN_BINARY_TT(Minimum, BinaryOp::kMinimum, "minimum")
 TRN_BINARY_TT(LogicalAnd, BinaryOp::kLogicalAnd, "logical_and")
 TRN_BINARY_TT(LogicalOr, BinaryOp::kLogicalOr, "logical_or")
 TRN_BINARY_TT(PowTT, BinaryOp::kPow, "pow")
+TRN_BINARY_TT(BitwiseAnd, BinaryOp::kBitwiseAnd, "bitwise_and")
+TRN_BINARY_TT(BitwiseOr, BinaryOp::kBitwiseOr, "bitwise_or")
+TRN_BINARY_TT(BitwiseXor, BinaryOp::kBitwiseXor, "bitwise_xor")
+TRN_BINARY_TT(ShiftLeft, BinaryOp::kShiftLeft, "bitwise_left_shift")
+TRN_BINARY_TS(ShiftLeft, BinaryOp::kShiftLeft, "__lshift__")
+TRN_BINARY_TT(ShiftRight, BinaryOp::kShiftRight, "bitwise_right_shift")
+TRN_BINARY_TS(ShiftRight, BinaryOp::kShiftRight, "__rshift__")
+TRN_BINARY_TT(Remainder, BinaryOp::kRemainder, "remainder")
+TRN_BINARY_TT(Fmod, BinaryOp::kFmod, "fmod")
+TRN_BINARY_TT(FloorDivide, BinaryOp::kDivFloor, "floor_divide")
 TRN_BINARY_TS(Pow, BinaryOp::kPow, "pow")
 TRN_BINARY_TT(Eq, BinaryOp::kEq, "eq")
 TRN_BINARY_TS(Eq, BinaryOp::kEq, "eq")
@@ -235,6 +270,38 @@ at::Tensor& PowScalarBaseOut(const at::Scalar& base, const at::Tensor& exp, at::
   BinaryImpl(BinaryOp::kPow, "aten::pow", Of(base), Of(exp), at::result_type(base, exp), 1.0,
              &out, Into::kOut);
   return out;
+}
+
+// remainder(Scalar self, Tensor other).
+at::Tensor RemainderScalarFirst(const at::Scalar& a, const at::Tensor& b) {
+  return BinaryImpl(BinaryOp::kRemainder, "aten::remainder", Of(a), Of(b),
+                    at::result_type(a, b), 1.0, nullptr, Into::kNew);
+}
+at::Tensor& RemainderScalarFirstOut(const at::Scalar& a, const at::Tensor& b, at::Tensor& out) {
+  BinaryImpl(BinaryOp::kRemainder, "aten::remainder", Of(a), Of(b), at::result_type(a, b), 1.0,
+             &out, Into::kOut);
+  return out;
+}
+
+// div(rounding_mode=None | "trunc" | "floor"): integers stay integers when rounded.
+BinaryOp DivOp(std::optional<c10::string_view> mode) {
+  if (!mode.has_value()) return BinaryOp::kDiv;
+  if (*mode == "trunc") return BinaryOp::kDivTrunc;
+  TORCH_CHECK(*mode == "floor",
+              "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '",
+              std::string(*mode), "'");
+  return BinaryOp::kDivFloor;
+}
+at::Tensor DivMode(const at::Tensor& a, const at::Tensor& b,
+                   std::optional<c10::string_view> mode) {
+  return Bin(DivOp(mode), "aten::div", a, b);
+}
+at::Tensor& DivMode_(at::Tensor& a, const at::Tensor& b, std::optional<c10::string_view> mode) {
+  return BinSelf(DivOp(mode), "aten::div_", a, b);
+}
+at::Tensor& DivModeOut(const at::Tensor& a, const at::Tensor& b,
+                       std::optional<c10::string_view> mode, at::Tensor& out) {
+  return BinOut(DivOp(mode), "aten::div", a, b, out);
 }
 
 // ---- where / masked_fill --------------------------------------------------------
@@ -365,11 +432,19 @@ at::Tensor MaskedFillT(const at::Tensor& self, const at::Tensor& mask, const at:
 at::Tensor UnaryImpl(UnaryOp op, const char* name, bool float_op, const at::Tensor& self,
                      at::Tensor* out, Into into) {
   const at::ScalarType in = self.scalar_type();
-  const bool logical = op == UnaryOp::kLogicalNot;
+  const bool logical = kernels::UnaryOutIsBool(op);
   at::ScalarType compute = in;
   if (float_op && at::isIntegralType(in, /*includeBool=*/true)) compute = DefaultFloat();
-  TORCH_CHECK(logical || float_op || in != at::kBool, name,
-              ": not supported for bool tensors");
+  const bool rounding = op == UnaryOp::kFloor || op == UnaryOp::kCeil ||
+                        op == UnaryOp::kTrunc || op == UnaryOp::kRound;
+  TORCH_CHECK_NOT_IMPLEMENTED(!(rounding && in == at::kBool), name,
+                              ": not implemented for 'Bool'");
+  TORCH_CHECK_NOT_IMPLEMENTED(op != UnaryOp::kBitwiseNot || !at::isFloatingType(in), name,
+                              ": not implemented for '", c10::toString(in),
+                              "' (bitwise ops take integer or bool tensors)");
+  TORCH_CHECK(logical || float_op || in != at::kBool || op == UnaryOp::kSign ||
+                  op == UnaryOp::kBitwiseNot || rounding,
+              name, ": not supported for bool tensors");
   const at::ScalarType result = logical ? at::kBool : compute;
   const int device = CommonDevice(name, {&self, out});
   at::Tensor res;
@@ -420,7 +495,308 @@ TRN_UNARY(Silu, UnaryOp::kSilu, "silu", true)
 TRN_UNARY(Sin, UnaryOp::kSin, "sin", true)
 TRN_UNARY(Cos, UnaryOp::kCos, "cos", true)
 TRN_UNARY(LogicalNot, UnaryOp::kLogicalNot, "logical_not", false)
+TRN_UNARY(Erf, UnaryOp::kErf, "erf", true)
+TRN_UNARY(Floor, UnaryOp::kFloor, "floor", false)
+TRN_UNARY(Ceil, UnaryOp::kCeil, "ceil", false)
+TRN_UNARY(Trunc, UnaryOp::kTrunc, "trunc", false)
+TRN_UNARY(Round, UnaryOp::kRound, "round", false)
+TRN_UNARY(Sign, UnaryOp::kSign, "sign", false)
+TRN_UNARY(Sgn, UnaryOp::kSign, "sgn", false)
+TRN_UNARY(BitwiseNot, UnaryOp::kBitwiseNot, "bitwise_not", false)
 #undef TRN_UNARY
+
+// Predicates (bool out, no in-place form): isnan/isinf/isfinite have only the
+// functional overload, isposinf/isneginf also out=.
+#define TRN_PREDICATE(Fn, OP, NAME)                                             \
+  at::Tensor Fn(const at::Tensor& a) {                                          \
+    return UnaryImpl(OP, "aten::" NAME, false, a, nullptr, Into::kNew);         \
+  }                                                                             \
+  [[maybe_unused]] at::Tensor& Fn##Out(const at::Tensor& a, at::Tensor& out) {  \
+    UnaryImpl(OP, "aten::" NAME, false, a, &out, Into::kOut);                   \
+    return out;                                                                 \
+  }
+TRN_PREDICATE(IsNan, UnaryOp::kIsNan, "isnan")
+TRN_PREDICATE(IsInf, UnaryOp::kIsInf, "isinf")
+TRN_PREDICATE(IsPosInf, UnaryOp::kIsPosInf, "isposinf")
+TRN_PREDICATE(IsNegInf, UnaryOp::kIsNegInf, "isneginf")
+TRN_PREDICATE(IsFinite, UnaryOp::kIsFinite, "isfinite")
+#undef TRN_PREDICATE
+
+// round(decimals): integers are rejected as torch does (NotImplementedError).
+at::Tensor RoundDecimalsImpl(const at::Tensor& self, int64_t decimals, at::Tensor* out,
+                             Into into) {
+  const char* name = into == Into::kSelf ? "aten::round_" : "aten::round";
+  if (decimals == 0) return UnaryImpl(UnaryOp::kRound, name, false, self, out, into);
+  const at::ScalarType dtype = self.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dtype), name, ": decimals is not implemented for '",
+                              c10::toString(dtype), "'");
+  const int device = CommonDevice(name, {&self, out});
+  at::Tensor res;
+  if (into == Into::kNew) {
+    res = Empty(self.sizes(), dtype, device);
+  } else if (into == Into::kSelf) {
+    res = *out;
+  } else {
+    PrepareOut(*out, self.sizes(), dtype, name);
+    res = *out;
+  }
+  ComputeDType(dtype, name);
+  if (res.numel() == 0) return res;
+  const at::Tensor dst = res.scalar_type() == dtype ? res : Empty(self.sizes(), dtype, device);
+  const TensorRef o = Ref(dst, name);
+  const TensorRef i = Ref(self, name);
+  Launch(device, kernels::DescribeUnary(UnaryOp::kRound, o, i, name),
+         [=] { return kernels::RoundDecimals(o, i, decimals); });
+  if (!dst.is_same(res)) LaunchCopy(device, res, dst, name);
+  return res;
+}
+at::Tensor RoundDec(const at::Tensor& a, int64_t decimals) {
+  return RoundDecimalsImpl(a, decimals, nullptr, Into::kNew);
+}
+at::Tensor& RoundDec_(at::Tensor& a, int64_t decimals) {
+  RoundDecimalsImpl(a, decimals, &a, Into::kSelf);
+  return a;
+}
+at::Tensor& RoundDecOut(const at::Tensor& a, int64_t decimals, at::Tensor& out) {
+  RoundDecimalsImpl(a, decimals, &out, Into::kOut);
+  return out;
+}
+
+// Shared tail of the one-input parametrized ops (clamp, nan_to_num): makes the
+// result (new / self / out=) of `result` dtype, casts self to it and launches
+// `kernel(o, i)` with its KernelInfo from `describe(o, i)`.
+template <class Describe, class Kernel>
+at::Tensor MapInto(const char* name, const at::Tensor& self, at::ScalarType result,
+                   at::Tensor* out, Into into, bool compute, Describe describe, Kernel kernel) {
+  const int device = CommonDevice(name, {&self, out});
+  at::Tensor res;
+  if (into == Into::kNew) {
+    res = Empty(self.sizes(), result, device);
+  } else if (into == Into::kSelf) {
+    CheckCanCast(result, out->scalar_type(), name);
+    res = *out;
+  } else {
+    PrepareOut(*out, self.sizes(), result, name);
+    res = *out;
+  }
+  if (compute) ComputeDType(result, name);  // float64 policy
+  if (res.numel() == 0) return res;
+  const at::Tensor src = CastTo(self, result, name);
+  const at::Tensor dst = res.scalar_type() == result ? res : Empty(self.sizes(), result, device);
+  const TensorRef o = Ref(dst, name);
+  const TensorRef i = Ref(src, name);
+  Launch(device, describe(o, i), [=] { return kernel(o, i); });
+  if (!dst.is_same(res)) LaunchCopy(device, res, dst, name);
+  return res;
+}
+
+// ---- clamp ------------------------------------------------------------------------
+// Scalar bounds: one Clamp kernel. Tensor bounds: maximum then minimum (NaN in
+// a bound propagates, as torch's clamp_stub; min > max gives max).
+at::Tensor ClampScalarImpl(const char* name, const at::Tensor& self,
+                           const std::optional<at::Scalar>& min,
+                           const std::optional<at::Scalar>& max, at::Tensor* out, Into into) {
+  TORCH_CHECK(min.has_value() || max.has_value(),
+              "torch.clamp: At least one of 'min' or 'max' must not be None");
+  at::native::ResultTypeState state;
+  state = at::native::update_result_type_state(self, state);
+  if (min.has_value()) state = at::native::update_result_type_state(*min, state);
+  if (max.has_value()) state = at::native::update_result_type_state(*max, state);
+  const at::ScalarType result = at::native::result_type(state);
+  TORCH_CHECK_NOT_IMPLEMENTED(result != at::kBool, name,
+                              ": not implemented for 'Bool' with scalar bounds");
+  const double inf = std::numeric_limits<double>::infinity();
+  const double lo = min.has_value() ? min->toDouble() : -inf;
+  const double hi = max.has_value() ? max->toDouble() : inf;
+  return MapInto(
+      name, self, result, out, into, true,
+      [name](const TensorRef& o, const TensorRef& i) { return kernels::DescribeClamp(o, i, name); },
+      [lo, hi](const TensorRef& o, const TensorRef& i) { return kernels::Clamp(o, i, lo, hi); });
+}
+
+at::Tensor ClampTensorImpl(const char* name, const at::Tensor& self,
+                           const std::optional<at::Tensor>& min,
+                           const std::optional<at::Tensor>& max, at::Tensor* out, Into into) {
+  const bool has_min = min.has_value() && min->defined();
+  const bool has_max = max.has_value() && max->defined();
+  TORCH_CHECK(has_min || has_max, "torch.clamp: At least one of 'min' or 'max' must not be None");
+  at::native::ResultTypeState state;
+  state = at::native::update_result_type_state(self, state);
+  if (has_min) state = at::native::update_result_type_state(*min, state);
+  if (has_max) state = at::native::update_result_type_state(*max, state);
+  const at::ScalarType common = at::native::result_type(state);
+  if (!has_max) return BinaryImpl(BinaryOp::kMaximum, name, Of(self), Of(*min), common, 1.0, out, into);
+  if (!has_min) return BinaryImpl(BinaryOp::kMinimum, name, Of(self), Of(*max), common, 1.0, out, into);
+  const at::Tensor low = BinaryImpl(BinaryOp::kMaximum, name, Of(self), Of(*min), common, 1.0,
+                                    nullptr, Into::kNew);
+  return BinaryImpl(BinaryOp::kMinimum, name, Of(low), Of(*max), common, 1.0, out, into);
+}
+
+using OptScalar = std::optional<at::Scalar>;
+using OptTensor = std::optional<at::Tensor>;
+at::Tensor Clamp(const at::Tensor& a, const OptScalar& lo, const OptScalar& hi) {
+  return ClampScalarImpl("aten::clamp", a, lo, hi, nullptr, Into::kNew);
+}
+at::Tensor& Clamp_(at::Tensor& a, const OptScalar& lo, const OptScalar& hi) {
+  ClampScalarImpl("aten::clamp_", a, lo, hi, &a, Into::kSelf);
+  return a;
+}
+at::Tensor& ClampOut(const at::Tensor& a, const OptScalar& lo, const OptScalar& hi,
+                     at::Tensor& out) {
+  ClampScalarImpl("aten::clamp", a, lo, hi, &out, Into::kOut);
+  return out;
+}
+at::Tensor ClampT(const at::Tensor& a, const OptTensor& lo, const OptTensor& hi) {
+  return ClampTensorImpl("aten::clamp", a, lo, hi, nullptr, Into::kNew);
+}
+at::Tensor& ClampT_(at::Tensor& a, const OptTensor& lo, const OptTensor& hi) {
+  ClampTensorImpl("aten::clamp_", a, lo, hi, &a, Into::kSelf);
+  return a;
+}
+at::Tensor& ClampTOut(const at::Tensor& a, const OptTensor& lo, const OptTensor& hi,
+                      at::Tensor& out) {
+  ClampTensorImpl("aten::clamp", a, lo, hi, &out, Into::kOut);
+  return out;
+}
+// clamp_min / clamp_max: one bound.
+#define TRN_CLAMP_ONE(Fn, NAME, LO, HI)                                                   \
+  at::Tensor Fn(const at::Tensor& a, const at::Scalar& v) {                               \
+    return ClampScalarImpl("aten::" NAME, a, LO, HI, nullptr, Into::kNew);                \
+  }                                                                                       \
+  at::Tensor& Fn##_(at::Tensor& a, const at::Scalar& v) {                                 \
+    ClampScalarImpl("aten::" NAME "_", a, LO, HI, &a, Into::kSelf);                       \
+    return a;                                                                             \
+  }                                                                                       \
+  at::Tensor& Fn##Out(const at::Tensor& a, const at::Scalar& v, at::Tensor& out) {        \
+    ClampScalarImpl("aten::" NAME, a, LO, HI, &out, Into::kOut);                          \
+    return out;                                                                           \
+  }                                                                                       \
+  at::Tensor Fn##T(const at::Tensor& a, const at::Tensor& v) {                            \
+    return ClampTensorImpl("aten::" NAME, a, LO, HI, nullptr, Into::kNew);                \
+  }                                                                                       \
+  at::Tensor& Fn##T_(at::Tensor& a, const at::Tensor& v) {                                \
+    ClampTensorImpl("aten::" NAME "_", a, LO, HI, &a, Into::kSelf);                       \
+    return a;                                                                             \
+  }                                                                                       \
+  at::Tensor& Fn##TOut(const at::Tensor& a, const at::Tensor& v, at::Tensor& out) {       \
+    ClampTensorImpl("aten::" NAME, a, LO, HI, &out, Into::kOut);                          \
+    return out;                                                                           \
+  }
+TRN_CLAMP_ONE(ClampMin, "clamp_min", v, std::nullopt)
+TRN_CLAMP_ONE(ClampMax, "clamp_max", std::nullopt, v)
+#undef TRN_CLAMP_ONE
+
+// ---- nan_to_num --------------------------------------------------------------------
+// Absent replacements are 0 / the dtype's largest / lowest finite value.
+at::Tensor NanToNumImpl(const at::Tensor& self, std::optional<double> nan,
+                        std::optional<double> posinf, std::optional<double> neginf,
+                        at::Tensor* out, Into into) {
+  const char* name = into == Into::kSelf ? "aten::nan_to_num_" : "aten::nan_to_num";
+  const at::ScalarType dtype = self.scalar_type();
+  double big = 0;
+  if (at::isFloatingType(dtype)) {
+    AT_DISPATCH_FLOATING_TYPES_AND2(at::kBFloat16, at::kHalf, dtype, "nan_to_num", [&] {
+      big = static_cast<double>(std::numeric_limits<scalar_t>::max());
+    });
+  }
+  const double vn = nan.value_or(0.0), vp = posinf.value_or(big), vm = neginf.value_or(-big);
+  return MapInto(
+      name, self, dtype, out, into, false,
+      [name](const TensorRef& o, const TensorRef& i) { return kernels::DescribeNanToNum(o, i, name); },
+      [vn, vp, vm](const TensorRef& o, const TensorRef& i) {
+        return kernels::NanToNum(o, i, vn, vp, vm);
+      });
+}
+at::Tensor NanToNum(const at::Tensor& a, std::optional<double> n, std::optional<double> p,
+                    std::optional<double> m) {
+  return NanToNumImpl(a, n, p, m, nullptr, Into::kNew);
+}
+at::Tensor& NanToNum_(at::Tensor& a, std::optional<double> n, std::optional<double> p,
+                      std::optional<double> m) {
+  NanToNumImpl(a, n, p, m, &a, Into::kSelf);
+  return a;
+}
+at::Tensor& NanToNumOut(const at::Tensor& a, std::optional<double> n, std::optional<double> p,
+                        std::optional<double> m, at::Tensor& out) {
+  NanToNumImpl(a, n, p, m, &out, Into::kOut);
+  return out;
+}
+
+// ---- lerp --------------------------------------------------------------------------
+// torch requires self, end (and a tensor weight) to share one floating dtype.
+at::Tensor LerpImpl(const at::Tensor& self, const at::Tensor& end, const Operand& weight,
+                    at::Tensor* out, Into into) {
+  const char* name = into == Into::kSelf ? "aten::lerp_" : "aten::lerp";
+  const at::ScalarType dtype = self.scalar_type();
+  TORCH_CHECK(end.scalar_type() == dtype, name, ": expected dtype ", dtype,
+              " for `end` but got dtype ", end.scalar_type());
+  TORCH_CHECK(weight.tensor == nullptr || weight.tensor->scalar_type() == dtype, name,
+              ": expected dtype ", dtype, " for `weight` but got dtype ",
+              weight.tensor->scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dtype), name, ": not implemented for '",
+                              c10::toString(dtype), "'");
+  const int device = CommonDevice(name, {&self, &end, weight.tensor, out});
+  at::DimVector sizes = at::infer_size_dimvector(self.sizes(), end.sizes());
+  if (weight.tensor != nullptr) sizes = at::infer_size_dimvector(sizes, weight.tensor->sizes());
+  at::Tensor res;
+  if (into == Into::kNew) {
+    res = Empty(sizes, dtype, device);
+  } else if (into == Into::kSelf) {
+    TORCH_CHECK(out->sizes().equals(sizes), name, ": output with shape ", out->sizes(),
+                " doesn't match the broadcast shape ", at::IntArrayRef(sizes));
+    res = *out;
+  } else {
+    PrepareOut(*out, sizes, dtype, name);
+    res = *out;
+  }
+  ComputeDType(dtype, name);
+  if (res.numel() == 0) return res;
+  const at::Tensor dst = res.scalar_type() == dtype ? res : Empty(sizes, dtype, device);
+  const TensorRef o = Ref(dst, name);
+  const TensorRef ra = RefExpanded(self, sizes, name);
+  const TensorRef rb = RefExpanded(end, sizes, name);
+  TensorRef rw;
+  const float w = static_cast<float>(weight.scalar);
+  if (weight.tensor != nullptr) {
+    rw = RefExpanded(*weight.tensor, sizes, name);
+  } else {  // a float32 stride-0 view of the captured value (filled in the task)
+    rw = o;
+    rw.dtype = DType::kFloat32;
+    for (int d = 0; d < rw.ndim; ++d) rw.strides[d] = 0;
+  }
+  const bool scalar_w = weight.tensor == nullptr;
+  Launch(device, kernels::DescribeLerp(o, ra, name), [=]() mutable {
+    float value = w;
+    if (scalar_w) rw.data = &value;
+    return kernels::Lerp(o, ra, rb, rw);
+  });
+  if (!dst.is_same(res)) LaunchCopy(device, res, dst, name);
+  return res;
+}
+at::Tensor LerpS(const at::Tensor& a, const at::Tensor& b, const at::Scalar& w) {
+  return LerpImpl(a, b, Of(w), nullptr, Into::kNew);
+}
+at::Tensor& LerpS_(at::Tensor& a, const at::Tensor& b, const at::Scalar& w) {
+  LerpImpl(a, b, Of(w), &a, Into::kSelf);
+  return a;
+}
+at::Tensor& LerpSOut(const at::Tensor& a, const at::Tensor& b, const at::Scalar& w,
+                     at::Tensor& out) {
+  LerpImpl(a, b, Of(w), &out, Into::kOut);
+  return out;
+}
+at::Tensor LerpT(const at::Tensor& a, const at::Tensor& b, const at::Tensor& w) {
+  return LerpImpl(a, b, Of(w), nullptr, Into::kNew);
+}
+at::Tensor& LerpT_(at::Tensor& a, const at::Tensor& b, const at::Tensor& w) {
+  LerpImpl(a, b, Of(w), &a, Into::kSelf);
+  return a;
+}
+at::Tensor& LerpTOut(const at::Tensor& a, const at::Tensor& b, const at::Tensor& w,
+                     at::Tensor& out) {
+  LerpImpl(a, b, Of(w), &out, Into::kOut);
+  return out;
+}
 
 UnaryOp GeluOp(c10::string_view approximate) {
   if (approximate == "none") return UnaryOp::kGelu;
@@ -512,6 +888,69 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TRN_REGISTER_CMP("gt", Gt)
   TRN_REGISTER_CMP("ge", Ge)
 #undef TRN_REGISTER_CMP
+  m.impl("div.Tensor_mode", TORCH_FN(DivMode));
+  m.impl("div_.Tensor_mode", TORCH_FN(DivMode_));
+  m.impl("div.out_mode", TORCH_FN(DivModeOut));
+  m.impl("floor_divide", TORCH_FN(FloorDivide));
+  m.impl("floor_divide_.Tensor", TORCH_FN(FloorDivide_));
+  m.impl("floor_divide.out", TORCH_FN(FloorDivideOut));
+#define TRN_REGISTER_TT(NAME, Fn)               \
+  m.impl(NAME ".Tensor", TORCH_FN(Fn));         \
+  m.impl(NAME "_.Tensor", TORCH_FN(Fn##_));     \
+  m.impl(NAME ".Tensor_out", TORCH_FN(Fn##Out));
+  TRN_REGISTER_TT("remainder", Remainder)
+  TRN_REGISTER_TT("fmod", Fmod)
+  TRN_REGISTER_TT("bitwise_and", BitwiseAnd)
+  TRN_REGISTER_TT("bitwise_or", BitwiseOr)
+  TRN_REGISTER_TT("bitwise_xor", BitwiseXor)
+  TRN_REGISTER_TT("bitwise_left_shift", ShiftLeft)
+  TRN_REGISTER_TT("bitwise_right_shift", ShiftRight)
+#undef TRN_REGISTER_TT
+  m.impl("remainder.Scalar_Tensor", TORCH_FN(RemainderScalarFirst));
+  m.impl("remainder.Scalar_Tensor_out", TORCH_FN(RemainderScalarFirstOut));
+  m.impl("__lshift__.Tensor", TORCH_FN(ShiftLeft));
+  m.impl("__ilshift__.Tensor", TORCH_FN(ShiftLeft_));
+  m.impl("__lshift__.Scalar", TORCH_FN(ShiftLeftS));
+  m.impl("__ilshift__.Scalar", TORCH_FN(ShiftLeftS_));
+  m.impl("__rshift__.Tensor", TORCH_FN(ShiftRight));
+  m.impl("__irshift__.Tensor", TORCH_FN(ShiftRight_));
+  m.impl("__rshift__.Scalar", TORCH_FN(ShiftRightS));
+  m.impl("__irshift__.Scalar", TORCH_FN(ShiftRightS_));
+  m.impl("clamp", TORCH_FN(Clamp));
+  m.impl("clamp_", TORCH_FN(Clamp_));
+  m.impl("clamp.out", TORCH_FN(ClampOut));
+  m.impl("clamp.Tensor", TORCH_FN(ClampT));
+  m.impl("clamp_.Tensor", TORCH_FN(ClampT_));
+  m.impl("clamp.Tensor_out", TORCH_FN(ClampTOut));
+#define TRN_REGISTER_CLAMP_ONE(NAME, Fn)        \
+  m.impl(NAME, TORCH_FN(Fn));                   \
+  m.impl(NAME "_", TORCH_FN(Fn##_));            \
+  m.impl(NAME ".out", TORCH_FN(Fn##Out));       \
+  m.impl(NAME ".Tensor", TORCH_FN(Fn##T));      \
+  m.impl(NAME "_.Tensor", TORCH_FN(Fn##T_));    \
+  m.impl(NAME ".Tensor_out", TORCH_FN(Fn##TOut));
+  TRN_REGISTER_CLAMP_ONE("clamp_min", ClampMin)
+  TRN_REGISTER_CLAMP_ONE("clamp_max", ClampMax)
+#undef TRN_REGISTER_CLAMP_ONE
+  m.impl("nan_to_num", TORCH_FN(NanToNum));
+  m.impl("nan_to_num_", TORCH_FN(NanToNum_));
+  m.impl("nan_to_num.out", TORCH_FN(NanToNumOut));
+  m.impl("lerp.Scalar", TORCH_FN(LerpS));
+  m.impl("lerp_.Scalar", TORCH_FN(LerpS_));
+  m.impl("lerp.Scalar_out", TORCH_FN(LerpSOut));
+  m.impl("lerp.Tensor", TORCH_FN(LerpT));
+  m.impl("lerp_.Tensor", TORCH_FN(LerpT_));
+  m.impl("lerp.Tensor_out", TORCH_FN(LerpTOut));
+  m.impl("isnan", TORCH_FN(IsNan));
+  m.impl("isinf", TORCH_FN(IsInf));
+  m.impl("isfinite", TORCH_FN(IsFinite));
+  m.impl("isposinf", TORCH_FN(IsPosInf));
+  m.impl("isposinf.out", TORCH_FN(IsPosInfOut));
+  m.impl("isneginf", TORCH_FN(IsNegInf));
+  m.impl("isneginf.out", TORCH_FN(IsNegInfOut));
+  m.impl("round.decimals", TORCH_FN(RoundDec));
+  m.impl("round_.decimals", TORCH_FN(RoundDec_));
+  m.impl("round.decimals_out", TORCH_FN(RoundDecOut));
   m.impl("where.self", TORCH_FN(Where));
   m.impl("where.self_out", TORCH_FN(WhereOut));
   m.impl("masked_fill.Scalar", TORCH_FN(MaskedFillS));
@@ -537,6 +976,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TRN_REGISTER_UNARY("cos", Cos)
   TRN_REGISTER_UNARY("logical_not", LogicalNot)
   TRN_REGISTER_UNARY("gelu", Gelu)
+  TRN_REGISTER_UNARY("erf", Erf)
+  TRN_REGISTER_UNARY("floor", Floor)
+  TRN_REGISTER_UNARY("ceil", Ceil)
+  TRN_REGISTER_UNARY("trunc", Trunc)
+  TRN_REGISTER_UNARY("round", Round)
+  TRN_REGISTER_UNARY("sign", Sign)
+  TRN_REGISTER_UNARY("sgn", Sgn)
+  TRN_REGISTER_UNARY("bitwise_not", BitwiseNot)
 #undef TRN_REGISTER_UNARY
   m.impl("fill_.Scalar", TORCH_FN(FillS_));
   m.impl("fill_.Tensor", TORCH_FN(FillT_));

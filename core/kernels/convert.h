@@ -2,7 +2,8 @@
 // decode with round-to-nearest-even, exact casts between all DTypes (torch
 // semantics: nonzero -> true, float -> int truncates), and chunk loaders that
 // turn n strided elements of any DType into float32 and back.
-// Header-only and target-independent; plain loops the compiler vectorizes.
+// Target-independent plain loops the compiler vectorizes, except contiguous
+// float16 runs (F16ToF32Contiguous / F32ToF16Contiguous, dispatched per target).
 #pragma once
 
 #include <cmath>
@@ -138,8 +139,18 @@ inline decltype(auto) VisitDType(DType dtype, F&& f) {
   return f(float{});
 }
 
+// Contiguous float16 <-> float32 runs, vectorized where the CPU converts in
+// hardware (F16C: the AVX2 and AVX-512 targets) and scalar (the functions
+// above) elsewhere; bit-identical to F16ToF32 / F32ToF16 except for NaN
+// payloads. Runtime-dispatched; defined in elementwise_convert.cc.
+void F16ToF32Contiguous(const uint16_t* src, float* dst, int64_t n);
+void F32ToF16Contiguous(const float* src, uint16_t* dst, int64_t n);
+
 // dst[i] = float(src[i * stride]) for i < n.
 inline void LoadAsF32(DType dtype, const void* src, int64_t stride, int64_t n, float* dst) {
+  if (dtype == DType::kFloat16 && stride == 1) {
+    return F16ToF32Contiguous(static_cast<const uint16_t*>(src), dst, n);
+  }
   VisitDType(dtype, [&](auto tag) {
     using T = decltype(tag);
     const T* s = static_cast<const T*>(src);
@@ -153,6 +164,9 @@ inline void LoadAsF32(DType dtype, const void* src, int64_t stride, int64_t n, f
 
 // dst[i * stride] = T(src[i]) for i < n, rounding to nearest even.
 inline void StoreFromF32(DType dtype, void* dst, int64_t stride, int64_t n, const float* src) {
+  if (dtype == DType::kFloat16 && stride == 1) {
+    return F32ToF16Contiguous(src, static_cast<uint16_t*>(dst), n);
+  }
   VisitDType(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* d = static_cast<T*>(dst);

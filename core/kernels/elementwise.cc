@@ -57,8 +57,17 @@ void BinaryF32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool 
         const auto z = hn::Zero(d);
         return flag_unless(d, hn::And(hn::Eq(x, z), hn::Eq(y, z)));
       });
-    case BinaryOp::kPow:
-      break;  // scalar std::pow, see PowRun
+    case BinaryOp::kPow:  // scalar std::pow, see BinaryImpl
+    case BinaryOp::kDivTrunc:
+    case BinaryOp::kDivFloor:
+    case BinaryOp::kRemainder:
+    case BinaryOp::kFmod:
+    case BinaryOp::kBitwiseAnd:
+    case BinaryOp::kBitwiseOr:
+    case BinaryOp::kBitwiseXor:
+    case BinaryOp::kShiftLeft:
+    case BinaryOp::kShiftRight:
+      break;  // elementwise_math.cc
   }
   TRN_ASSERT(false, "BinaryF32: op has no vector loop");
 }
@@ -92,7 +101,39 @@ void UnaryF32(UnaryOp op, const float* in, float* out, size_t n) {
       return map([](auto d, auto x) {
         return hn::IfThenElseZero(hn::Eq(x, hn::Zero(d)), hn::Set(d, 1.0f));
       });
+    case UnaryOp::kErf: return map([](auto d, auto x) { return ErfPreciseF(d, x); });
+    // CopySign: a zero result keeps x's sign (ceil(-0.5) is -0), which
+    // Highway's SSSE3 emulation of these ops drops.
+    case UnaryOp::kFloor: return map([](auto, auto x) { return hn::CopySign(hn::Floor(x), x); });
+    case UnaryOp::kCeil: return map([](auto, auto x) { return hn::CopySign(hn::Ceil(x), x); });
+    case UnaryOp::kTrunc: return map([](auto, auto x) { return hn::CopySign(hn::Trunc(x), x); });
+    case UnaryOp::kRound:  // half to even
+      return map([](auto, auto x) { return hn::CopySign(hn::Round(x), x); });
+    case UnaryOp::kSign:  // NaN compares false both ways: 0, as torch
+      return map([](auto d, auto x) {
+        const auto z = hn::Zero(d);
+        const auto pos = hn::IfThenElseZero(hn::Gt(x, z), hn::Set(d, 1.0f));
+        return hn::IfThenElse(hn::Lt(x, z), hn::Set(d, -1.0f), pos);
+      });
+    case UnaryOp::kIsNan:
+      return map([](auto d, auto x) { return hn::IfThenElseZero(hn::IsNaN(x), hn::Set(d, 1.0f)); });
+    case UnaryOp::kIsInf:
+      return map([](auto d, auto x) { return hn::IfThenElseZero(hn::IsInf(x), hn::Set(d, 1.0f)); });
+    case UnaryOp::kIsPosInf:
+      return map([](auto d, auto x) {
+        const auto inf = hn::Set(d, std::numeric_limits<float>::infinity());
+        return hn::IfThenElseZero(hn::Eq(x, inf), hn::Set(d, 1.0f));
+      });
+    case UnaryOp::kIsNegInf:
+      return map([](auto d, auto x) {
+        const auto inf = hn::Set(d, -std::numeric_limits<float>::infinity());
+        return hn::IfThenElseZero(hn::Eq(x, inf), hn::Set(d, 1.0f));
+      });
+    case UnaryOp::kIsFinite:
+      return map([](auto d, auto x) { return hn::IfThenElseZero(hn::IsFinite(x), hn::Set(d, 1.0f)); });
+    case UnaryOp::kBitwiseNot: break;  // integers only
   }
+  TRN_ASSERT(false, "UnaryF32: op has no float loop");
 }
 
 // out = cond ? a : b on 4-byte elements (float32 / int32 bits); a or b may be
@@ -120,10 +161,12 @@ HWY_AFTER_NAMESPACE();
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <cstring>
 #include <type_traits>
 
 #include "core/kernels/convert.h"
+#include "core/kernels/elementwise_run.h"
 #include "core/kernels/strided.h"
 
 namespace trn::kernels {
@@ -140,66 +183,13 @@ using internal::ForEachRun;
 using internal::kChunk;
 using internal::ScratchF32;
 using internal::VisitDType;
-
-// Runs fn(inputs, input_is_scalar, out, len) over float32 chunks of out's
-// innermost runs. A float32 operand with unit stride is used in place and a
-// stride-0 operand is passed as one broadcast value (both without copies);
-// other dtypes/strides are converted through per-thread scratch chunks.
-template <int NIn, class Fn>
-void RunF32(const TensorRef& out, const std::array<const TensorRef*, NIn>& ins, Fn&& fn) {
-  std::array<const TensorRef*, NIn + 1> ops;
-  ops[0] = &out;
-  for (int k = 0; k < NIn; ++k) ops[k + 1] = ins[k];
-  ForEachRun<NIn + 1>(ops, [&](const std::array<char*, NIn + 1>& p, int64_t n,
-                               const std::array<int64_t, NIn + 1>& s) {
-    const bool out_direct = out.dtype == DType::kFloat32 && s[0] == 1;
-    bool direct = out_direct;
-    for (int k = 0; k < NIn; ++k) {
-      direct &= s[k + 1] == 0 || (ins[k]->dtype == DType::kFloat32 && s[k + 1] == 1);
-    }
-    const int64_t step = direct ? n : kChunk;
-    float scalar[NIn];
-    std::array<const float*, NIn> in_p;
-    std::array<bool, NIn> in_scalar;
-    for (int64_t start = 0; start < n; start += step) {
-      const int64_t len = std::min(step, n - start);
-      for (int k = 0; k < NIn; ++k) {
-        const DType dt = ins[k]->dtype;
-        in_scalar[k] = s[k + 1] == 0;
-        if (in_scalar[k]) {
-          if (start == 0) internal::LoadAsF32(dt, p[k + 1], 0, 1, &scalar[k]);
-          in_p[k] = &scalar[k];
-        } else if (dt == DType::kFloat32 && s[k + 1] == 1) {
-          in_p[k] = reinterpret_cast<const float*>(p[k + 1]) + start;
-        } else {
-          float* buf = ScratchF32(k);
-          internal::LoadAsF32(dt, p[k + 1] + start * s[k + 1] * ItemSize(dt), s[k + 1], len, buf);
-          in_p[k] = buf;
-        }
-      }
-      float* o = out_direct ? reinterpret_cast<float*>(p[0]) + start : ScratchF32(NIn);
-      fn(in_p, in_scalar, o, static_cast<size_t>(len));
-      if (!out_direct) {
-        internal::StoreFromF32(out.dtype, p[0] + start * s[0] * ItemSize(out.dtype), s[0], len, o);
-      }
-    }
-  });
-}
+using internal::ComputeType;
+using internal::MapExact;
+using internal::RunF32;
+using internal::WrapAdd;
+using internal::WrapMul;
 
 // ---- Exact integer / bool loops ----------------------------------------------------
-template <typename T>
-using ComputeType = std::conditional_t<std::is_same_v<T, bool>, int64_t, T>;
-
-template <typename C>
-C WrapAdd(C x, C y) {
-  using U = std::make_unsigned_t<C>;
-  return static_cast<C>(static_cast<U>(x) + static_cast<U>(y));
-}
-template <typename C>
-C WrapMul(C x, C y) {
-  using U = std::make_unsigned_t<C>;
-  return static_cast<C>(static_cast<U>(x) * static_cast<U>(y));
-}
 // torch's integer pow: negative exponents give 0 except for bases 1 and -1.
 template <typename C>
 C IntPow(C base, C exp) {
@@ -215,23 +205,6 @@ C IntPow(C base, C exp) {
     exp >>= 1;
   }
   return result;
-}
-
-// out[i] = Cast<O>(f(a[i], b[i])) over exact types.
-template <typename T, typename O, typename F>
-void MapExact(const TensorRef& out, const TensorRef& a, const TensorRef& b, F f) {
-  using C = ComputeType<T>;
-  ForEachRun<3>({&out, &a, &b}, [&](const std::array<char*, 3>& p, int64_t n,
-                                    const std::array<int64_t, 3>& s) {
-    O* o = reinterpret_cast<O*>(p[0]);
-    const T* x = reinterpret_cast<const T*>(p[1]);
-    const T* y = reinterpret_cast<const T*>(p[2]);
-    if (s[0] == 1 && s[1] == 1 && s[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) o[i] = Cast<O>(f(C(x[i]), C(y[i])));
-    } else {
-      for (int64_t i = 0; i < n; ++i) o[i * s[0]] = Cast<O>(f(C(x[i * s[1]]), C(y[i * s[2]])));
-    }
-  });
 }
 
 template <typename T>
@@ -258,9 +231,10 @@ void BinaryExact(BinaryOp op, const TensorRef& out, const TensorRef& a, const Te
       return MapExact<T, bool>(out, a, b, [](C x, C y) { return x != 0 && y != 0; });
     case BinaryOp::kLogicalOr:
       return MapExact<T, bool>(out, a, b, [](C x, C y) { return x != 0 || y != 0; });
-    case BinaryOp::kDiv: break;
+    case BinaryOp::kDiv: break;  // the caller makes integer true division floating
+    default: break;              // kDivTrunc .. kShiftRight: elementwise_math.cc
   }
-  TRN_ASSERT(false, "integer division must be made floating by the caller");
+  TRN_ASSERT(false, "BinaryExact: op has no integer loop here");
 }
 
 // Binary over possibly different operand dtypes (a scalar operand is float32
@@ -270,6 +244,9 @@ Status BinaryImpl(BinaryOp op, DType dtype, const TensorRef& out, const TensorRe
                   const TensorRef& b, double alpha) {
   TRN_ASSERT(out.dtype == (IsComparison(op) ? DType::kBool : dtype),
              "Binary: out dtype must be the inputs' dtype (kBool for comparisons)");
+  if (op >= BinaryOp::kDivTrunc && op <= BinaryOp::kShiftRight) {
+    return internal::BinaryMath(op, dtype, out, a, b);
+  }
   if (IsFloating(dtype)) {
     if (op == BinaryOp::kPow) {  // std::pow: torch's semantics for every sign and special value
       RunF32<2>(out, {&a, &b}, [](auto in, auto sc, float* o, size_t n) {
@@ -301,6 +278,23 @@ void UnaryExact(UnaryOp op, const TensorRef& out, const TensorRef& in) {
     case UnaryOp::kRelu: return map([](C x) { return x < 0 ? C(0) : x; });
     case UnaryOp::kLogicalNot:
       return MapExact<T, bool>(out, in, in, [](C x, C) { return x == 0; });
+    case UnaryOp::kFloor:
+    case UnaryOp::kCeil:
+    case UnaryOp::kTrunc:
+    case UnaryOp::kRound: return map([](C x) { return x; });
+    case UnaryOp::kSign: return map([](C x) { return C((x > 0) - (x < 0)); });
+    case UnaryOp::kBitwiseNot:
+      if constexpr (std::is_same_v<T, bool>) {
+        return MapExact<T, bool>(out, in, in, [](C x, C) { return x == 0; });
+      } else {
+        return map([](C x) { return C(~x); });
+      }
+    case UnaryOp::kIsNan:
+    case UnaryOp::kIsInf:
+    case UnaryOp::kIsPosInf:
+    case UnaryOp::kIsNegInf:
+      return MapExact<T, bool>(out, in, in, [](C, C) { return false; });
+    case UnaryOp::kIsFinite: return MapExact<T, bool>(out, in, in, [](C, C) { return true; });
     default: break;
   }
   TRN_ASSERT(false, "Unary: transcendental ops need a floating dtype");
@@ -309,7 +303,10 @@ void UnaryExact(UnaryOp op, const TensorRef& out, const TensorRef& in) {
 constexpr const char* kBinaryNames[][7] = {
     TRN_DTYPE_NAMES("add"),     TRN_DTYPE_NAMES("sub"),     TRN_DTYPE_NAMES("mul"),
     TRN_DTYPE_NAMES("div"),     TRN_DTYPE_NAMES("pow"),     TRN_DTYPE_NAMES("maximum"),
-    TRN_DTYPE_NAMES("minimum"), TRN_DTYPE_NAMES("eq"),      TRN_DTYPE_NAMES("ne"),
+    TRN_DTYPE_NAMES("minimum"), TRN_DTYPE_NAMES("div_trunc"), TRN_DTYPE_NAMES("div_floor"),
+    TRN_DTYPE_NAMES("remainder"), TRN_DTYPE_NAMES("fmod"), TRN_DTYPE_NAMES("bitwise_and"),
+    TRN_DTYPE_NAMES("bitwise_or"), TRN_DTYPE_NAMES("bitwise_xor"), TRN_DTYPE_NAMES("shift_left"),
+    TRN_DTYPE_NAMES("shift_right"), TRN_DTYPE_NAMES("eq"),      TRN_DTYPE_NAMES("ne"),
     TRN_DTYPE_NAMES("lt"),      TRN_DTYPE_NAMES("le"),      TRN_DTYPE_NAMES("gt"),
     TRN_DTYPE_NAMES("ge"),      TRN_DTYPE_NAMES("logical_and"), TRN_DTYPE_NAMES("logical_or"),
 };
@@ -319,11 +316,19 @@ constexpr const char* kUnaryNames[][7] = {
     TRN_DTYPE_NAMES("rsqrt"),   TRN_DTYPE_NAMES("reciprocal"), TRN_DTYPE_NAMES("sigmoid"),
     TRN_DTYPE_NAMES("tanh"),    TRN_DTYPE_NAMES("silu"),    TRN_DTYPE_NAMES("gelu"),
     TRN_DTYPE_NAMES("gelu_tanh"), TRN_DTYPE_NAMES("sin"),   TRN_DTYPE_NAMES("cos"),
-    TRN_DTYPE_NAMES("logical_not"),
+    TRN_DTYPE_NAMES("logical_not"), TRN_DTYPE_NAMES("erf"), TRN_DTYPE_NAMES("floor"),
+    TRN_DTYPE_NAMES("ceil"),    TRN_DTYPE_NAMES("trunc"),   TRN_DTYPE_NAMES("round"),
+    TRN_DTYPE_NAMES("sign"),    TRN_DTYPE_NAMES("bitwise_not"), TRN_DTYPE_NAMES("isnan"),
+    TRN_DTYPE_NAMES("isinf"),   TRN_DTYPE_NAMES("isposinf"), TRN_DTYPE_NAMES("isneginf"),
+    TRN_DTYPE_NAMES("isfinite"),
 };
+static_assert(std::size(kBinaryNames) == static_cast<size_t>(BinaryOp::kLogicalOr) + 1);
+static_assert(std::size(kUnaryNames) == static_cast<size_t>(UnaryOp::kIsFinite) + 1);
 // Estimated vector instructions per element (Note [Describe flops]): 1 for
 // plain arithmetic, the polynomial length for transcendental functions.
-constexpr uint64_t kUnaryFlops[] = {1, 1, 1, 10, 12, 1, 2, 1, 12, 14, 13, 22, 16, 16, 16, 1};
+constexpr uint64_t kUnaryFlops[] = {1, 1, 1, 10, 12, 1, 2, 1, 12, 14, 13, 22, 16, 16, 16, 1,
+                                    24, 1, 1, 1, 1, 3, 1, 1, 1, 1, 1, 1};
+static_assert(std::size(kUnaryFlops) == static_cast<size_t>(UnaryOp::kIsFinite) + 1);
 constexpr const char* kWhereNames[7] = TRN_DTYPE_NAMES("where");
 constexpr const char* kFillNames[7] = TRN_DTYPE_NAMES("fill");
 constexpr const char* kCopyNames[7] = TRN_DTYPE_NAMES("copy");
@@ -342,6 +347,8 @@ int D(DType d) { return static_cast<int>(d); }
 }  // namespace
 
 bool IsComparison(BinaryOp op) { return op >= BinaryOp::kEq; }
+bool IsBitwise(BinaryOp op) { return op >= BinaryOp::kBitwiseAnd && op <= BinaryOp::kShiftRight; }
+bool UnaryOutIsBool(UnaryOp op) { return op == UnaryOp::kLogicalNot || op >= UnaryOp::kIsNan; }
 
 Status Binary(BinaryOp op, const TensorRef& out, const TensorRef& a, const TensorRef& b,
               double alpha) {
@@ -382,8 +389,8 @@ Status BinaryScalar(BinaryOp op, const TensorRef& out, const TensorRef& a, doubl
 }
 
 Status Unary(UnaryOp op, const TensorRef& out, const TensorRef& in) {
-  TRN_ASSERT(out.dtype == (op == UnaryOp::kLogicalNot ? DType::kBool : in.dtype),
-             "Unary: out dtype must be in's dtype (kBool for logical_not)");
+  TRN_ASSERT(out.dtype == (UnaryOutIsBool(op) ? DType::kBool : in.dtype),
+             "Unary: out dtype must be in's dtype (kBool for predicates and logical_not)");
   if (IsFloating(in.dtype)) {
     const auto fn = HWY_DYNAMIC_DISPATCH(UnaryF32);
     RunF32<1>(out, {&in}, [&](auto p, auto scalar, float* o, size_t n) {

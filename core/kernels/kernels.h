@@ -22,15 +22,26 @@ using rt::KernelInfo;
 // ---- Elementwise --------------------------------------------------------------
 enum class BinaryOp : uint8_t {
   kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
+  // Floating and integer dtypes, torch's rules (Note [Integer division]):
+  kDivTrunc, kDivFloor,  // div(rounding_mode="trunc" / "floor"), floor_divide; bf16/f16
+                         // round intermediates to storage as torch's CPU does
+  kRemainder,            // python %: the result has the divisor's sign
+  kFmod,                 // C fmod: the result has the dividend's sign
+  // Integer and bool dtypes only (the caller rejects floats); shifts: ints.
+  kBitwiseAnd, kBitwiseOr, kBitwiseXor, kShiftLeft, kShiftRight,
   kEq, kNe, kLt, kLe, kGt, kGe,   // comparisons: out is kBool
   kLogicalAnd, kLogicalOr,        // out is kBool, inputs any dtype (nonzero = true)
 };
 bool IsComparison(BinaryOp op);  // comparisons and logical ops
+bool IsBitwise(BinaryOp op);     // kBitwiseAnd .. kShiftRight
 
 // out = a op b, with b scaled by alpha for kAdd/kSub (torch's add(alpha=)).
 // a and b are already broadcast to out's sizes (stride 0 on broadcast dims)
 // and share one dtype; out has that dtype, or kBool for comparisons.
 // kDiv of integers is true division: the caller makes out (and a, b) floating.
+// Note [Integer division]: integer kDivTrunc/kDivFloor/kRemainder/kFmod by
+// zero return a Status error ("ZeroDivisionError", as torch raises; out is
+// partly written); INT_MIN / -1 wraps to INT_MIN (remainder 0) as in torch.
 Status Binary(BinaryOp op, const TensorRef& out, const TensorRef& a, const TensorRef& b,
               double alpha = 1.0);
 // out = a op s, or s op a when scalar_first (rsub, pow(2, x)). Same dtype rules.
@@ -46,12 +57,44 @@ enum class UnaryOp : uint8_t {
   kGeluTanh,  // approximate="tanh"
   kSin, kCos,
   kLogicalNot,  // out kBool
+  kErf,
+  kFloor, kCeil, kTrunc,  // identity on integers
+  kRound,                 // half to even; identity on integers
+  kSign,                  // -1/0/+1 (NaN -> 0, as torch); bool: identity
+  kBitwiseNot,            // integers; bool is logical_not
+  kIsNan, kIsInf, kIsPosInf, kIsNegInf, kIsFinite,  // out kBool; any dtype
 };
-// out and in have the same dtype (kBool out for kLogicalNot); transcendental
+// True for the ops whose out is kBool whatever in's dtype.
+bool UnaryOutIsBool(UnaryOp op);
+// out and in have the same dtype (kBool out where UnaryOutIsBool); transcendental
 // ops need a floating dtype.
 Status Unary(UnaryOp op, const TensorRef& out, const TensorRef& in);
 KernelInfo DescribeUnary(UnaryOp op, const TensorRef& out, const TensorRef& in,
                          const char* aten_op);
+
+// torch.round(in, decimals): x * 10^d rounded half to even, / 10^d (d < 0:
+// x / 10^-d rounded, * 10^-d), in float32. Floating dtypes; out like in.
+Status RoundDecimals(const TensorRef& out, const TensorRef& in, int64_t decimals);
+
+// out = min(max(in, lo), hi), NaN stays NaN; lo > hi gives hi (as torch).
+// An absent bound is -inf / +inf. Floating dtypes compute in float32 with the
+// bounds rounded to float32; integers compare exactly against the bounds.
+Status Clamp(const TensorRef& out, const TensorRef& in, double lo, double hi);
+KernelInfo DescribeClamp(const TensorRef& out, const TensorRef& in, const char* aten_op);
+
+// torch.nan_to_num: NaN -> nan, +inf -> posinf, -inf -> neginf, each value
+// rounded to in's own dtype (float64 is exact here: a pure select). Integers
+// and bool are copied. out like in.
+Status NanToNum(const TensorRef& out, const TensorRef& in, double nan, double posinf,
+                double neginf);
+KernelInfo DescribeNanToNum(const TensorRef& out, const TensorRef& in, const char* aten_op);
+
+// torch.lerp: out = a + w * (b - a), evaluated as torch does (from b when
+// |w| >= 0.5) so that lerp(a, b, 1) == b. Floating dtypes; a, b, weight and
+// out share one dtype except that weight may be a float32 stride-0 scalar.
+Status Lerp(const TensorRef& out, const TensorRef& a, const TensorRef& b,
+            const TensorRef& weight);
+KernelInfo DescribeLerp(const TensorRef& out, const TensorRef& a, const char* aten_op);
 
 // out = cond ? a : b; cond kBool, a/b/out one dtype, all broadcast to out.
 Status Where(const TensorRef& out, const TensorRef& cond, const TensorRef& a,

@@ -1,0 +1,72 @@
+// Contiguous float16 <-> float32 conversion runs for convert.h's chunk
+// loaders (every float16 elementwise kernel goes through them).
+//
+// Note [float16 conversion targets]: Highway's PromoteTo/DemoteTo for
+// float16 are the F16C instructions on AVX2 and AVX-512 (round to nearest
+// even, infinities and NaN kept). On SSE4 and older targets Highway emulates
+// them, and that emulation truncates instead of rounding and maps inf/NaN to
+// finite values, so those targets keep convert.h's exact scalar functions.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/elementwise_convert.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+
+#include "core/kernels/convert.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace trn::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+#if HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C) && HWY_ARCH_X86
+constexpr bool kHardwareF16 = true;
+#else
+constexpr bool kHardwareF16 = false;
+#endif
+
+void F16ToF32Run(const uint16_t* src, float* dst, int64_t n) {
+  int64_t i = 0;
+  if constexpr (kHardwareF16) {
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    const hwy::float16_t* s = reinterpret_cast<const hwy::float16_t*>(src);
+    for (; i + N <= n; i += N) hn::StoreU(hn::PromoteTo(df, hn::LoadU(dh, s + i)), df, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = internal::F16ToF32(src[i]);
+}
+
+void F32ToF16Run(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  if constexpr (kHardwareF16) {
+    const hn::ScalableTag<float> df;
+    const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+    const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+    hwy::float16_t* d = reinterpret_cast<hwy::float16_t*>(dst);
+    for (; i + N <= n; i += N) hn::StoreU(hn::DemoteTo(dh, hn::LoadU(df, src + i)), dh, d + i);
+  }
+  for (; i < n; ++i) dst[i] = internal::F32ToF16(src[i]);
+}
+
+}  // namespace trn::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace trn::kernels {
+
+HWY_EXPORT(F16ToF32Run);
+HWY_EXPORT(F32ToF16Run);
+
+namespace internal {
+
+void F16ToF32Contiguous(const uint16_t* src, float* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(F16ToF32Run)(src, dst, n);
+}
+void F32ToF16Contiguous(const float* src, uint16_t* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(F32ToF16Run)(src, dst, n);
+}
+
+}  // namespace internal
+}  // namespace trn::kernels
+#endif  // HWY_ONCE
