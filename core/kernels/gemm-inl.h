@@ -39,6 +39,9 @@ struct Args {
   int64_t ldc = 0;
   float alpha = 1.0f;
   bool accumulate = false;
+  // b already packed whole by PackWholeB of the running target (Note [Packed
+  // weight cache]); null: the GEMM packs b slice by slice itself.
+  const float* b_packed = nullptr;
 };
 
 }  // namespace trn::kernels::gemm
@@ -155,6 +158,31 @@ inline void PackB(const Operand& b, int64_t p0, int64_t j0, size_t kc, size_t nc
     }
   }
 }
+
+// Note [Packed weight cache]: the whole k x n B in the layout GemmF32 walks:
+// column blocks of NC, in each the KC slices one after the other, each slice
+// the NR micro-panels of PackB. Slice (jc, pc) starts at jc * k + pc * ncp,
+// ncp = the block's width rounded up to NR.
+inline size_t PackedBFloats(int64_t k, int64_t n) {
+  const size_t ku = static_cast<size_t>(k), nu = static_cast<size_t>(n);
+  return ku * ((nu + kNR - 1) / kNR * kNR);
+}
+inline size_t PackedSliceOffset(size_t k, size_t jc, size_t pc, size_t nc) {
+  return jc * k + pc * ((nc + kNR - 1) / kNR * kNR);
+}
+
+void PackWholeB(const Operand& b, int64_t k, int64_t n, float* HWY_RESTRICT dst) {
+  const size_t ku = static_cast<size_t>(k), nu = static_cast<size_t>(n);
+  for (size_t jc = 0; jc < nu; jc += kNC) {
+    const size_t nc = std::min(kNC, nu - jc);
+    for (size_t pc = 0; pc < ku; pc += kKC) {
+      const size_t kc = std::min(kKC, ku - pc);
+      PackB(b, static_cast<int64_t>(pc), static_cast<int64_t>(jc), kc, nc,
+            dst + PackedSliceOffset(ku, jc, pc, nc));
+    }
+  }
+}
+size_t PackedBSize(int64_t k, int64_t n) { return PackedBFloats(k, n); }
 
 // C tile (mr x nr valid of MR x NR) (+)= alpha * Ap-panel * Bp-panel.
 HWY_NOINLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT ap,
@@ -334,16 +362,22 @@ void GemmF32(const Args& args) {
     }
     return;
   }
-  if (UseGemv(args)) return Gemv(args);
+  if (args.b_packed == nullptr && UseGemv(args)) return Gemv(args);
   thread_local PackBuffers buffers;
   float* HWY_RESTRICT ap = buffers.a.get();
-  float* HWY_RESTRICT bp = buffers.b.get();
   for (size_t jc = 0; jc < n; jc += kNC) {
     const size_t nc = std::min(kNC, n - jc);
     for (size_t pc = 0; pc < k; pc += kKC) {
       const size_t kc = std::min(kKC, k - pc);
       const bool accumulate = args.accumulate || pc > 0;
-      PackB(args.b, static_cast<int64_t>(pc), static_cast<int64_t>(jc), kc, nc, bp);
+      const float* HWY_RESTRICT bp;
+      if (args.b_packed != nullptr) {
+        bp = args.b_packed + PackedSliceOffset(k, jc, pc, nc);
+      } else {
+        PackB(args.b, static_cast<int64_t>(pc), static_cast<int64_t>(jc), kc, nc,
+              buffers.b.get());
+        bp = buffers.b.get();
+      }
       for (size_t ic = 0; ic < m; ic += kMC) {
         const size_t mc = std::min(kMC, m - ic);
         PackA(args.a, static_cast<int64_t>(ic), static_cast<int64_t>(pc), mc, kc, ap);
