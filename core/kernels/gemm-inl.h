@@ -253,6 +253,63 @@ HWY_NOINLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT ap,
   }
 }
 
+// An edge tile of R < MR rows: the same product with R x 2 accumulators, so
+// a few-row GEMM on a packed B (decode-time linears, Note [Packed weight
+// cache]) does R rows' FMAs per k instead of MR's and streams B at memory speed.
+template <size_t R>
+HWY_NOINLINE void FewRowsKernel(size_t kc, const float* HWY_RESTRICT ap,
+                                const float* HWY_RESTRICT bp, float* HWY_RESTRICT c,
+                                int64_t ldc, size_t nr, float alpha, bool accumulate) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  decltype(hn::Zero(d)) acc0[R], acc1[R];
+  for (size_t r = 0; r < R; ++r) acc0[r] = acc1[r] = hn::Zero(d);
+  for (size_t p = 0; p < kc; ++p) {
+    const auto b0 = hn::Load(d, bp);
+    const auto b1 = hn::Load(d, bp + N);
+    for (size_t r = 0; r < R; ++r) {
+      const auto a = hn::Set(d, ap[r]);
+      acc0[r] = hn::MulAdd(a, b0, acc0[r]);
+      acc1[r] = hn::MulAdd(a, b1, acc1[r]);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  const auto va = hn::Set(d, alpha);
+  HWY_ALIGN float tile[kNR];
+  for (size_t r = 0; r < R; ++r) {
+    float* row = c + static_cast<int64_t>(r) * ldc;
+    if (nr == kNR) {
+      if (accumulate) {
+        hn::StoreU(hn::MulAdd(va, acc0[r], hn::LoadU(d, row)), d, row);
+        hn::StoreU(hn::MulAdd(va, acc1[r], hn::LoadU(d, row + N)), d, row + N);
+      } else {
+        hn::StoreU(hn::Mul(va, acc0[r]), d, row);
+        hn::StoreU(hn::Mul(va, acc1[r]), d, row + N);
+      }
+      continue;
+    }
+    hn::Store(hn::Mul(va, acc0[r]), d, tile);
+    hn::Store(hn::Mul(va, acc1[r]), d, tile + N);
+    for (size_t j = 0; j < nr; ++j) row[j] = accumulate ? row[j] + tile[j] : tile[j];
+  }
+}
+
+// C tile of mr <= MR rows: the MR-row micro-kernel or a few-rows one.
+inline void Tile(size_t kc, const float* HWY_RESTRICT ap, const float* HWY_RESTRICT bp,
+                 float* HWY_RESTRICT c, int64_t ldc, size_t mr, size_t nr, float alpha,
+                 bool accumulate) {
+  static_assert(kMR == 6, "one few-rows kernel per row count below MR");
+  switch (mr) {
+    case 1: return FewRowsKernel<1>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    case 2: return FewRowsKernel<2>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    case 3: return FewRowsKernel<3>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    case 4: return FewRowsKernel<4>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    case 5: return FewRowsKernel<5>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    default: return MicroKernel(kc, ap, bp, c, ldc, mr, nr, alpha, accumulate);
+  }
+}
+
 // Note [GEMV path]: with few rows, packing B (the whole weight of a
 // decode-time linear) costs more than the product itself. B is instead
 // streamed once in its own layout: dot products along k when B's columns are
@@ -387,8 +444,7 @@ void GemmF32(const Args& args) {
             const size_t mr = std::min(kMR, mc - ir);
             float* c = args.c + static_cast<int64_t>(ic + ir) * args.ldc +
                        static_cast<int64_t>(jc + jr);
-            MicroKernel(kc, ap + ir * kc, bp + jr * kc, c, args.ldc, mr, nr, args.alpha,
-                        accumulate);
+            Tile(kc, ap + ir * kc, bp + jr * kc, c, args.ldc, mr, nr, args.alpha, accumulate);
           }
         }
       }
