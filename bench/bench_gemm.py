@@ -2,15 +2,17 @@
 
   python bench/bench_gemm.py [--repeat N] [--quick]
 
-Each line: synchronized wall time per call (best of N, warm: the weight's pack
-is cached after the first call, Note [Packed weight cache]) of trn `torch.mm`
-or `F.linear` and of the same call on CPU PyTorch with torch.set_num_threads(1),
-and the ratio cpu/trn (>= 1.0 means trn is at least as fast; target >= 1.0x).
+Each line: synchronized wall time per call (best of N, timed alternately with
+the peer; warm: the weight's pack is cached from the second call on, Note
+[Packed weight cache]) of trn `torch.mm` or `F.linear` and of the same call on
+CPU PyTorch with torch.set_num_threads(1), and the ratio cpu/trn (>= 1.0
+means trn is at least as fast; target >= 1.0x).
 Shapes: 1024^3 mm; decode linears (M = 1..16, K = N = 4096, x @ W.T); the
 linear layers of a small LLM (M = 128, K = N = 256..1024).
 """
 
 import argparse
+import os
 import platform
 import time
 
@@ -31,20 +33,24 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def best_of(fn, repeat: int, sync=None) -> float:
-    """Best wall time in seconds of fn() over `repeat` runs (sync included), after a warm-up."""
-    for _ in range(2):
-        fn()
-    if sync:
-        sync()
-    best = float("inf")
+def interleaved_best(fn_trn, fn_cpu, repeat: int) -> tuple[float, float]:
+    """Best synchronized wall time in seconds of each, timed alternately after a
+    warm-up (the weight's pack is made on the second trn call), so that both see
+    the same load on a shared machine."""
+    for _ in range(3):
+        fn_trn()
+        fn_cpu()
+    torch.trn.synchronize()
+    best_trn = best_cpu = float("inf")
     for _ in range(repeat):
         start = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        best = min(best, time.perf_counter() - start)
-    return best
+        fn_trn()
+        torch.trn.synchronize()
+        best_trn = min(best_trn, time.perf_counter() - start)
+        start = time.perf_counter()
+        fn_cpu()
+        best_cpu = min(best_cpu, time.perf_counter() - start)
+    return best_trn, best_cpu
 
 
 def case(label: str, fn, args_cpu, repeat: int) -> float:
@@ -52,8 +58,7 @@ def case(label: str, fn, args_cpu, repeat: int) -> float:
     out_trn = fn(*args_trn).cpu()
     out_cpu = fn(*args_cpu)
     err = (out_trn - out_cpu).abs().max().item() / max(out_cpu.abs().max().item(), 1e-30)
-    t_trn = best_of(lambda: fn(*args_trn), repeat, torch.trn.synchronize)
-    t_cpu = best_of(lambda: fn(*args_cpu), repeat)
+    t_trn, t_cpu = interleaved_best(lambda: fn(*args_trn), lambda: fn(*args_cpu), repeat)
     ratio = t_cpu / t_trn
     print(f"{label:34s} {t_trn * 1e3:9.3f} {t_cpu * 1e3:9.3f} {ratio:7.2f}x   {err:.1e}",
           flush=True)
@@ -62,14 +67,14 @@ def case(label: str, fn, args_cpu, repeat: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="fewer shapes and repeats")
     args = parser.parse_args()
     repeat = 3 if args.quick else args.repeat
     torch.set_num_threads(1)
     torch.manual_seed(0)
-    print(f"CPU: {cpu_model()}; torch {torch.__version__}, CPU PyTorch with 1 thread; "
-          f"trn SIMD target {trnscope._C.simd_target() if hasattr(trnscope._C, 'simd_target') else '?'}")
+    print(f"CPU: {cpu_model()} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}); "
+          f"torch {torch.__version__}; CPU PyTorch with torch.set_num_threads(1)")
     print(f"{'shape (f32)':34s} {'trn ms':>9s} {'cpu ms':>9s} {'cpu/trn':>8s}   rel err")
     ratios = []
     n = 1024
