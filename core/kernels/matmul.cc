@@ -236,7 +236,8 @@ class PackCache {
   PackCacheStats stats_;
 };
 
-// The pack of `entry` for the running target, made now if missing.
+// The pack of `entry` for the running target, made now if missing; null if
+// the host has no memory for it (the GEMM then packs slice by slice).
 std::shared_ptr<const PackedB::Pack> EnsurePacked(PackedB& entry) {
   const int64_t target = ActiveTarget();
   uint64_t bytes = 0;
@@ -251,6 +252,7 @@ std::shared_ptr<const PackedB::Pack> EnsurePacked(PackedB& entry) {
       auto fresh = std::make_shared<PackedB::Pack>();
       fresh->target = target;
       fresh->floats = hwy::AllocateAligned<float>(floats);
+      if (fresh->floats == nullptr) return nullptr;  // no host memory: run uncached
       const gemm::Operand op{b.data, b.dtype, b.sizes[0] == 1 ? 0 : b.strides[0],
                              b.sizes[1] == 1 ? 0 : b.strides[1]};
       HWY_DYNAMIC_DISPATCH(gemm::PackWholeB)(op, b.sizes[0], b.sizes[1], fresh->floats.get());
