@@ -163,7 +163,7 @@ inline void PackB(const Operand& b, int64_t p0, int64_t j0, size_t kc, size_t nc
 // column blocks of NC, in each the KC slices one after the other, each slice
 // the NR micro-panels of PackB. Slice (jc, pc) starts at jc * k + pc * ncp,
 // ncp = the block's width rounded up to NR.
-inline size_t PackedBFloats(int64_t k, int64_t n) {
+size_t PackedBSize(int64_t k, int64_t n) {  // in floats
   const size_t ku = static_cast<size_t>(k), nu = static_cast<size_t>(n);
   return ku * ((nu + kNR - 1) / kNR * kNR);
 }
@@ -182,7 +182,6 @@ void PackWholeB(const Operand& b, int64_t k, int64_t n, float* HWY_RESTRICT dst)
     }
   }
 }
-size_t PackedBSize(int64_t k, int64_t n) { return PackedBFloats(k, n); }
 
 // C tile (mr x nr valid of MR x NR) (+)= alpha * Ap-panel * Bp-panel.
 HWY_NOINLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT ap,
@@ -315,6 +314,8 @@ inline void Tile(size_t kc, const float* HWY_RESTRICT ap, const float* HWY_RESTR
 // streamed once in its own layout: dot products along k when B's columns are
 // contiguous (linear's w.t(); the column stays in L1 while every row of A
 // meets it), row updates (axpy) when its rows are (C rows stay in cache).
+// A B whose pack is cached (Note [Packed weight cache]) takes the packed GEMM
+// instead: it streams the pack once, and its few-row tiles do no wasted FMAs.
 constexpr int64_t kDotRows = 16;
 constexpr int64_t kAxpyRows = 4;
 

@@ -48,8 +48,10 @@ HWY_EXPORT(PackedBSize);
 //  - Bound: a byte cap (default 1 GiB of host memory, outside the device's
 //    capacity), least recently acquired packs evicted first. LRU because
 //    the common case is a model's weights reused every forward pass, all of
-//    which fit; a working set larger than the cap thrashes, and is no slower
-//    than no cache (each evicted pack is made again, as without the cache).
+//    which fit. A working set larger than the cap thrashes: each call packs
+//    its weight again, about the cost of no cache for tall products, more than
+//    the unpacked GEMV path (Note [GEMV path]) for few rows; raise the cap
+//    (SetPackCacheCapacity) for such models.
 //  - Layout: a pack is in the SIMD target's layout (NR, KC differ); a kernel
 //    running under another target (tests pin targets) packs again.
 //  - Threads: one mutex guards the map and counters; each entry has its own
@@ -58,6 +60,8 @@ HWY_EXPORT(PackedBSize);
 //  - Not seen: a write that does not bump the version, i.e. through `.data`
 //    (a tensor with its own version counter) or raw pointers. ClearPackCache
 //    drops everything.
+// One cached operand: its identity and, once a kernel made it, its pack.
+// Shared by the cache and the launches holding it; thread-safe as marked.
 struct PackedB {
   struct Pack {
     int64_t target;
