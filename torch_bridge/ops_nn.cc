@@ -17,6 +17,7 @@
 #include <torch/library.h>
 
 #include <limits>
+#include <memory>
 #include <tuple>
 #include <vector>
 
@@ -68,6 +69,42 @@ at::Tensor& LogSoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_floa
 }
 
 // ---- matmul family -------------------------------------------------------------------
+// Note [Packed weight cache] (core/kernels/matmul.cc): a 2-D B operand (the
+// weight of mm / addmm / linear) is keyed by its storage and _version(), taken
+// here at enqueue. Inference tensors have no version counter and are never
+// cached. The allocator tells the cache about every free.
+[[maybe_unused]] const bool kPacksForgottenOnFree =
+    (rt::SetFreeObserver(&kernels::ForgetPackedB), true);
+
+std::shared_ptr<kernels::PackedB> PackedWeight(const at::Tensor& b, const TensorRef& rb) {
+  if (b.dim() != 2 || b.is_inference() || !b.has_storage()) return nullptr;
+  return kernels::AcquirePackedB(rb, b.storage().data(), b._version());
+}
+
+// torch.ops.trnscope._gemm_pack_cache_stats(): [hits, packs, evictions,
+// forgotten, entries, bytes, capacity] (kernels::PackCacheStats).
+std::vector<int64_t> PackCacheStatsOp() {
+  const kernels::PackCacheStats s = kernels::GetPackCacheStats();
+  return {static_cast<int64_t>(s.hits),    static_cast<int64_t>(s.packs),
+          static_cast<int64_t>(s.evictions), static_cast<int64_t>(s.forgotten),
+          static_cast<int64_t>(s.entries), static_cast<int64_t>(s.bytes),
+          static_cast<int64_t>(s.capacity)};
+}
+void PackCacheCapacityOp(int64_t bytes) {
+  TORCH_CHECK(bytes >= 0, "_gemm_pack_cache_capacity: expected bytes >= 0, got ", bytes);
+  kernels::SetPackCacheCapacity(static_cast<uint64_t>(bytes));
+}
+void PackCacheClearOp() {
+  rt::Runtime::Get().WaitIdleAll();  // no queued GEMM is counted after the clear
+  kernels::ClearPackCache();
+}
+
+TORCH_LIBRARY_FRAGMENT(trnscope, m) {
+  m.def("_gemm_pack_cache_stats() -> int[]", &PackCacheStatsOp);
+  m.def("_gemm_pack_cache_capacity(int bytes) -> ()", &PackCacheCapacityOp);
+  m.def("_gemm_pack_cache_clear() -> ()", &PackCacheClearOp);
+}
+
 // res = beta * bias + alpha * (a @ b); a/b are [M,K]/[K,N] or [B,M,K]/[B,K,N].
 // bias undefined (or beta == 0, where torch ignores it, NaNs included) = none.
 void MatmulInto(const at::Tensor& res, const at::Tensor& a, const at::Tensor& b,
@@ -96,8 +133,9 @@ void MatmulInto(const at::Tensor& res, const at::Tensor& a, const at::Tensor& b,
   }
   const TensorRef ra = Ref(a, name), rb = Ref(b, name);
   const TensorRef rbias = use_bias ? RefExpanded(bias, res.sizes(), name) : NoRef();
+  std::shared_ptr<kernels::PackedB> packed = PackedWeight(b, rb);
   Launch(device, kernels::DescribeMatmul(o, ra, rb, rbias, name),
-         [=] { return kernels::Matmul(o, ra, rb, rbias, alpha, beta); });
+         [=] { return kernels::Matmul(o, ra, rb, rbias, alpha, beta, packed.get()); });
 }
 
 void CheckMm(const at::Tensor& a, const at::Tensor& b, const char* name) {

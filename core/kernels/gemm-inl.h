@@ -39,6 +39,9 @@ struct Args {
   int64_t ldc = 0;
   float alpha = 1.0f;
   bool accumulate = false;
+  // b already packed whole by PackWholeB of the running target (Note [Packed
+  // weight cache]); null: the GEMM packs b slice by slice itself.
+  const float* b_packed = nullptr;
 };
 
 }  // namespace trn::kernels::gemm
@@ -156,6 +159,30 @@ inline void PackB(const Operand& b, int64_t p0, int64_t j0, size_t kc, size_t nc
   }
 }
 
+// Note [Packed weight cache]: the whole k x n B in the layout GemmF32 walks:
+// column blocks of NC, in each the KC slices one after the other, each slice
+// the NR micro-panels of PackB. Slice (jc, pc) starts at jc * k + pc * ncp,
+// ncp = the block's width rounded up to NR.
+size_t PackedBSize(int64_t k, int64_t n) {  // in floats
+  const size_t ku = static_cast<size_t>(k), nu = static_cast<size_t>(n);
+  return ku * ((nu + kNR - 1) / kNR * kNR);
+}
+inline size_t PackedSliceOffset(size_t k, size_t jc, size_t pc, size_t nc) {
+  return jc * k + pc * ((nc + kNR - 1) / kNR * kNR);
+}
+
+void PackWholeB(const Operand& b, int64_t k, int64_t n, float* HWY_RESTRICT dst) {
+  const size_t ku = static_cast<size_t>(k), nu = static_cast<size_t>(n);
+  for (size_t jc = 0; jc < nu; jc += kNC) {
+    const size_t nc = std::min(kNC, nu - jc);
+    for (size_t pc = 0; pc < ku; pc += kKC) {
+      const size_t kc = std::min(kKC, ku - pc);
+      PackB(b, static_cast<int64_t>(pc), static_cast<int64_t>(jc), kc, nc,
+            dst + PackedSliceOffset(ku, jc, pc, nc));
+    }
+  }
+}
+
 // C tile (mr x nr valid of MR x NR) (+)= alpha * Ap-panel * Bp-panel.
 HWY_NOINLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT ap,
                               const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, int64_t ldc,
@@ -225,11 +252,70 @@ HWY_NOINLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT ap,
   }
 }
 
+// An edge tile of R < MR rows: the same product with R x 2 accumulators, so
+// a few-row GEMM on a packed B (decode-time linears, Note [Packed weight
+// cache]) does R rows' FMAs per k instead of MR's and streams B at memory speed.
+template <size_t R>
+HWY_NOINLINE void FewRowsKernel(size_t kc, const float* HWY_RESTRICT ap,
+                                const float* HWY_RESTRICT bp, float* HWY_RESTRICT c,
+                                int64_t ldc, size_t nr, float alpha, bool accumulate) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  decltype(hn::Zero(d)) acc0[R], acc1[R];
+  for (size_t r = 0; r < R; ++r) acc0[r] = acc1[r] = hn::Zero(d);
+  for (size_t p = 0; p < kc; ++p) {
+    const auto b0 = hn::Load(d, bp);
+    const auto b1 = hn::Load(d, bp + N);
+    for (size_t r = 0; r < R; ++r) {
+      const auto a = hn::Set(d, ap[r]);
+      acc0[r] = hn::MulAdd(a, b0, acc0[r]);
+      acc1[r] = hn::MulAdd(a, b1, acc1[r]);
+    }
+    ap += kMR;
+    bp += kNR;
+  }
+  const auto va = hn::Set(d, alpha);
+  HWY_ALIGN float tile[kNR];
+  for (size_t r = 0; r < R; ++r) {
+    float* row = c + static_cast<int64_t>(r) * ldc;
+    if (nr == kNR) {
+      if (accumulate) {
+        hn::StoreU(hn::MulAdd(va, acc0[r], hn::LoadU(d, row)), d, row);
+        hn::StoreU(hn::MulAdd(va, acc1[r], hn::LoadU(d, row + N)), d, row + N);
+      } else {
+        hn::StoreU(hn::Mul(va, acc0[r]), d, row);
+        hn::StoreU(hn::Mul(va, acc1[r]), d, row + N);
+      }
+      continue;
+    }
+    hn::Store(hn::Mul(va, acc0[r]), d, tile);
+    hn::Store(hn::Mul(va, acc1[r]), d, tile + N);
+    for (size_t j = 0; j < nr; ++j) row[j] = accumulate ? row[j] + tile[j] : tile[j];
+  }
+}
+
+// C tile of mr <= MR rows: the MR-row micro-kernel or a few-rows one.
+inline void Tile(size_t kc, const float* HWY_RESTRICT ap, const float* HWY_RESTRICT bp,
+                 float* HWY_RESTRICT c, int64_t ldc, size_t mr, size_t nr, float alpha,
+                 bool accumulate) {
+  static_assert(kMR == 6, "one few-rows kernel per row count below MR");
+  switch (mr) {
+    case 1: return FewRowsKernel<1>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    case 2: return FewRowsKernel<2>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    case 3: return FewRowsKernel<3>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    case 4: return FewRowsKernel<4>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    case 5: return FewRowsKernel<5>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
+    default: return MicroKernel(kc, ap, bp, c, ldc, mr, nr, alpha, accumulate);
+  }
+}
+
 // Note [GEMV path]: with few rows, packing B (the whole weight of a
 // decode-time linear) costs more than the product itself. B is instead
 // streamed once in its own layout: dot products along k when B's columns are
 // contiguous (linear's w.t(); the column stays in L1 while every row of A
 // meets it), row updates (axpy) when its rows are (C rows stay in cache).
+// A B whose pack is cached (Note [Packed weight cache]) takes the packed GEMM
+// instead: it streams the pack once, and its few-row tiles do no wasted FMAs.
 constexpr int64_t kDotRows = 16;
 constexpr int64_t kAxpyRows = 4;
 
@@ -334,16 +420,22 @@ void GemmF32(const Args& args) {
     }
     return;
   }
-  if (UseGemv(args)) return Gemv(args);
+  if (args.b_packed == nullptr && UseGemv(args)) return Gemv(args);
   thread_local PackBuffers buffers;
   float* HWY_RESTRICT ap = buffers.a.get();
-  float* HWY_RESTRICT bp = buffers.b.get();
   for (size_t jc = 0; jc < n; jc += kNC) {
     const size_t nc = std::min(kNC, n - jc);
     for (size_t pc = 0; pc < k; pc += kKC) {
       const size_t kc = std::min(kKC, k - pc);
       const bool accumulate = args.accumulate || pc > 0;
-      PackB(args.b, static_cast<int64_t>(pc), static_cast<int64_t>(jc), kc, nc, bp);
+      const float* HWY_RESTRICT bp;
+      if (args.b_packed != nullptr) {
+        bp = args.b_packed + PackedSliceOffset(k, jc, pc, nc);
+      } else {
+        PackB(args.b, static_cast<int64_t>(pc), static_cast<int64_t>(jc), kc, nc,
+              buffers.b.get());
+        bp = buffers.b.get();
+      }
       for (size_t ic = 0; ic < m; ic += kMC) {
         const size_t mc = std::min(kMC, m - ic);
         PackA(args.a, static_cast<int64_t>(ic), static_cast<int64_t>(pc), mc, kc, ap);
@@ -353,8 +445,7 @@ void GemmF32(const Args& args) {
             const size_t mr = std::min(kMR, mc - ir);
             float* c = args.c + static_cast<int64_t>(ic + ir) * args.ldc +
                        static_cast<int64_t>(jc + jr);
-            MicroKernel(kc, ap + ir * kc, bp + jr * kc, c, args.ldc, mr, nr, args.alpha,
-                        accumulate);
+            Tile(kc, ap + ir * kc, bp + jr * kc, c, args.ldc, mr, nr, args.alpha, accumulate);
           }
         }
       }

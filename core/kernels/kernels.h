@@ -152,10 +152,42 @@ KernelInfo DescribeLayerNorm(const TensorRef& out, const TensorRef& in,
 // is shared by every batch). bias is absent (data == nullptr) or broadcast to
 // out's sizes. Floating dtypes, one dtype for all; computed in float32 with a
 // cache-blocked, packed SIMD GEMM.
+//
+// packed_b (optional): b's pack from AcquirePackedB, made on first use and
+// reused by later calls (Note [Packed weight cache]); it must describe b.
+struct PackedB;
 Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
-              const TensorRef& bias, double alpha = 1.0, double beta = 1.0);
+              const TensorRef& bias, double alpha = 1.0, double beta = 1.0,
+              PackedB* packed_b = nullptr);
 KernelInfo DescribeMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
                           const TensorRef& bias, const char* aten_op);
+
+// Packed-weight cache (Note [Packed weight cache] in matmul.cc). Thread-safe.
+// Called on the launching thread when the GEMM is enqueued: b is the B
+// operand of a Matmul, `storage` the base of the allocation holding it (what
+// ForgetPackedB is told when the allocation is freed) and `version` a counter
+// its owner bumps on every write (torch's _version()). Returns the pack to hand
+// to that Matmul, or null when b is not (yet) worth caching: a pack is made
+// only for a 2-D floating b seen a second time with the same storage, layout
+// and version. The pack is filled by the first Matmul that runs with it.
+std::shared_ptr<PackedB> AcquirePackedB(const TensorRef& b, const void* storage,
+                                        uint64_t version);
+// The allocation at `storage` was freed: its packs are dropped, so a new tensor
+// at the same address never meets them. The allocator's free observer.
+void ForgetPackedB(const void* storage);
+struct PackCacheStats {
+  uint64_t hits = 0;       // Matmuls that found their pack made
+  uint64_t packs = 0;      // packs made
+  uint64_t evictions = 0;  // packs dropped for the byte cap
+  uint64_t forgotten = 0;  // entries dropped by ForgetPackedB or a newer version
+  uint64_t entries = 0;    // operands tracked now (packed or seen once)
+  uint64_t bytes = 0;      // bytes of the packs held now
+  uint64_t capacity = 0;   // byte cap
+};
+PackCacheStats GetPackCacheStats();
+void SetPackCacheCapacity(uint64_t bytes);  // default kDefaultPackCacheBytes
+void ClearPackCache();                      // drops every entry, resets the counters
+constexpr uint64_t kDefaultPackCacheBytes = uint64_t{1} << 30;
 
 // ---- Indexing and layout ----------------------------------------------------------
 // out = in.index_select(dim, index); index 1-D kInt32/kInt64. An index outside

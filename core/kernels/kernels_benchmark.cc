@@ -2,12 +2,14 @@
 // - fused rms_norm 4096x4096 f32 vs memcpy and a streaming copy of the same
 //   bytes (bytes/s counts read + write for all; "x_memcpy"/"x_streamcopy" are
 //   the bandwidth ratios measured interleaved);
-// - packed GEMM 1024^3 f32 (FLOP/s), and GEMM vs a naive triple loop at 256^3.
+// - packed GEMM 1024^3 f32 (FLOP/s), and GEMM vs a naive triple loop at 256^3;
+// - linear (x @ w.T) with the weight's pack cached vs packed every call.
 // Run: build/trn_core_bench --benchmark_filter='RmsNorm|Memcpy|Gemm'
 #include <benchmark/benchmark.h>
 
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -143,6 +145,38 @@ void BM_Gemm(benchmark::State& state) {
   SetFlops(state, 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n));
 }
 BENCHMARK(BM_Gemm)->Args({1024, 0})->Args({1024, 1})->Args({256, 0})->Unit(benchmark::kMillisecond);
+
+// linear: out[m, n] = x[m, k] @ w[n, k].T, the weight's pack cached
+// (range(3) = 1, Note [Packed weight cache]) or not (its peer).
+void BM_GemmLinear(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const bool cached = state.range(3) != 0;
+  auto x = Random(static_cast<size_t>(m * k), 1), w = Random(static_cast<size_t>(n * k), 2);
+  auto c = hwy::AllocateAligned<float>(static_cast<size_t>(m * n));
+  const TensorRef xr = Ref2D(x.get(), m, k), wr = Ref2D(w.get(), k, n, true);
+  const TensorRef cr = Ref2D(c.get(), m, n);
+  ClearPackCache();
+  std::shared_ptr<PackedB> packed;
+  if (cached) {
+    AcquirePackedB(wr, w.get(), 0);
+    packed = AcquirePackedB(wr, w.get(), 0);
+  }
+  for (auto _ : state) {
+    const Status st = Matmul(cr, xr, wr, TensorRef{}, 1.0, 1.0, packed.get());
+    if (!st.ok()) state.SkipWithError(st.error.c_str());
+    benchmark::DoNotOptimize(c.get());
+  }
+  packed.reset();
+  ClearPackCache();
+  SetFlops(state, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
+  state.counters["weight_B/s"] = benchmark::Counter(
+      4.0 * static_cast<double>(n * k), benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_GemmLinear)
+    ->ArgsProduct({{1, 4, 16}, {4096}, {4096}, {0, 1}})
+    ->ArgsProduct({{128}, {256, 1024}, {256, 1024}, {0, 1}})
+    ->ArgsProduct({{1024}, {1024}, {1024}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
 
 // The textbook i-j-p triple loop, the peer of BM_Gemm/256.
 void BM_NaiveGemm(benchmark::State& state) {

@@ -8,6 +8,10 @@
 #include "hwy/highway.h"
 
 #if HWY_ONCE
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include "core/common/assert.h"
@@ -17,7 +21,267 @@
 namespace trn::kernels {
 namespace gemm {
 HWY_EXPORT(GemmF32);
+HWY_EXPORT(PackWholeB);
+HWY_EXPORT(PackedBSize);
 }  // namespace gemm
+
+// Note [Packed weight cache]
+// The GEMM packs B (Note [GEMM blocking]); for a linear layer B is the weight,
+// the same bytes call after call, so its pack is made once and kept.
+//  - Key: the storage (allocation base), the view (data pointer, sizes,
+//    strides, dtype) and the version its owner bumps on every write (torch's
+//    _version(), shared by all views of a tensor, bumped by in-place ops,
+//    copy_, out= and optimizer steps). A newer version replaces the entry; the
+//    allocator's free observer (ForgetPackedB) drops every entry of a freed
+//    allocation, so a tensor later allocated at the same address starts over.
+//  - What is cached: only 2-D floating B of at least kMinPackElems elements,
+//    and only once the same (storage, view, version) is seen a second time
+//    while alive. Activations are fresh allocations each call (freed, hence
+//    forgotten, before they could be seen twice), bmm operands are 3-D; both
+//    stay on the uncached path. Entries seen once cost a few dozen bytes and
+//    are capped at kMaxEntries.
+//  - When: the entry is taken on the launching thread at enqueue
+//    (AcquirePackedB), before any later free or write can be enqueued, and is
+//    filled by the first kernel that runs with it, on its worker, after the
+//    writes enqueued before it (stream order). An in-flight kernel holds its
+//    entry by shared_ptr, so dropping an entry never pulls a pack from under it.
+//  - Bound: a byte cap (default 1 GiB of host memory, outside the device's
+//    capacity), least recently acquired packs evicted first. LRU because
+//    the common case is a model's weights reused every forward pass, all of
+//    which fit. A working set larger than the cap thrashes: each call packs
+//    its weight again, about the cost of no cache for tall products, more than
+//    the unpacked GEMV path (Note [GEMV path]) for few rows; raise the cap
+//    (SetPackCacheCapacity) for such models.
+//  - Layout: a pack is in the SIMD target's layout (NR, KC differ); a kernel
+//    running under another target (tests pin targets) packs again.
+//  - Threads: one mutex guards the map and counters; each entry has its own
+//    mutex guarding its pack (two cores may share a weight). Lock order:
+//    entry, then cache; the cache never takes an entry's lock.
+//  - Not seen: a write that does not bump the version, i.e. through `.data`
+//    (a tensor with its own version counter) or raw pointers. ClearPackCache
+//    drops everything.
+// One cached operand: its identity and, once a kernel made it, its pack.
+// Shared by the cache and the launches holding it; thread-safe as marked.
+struct PackedB {
+  struct Pack {
+    int64_t target;
+    hwy::AlignedFreeUniquePtr<float[]> floats;
+  };
+  // Immutable after construction: what the pack describes.
+  const void* storage;
+  TensorRef view;
+  uint64_t version;
+
+  std::mutex mu;
+  std::shared_ptr<const Pack> pack;  // guarded by mu
+  // Guarded by the cache's mutex:
+  bool in_cache = true;
+  uint64_t uses = 0;
+  uint64_t last_use = 0;
+  uint64_t counted_bytes = 0;
+};
+
+namespace {
+
+constexpr int64_t kMinPackElems = 4096;
+constexpr size_t kMaxEntries = 4096;
+
+bool SameView(const TensorRef& x, const TensorRef& y) {
+  if (x.data != y.data || x.dtype != y.dtype || x.ndim != y.ndim) return false;
+  for (int d = 0; d < x.ndim; ++d) {
+    if (x.sizes[d] != y.sizes[d] || x.strides[d] != y.strides[d]) return false;
+  }
+  return true;
+}
+
+// The process's packs, by storage. Any thread may call.
+class PackCache {
+ public:
+  static PackCache& Get() {
+    static PackCache* cache = new PackCache;  // leaked: kernels may run at exit
+    return *cache;
+  }
+
+  std::shared_ptr<PackedB> Acquire(const TensorRef& b, const void* storage, uint64_t version) {
+    if (b.ndim != 2 || !IsFloating(b.dtype) || storage == nullptr) return nullptr;
+    const int64_t elems = b.sizes[0] * b.sizes[1];
+    if (elems < kMinPackElems) return nullptr;
+    const uint64_t bytes = 4 * static_cast<uint64_t>(b.sizes[0]) *
+                           static_cast<uint64_t>((b.sizes[1] + 31) / 32 * 32);
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bytes > capacity_) return nullptr;
+    std::vector<std::shared_ptr<PackedB>>& slots = by_storage_[storage];
+    std::shared_ptr<PackedB> entry;
+    for (auto it = slots.begin(); it != slots.end(); ++it) {
+      if (!SameView((*it)->view, b)) continue;
+      if ((*it)->version == version) {
+        entry = *it;
+      } else {  // written since: the old pack can never be used again
+        Drop(**it);
+        slots.erase(it);
+        ++stats_.forgotten;
+      }
+      break;
+    }
+    if (entry == nullptr) {
+      if (entries_ >= kMaxEntries) EvictOne(storage);
+      entry = std::make_shared<PackedB>(storage, b, version);
+      slots.push_back(entry);
+      ++entries_;
+    }
+    entry->last_use = ++clock_;
+    return ++entry->uses >= 2 ? entry : nullptr;
+  }
+
+  void Forget(const void* storage) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (entries_ == 0) return;
+    auto it = by_storage_.find(storage);
+    if (it == by_storage_.end()) return;
+    for (auto& entry : it->second) Drop(*entry);
+    stats_.forgotten += it->second.size();
+    by_storage_.erase(it);
+  }
+
+  // After `entry` was packed with `bytes`: count it if still cached, then
+  // evict least recently used packs over the cap (never `entry` itself).
+  void Packed(PackedB& entry, uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.packs;
+    if (!entry.in_cache) return;
+    bytes_ = bytes_ - entry.counted_bytes + bytes;
+    entry.counted_bytes = bytes;
+    EvictOverCap(&entry);
+  }
+
+  void Hit() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++stats_.hits;
+  }
+
+  PackCacheStats Stats() {
+    std::lock_guard<std::mutex> lock(mu_);
+    PackCacheStats s = stats_;
+    s.entries = entries_;
+    s.bytes = bytes_;
+    s.capacity = capacity_;
+    return s;
+  }
+
+  void SetCapacity(uint64_t bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    capacity_ = bytes;
+    EvictOverCap(nullptr);
+  }
+
+  void Clear() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [storage, slots] : by_storage_) {
+      for (auto& e : slots) Drop(*e);
+    }
+    by_storage_.clear();
+    stats_ = {};
+  }
+
+ private:
+  // Caller holds mu_. Takes `entry` out of the accounting (not out of its vector).
+  void Drop(PackedB& entry) {
+    entry.in_cache = false;
+    bytes_ -= entry.counted_bytes;
+    entry.counted_bytes = 0;
+    --entries_;
+  }
+  // Caller holds mu_. Drop and remove from its storage's vector.
+  void Erase(PackedB& entry) {
+    auto it = by_storage_.find(entry.storage);
+    TRN_ASSERT(it != by_storage_.end(), "pack cache entry without its storage");
+    Drop(entry);
+    auto& slots = it->second;
+    slots.erase(std::find_if(slots.begin(), slots.end(),
+                             [&](const auto& e) { return e.get() == &entry; }));
+    if (slots.empty()) by_storage_.erase(it);
+  }
+  // Caller holds mu_. Evicts the least recently used packs but `keep` until
+  // the packs fit the cap.
+  void EvictOverCap(const PackedB* keep) {
+    while (bytes_ > capacity_) {
+      PackedB* victim = nullptr;
+      for (auto& [storage, slots] : by_storage_) {
+        for (auto& e : slots) {
+          if (e.get() != keep && e->counted_bytes > 0 &&
+              (victim == nullptr || e->last_use < victim->last_use)) {
+            victim = e.get();
+          }
+        }
+      }
+      if (victim == nullptr) return;
+      Erase(*victim);
+      ++stats_.evictions;
+    }
+  }
+  // Caller holds mu_. Evicts the least recently used entry, keeping `keep`'s vector.
+  void EvictOne(const void* keep) {
+    PackedB* victim = nullptr;
+    for (auto& [storage, slots] : by_storage_) {
+      if (storage == keep) continue;
+      for (auto& e : slots) {
+        if (victim == nullptr || e->last_use < victim->last_use) victim = e.get();
+      }
+    }
+    if (victim == nullptr) return;
+    Erase(*victim);
+    ++stats_.evictions;
+  }
+
+  std::mutex mu_;
+  std::unordered_map<const void*, std::vector<std::shared_ptr<PackedB>>> by_storage_;
+  uint64_t entries_ = 0, bytes_ = 0, clock_ = 0;
+  uint64_t capacity_ = kDefaultPackCacheBytes;
+  PackCacheStats stats_;
+};
+
+// The pack of `entry` for the running target, made now if missing; null if
+// the host has no memory for it (the GEMM then packs slice by slice).
+std::shared_ptr<const PackedB::Pack> EnsurePacked(PackedB& entry) {
+  const int64_t target = ActiveTarget();
+  uint64_t bytes = 0;
+  std::shared_ptr<const PackedB::Pack> pack;
+  {
+    std::lock_guard<std::mutex> lock(entry.mu);
+    if (entry.pack != nullptr && entry.pack->target == target) {
+      pack = entry.pack;
+    } else {
+      const TensorRef& b = entry.view;
+      const size_t floats = HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(b.sizes[0], b.sizes[1]);
+      auto fresh = std::make_shared<PackedB::Pack>();
+      fresh->target = target;
+      fresh->floats = hwy::AllocateAligned<float>(floats);
+      if (fresh->floats == nullptr) return nullptr;  // no host memory: run uncached
+      const gemm::Operand op{b.data, b.dtype, b.sizes[0] == 1 ? 0 : b.strides[0],
+                             b.sizes[1] == 1 ? 0 : b.strides[1]};
+      HWY_DYNAMIC_DISPATCH(gemm::PackWholeB)(op, b.sizes[0], b.sizes[1], fresh->floats.get());
+      entry.pack = pack = std::move(fresh);
+      bytes = floats * sizeof(float);
+    }
+  }
+  if (bytes > 0) {
+    PackCache::Get().Packed(entry, bytes);
+  } else {
+    PackCache::Get().Hit();
+  }
+  return pack;
+}
+
+}  // namespace
+
+std::shared_ptr<PackedB> AcquirePackedB(const TensorRef& b, const void* storage,
+                                        uint64_t version) {
+  return PackCache::Get().Acquire(b, storage, version);
+}
+void ForgetPackedB(const void* storage) { PackCache::Get().Forget(storage); }
+PackCacheStats GetPackCacheStats() { return PackCache::Get().Stats(); }
+void SetPackCacheCapacity(uint64_t bytes) { PackCache::Get().SetCapacity(bytes); }
+void ClearPackCache() { PackCache::Get().Clear(); }
 
 namespace {
 
@@ -75,7 +339,7 @@ uint64_t RealBytes(const TensorRef& t) {  // elements behind a (broadcast) view
 }  // namespace
 
 Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
-              const TensorRef& bias, double alpha, double beta) {
+              const TensorRef& bias, double alpha, double beta, PackedB* packed_b) {
   Mat ma(a), mb(b), mo(out);
   const int64_t batch = mo.batch(), m = mo.rows, n = mo.cols, k = ma.cols;
   TRN_ASSERT(IsFloating(out.dtype) && a.dtype == out.dtype && b.dtype == out.dtype,
@@ -104,6 +368,11 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
   // others go through an f32 scratch matrix and are converted once at the end.
   const bool direct = out.dtype == DType::kFloat32 && (mo.cs == 1 || n == 1);
   std::vector<float> scratch(direct ? 0 : static_cast<size_t>(rows * n));
+  std::shared_ptr<const PackedB::Pack> pack;
+  if (packed_b != nullptr) {
+    TRN_ASSERT(SameView(packed_b->view, b), "Matmul: packed_b does not describe b");
+    pack = EnsurePacked(*packed_b);
+  }
   const auto gemm_fn = HWY_DYNAMIC_DISPATCH(gemm::GemmF32);
   for (int64_t bi = 0; bi < batches; ++bi) {
     gemm::Args args;
@@ -112,6 +381,7 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
     args.k = k;
     args.a = ma.Operand(bi);
     args.b = mb.Operand(bi);
+    if (pack != nullptr) args.b_packed = pack->floats.get();
     args.alpha = static_cast<float>(alpha);
     if (direct) {
       args.c = const_cast<float*>(reinterpret_cast<const float*>(mo.At(bi)));

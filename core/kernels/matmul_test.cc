@@ -5,13 +5,19 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
 #include <utility>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/kernels/kernels.h"
 #include "core/kernels/kernels_test_util.h"
+#include "core/runtime/runtime.h"
 
 namespace trn::kernels {
 namespace {
@@ -35,6 +41,7 @@ struct Case {
   bool a_2d = false, b_2d = false;  // shared operand in a batched product
   Bias bias = Bias::kNone;
   double alpha = 1.0, beta = 1.0;
+  bool cached = false;  // b through the packed-weight cache (2-D b only)
 };
 
 std::string Describe(const Case& c) {
@@ -43,7 +50,7 @@ std::string Describe(const Case& c) {
          " a:" + testing::LayoutName(c.a_layout) + " b:" + testing::LayoutName(c.b_layout) +
          " out:" + testing::LayoutName(c.out_layout) + " bias:" +
          std::to_string(static_cast<int>(c.bias)) + " alpha " + std::to_string(c.alpha) +
-         " beta " + std::to_string(c.beta);
+         " beta " + std::to_string(c.beta) + (c.cached ? " cached" : "");
 }
 
 std::vector<int64_t> Shape(int64_t batch, bool two_d, int64_t r, int64_t c) {
@@ -81,9 +88,17 @@ void RunCase(const Case& c) {
     }
     return 0.0;
   };
-  ForEachTarget([&](const char*) {
+  const auto run = [&] {
     testing::FillRandom(out, 99);  // garbage the kernel must overwrite
-    const Status st = Matmul(out.ref, a.ref, b.ref, bias.ref, c.alpha, c.beta);
+    // Cached: the first call of each target packs (the entry is admitted on
+    // its second sighting, the test's first), the second reuses the pack.
+    std::shared_ptr<PackedB> packed;
+    if (c.cached) {
+      AcquirePackedB(b.ref, b.storage.get(), 0);
+      packed = AcquirePackedB(b.ref, b.storage.get(), 0);
+      EXPECT_NE(packed, nullptr);
+    }
+    const Status st = Matmul(out.ref, a.ref, b.ref, bias.ref, c.alpha, c.beta, packed.get());
     ASSERT_TRUE(st.ok()) << st.error;
     int failures = 0;
     for (int64_t bi = 0; bi < nb; ++bi) {
@@ -109,7 +124,12 @@ void RunCase(const Case& c) {
         }
       }
     }
+  };
+  ForEachTarget([&](const char*) {
+    run();
+    if (c.cached) run();
   });
+  if (c.cached) ForgetPackedB(b.storage.get());
 }
 
 TEST(Matmul, SizesAcrossTileAndBlockEdges) {
@@ -237,6 +257,247 @@ TEST(Matmul, Describe) {
   EXPECT_EQ(info.flops, 2u * 2 * 8 * 4 * 16);
   EXPECT_EQ(info.bytes_read, (2u * 8 * 16 + 16 * 4) * 2);
   EXPECT_EQ(info.bytes_written, 2u * 8 * 4 * 2);
+}
+
+
+// ---- Packed-weight cache (Note [Packed weight cache]) ------------------------------
+
+TEST(PackCache, PackedBMatchesTheReferenceAcrossBlockEdges) {
+  // k past KC (256 / 512) and n past NC (3072): several slices of the pack.
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {33, 70, 129}, {1, 3100, 40}, {7, 64, 600}, {17, 37, 133}}) {
+    for (Layout lb : {Layout::kTransposed, Layout::kContiguous, Layout::kStep2}) {
+      Case c;
+      c.m = m, c.n = n, c.k = k;
+      c.b_layout = lb;
+      c.cached = true;
+      c.bias = m == 7 ? Bias::kRow : Bias::kNone;
+      RunCase(c);
+    }
+  }
+  for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
+    Case c;
+    c.dtype = dt;
+    c.m = 20, c.n = 65, c.k = 80;
+    c.b_layout = Layout::kTransposed;
+    c.cached = true;
+    RunCase(c);
+  }
+  Case c;  // a batched product with a shared 2-D weight (linear on [B, S, K])
+  c.batch = 3, c.m = 5, c.n = 72, c.k = 64;
+  c.b_2d = true;
+  c.b_layout = Layout::kTransposed;
+  c.cached = true;
+  RunCase(c);
+}
+
+// Bitwise equality with the uncached GEMM of the same target and a product
+// computed from b's current contents.
+void ExpectSameBits(const TestTensor& x, const TestTensor& y) {
+  ASSERT_EQ(x.numel(), y.numel());
+  int failures = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    if (x.At(i) != y.At(i) && ++failures <= 5) {
+      ADD_FAILURE() << "element " << i << ": " << x.At(i) << " vs " << y.At(i);
+    }
+  }
+}
+
+struct Problem {
+  TestTensor a, b, out, expected;
+  explicit Problem(uint32_t seed, int64_t m = 24, int64_t n = 96, int64_t k = 80)
+      : a(MakeRandom(DType::kFloat32, {m, k}, Layout::kContiguous, seed)),
+        b(MakeRandom(DType::kFloat32, {k, n}, Layout::kTransposed, seed + 1)),
+        out(Empty(DType::kFloat32, {m, n})),
+        expected(Empty(DType::kFloat32, {m, n})) {
+    Recompute();
+  }
+  void Recompute() {  // expected = a @ b without the cache
+    ASSERT_TRUE(Matmul(expected.ref, a.ref, b.ref, TensorRef{}).ok());
+  }
+  void Run(PackedB* packed) {
+    testing::FillRandom(out, 7);
+    ASSERT_TRUE(Matmul(out.ref, a.ref, b.ref, TensorRef{}, 1.0, 1.0, packed).ok());
+  }
+};
+
+TEST(PackCache, AdmitsOnlyA2DFloatingBSeenTwice) {
+  ClearPackCache();
+  Problem p(1);
+  const void* storage = p.b.storage.get();
+  EXPECT_EQ(AcquirePackedB(p.b.ref, storage, 0), nullptr);  // first sighting
+  EXPECT_NE(AcquirePackedB(p.b.ref, storage, 0), nullptr);
+  TestTensor small = MakeRandom(DType::kFloat32, {16, 16}, Layout::kContiguous, 3);
+  TestTensor batched = MakeRandom(DType::kFloat32, {2, 64, 64}, Layout::kContiguous, 3);
+  TestTensor ints = MakeRandom(DType::kInt32, {64, 128}, Layout::kContiguous, 3);
+  for (const TestTensor* t : {&small, &batched, &ints}) {
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(AcquirePackedB(t->ref, t->storage.get(), 0), nullptr);
+  }
+  EXPECT_EQ(AcquirePackedB(p.b.ref, nullptr, 0), nullptr);  // no storage: never
+  EXPECT_EQ(GetPackCacheStats().entries, 1u);
+  ClearPackCache();
+}
+
+TEST(PackCache, HitGivesIdenticalResults) {
+  ForEachTarget([&](const char*) {
+    ClearPackCache();
+    Problem p(11);
+    const void* storage = p.b.storage.get();
+    AcquirePackedB(p.b.ref, storage, 0);
+    for (int call = 0; call < 3; ++call) {
+      auto packed = AcquirePackedB(p.b.ref, storage, 0);
+      ASSERT_NE(packed, nullptr);
+      p.Run(packed.get());
+      ExpectSameBits(p.out, p.expected);
+    }
+    const PackCacheStats stats = GetPackCacheStats();
+    EXPECT_EQ(stats.packs, 1u);
+    EXPECT_EQ(stats.hits, 2u);
+    EXPECT_GT(stats.bytes, 0u);
+    ForgetPackedB(storage);
+    EXPECT_EQ(GetPackCacheStats().entries, 0u);
+    EXPECT_EQ(GetPackCacheStats().bytes, 0u);
+  });
+}
+
+TEST(PackCache, NewVersionIsPackedAgain) {
+  ForEachTarget([&](const char*) {
+    ClearPackCache();
+    Problem p(21);
+    const void* storage = p.b.storage.get();
+    AcquirePackedB(p.b.ref, storage, 0);
+    auto old_pack = AcquirePackedB(p.b.ref, storage, 0);
+    p.Run(old_pack.get());
+    // An in-place write: new contents, version 1.
+    testing::FillRandom(p.b, 22);
+    p.Recompute();
+    auto fresh = AcquirePackedB(p.b.ref, storage, 1);
+    EXPECT_EQ(fresh, nullptr);  // the count starts over for the new version
+    p.Run(fresh.get());
+    ExpectSameBits(p.out, p.expected);
+    fresh = AcquirePackedB(p.b.ref, storage, 1);
+    ASSERT_NE(fresh, nullptr);
+    EXPECT_NE(fresh, old_pack);
+    p.Run(fresh.get());
+    ExpectSameBits(p.out, p.expected);
+    EXPECT_EQ(GetPackCacheStats().entries, 1u);  // version 0 was dropped
+    EXPECT_EQ(GetPackCacheStats().packs, 2u);
+    // An in-flight holder of the old version still computes with its own pack.
+    testing::FillRandom(p.out, 5);
+    ASSERT_TRUE(Matmul(p.out.ref, p.a.ref, p.b.ref, TensorRef{}, 1.0, 1.0, old_pack.get()).ok());
+    ClearPackCache();
+  });
+}
+
+TEST(PackCache, FreedAndReallocatedAtTheSameAddressIsPackedAgain) {
+  // The runtime's caching allocator hands the freed block back for the same
+  // size and stream; its free observer must drop the pack first.
+  rt::Allocator alloc(0, uint64_t{1} << 30);
+  rt::SetFreeObserver(&ForgetPackedB);
+  ForEachTarget([&](const char*) {
+    ClearPackCache();
+    const int64_t k = 80, n = 96;
+    Problem p(31, 24, n, k);
+    const size_t bytes = static_cast<size_t>(k * n) * sizeof(float);
+    const auto place_b = [&](void* block, uint32_t seed) {
+      TestTensor src = MakeRandom(DType::kFloat32, {n, k}, Layout::kContiguous, seed);
+      std::memcpy(block, src.ref.data, bytes);
+      p.b.ref.data = block;  // a transposed [k, n] view of the [n, k] block
+      p.Recompute();
+    };
+    void* block = alloc.Allocate(bytes, 0);
+    place_b(block, 32);
+    AcquirePackedB(p.b.ref, block, 0);
+    auto packed = AcquirePackedB(p.b.ref, block, 0);
+    p.Run(packed.get());
+    ExpectSameBits(p.out, p.expected);
+    packed.reset();
+    alloc.Free(block);
+    EXPECT_EQ(GetPackCacheStats().entries, 0u);
+    void* again = alloc.Allocate(bytes, 0);
+    ASSERT_EQ(again, block);
+    place_b(again, 33);  // a new tensor, same address, layout and version 0
+    for (int call = 0; call < 3; ++call) {
+      packed = AcquirePackedB(p.b.ref, again, 0);
+      p.Run(packed.get());
+      ExpectSameBits(p.out, p.expected);
+    }
+    packed.reset();
+    alloc.Free(again);
+    p.b.ref.data = nullptr;
+  });
+  rt::SetFreeObserver(nullptr);
+  ClearPackCache();
+}
+
+TEST(PackCache, ByteCapEvictsLeastRecentlyUsed) {
+  ClearPackCache();
+  Problem p1(41), p2(43), p3(45);
+  const auto use = [](Problem& p) {
+    auto packed = AcquirePackedB(p.b.ref, p.b.storage.get(), 0);
+    p.Run(packed.get());
+    ExpectSameBits(p.out, p.expected);
+  };
+  for (Problem* p : {&p1, &p2, &p3}) use(*p);  // seen once each
+  use(p1);
+  const uint64_t one = GetPackCacheStats().bytes;
+  ASSERT_GT(one, 0u);
+  SetPackCacheCapacity(2 * one);
+  use(p2);
+  use(p1);
+  use(p3);  // over the cap: p2 is the least recently used
+  PackCacheStats stats = GetPackCacheStats();
+  EXPECT_EQ(stats.evictions, 1u);
+  EXPECT_EQ(stats.bytes, 2 * one);
+  use(p1);  // still cached: a hit, no new pack
+  EXPECT_EQ(GetPackCacheStats().packs, stats.packs);
+  use(p2);  // evicted: seen again, counted as a fresh entry
+  use(p2);
+  EXPECT_LE(GetPackCacheStats().bytes, 2 * one);
+  SetPackCacheCapacity(kDefaultPackCacheBytes);
+  ClearPackCache();
+}
+
+TEST(PackCache, ConcurrentUseFromTwoThreads) {
+  // Two core workers multiply with the same weight (and each with its own)
+  // while a third thread writes versions and frees storages under them.
+  ClearPackCache();
+  Problem shared(51), own0(53), own1(55);
+  std::atomic<uint64_t> version{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::string> errors(2);
+  const auto worker = [&](int id, Problem& own) {
+    Problem mine_of_shared = shared;  // same a, b storage; own output
+    mine_of_shared.out = Empty(DType::kFloat32, shared.out.sizes());
+    for (int it = 0; it < 200 && errors[id].empty(); ++it) {
+      for (Problem* p : {&mine_of_shared, &own}) {
+        auto packed = AcquirePackedB(p->b.ref, p->b.storage.get(), version.load());
+        p->Run(packed.get());
+        for (int64_t i = 0; i < p->out.numel(); ++i) {
+          if (p->out.At(i) != p->expected.At(i)) {
+            errors[id] = "mismatch at " + std::to_string(i);
+            break;
+          }
+        }
+      }
+    }
+  };
+  std::thread churn([&] {
+    while (!stop.load()) {
+      version.fetch_add(1);  // contents unchanged: any version must match
+      ForgetPackedB(own0.b.storage.get());
+      std::this_thread::yield();
+    }
+  });
+  std::thread t0(worker, 0, std::ref(own0)), t1(worker, 1, std::ref(own1));
+  t0.join();
+  t1.join();
+  stop.store(true);
+  churn.join();
+  EXPECT_EQ(errors[0], "");
+  EXPECT_EQ(errors[1], "");
+  EXPECT_GT(GetPackCacheStats().packs, 0u);
+  ClearPackCache();
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
 // Per-core caching allocator. See Note [Allocator rounding and reuse].
+#include <atomic>
 #include <cstdlib>
 #include <iterator>
 #include <map>
@@ -24,6 +25,8 @@ namespace trn::rt {
 //    user's kernels have finished before the new user's run.
 //  - Reuse is best fit, and only if the cached block is at most 25% larger
 //    than the rounded request: a tiny tensor never pins a huge block.
+//  - Free first tells the free observer (SetFreeObserver), so caches keyed
+//    by address (Note [Packed weight cache]) never outlive a block's user.
 //  - Capacity bounds reserved bytes (live + cached). Before failing, the cache
 //    is returned to the host and the request retried.
 namespace {
@@ -33,7 +36,11 @@ constexpr size_t kSmallRound = 512;
 constexpr size_t kSmallLimit = size_t{1} << 20;  // 1 MiB
 constexpr size_t kLargeRound = size_t{2} << 20;  // 2 MiB
 
+std::atomic<FreeObserver> free_observer{nullptr};
+
 }  // namespace
+
+void SetFreeObserver(FreeObserver observer) { free_observer.store(observer); }
 
 size_t RoundAllocationSize(size_t bytes) {
   const size_t unit = bytes <= kSmallLimit ? kSmallRound : kLargeRound;
@@ -174,6 +181,10 @@ void Allocator::Free(void* ptr) {
   TRN_ASSERT(it != m.live.end(), "Allocator::Free of a pointer this core did not allocate");
   const Impl::Block block = it->second;
   m.live.erase(it);
+  // Under the lock: no Allocate can hand the block out before the observer ran.
+  if (const FreeObserver observer = free_observer.load(std::memory_order_acquire)) {
+    observer(ptr);
+  }
   m.cache[block.stream_id].emplace(block.size, ptr);
   m.cached_bytes += block.size;
   m.stats.allocated -= block.size;

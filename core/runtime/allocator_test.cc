@@ -215,6 +215,32 @@ TEST(AllocatorTest, ConcurrentAllocateAndFreeKeepStatsConsistent) {
   EXPECT_LE(st.reserved, st.capacity);
 }
 
+TEST(AllocatorTest, FreeObserverSeesEveryFreeBeforeTheBlockIsReused) {
+  static std::vector<const void*>* freed = new std::vector<const void*>;
+  freed->clear();
+  SetFreeObserver([](const void* block) { freed->push_back(block); });
+  Allocator alloc(0, 1 << 20);
+  void* a = alloc.Allocate(1000, 0);
+  void* b = alloc.Allocate(5000, 0);
+  EXPECT_TRUE(freed->empty());  // allocation is not a free
+  alloc.Free(a);
+  ASSERT_EQ(freed->size(), 1u);
+  EXPECT_EQ((*freed)[0], a);
+  void* again = alloc.Allocate(1000, 0);  // reuses a's cached block
+  EXPECT_EQ(again, a);
+  EXPECT_EQ(freed->size(), 1u);
+  alloc.Free(again);
+  alloc.Free(b);
+  ASSERT_EQ(freed->size(), 3u);
+  EXPECT_EQ((*freed)[1], a);
+  EXPECT_EQ((*freed)[2], b);
+  alloc.EmptyCache();  // returning cached blocks to the host is not a second free
+  EXPECT_EQ(freed->size(), 3u);
+  SetFreeObserver(nullptr);
+  alloc.Free(alloc.Allocate(64, 0));
+  EXPECT_EQ(freed->size(), 3u);
+}
+
 TEST(AllocatorDeathTest, FreeOfAForeignPointerAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   Allocator a(0, 64 * kMiB);

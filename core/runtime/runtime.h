@@ -215,3 +215,14 @@ class Runtime {
 int64_t NowNs();
 
 }  // namespace trn::rt
+
+// ---- Free observer (gemm: Note [Packed weight cache]) -----------------------
+namespace trn::rt {
+// Called by every core's Allocator::Free with the block's pointer, under the
+// allocator's lock, before the block can be handed out again: caches keyed by
+// device addresses drop what they hold for it. The observer must not call
+// back into an allocator. One process-wide observer; null removes it.
+using FreeObserver = void (*)(const void* block);
+void SetFreeObserver(FreeObserver observer);
+}  // namespace trn::rt
+// ---- End of free observer ------------------------------------------------------

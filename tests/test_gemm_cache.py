@@ -1,0 +1,156 @@
+"""The packed-weight cache of the trn GEMM (Note [Packed weight cache]): a weight used
+by mm / addmm / F.linear is packed once and reused, and every way its bytes can change
+(an in-place write, copy_, a write under no_grad, a free and a new tensor at the same
+address) gives the result CPU PyTorch gives, never a stale pack."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import trnscope
+
+ops = torch.ops.trnscope
+FIELDS = ("hits", "packs", "evictions", "forgotten", "entries", "bytes", "capacity")
+K, N, M = 96, 80, 24  # k * n above the cache's minimum; M above the GEMV rows
+
+
+def stats() -> dict:
+    torch.trn.synchronize()
+    return dict(zip(FIELDS, ops._gemm_pack_cache_stats()))
+
+
+@pytest.fixture(autouse=True)
+def clean_cache():
+    ops._gemm_pack_cache_clear()
+    before = trnscope.fallback_ops()
+    yield
+    torch.trn.synchronize()
+    assert trnscope.fallback_ops() == before, "a native op went through the CPU fallback"
+    ops._gemm_pack_cache_clear()
+
+
+def assert_linear_matches(x, w, bias=None):
+    got = F.linear(x, w, bias)
+    want = F.linear(x.cpu(), w.cpu(), None if bias is None else bias.cpu())
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_weight_is_packed_once_and_reused():
+    x = torch.randn(M, K, device="trn")
+    w = torch.randn(N, K, device="trn")
+    for _ in range(5):
+        assert_linear_matches(x, w)
+    s = stats()
+    assert s["packs"] == 1, s  # admitted on the second call, packed there
+    assert s["hits"] == 3, s
+    assert s["bytes"] >= K * N * 4, s
+
+
+def test_cached_result_equals_the_uncached_result():
+    x = torch.randn(M, K, device="trn")
+    w = torch.randn(K, N, device="trn")  # plain mm, b row-major
+    first = torch.mm(x, w).cpu()
+    for _ in range(3):
+        assert torch.equal(torch.mm(x, w).cpu(), first)
+    assert stats()["hits"] == 2  # call 2 packs, calls 3 and 4 reuse
+
+
+@pytest.mark.parametrize("write", ["add_", "copy_", "no_grad_mul_", "mul_out", "index_fill"])
+def test_in_place_write_to_the_weight_is_seen(write):
+    lin = torch.nn.Linear(K, N).to("trn")
+    x = torch.randn(M, K, device="trn")
+    for _ in range(3):  # packed and hit
+        assert_linear_matches(x, lin.weight, lin.bias)
+    assert stats()["hits"] >= 1
+    w = lin.weight
+    with torch.no_grad():
+        if write == "add_":
+            w.add_(1)
+        elif write == "copy_":
+            w.copy_(torch.randn(N, K))
+        elif write == "no_grad_mul_":
+            lin.weight.mul_(2)
+        elif write == "mul_out":
+            torch.mul(w, 3, out=w)
+        else:  # a write through a view of the weight
+            w[:, : K // 2].fill_(0.5)
+    for _ in range(3):
+        assert_linear_matches(x, lin.weight, lin.bias)
+        y = lin(x)
+        torch.testing.assert_close(y.detach().cpu(), F.linear(x.cpu(), w.detach().cpu(),
+                                                               lin.bias.detach().cpu()),
+                                   rtol=1e-5, atol=1e-5)
+
+
+def test_freed_and_reallocated_weight_is_packed_again():
+    x = torch.randn(M, K, device="trn")
+    w = torch.randn(N, K, device="trn")
+    for _ in range(3):
+        assert_linear_matches(x, w)
+    address, version = w.data_ptr(), w._version
+    del w  # the block goes back to the allocator's cache
+    w2 = torch.randn(N, K, device="trn")  # same size, same stream: the same block
+    assert w2.data_ptr() == address
+    assert w2._version == version  # made like w: the same key but for the free
+    for _ in range(3):
+        assert_linear_matches(x, w2)
+    assert stats()["forgotten"] >= 1
+
+
+def test_weight_views_and_dtypes():
+    x = torch.randn(M, K, device="trn")
+    w = torch.randn(N, 2 * K, device="trn")
+    for view in (w[:, :K], w[:, K:], w[:, ::2]):  # one storage, three views
+        for _ in range(3):
+            assert_linear_matches(x, view)
+    for dtype, tol in ((torch.bfloat16, 2e-2), (torch.float16, 2e-3)):
+        xd = torch.randn(M, K).to(dtype)
+        wd = torch.randn(N, K).to(dtype)
+        xt, wt = xd.to("trn"), wd.to("trn")
+        for _ in range(3):
+            got = F.linear(xt, wt).cpu()
+            want = F.linear(xd.float(), wd.float()).to(dtype)
+            torch.testing.assert_close(got, want, rtol=tol, atol=tol)
+
+
+def test_activations_are_not_cached():
+    w = torch.randn(N, K, device="trn")
+    for _ in range(4):
+        a = torch.randn(M, K, device="trn")
+        b = torch.randn(K, N, device="trn")  # fresh each call, as an activation is
+        got = torch.mm(a, b)
+        torch.testing.assert_close(got.cpu(), a.cpu() @ b.cpu(), rtol=1e-5, atol=1e-5)
+        del a, b, got
+    torch.bmm(torch.randn(2, M, K, device="trn"), w.t().expand(2, K, N))
+    s = stats()
+    assert s["packs"] == 0, s
+
+
+def test_byte_cap_evicts_and_results_stay_right():
+    x = torch.randn(M, K, device="trn")
+    ws = [torch.randn(N, K, device="trn") for _ in range(3)]
+    for w in ws:
+        for _ in range(2):
+            assert_linear_matches(x, w)
+    one = stats()["bytes"] // 3
+    ops._gemm_pack_cache_capacity(one)
+    try:
+        for _ in range(2):
+            for w in ws:
+                assert_linear_matches(x, w)
+        s = stats()
+        assert s["evictions"] >= 2, s
+        assert s["bytes"] <= one, s
+    finally:
+        ops._gemm_pack_cache_capacity(1 << 30)
+
+
+def test_decoder_style_linear_on_3d_input():
+    lin = torch.nn.Linear(K, N).to("trn")
+    for s in (7, 1, 1, 1):  # prefill, then decode steps
+        x = torch.randn(2, s, K, device="trn")
+        y = lin(x)
+        torch.testing.assert_close(
+            y.detach().cpu(),
+            F.linear(x.cpu(), lin.weight.detach().cpu(), lin.bias.detach().cpu()),
+            rtol=1e-5, atol=1e-5)
