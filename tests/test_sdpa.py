@@ -23,7 +23,7 @@ F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 FLOATS = [F32, BF16, F16]
 # Tests that run torch's math sdpa on trn, which may use ops (tril) that still
 # fall back to the CPU; the fused path is checked fallback-free everywhere else.
-MATH_PATH_TESTS = {"test_inference_mode_and_grad_path", "test_math_backend_when_asked"}
+MATH_PATH_TESTS = {"test_math_backend_when_asked"}
 OVERRIDEABLE = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
 
 
@@ -283,20 +283,44 @@ def test_math_backend_when_asked():
     check(got, reference(q, k, v))
 
 
-def test_inference_mode_and_grad_path():
-    """Inference (no grad needed) is the fused kernel; inputs that need a
-    gradient take torch's math path on trn, whose backward matches CPU."""
-    q, k, v = (rand((1, 2, 6, 16), F32, t) for t in "qkv")
-    with torch.inference_mode():
-        counts, got = launch_counts(
-            lambda: F.scaled_dot_product_attention(q.to("trn"), k.to("trn"), v.to("trn")))
-    assert counts.get("sdpa_f32") == 1, counts
-    tq = q.to("trn").requires_grad_()
-    cq = q.clone().requires_grad_()
-    out = F.scaled_dot_product_attention(tq, k.to("trn"), v.to("trn"), is_causal=True)
-    out.sum().backward()
-    F.scaled_dot_product_attention(cq, k, v, is_causal=True).sum().backward()
-    torch.testing.assert_close(tq.grad.cpu(), cq.grad, rtol=1e-4, atol=1e-5)
+@pytest.mark.parametrize(
+    "hq,hkv,sq,skv,causal,mask_kind,dtype",
+    [
+        (2, 2, 5, 7, False, None, F32),
+        (4, 2, 6, 6, True, None, F32),
+        (4, 1, 9, 5, False, "bool", F32),  # a fully masked row: zero gradients
+        (2, 2, 4, 8, False, "float", F32),
+        (6, 3, 7, 7, True, None, F32),
+        (2, 2, 5, 7, True, None, BF16),
+    ],
+)
+def test_backward_of_the_fused_op(hq, hkv, sq, skv, causal, mask_kind, dtype):
+    """Inputs that require grad take the fused forward too; its backward
+    (aten ops on trn from the saved logsumexp) matches CPU autograd."""
+    q, k, v = rand((2, hq, sq, 16), dtype, "q"), rand((2, hkv, skv, 16), dtype, "k"), rand(
+        (2, hkv, skv, 24), dtype, "v")
+    grad = rand((2, hq, sq, 24), dtype, "g")
+    mask = None
+    if mask_kind == "bool":
+        mask = rand((sq, skv), F32, "m") > -0.5
+        mask[1] = False
+    elif mask_kind == "float":
+        mask = rand((sq, skv), F32, "m").to(dtype)
+    gqa = hq != hkv
+    cq, ck, cv = (t.float().clone().requires_grad_() for t in (q, k, v))
+    cmask = mask if mask is None or mask.dtype == torch.bool else mask.float()
+    with sdpa_kernel(SDPBackend.MATH):
+        F.scaled_dot_product_attention(cq, ck, cv, attn_mask=cmask, is_causal=causal,
+                                       enable_gqa=gqa).backward(grad.float())
+    tq, tk, tv = (t.to("trn").requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, enable_gqa=gqa,
+                                         attn_mask=None if mask is None else mask.to("trn"))
+    assert out.grad_fn.name() == "ScaledDotProductFusedAttentionOverrideableBackward0"
+    out.backward(grad.to("trn"))
+    r, a = tol(dtype)
+    for t, c in ((tq, cq), (tk, ck), (tv, cv)):
+        assert t.grad.dtype == dtype
+        torch.testing.assert_close(t.grad.cpu().float(), c.grad, rtol=r, atol=a * 4)
 
 
 # ---- bad input -------------------------------------------------------------------------------
