@@ -378,3 +378,26 @@ def test_aot_graph_has_the_fused_op():
     check(got, reference(q.cpu(), k.cpu(), v.cpu(), attn_mask=m.cpu()))
     targets = [n.target for g in graphs for n in g.graph.nodes if n.op == "call_function"]
     assert OVERRIDEABLE in targets, targets
+
+
+def test_aot_training_graphs_have_the_fused_op_and_its_backward():
+    from torch._dynamo.backends.common import aot_autograd
+
+    targets = []
+
+    def capture(gm, example_inputs):
+        targets.extend(n.target for n in gm.graph.nodes if n.op == "call_function")
+        return gm
+
+    q = rand((1, 2, 8, 16), F32, "q")
+    k, v = rand((1, 2, 8, 16), F32, "k"), rand((1, 2, 8, 16), F32, "v")
+    tq = q.to("trn").requires_grad_()
+    fn = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                       backend=aot_autograd(fw_compiler=capture, bw_compiler=capture))
+    fn(tq, k.to("trn"), v.to("trn")).sum().backward()
+    cq = q.clone().requires_grad_()
+    F.scaled_dot_product_attention(cq, k, v, is_causal=True).sum().backward()
+    torch.testing.assert_close(tq.grad.cpu(), cq.grad, rtol=1e-4, atol=1e-5)
+    assert OVERRIDEABLE in targets, targets
+    bw = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward.default
+    assert bw in targets, targets

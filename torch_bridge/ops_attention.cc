@@ -150,8 +150,13 @@ OverrideableResult FusedAttention(const at::Tensor& query, const at::Tensor& key
   if (!batched) {
     out = out.squeeze(0);
   }
-  return {out,    lse, at::Tensor(), at::Tensor(), c10::SymInt(sq), c10::SymInt(skv),
-          at::Tensor(), at::Tensor(), at::Tensor()};
+  // cum_seq_q/k and debug_attn_mask are None, philox seed/offset 0-dim
+  // int64 tensors, as the meta kernel says (compiled graphs save them for the
+  // backward and check their types).
+  const at::Tensor philox_seed = Empty({}, at::kLong, device);
+  const at::Tensor philox_offset = Empty({}, at::kLong, device);
+  return {out,         lse,           at::Tensor(), at::Tensor(), c10::SymInt(sq), c10::SymInt(skv),
+          philox_seed, philox_offset, at::Tensor()};
 }
 
 // Backward of the fused op (Note [sdpa routing]): the probabilities are
