@@ -380,6 +380,15 @@ def test_aot_graph_has_the_fused_op():
     assert OVERRIDEABLE in targets, targets
 
 
+def test_backward_three_d():
+    q, k, v = rand((2, 5, 16), F32, "q"), rand((2, 7, 16), F32, "k"), rand((2, 7, 16), F32, "v")
+    cq, tq = q.clone().requires_grad_(), q.to("trn").requires_grad_()
+    F.scaled_dot_product_attention(cq, k, v, is_causal=True).sum().backward()
+    F.scaled_dot_product_attention(tq, k.to("trn"), v.to("trn"), is_causal=True).sum().backward()
+    assert tq.grad.shape == q.shape
+    torch.testing.assert_close(tq.grad.cpu(), cq.grad, rtol=1e-4, atol=1e-5)
+
+
 def test_aot_training_graphs_have_the_fused_op_and_its_backward():
     from functorch.compile import make_boxed_func
     from torch._dynamo.backends.common import aot_autograd

@@ -47,7 +47,6 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <numeric>
 #include <optional>
 #include <tuple>
 
@@ -201,7 +200,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> FusedAttentionBackwar
     const at::Tensor keep = at::ones({sq, skv}, at::TensorOptions().dtype(at::kBool)).tril();
     s = s.masked_fill(at::logical_not(keep.to(q.device())), ninf);
   }
-  at::Tensor lse = (batched ? logsumexp : logsumexp.unsqueeze(0)).unsqueeze(-1);
+  at::Tensor lse = logsumexp.reshape({B, hq, sq, 1});  // [1, H, Sq] for 3-D inputs too
   lse = lse.masked_fill(lse.eq(ninf), 0.0);  // rows that attend nothing: P = 0
   const at::Tensor p = at::exp(s.sub(lse));
   const auto group_sum = [&](const at::Tensor& t) {
