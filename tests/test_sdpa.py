@@ -41,7 +41,7 @@ def tol(dtype):
     return {F32: (1e-4, 2e-5), BF16: (2e-2, 2e-2), F16: (2e-3, 2e-3)}[dtype]
 
 
-def rand(shape, dtype, tag, lo=None):
+def rand(shape, dtype, tag):
     g = torch.Generator().manual_seed(zlib.crc32(repr((shape, str(dtype), tag)).encode()))
     t = torch.randn(shape, generator=g)
     return t.to(dtype)
