@@ -23,7 +23,7 @@ F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 FLOATS = [F32, BF16, F16]
 # Tests that run torch's math sdpa on trn, which may use ops (tril) that still
 # fall back to the CPU; the fused path is checked fallback-free everywhere else.
-MATH_PATH_TESTS = {"test_inference_mode_and_grad_path", "test_math_backend_when_asked"}
+MATH_PATH_TESTS = {"test_math_backend_when_asked"}
 OVERRIDEABLE = torch.ops.aten._scaled_dot_product_fused_attention_overrideable.default
 
 
@@ -41,7 +41,7 @@ def tol(dtype):
     return {F32: (1e-4, 2e-5), BF16: (2e-2, 2e-2), F16: (2e-3, 2e-3)}[dtype]
 
 
-def rand(shape, dtype, tag, lo=None):
+def rand(shape, dtype, tag):
     g = torch.Generator().manual_seed(zlib.crc32(repr((shape, str(dtype), tag)).encode()))
     t = torch.randn(shape, generator=g)
     return t.to(dtype)
@@ -283,20 +283,44 @@ def test_math_backend_when_asked():
     check(got, reference(q, k, v))
 
 
-def test_inference_mode_and_grad_path():
-    """Inference (no grad needed) is the fused kernel; inputs that need a
-    gradient take torch's math path on trn, whose backward matches CPU."""
-    q, k, v = (rand((1, 2, 6, 16), F32, t) for t in "qkv")
-    with torch.inference_mode():
-        counts, got = launch_counts(
-            lambda: F.scaled_dot_product_attention(q.to("trn"), k.to("trn"), v.to("trn")))
-    assert counts.get("sdpa_f32") == 1, counts
-    tq = q.to("trn").requires_grad_()
-    cq = q.clone().requires_grad_()
-    out = F.scaled_dot_product_attention(tq, k.to("trn"), v.to("trn"), is_causal=True)
-    out.sum().backward()
-    F.scaled_dot_product_attention(cq, k, v, is_causal=True).sum().backward()
-    torch.testing.assert_close(tq.grad.cpu(), cq.grad, rtol=1e-4, atol=1e-5)
+@pytest.mark.parametrize(
+    "hq,hkv,sq,skv,causal,mask_kind,dtype",
+    [
+        (2, 2, 5, 7, False, None, F32),
+        (4, 2, 6, 6, True, None, F32),
+        (4, 1, 9, 5, False, "bool", F32),  # a fully masked row: zero gradients
+        (2, 2, 4, 8, False, "float", F32),
+        (6, 3, 7, 7, True, None, F32),
+        (2, 2, 5, 7, True, None, BF16),
+    ],
+)
+def test_backward_of_the_fused_op(hq, hkv, sq, skv, causal, mask_kind, dtype):
+    """Inputs that require grad take the fused forward too; its backward
+    (aten ops on trn from the saved logsumexp) matches CPU autograd."""
+    q, k, v = rand((2, hq, sq, 16), dtype, "q"), rand((2, hkv, skv, 16), dtype, "k"), rand(
+        (2, hkv, skv, 24), dtype, "v")
+    grad = rand((2, hq, sq, 24), dtype, "g")
+    mask = None
+    if mask_kind == "bool":
+        mask = rand((sq, skv), F32, "m") > -0.5
+        mask[1] = False
+    elif mask_kind == "float":
+        mask = rand((sq, skv), F32, "m").to(dtype)
+    gqa = hq != hkv
+    cq, ck, cv = (t.float().clone().requires_grad_() for t in (q, k, v))
+    cmask = mask if mask is None or mask.dtype == torch.bool else mask.float()
+    with sdpa_kernel(SDPBackend.MATH):
+        F.scaled_dot_product_attention(cq, ck, cv, attn_mask=cmask, is_causal=causal,
+                                       enable_gqa=gqa).backward(grad.float())
+    tq, tk, tv = (t.to("trn").requires_grad_() for t in (q, k, v))
+    out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, enable_gqa=gqa,
+                                         attn_mask=None if mask is None else mask.to("trn"))
+    assert out.grad_fn.name() == "ScaledDotProductFusedAttentionOverrideableBackward0"
+    out.backward(grad.to("trn"))
+    r, a = tol(dtype)
+    for t, c in ((tq, cq), (tk, ck), (tv, cv)):
+        assert t.grad.dtype == dtype
+        torch.testing.assert_close(t.grad.cpu().float(), c.grad, rtol=r, atol=a * 4)
 
 
 # ---- bad input -------------------------------------------------------------------------------
@@ -354,3 +378,36 @@ def test_aot_graph_has_the_fused_op():
     check(got, reference(q.cpu(), k.cpu(), v.cpu(), attn_mask=m.cpu()))
     targets = [n.target for g in graphs for n in g.graph.nodes if n.op == "call_function"]
     assert OVERRIDEABLE in targets, targets
+
+
+def test_backward_three_d():
+    q, k, v = rand((2, 5, 16), F32, "q"), rand((2, 7, 16), F32, "k"), rand((2, 7, 16), F32, "v")
+    cq, tq = q.clone().requires_grad_(), q.to("trn").requires_grad_()
+    F.scaled_dot_product_attention(cq, k, v, is_causal=True).sum().backward()
+    F.scaled_dot_product_attention(tq, k.to("trn"), v.to("trn"), is_causal=True).sum().backward()
+    assert tq.grad.shape == q.shape
+    torch.testing.assert_close(tq.grad.cpu(), cq.grad, rtol=1e-4, atol=1e-5)
+
+
+def test_aot_training_graphs_have_the_fused_op_and_its_backward():
+    from functorch.compile import make_boxed_func
+    from torch._dynamo.backends.common import aot_autograd
+
+    targets = []
+
+    def capture(gm, example_inputs):
+        targets.extend(n.target for n in gm.graph.nodes if n.op == "call_function")
+        return make_boxed_func(gm)
+
+    q = rand((1, 2, 8, 16), F32, "q")
+    k, v = rand((1, 2, 8, 16), F32, "k"), rand((1, 2, 8, 16), F32, "v")
+    tq = q.to("trn").requires_grad_()
+    fn = torch.compile(lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+                       backend=aot_autograd(fw_compiler=capture, bw_compiler=capture))
+    fn(tq, k.to("trn"), v.to("trn")).sum().backward()
+    cq = q.clone().requires_grad_()
+    F.scaled_dot_product_attention(cq, k, v, is_causal=True).sum().backward()
+    torch.testing.assert_close(tq.grad.cpu(), cq.grad, rtol=1e-4, atol=1e-5)
+    assert OVERRIDEABLE in targets, targets
+    bw = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward.default
+    assert bw in targets, targets

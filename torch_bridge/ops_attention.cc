@@ -10,34 +10,43 @@
 // aten::_scaled_dot_product_fused_attention_overrideable (q, k, v, attn_bias,
 // dropout_p, is_causal, return_debug_mask, scale; no enable_gqa: grouped heads
 // arrive with Hq != Hkv). That op has an autograd formula and a meta kernel.
-// trn registers three things:
-// - the choice stub (FusedSdpChoice): overrideable unless a gradient is
-//   needed, dropout_p > 0, the inputs are not 3-D/4-D, Hq != Hkv without
-//   enable_gqa (unless Hkv == 1, which the math path broadcasts alike), or the
-//   user disabled the overrideable backend (torch.nn.attention.sdpa_kernel);
+// trn registers four things:
+// - the choice stub (FusedSdpChoice): overrideable unless dropout_p > 0, the
+//   inputs are not 3-D/4-D, Hq != Hkv without enable_gqa (unless Hkv == 1,
+//   which the math path broadcasts alike), or the user disabled the
+//   overrideable backend (torch.nn.attention.sdpa_kernel);
 // - the fused op for PrivateUse1 (FusedAttention, one launch, bool or float mask);
+// - its backward (FusedAttentionBackward, aten ops on trn from the saved
+//   logsumexp), so inputs that require grad take the fused forward too;
 // - scaled_dot_product_attention itself for PrivateUse1 and AutogradPrivateUse1
 //   (ScaledDotProductAttention): when the choice is overrideable it calls the
 //   fused op with the mask as given, so a bool mask costs no conversion
 //   launches (eager: exactly one launch; AOT graphs: the fused op with the
 //   bool mask); otherwise it runs torch's own composite
 //   (at::native::scaled_dot_product_attention), which at the autograd key
-//   records the math path's backward as before.
+//   records the math path's backward as before. Registered at the autograd
+//   key, the fused op's own autograd kernel still records its backward.
 #include <ATen/Context.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/SDPBackend.h>
 #include <ATen/core/Tensor.h>
-#include <ATen/core/grad_mode.h>
 #include <ATen/native/DispatchStub.h>
 #include <ATen/native/transformers/attention.h>
 #include <ATen/ops/_scaled_dot_product_fused_attention_overrideable.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/logical_not.h>
+#include <ATen/ops/masked_fill.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/ones.h>
 #include <ATen/ops/scaled_dot_product_attention_native.h>
+#include <ATen/ops/sum.h>
+#include <ATen/ops/tril.h>
 #include <torch/library.h>
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <numeric>
+#include <limits>
 #include <optional>
 #include <tuple>
 
@@ -53,10 +62,7 @@ int64_t FusedSdpChoice(const at::Tensor& q, const at::Tensor& k, const at::Tenso
                        const std::optional<at::Tensor>& mask, double dropout_p, bool is_causal,
                        std::optional<double> scale, bool enable_gqa) {
   const auto math = static_cast<int64_t>(at::SDPBackend::math);
-  const bool needs_grad =
-      at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad() ||
-                                     (mask.has_value() && mask->defined() && mask->requires_grad()));
-  if (needs_grad || dropout_p > 0.0 || q.is_nested()) return math;
+  if (dropout_p > 0.0 || q.is_nested()) return math;
   if (!at::globalContext().userEnabledOverrideableSDP()) return math;
   if ((q.dim() != 3 && q.dim() != 4) || k.dim() != q.dim() || v.dim() != q.dim()) return math;
   const int64_t hq = q.size(-3), hkv = k.size(-3);
@@ -143,8 +149,83 @@ OverrideableResult FusedAttention(const at::Tensor& query, const at::Tensor& key
   if (!batched) {
     out = out.squeeze(0);
   }
-  return {out,    lse, at::Tensor(), at::Tensor(), c10::SymInt(sq), c10::SymInt(skv),
-          at::Tensor(), at::Tensor(), at::Tensor()};
+  // cum_seq_q/k and debug_attn_mask are None, philox seed/offset 0-dim
+  // int64 tensors, as the meta kernel says (compiled graphs save them for the
+  // backward and check their types).
+  const at::Tensor philox_seed = Empty({}, at::kLong, device);
+  const at::Tensor philox_offset = Empty({}, at::kLong, device);
+  return {out,         lse,           at::Tensor(), at::Tensor(), c10::SymInt(sq), c10::SymInt(skv),
+          philox_seed, philox_offset, at::Tensor()};
+}
+
+// Backward of the fused op (Note [sdpa routing]): the probabilities are
+// recomputed from the saved logsumexp, P = exp(q k^T * scale + bias - lse),
+// and the gradients follow from aten ops on trn in float32 (the S x S
+// matrices are materialised here: training is not the fused kernel's goal):
+// dV = P^T dO, dS = P * (dO V^T - rowsum(dO * O)), dQ = dS K * scale,
+// dK = dS^T Q * scale; grouped heads sum their query heads' dK/dV.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> FusedAttentionBackward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const at::Tensor& attn_bias, std::array<bool, 4> grad_input_mask,
+    const at::Tensor& out, const at::Tensor& logsumexp, const at::Tensor& cum_seq_q,
+    const at::Tensor& cum_seq_k, c10::SymInt max_q, c10::SymInt max_k, double dropout_p,
+    bool is_causal, const at::Tensor& philox_seed, const at::Tensor& philox_offset,
+    std::optional<double> scale) {
+  const char* name = "scaled_dot_product_attention backward";
+  TORCH_CHECK(dropout_p == 0.0, name, " on trn: dropout_p must be 0, got ", dropout_p);
+  const bool batched = query.dim() == 4;
+  const auto f32 = [&](const at::Tensor& t) {
+    const at::Tensor t4 = batched ? t : t.unsqueeze(0);
+    return t4.scalar_type() == at::kFloat ? t4 : t4.to(at::kFloat);
+  };
+  const at::Tensor q = f32(query), k = f32(key), v = f32(value);
+  const at::Tensor dout = f32(grad_out), o = f32(out);
+  const int64_t B = q.size(0), hq = q.size(1), sq = q.size(2), d = q.size(3);
+  const int64_t hkv = k.size(1), skv = k.size(2), group = hq / hkv;
+  const double sc = scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(d));
+  // k/v of every query head (grouped heads repeated).
+  const auto per_q_head = [&](const at::Tensor& t) {
+    if (group == 1) return t;
+    return t.unsqueeze(2).expand({B, hkv, group, skv, t.size(3)}).reshape({B, hq, skv, t.size(3)});
+  };
+  const at::Tensor kx = per_q_head(k), vx = per_q_head(v);
+  at::Tensor s = at::matmul(q, kx.transpose(-1, -2)).mul_(sc);
+  const double ninf = -std::numeric_limits<double>::infinity();
+  if (attn_bias.defined()) {
+    const at::Tensor bias = batched ? attn_bias : attn_bias.unsqueeze(0);
+    s = bias.scalar_type() == at::kBool ? s.masked_fill(at::logical_not(bias), ninf)
+                                        : s.add(bias.to(at::kFloat));
+  }
+  if (is_causal) {  // built on the host: a small bool matrix, one copy
+    const at::Tensor keep = at::ones({sq, skv}, at::TensorOptions().dtype(at::kBool)).tril();
+    s = s.masked_fill(at::logical_not(keep.to(q.device())), ninf);
+  }
+  at::Tensor lse = logsumexp.reshape({B, hq, sq, 1});  // [1, H, Sq] for 3-D inputs too
+  lse = lse.masked_fill(lse.eq(ninf), 0.0);  // rows that attend nothing: P = 0
+  const at::Tensor p = at::exp(s.sub(lse));
+  const auto group_sum = [&](const at::Tensor& t) {
+    if (group == 1) return t;
+    return at::sum(t.view({B, hkv, group, skv, t.size(3)}), {2});
+  };
+  const auto finish = [&](at::Tensor t, const at::Tensor& like) {
+    if (!batched) t = t.squeeze(0);
+    return t.to(like.scalar_type());
+  };
+  at::Tensor gq, gk, gv, gb;
+  if (grad_input_mask[2]) gv = finish(group_sum(at::matmul(p.transpose(-1, -2), dout)), value);
+  if (grad_input_mask[0] || grad_input_mask[1] || grad_input_mask[3]) {
+    const at::Tensor rowdot = at::sum(dout.mul(o), {-1}, /*keepdim=*/true);
+    const at::Tensor ds = p.mul(at::matmul(dout, vx.transpose(-1, -2)).sub_(rowdot));
+    if (grad_input_mask[0]) gq = finish(at::matmul(ds, kx).mul_(sc), query);
+    if (grad_input_mask[1]) {
+      gk = finish(group_sum(at::matmul(ds.transpose(-1, -2), q).mul_(sc)), key);
+    }
+    if (grad_input_mask[3] && attn_bias.defined() && attn_bias.scalar_type() != at::kBool) {
+      const at::Tensor g = batched ? ds : ds.squeeze(0);
+      gb = g.sum_to_size(attn_bias.sizes()).to(attn_bias.scalar_type());
+    }
+  }
+  return {gq, gk, gv, gb};
 }
 
 // Note [sdpa routing]: the fused op straight away when the choice is
@@ -169,6 +250,8 @@ at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k,
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(FusedAttention));
+  m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
+         TORCH_FN(FusedAttentionBackward));
   m.impl("scaled_dot_product_attention", TORCH_FN(ScaledDotProductAttention));
 }
 

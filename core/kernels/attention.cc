@@ -160,7 +160,9 @@ HWY_INLINE void AccumulatePV(float* HWY_RESTRICT acc, float corr, const float* H
   for (; i + N <= dv; i += N) {
     auto a = hn::Mul(hn::LoadU(df, acc + i), c);
     const float* vr = v + i;
-    for (int64_t j = 0; j < n; ++j, vr += ldv) a = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vr), a);
+    for (int64_t j = 0; j < n; ++j, vr += ldv) {
+      a = hn::MulAdd(hn::Set(df, p[j]), hn::LoadU(df, vr), a);
+    }
     hn::StoreU(a, df, acc + i);
   }
   for (; i < dv; ++i) {
@@ -408,7 +410,9 @@ void AttentionHeadPanels(const HeadArgs& a) {
         if (corr != 1.0f) {
           float* ar = a.acc + r * lda;
           const auto c = hn::Set(df, corr);
-          for (int64_t t = 0; t < lda; t += N) hn::StoreU(hn::Mul(hn::LoadU(df, ar + t), c), df, ar + t);
+          for (int64_t t = 0; t < lda; t += N) {
+            hn::StoreU(hn::Mul(hn::LoadU(df, ar + t), c), df, ar + t);
+          }
         }
         a.m[r] = m_new;
       }
@@ -505,7 +509,8 @@ struct KvPanels {
       v.assign(static_cast<size_t>(std::max<int64_t>(1, skv * dv_pad)), 0.0f);
       row.resize(static_cast<size_t>(std::max<int64_t>(1, d)));
     }
-    const char* kb = static_cast<const char*>(k.data) + (b * k.strides[0] + h * k.strides[1]) * item;
+    const char* kb =
+        static_cast<const char*>(k.data) + (b * k.strides[0] + h * k.strides[1]) * item;
     if (kb != k_from) {
       for (int64_t j = 0; j < skv; ++j) {
         internal::LoadAsF32(k.dtype, kb + j * k.strides[2] * item, k.strides[3], d, row.data());
@@ -565,7 +570,8 @@ Status Attention(const TensorRef& out, const TensorRef& q, const TensorRef& k,
     TRN_ASSERT(mask.ndim == 4 && mask.sizes[0] == B && mask.sizes[1] == hq &&
                    mask.sizes[2] == sq && mask.sizes[3] == skv,
                "mask must be broadcast to [B, Hq, Sq, Skv]");
-    TRN_ASSERT(mask.dtype == DType::kBool || IsFloating(mask.dtype), "mask must be bool or floating");
+    TRN_ASSERT(mask.dtype == DType::kBool || IsFloating(mask.dtype),
+               "mask must be bool or floating");
   }
   if (lse.data != nullptr) {
     TRN_ASSERT(lse.ndim == 3 && lse.dtype == DType::kFloat32 && lse.sizes[0] == B &&

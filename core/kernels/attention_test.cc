@@ -111,7 +111,9 @@ void RunCase(const AttnCase& c) {
           const double want_lse = sum > 0 ? mx + std::log(sum) : -INFINITY;
           const double got_lse = lse.At((b * c.hq + h) * c.sq + i);
           if (auto msg = testing::CheckClose(got_lse, want_lse, 1e-5, 1e-5); !msg.empty()) {
-            if (++failures <= 5) ADD_FAILURE() << "lse at " << b << "," << h << "," << i << ": " << msg;
+            if (++failures <= 5) {
+              ADD_FAILURE() << "lse at " << b << "," << h << "," << i << ": " << msg;
+            }
           }
           for (int64_t t = 0; t < c.dv; ++t) {
             double want = 0;
