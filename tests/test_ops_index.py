@@ -388,6 +388,30 @@ def test_nonzero_masked_select(dtype, layout):
     check(torch.nonzero(torch.zeros(3, device="trn", dtype=dtype)), torch.nonzero(torch.zeros(3, dtype=dtype)))
 
 
+@pytest.mark.parametrize("dtype", NUM, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin(dtype, layout, invert):
+    x = make((3, 4, 5), dtype, -4, 4)
+    test = make((2, 3), dtype, -4, 4)
+    check(torch.isin(on_trn(x, layout), test.to("trn"), invert=invert),
+          torch.isin(x, test, invert=invert), exact=True)
+    check(torch.isin(on_trn(x, layout), 1, invert=invert), torch.isin(x, 1, invert=invert),
+          exact=True)
+    out = torch.empty(0, dtype=BOOL, device="trn")
+    torch.isin(on_trn(x, layout), test.to("trn"), invert=invert, out=out)
+    check(out, torch.isin(x, test, invert=invert), exact=True)
+
+
+def test_isin_eos_tokens_mixed_dtypes():
+    """generate()'s stopping check: isin(next tokens, eos ids) with an int32 id list."""
+    tokens = torch.tensor([[3, 7], [2, 9]])
+    eos = torch.tensor([9, 2], dtype=I32)
+    check(torch.isin(tokens.to("trn"), eos.to("trn")), torch.isin(tokens, eos), exact=True)
+    with pytest.raises(RuntimeError, match="Unsupported input type encountered for isin"):
+        torch.isin(torch.ones(2, dtype=BOOL, device="trn"), torch.ones(2, dtype=BOOL, device="trn"))
+
+
 # ---- sort / topk -----------------------------------------------------------------------
 @pytest.mark.parametrize("dtype", NUM + [BOOL], ids=str)
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -1,11 +1,12 @@
 // Indexing and layout aten kernels of the trn device: arange, tril/triu,
 // gather/scatter/scatter_add, advanced indexing (index.Tensor,
 // _index_put_impl_, masked_select, nonzero), cumsum/cumprod, sort/topk,
-// flip/roll and repeat_interleave's index. Data-dependent output shapes
+// flip/roll, repeat_interleave's index and isin. Data-dependent output shapes
 // (nonzero, bool-mask indexing, repeat_interleave without output_size) read
 // one count back from the device: a host sync, as on CUDA.
 #include <ATen/ExpandUtils.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -565,6 +566,38 @@ at::Tensor RepeatInterleaveIndex(const at::Tensor& repeats, std::optional<c10::S
   return out;
 }
 
+// ---- isin -----------------------------------------------------------------------
+// generate()'s stopping criteria: isin(next_tokens, eos_token_ids).
+at::Tensor& IsInInto(const at::Tensor& elements, const at::Tensor& test, bool invert,
+                     at::Tensor& out) {
+  const char* name = "aten::isin";
+  const int device = CommonDevice(name, {&elements, &test, &out});
+  TORCH_CHECK(out.scalar_type() == at::kBool, name, ": out must be bool, got ", out.scalar_type());
+  const at::ScalarType common = at::result_type(elements, test);
+  TORCH_CHECK(common != at::kBool, "Unsupported input type encountered for isin(): ", common);
+  const at::Tensor e = CastTo(elements, common, name), t = CastTo(test, common, name);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Ref(out, name), re = Ref(e, name), rt = Ref(t, name);
+  LaunchIndexing(device, IndexingKernel::kIsIn, o, &re, name,
+                 [=] { return kernels::IsIn(o, re, rt, invert); });
+  return out;
+}
+at::Tensor IsIn(const at::Tensor& elements, const at::Tensor& test, bool, bool invert) {
+  at::Tensor out = Empty(elements.sizes(), at::kBool, DeviceIndex(elements));
+  return IsInInto(elements, test, invert, out);
+}
+at::Tensor& IsInOut(const at::Tensor& elements, const at::Tensor& test, bool, bool invert,
+                    at::Tensor& out) {
+  PrepareOut(out, elements.sizes(), at::kBool, "aten::isin");
+  return IsInInto(elements, test, invert, out);
+}
+at::Tensor IsInScalar(const at::Tensor& elements, const at::Scalar& test, bool, bool invert) {
+  at::Tensor t = Empty({}, elements.scalar_type(), DeviceIndex(elements));
+  t.fill_(test);
+  at::Tensor out = Empty(elements.sizes(), at::kBool, DeviceIndex(elements));
+  return IsInInto(elements, t, invert, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -604,6 +637,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", TORCH_FN(Flip));
   m.impl("roll", TORCH_FN(Roll));
   m.impl("repeat_interleave.Tensor", TORCH_FN(RepeatInterleaveIndex));
+  m.impl("isin.Tensor_Tensor", TORCH_FN(IsIn));
+  m.impl("isin.Tensor_Tensor_out", TORCH_FN(IsInOut));
+  m.impl("isin.Tensor_Scalar", TORCH_FN(IsInScalar));
 }
 
 }  // namespace trn::bridge::ops

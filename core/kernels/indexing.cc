@@ -507,6 +507,38 @@ Status RepeatIndex(const TensorRef& out, const TensorRef& repeats) {
   return Status::Ok();
 }
 
+Status IsIn(const TensorRef& out, const TensorRef& elements, const TensorRef& test,
+            bool invert) {
+  TRN_ASSERT(out.dtype == DType::kBool && out.ndim == elements.ndim && elements.dtype == test.dtype,
+             "isin: bool out of elements' shape, elements and test of one dtype");
+  internal::VisitDType(elements.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using K = std::conditional_t<std::is_integral_v<T>, int64_t, float>;
+    auto key = [](T v) -> K {
+      if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(v);
+      else return internal::ToF32(v);
+    };
+    std::vector<K> keys;
+    keys.reserve(static_cast<size_t>(test.numel()));
+    ForEachOffset<1>(test.ndim, test.sizes, {test.strides},
+                     [&](const std::array<int64_t, 1>& off, const int64_t*) {
+                       const K k = key(test.ptr<const T>()[off[0]]);
+                       if constexpr (!std::is_integral_v<T>) {
+                         if (std::isnan(k)) return;  // NaN equals nothing
+                       }
+                       keys.push_back(k);
+                     });
+    std::sort(keys.begin(), keys.end());
+    ForEachOffset<2>(elements.ndim, elements.sizes, {out.strides, elements.strides},
+                     [&](const std::array<int64_t, 2>& off, const int64_t*) {
+                       const K k = key(elements.ptr<const T>()[off[1]]);
+                       const bool found = std::binary_search(keys.begin(), keys.end(), k);
+                       out.ptr<bool>()[off[0]] = found != invert;
+                     });
+  });
+  return Status::Ok();
+}
+
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op) {
   static constexpr const char* kNames[][7] = {
@@ -515,7 +547,7 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
       TRN_DTYPE_NAMES("index"),     TRN_DTYPE_NAMES("index_put"),   TRN_DTYPE_NAMES("index_put_add"),
       TRN_DTYPE_NAMES("cumsum"),    TRN_DTYPE_NAMES("cumprod"),     TRN_DTYPE_NAMES("sort"),
       TRN_DTYPE_NAMES("topk"),      TRN_DTYPE_NAMES("flip"),        TRN_DTYPE_NAMES("roll"),
-      TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"),
+      TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"), TRN_DTYPE_NAMES("isin"),
   };
   KernelInfo info;
   const DType named = in != nullptr ? in->dtype : out.dtype;
