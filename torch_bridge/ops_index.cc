@@ -5,6 +5,7 @@
 // (nonzero, bool-mask indexing, repeat_interleave without output_size) read
 // one count back from the device: a host sync, as on CUDA.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/ops/result_type.h>
 #include <ATen/core/List.h>
@@ -368,6 +369,8 @@ at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
               "Index put requires the source and destination dtypes match, got ",
               self.scalar_type(), " for the destination and ", v.scalar_type(), " for the source.");
   CommonDevice(name, {&self, &v});
+  at::assert_no_internal_overlap(self);
+  at::assert_no_overlap(self, v);
   if (accumulate) ComputeDType(self.scalar_type(), name);
   const AdvancedIndex a = MakeAdvancedIndex(self, indices, name);
   TORCH_CHECK(at::is_expandable_to(v.sizes(), a.result_sizes), "shape mismatch: value tensor of shape ",

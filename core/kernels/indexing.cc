@@ -126,15 +126,6 @@ Status IndexedOffsets(const TensorRef& in, const std::vector<TensorRef>& indices
   return Status::Ok();
 }
 
-template <typename T>
-bool Less(T a, T b) {  // NaN is the largest value
-  if constexpr (std::is_floating_point_v<T>) {
-    return a < b || (std::isnan(b) && !std::isnan(a));
-  } else {
-    return a < b;
-  }
-}
-
 // Calls f(line_in, line_values, line_indices) for every line along dim of
 // `in`; the line views are 1-D TensorRefs (sizes of their own tensor at dim).
 template <typename F>
@@ -157,39 +148,71 @@ void ForEachLine(const TensorRef& in, const TensorRef& values, const TensorRef& 
                    });
 }
 
-// Sorts (or partially sorts, first k) the positions of one line by value;
-// ties keep the lower position first, so the order is the stable one.
+// Note [sort keys]: a line is sorted as one uint64 per element, the value's
+// order-preserving 32-bit key in the high half and its position in the low
+// half, so a plain integer sort is stable (ties order by position) and needs
+// no comparator. Floats (float64 and halves through float32, as every kernel
+// computes them) map to their sign-flipped bits with -0 as +0 and every NaN
+// as the largest key (torch sorts NaN last ascending, first descending);
+// int32 and bool offset by 2^31. Descending inverts the key. int64 values do
+// not fit in 32 bits and sort (value, position) pairs instead.
+template <typename T>
+uint32_t SortKey(T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v ? 1u : 0u;
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<uint32_t>(v) ^ 0x80000000u;
+  } else {
+    float f = internal::ToF32(v);
+    if (std::isnan(f)) return 0xffffffffu;
+    if (f == 0.0f) f = 0.0f;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
+  }
+}
+
+// Sorts (or partially sorts: the first k) the positions of one line by value.
 template <typename T>
 void SortLine(const TensorRef& in, const TensorRef& values, const TensorRef& indices,
-              int64_t k, bool descending, std::vector<int64_t>& order,
-              std::vector<std::conditional_t<std::is_integral_v<T>, int64_t, float>>& keys) {
+              int64_t k, bool descending, std::vector<uint64_t>& packed,
+              std::vector<std::pair<int64_t, int64_t>>& pairs) {
   const int64_t n = in.sizes[0];
   const T* x = in.ptr<const T>();
-  keys.resize(static_cast<size_t>(n));
-  order.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_integral_v<T>) {
-      keys[i] = static_cast<int64_t>(x[i * in.strides[0]]);
-    } else {
-      keys[i] = internal::ToF32(x[i * in.strides[0]]);
-    }
-  }
-  std::iota(order.begin(), order.end(), int64_t{0});
-  const auto before = [&](int64_t a, int64_t b) {
-    if (descending ? Less(keys[b], keys[a]) : Less(keys[a], keys[b])) return true;
-    if (descending ? Less(keys[a], keys[b]) : Less(keys[b], keys[a])) return false;
-    return a < b;
-  };
-  if (k < n) {
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
-  } else {
-    std::sort(order.begin(), order.end(), before);
-  }
   T* v = values.ptr<T>();
   int64_t* ix = indices.ptr<int64_t>();
-  for (int64_t i = 0; i < k; ++i) {
-    v[i * values.strides[0]] = x[order[i] * in.strides[0]];
-    ix[i * indices.strides[0]] = order[i];
+  const auto sort_first_k = [&](auto& items) {
+    if (k < n) {
+      std::partial_sort(items.begin(), items.begin() + k, items.end());
+    } else {
+      std::sort(items.begin(), items.end());
+    }
+  };
+  if constexpr (std::is_same_v<T, int64_t>) {
+    pairs.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t key = x[i * in.strides[0]];
+      // Descending: ~key reverses the order of every int64 without overflow.
+      pairs[i] = {descending ? ~key : key, i};
+    }
+    sort_first_k(pairs);
+    for (int64_t i = 0; i < k; ++i) {
+      ix[i * indices.strides[0]] = pairs[i].second;
+      v[i * values.strides[0]] = x[pairs[i].second * in.strides[0]];
+    }
+  } else {
+    packed.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t key = SortKey(x[i * in.strides[0]]);
+      if (descending) key = ~key;
+      packed[i] = (static_cast<uint64_t>(key) << 32) | static_cast<uint64_t>(i);
+    }
+    sort_first_k(packed);
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t pos = static_cast<int64_t>(packed[i] & 0xffffffffu);
+      ix[i * indices.strides[0]] = pos;
+      v[i * values.strides[0]] = x[pos * in.strides[0]];
+    }
   }
 }
 
@@ -203,13 +226,17 @@ Status SortOrTopK(const TensorRef& values, const TensorRef& indices, const Tenso
     return Status::Ok();
   }
   TRN_ASSERT(dim >= 0 && dim < in.ndim && k <= in.sizes[dim], "sort: dim or k out of range");
+  if (in.sizes[dim] > (int64_t{1} << 32)) {
+    return Status::Error("sort: lines longer than 2^32 elements are not supported, got " +
+                         std::to_string(in.sizes[dim]));
+  }
   internal::VisitDType(in.dtype, [&](auto tag) {
     using T = decltype(tag);
-    std::vector<int64_t> order;
-    std::vector<std::conditional_t<std::is_integral_v<T>, int64_t, float>> keys;
+    std::vector<uint64_t> packed;
+    std::vector<std::pair<int64_t, int64_t>> pairs;
     ForEachLine(in, values, indices, dim,
                 [&](const TensorRef& li, const TensorRef& lv, const TensorRef& lx) {
-                  SortLine<T>(li, lv, lx, k, descending, order, keys);
+                  SortLine<T>(li, lv, lx, k, descending, packed, pairs);
                 });
   });
   return Status::Ok();
