@@ -279,19 +279,33 @@ Status Triangle(const TensorRef& out, const TensorRef& in, int64_t diagonal, boo
   const size_t item = ItemSize(out.dtype);
   const int64_t os = out.strides[nd - 1], is = in.strides[nd - 1];
   const bool in_place = out.data == in.data;
+  const auto zero = [&](char* o, int64_t from, int64_t to) {
+    if (from >= to) return;
+    if (os == 1) {
+      std::memset(o + from * static_cast<int64_t>(item), 0, static_cast<size_t>(to - from) * item);
+      return;
+    }
+    for (int64_t j = from; j < to; ++j) std::memset(o + j * os * static_cast<int64_t>(item), 0, item);
+  };
+  const auto copy = [&](char* o, const char* x, int64_t from, int64_t to) {
+    if (from >= to || in_place) return;
+    const int64_t step = static_cast<int64_t>(item);
+    internal::CopyRun(o + from * os * step, os, x + from * is * step, is, to - from, item);
+  };
   ForEachOffset<2>(nd - 1, out.sizes, {out.strides, in.strides},
                    [&](const std::array<int64_t, 2>& off, const int64_t* idx) {
+                     // Row `row` keeps j <= row + diagonal (tril) or j >= row + diagonal (triu).
                      const int64_t row = idx[nd - 2];
                      char* o = At(out, off[0]);
                      const char* x = At(in, off[1]);
-                     for (int64_t j = 0; j < cols; ++j) {
-                       const bool keep = upper ? j - row >= diagonal : j - row <= diagonal;
-                       if (!keep) {
-                         std::memset(o + j * os * static_cast<int64_t>(item), 0, item);
-                       } else if (!in_place) {
-                         CopyElem(o + j * os * static_cast<int64_t>(item),
-                                  x + j * is * static_cast<int64_t>(item), item);
-                       }
+                     if (upper) {
+                       const int64_t first = std::clamp<int64_t>(row + diagonal, 0, cols);
+                       zero(o, 0, first);
+                       copy(o, x, first, cols);
+                     } else {
+                       const int64_t end = std::clamp<int64_t>(row + diagonal + 1, 0, cols);
+                       copy(o, x, 0, end);
+                       zero(o, end, cols);
                      }
                    });
   return Status::Ok();
