@@ -259,9 +259,14 @@ Status Arange(const TensorRef& out, double start, double step) {
   internal::VisitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = out.ptr<T>();
+    const int64_t n = out.sizes[0], os = out.strides[0];
     if constexpr (std::is_integral_v<T>) {
       const int64_t s0 = static_cast<int64_t>(start), st = static_cast<int64_t>(step);
-      for (int64_t i = 0; i < out.sizes[0]; ++i) o[i * out.strides[0]] = static_cast<T>(s0 + i * st);
+      if (os == 1) {  // the common case, a loop the compiler vectorizes
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(s0 + i * st);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * os] = static_cast<T>(s0 + i * st);
+      }
     } else {
       for (int64_t i = 0; i < out.sizes[0]; ++i) {
         o[i * out.strides[0]] = internal::Cast<T>(start + static_cast<double>(i) * step);
