@@ -107,11 +107,9 @@ at::Tensor& TriangleInplace(at::Tensor& self, c10::SymInt diagonal) {
 void CheckScatterGatherShapes(const char* name, const at::Tensor& self, int64_t dim,
                               const at::Tensor& index, const at::Tensor* src) {
   CheckLongIndex(index, name);
-  TORCH_CHECK(index.dim() == self.dim() || (index.dim() <= 1 && self.dim() <= 1), name,
+  TORCH_CHECK(index.dim() == self.dim(), name,
               "(): Index tensor must have the same number of dimensions as input tensor (",
               self.dim(), "), got ", index.dim());
-  TORCH_CHECK(index.dim() == self.dim(), name,
-              ": trn supports index and self of the same number of dimensions");
   for (int64_t d = 0; d < self.dim(); ++d) {
     if (d != dim) {
       TORCH_CHECK(index.size(d) <= self.size(d), name, "(): Size does not match at dimension ",
@@ -253,7 +251,6 @@ struct AdvancedIndex {
 AdvancedIndex MakeAdvancedIndex(const at::Tensor& self,
                                 const c10::List<std::optional<at::Tensor>>& indices,
                                 const char* name) {
-  const int device = DeviceIndex(self);
   AdvancedIndex a;
   std::vector<at::Tensor> defined;
   int64_t dim = 0;
@@ -324,7 +321,6 @@ AdvancedIndex MakeAdvancedIndex(const at::Tensor& self,
   for (int64_t j = at_pos + nb; j < static_cast<int64_t>(a.result_sizes.size()); ++j) {
     a.kernel_perm.push_back(j);
   }
-  (void)device;
   return a;
 }
 
@@ -381,7 +377,6 @@ at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
   const TensorRef s = Ref(a.self_view, name), x = Ref(ve, name);
   const std::vector<TensorRef> refs = IndexRefs(a, name);
   const std::vector<int> dims = a.dims;
-  // Keep the broadcast index views' storage alive until the kernel ran.
   LaunchIndexing(device, accumulate ? IndexingKernel::kIndexPutAdd : IndexingKernel::kIndexPut, s,
                  &x, name, [=] { return kernels::IndexPut(s, refs, x, accumulate, dims); });
   return self;
