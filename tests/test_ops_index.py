@@ -357,6 +357,20 @@ def test_index_put_scalar_and_broadcast_values():
     check(t, want)
 
 
+def test_index_cpu_and_0d_indices():
+    """CPU index tensors and masks are moved to the device (as CUDA does); 0-d indices."""
+    x = make((4, 5), F32)
+    t = x.to("trn")
+    check(t[torch.tensor([1, 3])], x[torch.tensor([1, 3])], exact=True)
+    check(t[x > 0], x[x > 0], exact=True)
+    check(t[torch.tensor(2, device="trn")], x[torch.tensor(2)], exact=True)
+    check(torch.where(t > 0)[1], torch.where(x > 0)[1], exact=True)
+    y, z = t.clone(), x.clone()
+    y[torch.tensor(1, device="trn")] = 5.0
+    z[torch.tensor(1)] = 5.0
+    check(y, z, exact=True)
+
+
 def test_index_bad_input():
     x = torch.randn(4, 5, device="trn")
     with pytest.raises(IndexError, match="tensors used as indices must be long, int"):
