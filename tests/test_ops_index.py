@@ -357,6 +357,20 @@ def test_index_put_scalar_and_broadcast_values():
     check(t, want)
 
 
+def test_index_cpu_and_0d_indices():
+    """CPU index tensors and masks are moved to the device (as CUDA does); 0-d indices."""
+    x = make((4, 5), F32)
+    t = x.to("trn")
+    check(t[torch.tensor([1, 3])], x[torch.tensor([1, 3])], exact=True)
+    check(t[x > 0], x[x > 0], exact=True)
+    check(t[torch.tensor(2, device="trn")], x[torch.tensor(2)], exact=True)
+    check(torch.where(t > 0)[1], torch.where(x > 0)[1], exact=True)
+    y, z = t.clone(), x.clone()
+    y[torch.tensor(1, device="trn")] = 5.0
+    z[torch.tensor(1)] = 5.0
+    check(y, z, exact=True)
+
+
 def test_index_bad_input():
     x = torch.randn(4, 5, device="trn")
     with pytest.raises(IndexError, match="tensors used as indices must be long, int"):
@@ -386,6 +400,30 @@ def test_nonzero_masked_select(dtype, layout):
     m = make((4, 5), BOOL)
     check(torch.masked_select(t, m.to("trn")), torch.masked_select(x, m), exact=True)
     check(torch.nonzero(torch.zeros(3, device="trn", dtype=dtype)), torch.nonzero(torch.zeros(3, dtype=dtype)))
+
+
+@pytest.mark.parametrize("dtype", NUM, ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin(dtype, layout, invert):
+    x = make((3, 4, 5), dtype, -4, 4)
+    test = make((2, 3), dtype, -4, 4)
+    check(torch.isin(on_trn(x, layout), test.to("trn"), invert=invert),
+          torch.isin(x, test, invert=invert), exact=True)
+    check(torch.isin(on_trn(x, layout), 1, invert=invert), torch.isin(x, 1, invert=invert),
+          exact=True)
+    out = torch.empty(0, dtype=BOOL, device="trn")
+    torch.isin(on_trn(x, layout), test.to("trn"), invert=invert, out=out)
+    check(out, torch.isin(x, test, invert=invert), exact=True)
+
+
+def test_isin_eos_tokens_mixed_dtypes():
+    """generate()'s stopping check: isin(next tokens, eos ids) with an int32 id list."""
+    tokens = torch.tensor([[3, 7], [2, 9]])
+    eos = torch.tensor([9, 2], dtype=I32)
+    check(torch.isin(tokens.to("trn"), eos.to("trn")), torch.isin(tokens, eos), exact=True)
+    with pytest.raises(RuntimeError, match="Unsupported input type encountered for isin"):
+        torch.isin(torch.ones(2, dtype=BOOL, device="trn"), torch.ones(2, dtype=BOOL, device="trn"))
 
 
 # ---- sort / topk -----------------------------------------------------------------------

@@ -1,11 +1,13 @@
 // Indexing and layout aten kernels of the trn device: arange, tril/triu,
 // gather/scatter/scatter_add, advanced indexing (index.Tensor,
 // _index_put_impl_, masked_select, nonzero), cumsum/cumprod, sort/topk,
-// flip/roll and repeat_interleave's index. Data-dependent output shapes
+// flip/roll, repeat_interleave's index and isin. Data-dependent output shapes
 // (nonzero, bool-mask indexing, repeat_interleave without output_size) read
 // one count back from the device: a host sync, as on CUDA.
 #include <ATen/ExpandUtils.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/_local_scalar_dense.h>
@@ -105,11 +107,9 @@ at::Tensor& TriangleInplace(at::Tensor& self, c10::SymInt diagonal) {
 void CheckScatterGatherShapes(const char* name, const at::Tensor& self, int64_t dim,
                               const at::Tensor& index, const at::Tensor* src) {
   CheckLongIndex(index, name);
-  TORCH_CHECK(index.dim() == self.dim() || (index.dim() <= 1 && self.dim() <= 1), name,
+  TORCH_CHECK(index.dim() == self.dim(), name,
               "(): Index tensor must have the same number of dimensions as input tensor (",
               self.dim(), "), got ", index.dim());
-  TORCH_CHECK(index.dim() == self.dim(), name,
-              ": trn supports index and self of the same number of dimensions");
   for (int64_t d = 0; d < self.dim(); ++d) {
     if (d != dim) {
       TORCH_CHECK(index.size(d) <= self.size(d), name, "(): Size does not match at dimension ",
@@ -251,7 +251,6 @@ struct AdvancedIndex {
 AdvancedIndex MakeAdvancedIndex(const at::Tensor& self,
                                 const c10::List<std::optional<at::Tensor>>& indices,
                                 const char* name) {
-  const int device = DeviceIndex(self);
   AdvancedIndex a;
   std::vector<at::Tensor> defined;
   int64_t dim = 0;
@@ -322,7 +321,6 @@ AdvancedIndex MakeAdvancedIndex(const at::Tensor& self,
   for (int64_t j = at_pos + nb; j < static_cast<int64_t>(a.result_sizes.size()); ++j) {
     a.kernel_perm.push_back(j);
   }
-  (void)device;
   return a;
 }
 
@@ -367,6 +365,8 @@ at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
               "Index put requires the source and destination dtypes match, got ",
               self.scalar_type(), " for the destination and ", v.scalar_type(), " for the source.");
   CommonDevice(name, {&self, &v});
+  at::assert_no_internal_overlap(self);
+  at::assert_no_overlap(self, v);
   if (accumulate) ComputeDType(self.scalar_type(), name);
   const AdvancedIndex a = MakeAdvancedIndex(self, indices, name);
   TORCH_CHECK(at::is_expandable_to(v.sizes(), a.result_sizes), "shape mismatch: value tensor of shape ",
@@ -377,7 +377,6 @@ at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
   const TensorRef s = Ref(a.self_view, name), x = Ref(ve, name);
   const std::vector<TensorRef> refs = IndexRefs(a, name);
   const std::vector<int> dims = a.dims;
-  // Keep the broadcast index views' storage alive until the kernel ran.
   LaunchIndexing(device, accumulate ? IndexingKernel::kIndexPutAdd : IndexingKernel::kIndexPut, s,
                  &x, name, [=] { return kernels::IndexPut(s, refs, x, accumulate, dims); });
   return self;
@@ -565,6 +564,38 @@ at::Tensor RepeatInterleaveIndex(const at::Tensor& repeats, std::optional<c10::S
   return out;
 }
 
+// ---- isin -----------------------------------------------------------------------
+// generate()'s stopping criteria: isin(next_tokens, eos_token_ids).
+at::Tensor& IsInInto(const at::Tensor& elements, const at::Tensor& test, bool invert,
+                     at::Tensor& out) {
+  const char* name = "aten::isin";
+  const int device = CommonDevice(name, {&elements, &test, &out});
+  TORCH_CHECK(out.scalar_type() == at::kBool, name, ": out must be bool, got ", out.scalar_type());
+  const at::ScalarType common = at::result_type(elements, test);
+  TORCH_CHECK(common != at::kBool, "Unsupported input type encountered for isin(): ", common);
+  const at::Tensor e = CastTo(elements, common, name), t = CastTo(test, common, name);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Ref(out, name), re = Ref(e, name), rt = Ref(t, name);
+  LaunchIndexing(device, IndexingKernel::kIsIn, o, &re, name,
+                 [=] { return kernels::IsIn(o, re, rt, invert); });
+  return out;
+}
+at::Tensor IsIn(const at::Tensor& elements, const at::Tensor& test, bool, bool invert) {
+  at::Tensor out = Empty(elements.sizes(), at::kBool, DeviceIndex(elements));
+  return IsInInto(elements, test, invert, out);
+}
+at::Tensor& IsInOut(const at::Tensor& elements, const at::Tensor& test, bool, bool invert,
+                    at::Tensor& out) {
+  PrepareOut(out, elements.sizes(), at::kBool, "aten::isin");
+  return IsInInto(elements, test, invert, out);
+}
+at::Tensor IsInScalar(const at::Tensor& elements, const at::Scalar& test, bool, bool invert) {
+  at::Tensor t = Empty({}, elements.scalar_type(), DeviceIndex(elements));
+  t.fill_(test);
+  at::Tensor out = Empty(elements.sizes(), at::kBool, DeviceIndex(elements));
+  return IsInInto(elements, t, invert, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -604,6 +635,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("flip", TORCH_FN(Flip));
   m.impl("roll", TORCH_FN(Roll));
   m.impl("repeat_interleave.Tensor", TORCH_FN(RepeatInterleaveIndex));
+  m.impl("isin.Tensor_Tensor", TORCH_FN(IsIn));
+  m.impl("isin.Tensor_Tensor_out", TORCH_FN(IsInOut));
+  m.impl("isin.Tensor_Scalar", TORCH_FN(IsInScalar));
 }
 
 }  // namespace trn::bridge::ops

@@ -81,7 +81,7 @@ void ReduceInto(ReduceOp op, const char* name, const at::Tensor& self, uint32_t 
     kernel_out = at::kBool;
   }
   if (op == ReduceOp::kAll || op == ReduceOp::kAny) {
-    // Logical reductions move no arithmetic: no float64 note.
+    // Logical reductions do no arithmetic: no float64 note, only the dtype check.
     (void)Ref(self, name);
   } else {
     ComputeDType(in, name);

@@ -126,15 +126,6 @@ Status IndexedOffsets(const TensorRef& in, const std::vector<TensorRef>& indices
   return Status::Ok();
 }
 
-template <typename T>
-bool Less(T a, T b) {  // NaN is the largest value
-  if constexpr (std::is_floating_point_v<T>) {
-    return a < b || (std::isnan(b) && !std::isnan(a));
-  } else {
-    return a < b;
-  }
-}
-
 // Calls f(line_in, line_values, line_indices) for every line along dim of
 // `in`; the line views are 1-D TensorRefs (sizes of their own tensor at dim).
 template <typename F>
@@ -157,39 +148,71 @@ void ForEachLine(const TensorRef& in, const TensorRef& values, const TensorRef& 
                    });
 }
 
-// Sorts (or partially sorts, first k) the positions of one line by value;
-// ties keep the lower position first, so the order is the stable one.
+// Note [sort keys]: a line is sorted as one uint64 per element, the value's
+// order-preserving 32-bit key in the high half and its position in the low
+// half, so a plain integer sort is stable (ties order by position) and needs
+// no comparator. Floats (float64 and halves through float32, as every kernel
+// computes them) map to their sign-flipped bits with -0 as +0 and every NaN
+// as the largest key (torch sorts NaN last ascending, first descending);
+// int32 and bool offset by 2^31. Descending inverts the key. int64 values do
+// not fit in 32 bits and sort (value, position) pairs instead.
+template <typename T>
+uint32_t SortKey(T v) {
+  if constexpr (std::is_same_v<T, bool>) {
+    return v ? 1u : 0u;
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<uint32_t>(v) ^ 0x80000000u;
+  } else {
+    float f = internal::ToF32(v);
+    if (std::isnan(f)) return 0xffffffffu;
+    if (f == 0.0f) f = 0.0f;
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
+  }
+}
+
+// Sorts (or partially sorts: the first k) the positions of one line by value.
 template <typename T>
 void SortLine(const TensorRef& in, const TensorRef& values, const TensorRef& indices,
-              int64_t k, bool descending, std::vector<int64_t>& order,
-              std::vector<std::conditional_t<std::is_integral_v<T>, int64_t, float>>& keys) {
+              int64_t k, bool descending, std::vector<uint64_t>& packed,
+              std::vector<std::pair<int64_t, int64_t>>& pairs) {
   const int64_t n = in.sizes[0];
   const T* x = in.ptr<const T>();
-  keys.resize(static_cast<size_t>(n));
-  order.resize(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    if constexpr (std::is_integral_v<T>) {
-      keys[i] = static_cast<int64_t>(x[i * in.strides[0]]);
-    } else {
-      keys[i] = internal::ToF32(x[i * in.strides[0]]);
-    }
-  }
-  std::iota(order.begin(), order.end(), int64_t{0});
-  const auto before = [&](int64_t a, int64_t b) {
-    if (descending ? Less(keys[b], keys[a]) : Less(keys[a], keys[b])) return true;
-    if (descending ? Less(keys[a], keys[b]) : Less(keys[b], keys[a])) return false;
-    return a < b;
-  };
-  if (k < n) {
-    std::partial_sort(order.begin(), order.begin() + k, order.end(), before);
-  } else {
-    std::sort(order.begin(), order.end(), before);
-  }
   T* v = values.ptr<T>();
   int64_t* ix = indices.ptr<int64_t>();
-  for (int64_t i = 0; i < k; ++i) {
-    v[i * values.strides[0]] = x[order[i] * in.strides[0]];
-    ix[i * indices.strides[0]] = order[i];
+  const auto sort_first_k = [&](auto& items) {
+    if (k < n) {
+      std::partial_sort(items.begin(), items.begin() + k, items.end());
+    } else {
+      std::sort(items.begin(), items.end());
+    }
+  };
+  if constexpr (std::is_same_v<T, int64_t>) {
+    pairs.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t key = x[i * in.strides[0]];
+      // Descending: ~key reverses the order of every int64 without overflow.
+      pairs[i] = {descending ? ~key : key, i};
+    }
+    sort_first_k(pairs);
+    for (int64_t i = 0; i < k; ++i) {
+      ix[i * indices.strides[0]] = pairs[i].second;
+      v[i * values.strides[0]] = x[pairs[i].second * in.strides[0]];
+    }
+  } else {
+    packed.resize(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+      uint32_t key = SortKey(x[i * in.strides[0]]);
+      if (descending) key = ~key;
+      packed[i] = (static_cast<uint64_t>(key) << 32) | static_cast<uint64_t>(i);
+    }
+    sort_first_k(packed);
+    for (int64_t i = 0; i < k; ++i) {
+      const int64_t pos = static_cast<int64_t>(packed[i] & 0xffffffffu);
+      ix[i * indices.strides[0]] = pos;
+      v[i * values.strides[0]] = x[pos * in.strides[0]];
+    }
   }
 }
 
@@ -203,13 +226,17 @@ Status SortOrTopK(const TensorRef& values, const TensorRef& indices, const Tenso
     return Status::Ok();
   }
   TRN_ASSERT(dim >= 0 && dim < in.ndim && k <= in.sizes[dim], "sort: dim or k out of range");
+  if (in.sizes[dim] > (int64_t{1} << 32)) {
+    return Status::Error("sort: lines longer than 2^32 elements are not supported, got " +
+                         std::to_string(in.sizes[dim]));
+  }
   internal::VisitDType(in.dtype, [&](auto tag) {
     using T = decltype(tag);
-    std::vector<int64_t> order;
-    std::vector<std::conditional_t<std::is_integral_v<T>, int64_t, float>> keys;
+    std::vector<uint64_t> packed;
+    std::vector<std::pair<int64_t, int64_t>> pairs;
     ForEachLine(in, values, indices, dim,
                 [&](const TensorRef& li, const TensorRef& lv, const TensorRef& lx) {
-                  SortLine<T>(li, lv, lx, k, descending, order, keys);
+                  SortLine<T>(li, lv, lx, k, descending, packed, pairs);
                 });
   });
   return Status::Ok();
@@ -232,9 +259,14 @@ Status Arange(const TensorRef& out, double start, double step) {
   internal::VisitDType(out.dtype, [&](auto tag) {
     using T = decltype(tag);
     T* o = out.ptr<T>();
+    const int64_t n = out.sizes[0], os = out.strides[0];
     if constexpr (std::is_integral_v<T>) {
       const int64_t s0 = static_cast<int64_t>(start), st = static_cast<int64_t>(step);
-      for (int64_t i = 0; i < out.sizes[0]; ++i) o[i * out.strides[0]] = static_cast<T>(s0 + i * st);
+      if (os == 1) {  // the common case, a loop the compiler vectorizes
+        for (int64_t i = 0; i < n; ++i) o[i] = static_cast<T>(s0 + i * st);
+      } else {
+        for (int64_t i = 0; i < n; ++i) o[i * os] = static_cast<T>(s0 + i * st);
+      }
     } else {
       for (int64_t i = 0; i < out.sizes[0]; ++i) {
         o[i * out.strides[0]] = internal::Cast<T>(start + static_cast<double>(i) * step);
@@ -252,19 +284,33 @@ Status Triangle(const TensorRef& out, const TensorRef& in, int64_t diagonal, boo
   const size_t item = ItemSize(out.dtype);
   const int64_t os = out.strides[nd - 1], is = in.strides[nd - 1];
   const bool in_place = out.data == in.data;
+  const auto zero = [&](char* o, int64_t from, int64_t to) {
+    if (from >= to) return;
+    if (os == 1) {
+      std::memset(o + from * static_cast<int64_t>(item), 0, static_cast<size_t>(to - from) * item);
+      return;
+    }
+    for (int64_t j = from; j < to; ++j) std::memset(o + j * os * static_cast<int64_t>(item), 0, item);
+  };
+  const auto copy = [&](char* o, const char* x, int64_t from, int64_t to) {
+    if (from >= to || in_place) return;
+    const int64_t step = static_cast<int64_t>(item);
+    internal::CopyRun(o + from * os * step, os, x + from * is * step, is, to - from, item);
+  };
   ForEachOffset<2>(nd - 1, out.sizes, {out.strides, in.strides},
                    [&](const std::array<int64_t, 2>& off, const int64_t* idx) {
+                     // Row `row` keeps j <= row + diagonal (tril) or j >= row + diagonal (triu).
                      const int64_t row = idx[nd - 2];
                      char* o = At(out, off[0]);
                      const char* x = At(in, off[1]);
-                     for (int64_t j = 0; j < cols; ++j) {
-                       const bool keep = upper ? j - row >= diagonal : j - row <= diagonal;
-                       if (!keep) {
-                         std::memset(o + j * os * static_cast<int64_t>(item), 0, item);
-                       } else if (!in_place) {
-                         CopyElem(o + j * os * static_cast<int64_t>(item),
-                                  x + j * is * static_cast<int64_t>(item), item);
-                       }
+                     if (upper) {
+                       const int64_t first = std::clamp<int64_t>(row + diagonal, 0, cols);
+                       zero(o, 0, first);
+                       copy(o, x, first, cols);
+                     } else {
+                       const int64_t end = std::clamp<int64_t>(row + diagonal + 1, 0, cols);
+                       copy(o, x, 0, end);
+                       zero(o, end, cols);
                      }
                    });
   return Status::Ok();
@@ -507,6 +553,38 @@ Status RepeatIndex(const TensorRef& out, const TensorRef& repeats) {
   return Status::Ok();
 }
 
+Status IsIn(const TensorRef& out, const TensorRef& elements, const TensorRef& test,
+            bool invert) {
+  TRN_ASSERT(out.dtype == DType::kBool && out.ndim == elements.ndim && elements.dtype == test.dtype,
+             "isin: bool out of elements' shape, elements and test of one dtype");
+  internal::VisitDType(elements.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using K = std::conditional_t<std::is_integral_v<T>, int64_t, float>;
+    auto key = [](T v) -> K {
+      if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(v);
+      else return internal::ToF32(v);
+    };
+    std::vector<K> keys;
+    keys.reserve(static_cast<size_t>(test.numel()));
+    ForEachOffset<1>(test.ndim, test.sizes, {test.strides},
+                     [&](const std::array<int64_t, 1>& off, const int64_t*) {
+                       const K k = key(test.ptr<const T>()[off[0]]);
+                       if constexpr (!std::is_integral_v<T>) {
+                         if (std::isnan(k)) return;  // NaN equals nothing
+                       }
+                       keys.push_back(k);
+                     });
+    std::sort(keys.begin(), keys.end());
+    ForEachOffset<2>(elements.ndim, elements.sizes, {out.strides, elements.strides},
+                     [&](const std::array<int64_t, 2>& off, const int64_t*) {
+                       const K k = key(elements.ptr<const T>()[off[1]]);
+                       const bool found = std::binary_search(keys.begin(), keys.end(), k);
+                       out.ptr<bool>()[off[0]] = found != invert;
+                     });
+  });
+  return Status::Ok();
+}
+
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op) {
   static constexpr const char* kNames[][7] = {
@@ -515,7 +593,7 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
       TRN_DTYPE_NAMES("index"),     TRN_DTYPE_NAMES("index_put"),   TRN_DTYPE_NAMES("index_put_add"),
       TRN_DTYPE_NAMES("cumsum"),    TRN_DTYPE_NAMES("cumprod"),     TRN_DTYPE_NAMES("sort"),
       TRN_DTYPE_NAMES("topk"),      TRN_DTYPE_NAMES("flip"),        TRN_DTYPE_NAMES("roll"),
-      TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"),
+      TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"), TRN_DTYPE_NAMES("isin"),
   };
   KernelInfo info;
   const DType named = in != nullptr ? in->dtype : out.dtype;

@@ -85,12 +85,17 @@ Status Nonzero(const TensorRef& out, const TensorRef& in);
 // different from out's size is a Status error.
 Status RepeatIndex(const TensorRef& out, const TensorRef& repeats);
 
+// out[p] = elements[p] is equal to some element of `test` (!= when invert);
+// out kBool of elements' shape, elements and test of one dtype (any shapes).
+// NaN is in nothing (torch).
+Status IsIn(const TensorRef& out, const TensorRef& elements, const TensorRef& test, bool invert);
+
 // KernelInfo of the kernels above: the name is the kernel's stem with the
 // dtype of `data` ("gather_f32", "sort_bf16"); bytes: `out` written, `in`
 // (when given) read.
 enum class IndexingKernel : uint8_t {
   kArange, kTril, kTriu, kGather, kScatter, kScatterAdd, kIndex, kIndexPut, kIndexPutAdd,
-  kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex,
+  kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex, kIsIn,
 };
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op);

@@ -349,6 +349,30 @@ TEST(RepeatIndex, RepeatsAndErrors) {
   EXPECT_FALSE(RepeatIndex(short_out.ref, repeats.ref).ok());
 }
 
+TEST(IsIn, DTypesInvertNaN) {
+  for (DType dt : kAllDTypes) {
+    for (Layout l : kLayouts) {
+      SCOPED_TRACE(Name(dt, l));
+      TestTensor elements = MakeRandom(dt, {3, 4, 5}, l, 51, -4, 4);
+      TestTensor test = MakeRandom(dt, {2, 3}, Layout::kTransposed, 52, -4, 4);
+      for (bool invert : {false, true}) {
+        TestTensor out = Empty(DType::kBool, {3, 4, 5});
+        ASSERT_TRUE(IsIn(out.ref, elements.ref, test.ref, invert).ok());
+        for (int64_t i = 0; i < elements.numel(); ++i) {
+          bool found = false;
+          for (int64_t j = 0; j < test.numel(); ++j) found |= elements.At(i) == test.At(j);
+          ASSERT_EQ(out.At(i) != 0, found != invert) << i;
+        }
+      }
+    }
+  }
+  TestTensor nan = Empty(DType::kFloat32, {1});
+  nan.Set(0, NAN);
+  TestTensor out = Empty(DType::kBool, {1});
+  ASSERT_TRUE(IsIn(out.ref, nan.ref, nan.ref, false).ok());
+  EXPECT_EQ(out.At(0), 0.0);
+}
+
 TEST(Indexing, Describe) {
   TestTensor out = Empty(DType::kBFloat16, {6, 8});
   KernelInfo info = DescribeIndexing(IndexingKernel::kGather, out.ref, &out.ref, "aten::gather");
