@@ -1163,3 +1163,14 @@ def test_where_scalar_branches_and_masked_fill_tensor_value(dtype):
     v = torch.tensor(-7, dtype=dtype)
     check(x.to("trn").masked_fill(c.to("trn"), v.to("trn")), x.masked_fill(c, v))
     check(x.to("trn").masked_fill(c.to("trn"), v), x.masked_fill(c, v))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+@pytest.mark.parametrize("exponent", [3, 3.0, -2, 4.0, 1.5])
+def test_pow_scalar_exponents(dtype, exponent):
+    """x**3 (GPT-2's gelu) and x**-2 are computed as torch does: x*x*x and 1/(x*x)."""
+    x = make((6, 33), dtype, "nonzero")
+    _, t = on_trn(x, "strided")
+    exact = dtype == F32 and exponent in (3, 3.0, -2)
+    check(torch.pow(t, exponent), torch.pow(x, exponent), transcendental=not exact,
+          **({"rtol": 0, "atol": 0} if exact else {}))

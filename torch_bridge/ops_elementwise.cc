@@ -1,5 +1,9 @@
 // Elementwise aten kernels of the trn device: binary ops with broadcasting,
-// type promotion and scalars, unary ops, where / masked_fill, fill_ / zero_.
+// type promotion and scalars (arithmetic, comparisons, rounding division,
+// remainder/fmod, bitwise ops and shifts), unary ops (math, rounding, sign,
+// predicates isnan/isinf/...), clamp, nan_to_num, lerp, where / masked_fill,
+// fill_ / zero_. Where CPU PyTorch rejects a dtype (bitwise on floats,
+// rounding of bool) the same NotImplementedError is raised here.
 // Each launches core kernels asynchronously on the current stream.
 //
 // Note [elementwise dispatch]: the functional, in-place and out= overloads

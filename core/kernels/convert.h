@@ -3,7 +3,7 @@
 // semantics: nonzero -> true, float -> int truncates), and chunk loaders that
 // turn n strided elements of any DType into float32 and back.
 // Target-independent plain loops the compiler vectorizes, except contiguous
-// float16 runs (F16ToF32Contiguous / F32ToF16Contiguous, dispatched per target).
+// float16/bfloat16 runs (*Contiguous below, dispatched per target).
 #pragma once
 
 #include <cmath>
@@ -145,11 +145,18 @@ inline decltype(auto) VisitDType(DType dtype, F&& f) {
 // payloads. Runtime-dispatched; defined in elementwise_convert.cc.
 void F16ToF32Contiguous(const uint16_t* src, float* dst, int64_t n);
 void F32ToF16Contiguous(const float* src, uint16_t* dst, int64_t n);
+// The same for bfloat16 (vectorized on every target, bit-identical to
+// BF16ToF32 / F32ToBF16 including the quiet NaN).
+void BF16ToF32Contiguous(const uint16_t* src, float* dst, int64_t n);
+void F32ToBF16Contiguous(const float* src, uint16_t* dst, int64_t n);
 
 // dst[i] = float(src[i * stride]) for i < n.
 inline void LoadAsF32(DType dtype, const void* src, int64_t stride, int64_t n, float* dst) {
   if (dtype == DType::kFloat16 && stride == 1) {
     return F16ToF32Contiguous(static_cast<const uint16_t*>(src), dst, n);
+  }
+  if (dtype == DType::kBFloat16 && stride == 1) {
+    return BF16ToF32Contiguous(static_cast<const uint16_t*>(src), dst, n);
   }
   VisitDType(dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -166,6 +173,9 @@ inline void LoadAsF32(DType dtype, const void* src, int64_t stride, int64_t n, f
 inline void StoreFromF32(DType dtype, void* dst, int64_t stride, int64_t n, const float* src) {
   if (dtype == DType::kFloat16 && stride == 1) {
     return F32ToF16Contiguous(src, static_cast<uint16_t*>(dst), n);
+  }
+  if (dtype == DType::kBFloat16 && stride == 1) {
+    return F32ToBF16Contiguous(src, static_cast<uint16_t*>(dst), n);
   }
   VisitDType(dtype, [&](auto tag) {
     using T = decltype(tag);

@@ -365,6 +365,20 @@ Status BinaryScalar(BinaryOp op, const TensorRef& out, const TensorRef& a, doubl
     if (s == 0.5) return Unary(UnaryOp::kSqrt, out, a);
     if (s == -0.5) return Unary(UnaryOp::kRsqrt, out, a);
     if (s == -1.0) return Unary(UnaryOp::kReciprocal, out, a);
+    if (s == 3.0 || s == -2.0) {  // torch computes these as x*x*x and 1/(x*x): match it
+      const bool cube = s == 3.0;
+      RunF32<1>(out, {&a}, [cube](auto in, auto scalar, float* o, size_t n) {
+        const float* x = in[0];
+        if (scalar[0]) {
+          std::fill_n(o, n, cube ? x[0] * x[0] * x[0] : 1.0f / (x[0] * x[0]));
+        } else if (cube) {
+          for (size_t i = 0; i < n; ++i) o[i] = x[i] * x[i] * x[i];
+        } else {
+          for (size_t i = 0; i < n; ++i) o[i] = 1.0f / (x[i] * x[i]);
+        }
+      });
+      return Status::Ok();
+    }
   }
   // The scalar becomes a stride-0 operand: float32 for floating tensors (the
   // compute type), a's own type otherwise.

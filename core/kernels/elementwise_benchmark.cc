@@ -3,8 +3,9 @@
 //   F16ToF32Contiguous / F32ToF16Contiguous (F16C where the target has it)
 //   vs the scalar F16ToF32 / F32ToF16 loops they replaced ("x_scalar" =
 //   scalar time / dispatched time);
-// - mul of two 1M-element float16 tensors vs the same in bfloat16
-//   ("x_bf16" = bf16 time / f16 time; 1.0 means float16 costs what bf16 does).
+// - mul of two 1M-element float16 tensors vs the same in bfloat16 (both
+//   through the vectorized runs; "x_bf16" = bf16 time / f16 time, 1.0 means
+//   float16 costs what bfloat16 does).
 // Run: build/trn_core_bench --benchmark_filter='F16|Half'
 #include <benchmark/benchmark.h>
 

@@ -1,5 +1,7 @@
-// Contiguous float16 <-> float32 conversion runs for convert.h's chunk
-// loaders (every float16 elementwise kernel goes through them).
+// Contiguous float16/bfloat16 <-> float32 conversion runs for convert.h's
+// chunk loaders (every 16-bit float elementwise kernel goes through them).
+// bfloat16 is integer arithmetic (a shift; round-to-nearest-even with a
+// quiet NaN, as F32ToBF16) and vectorized on every target.
 //
 // Note [float16 conversion targets]: Highway's PromoteTo/DemoteTo for
 // float16 are the F16C instructions on AVX2 and AVX-512 (round to nearest
@@ -49,6 +51,38 @@ void F32ToF16Run(const float* src, uint16_t* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = internal::F32ToF16(src[i]);
 }
 
+void BF16ToF32Run(const uint16_t* src, float* dst, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto bits = hn::ShiftLeft<16>(hn::PromoteTo(du, hn::LoadU(du16, src + i)));
+    hn::StoreU(hn::BitCast(df, bits), df, dst + i);
+  }
+  for (; i < n; ++i) dst[i] = internal::BF16ToF32(src[i]);
+}
+
+void F32ToBF16Run(const float* src, uint16_t* dst, int64_t n) {
+  const hn::ScalableTag<float> df;
+  const hn::RebindToUnsigned<decltype(df)> du;
+  const hn::RebindToSigned<decltype(df)> di;
+  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(df, src + i);
+    const auto u = hn::BitCast(du, v);
+    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1));
+    const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du, 0x7fff)), lsb));
+    const auto quiet_nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40));
+    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, dst + i);  // bits < 2^16
+  }
+  for (; i < n; ++i) dst[i] = internal::F32ToBF16(src[i]);
+}
+
 }  // namespace trn::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -57,6 +91,8 @@ namespace trn::kernels {
 
 HWY_EXPORT(F16ToF32Run);
 HWY_EXPORT(F32ToF16Run);
+HWY_EXPORT(BF16ToF32Run);
+HWY_EXPORT(F32ToBF16Run);
 
 namespace internal {
 
@@ -65,6 +101,13 @@ void F16ToF32Contiguous(const uint16_t* src, float* dst, int64_t n) {
 }
 void F32ToF16Contiguous(const float* src, uint16_t* dst, int64_t n) {
   HWY_DYNAMIC_DISPATCH(F32ToF16Run)(src, dst, n);
+}
+
+void BF16ToF32Contiguous(const uint16_t* src, float* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(BF16ToF32Run)(src, dst, n);
+}
+void F32ToBF16Contiguous(const float* src, uint16_t* dst, int64_t n) {
+  HWY_DYNAMIC_DISPATCH(F32ToBF16Run)(src, dst, n);
 }
 
 }  // namespace internal

@@ -73,7 +73,7 @@ const std::vector<double> kSpecials = {NAN,  INFINITY, -INFINITY, 0.0,  -0.0,   
 // ---- Vectorized float16 runs (convert.h) ---------------------------------------------
 // Every target must agree bit for bit with the scalar conversions, which
 // elementwise_test.cc checks against independent encoders.
-TEST(ConvertRuns, Float16MatchesScalarOnEveryTarget) {
+TEST(ConvertRuns, HalfFloatsMatchScalarOnEveryTarget) {
   std::vector<uint16_t> halves(65536 + 13);  // odd length: vector body and scalar tail
   for (size_t i = 0; i < halves.size(); ++i) halves[i] = static_cast<uint16_t>(i);
   std::vector<float> floats = {0.0f, -0.0f, 65504.0f, 65519.99f, 65520.0f, -65520.0f, 5.96e-8f,
@@ -105,6 +105,19 @@ TEST(ConvertRuns, Float16MatchesScalarOnEveryTarget) {
       } else {
         ASSERT_EQ(narrow[i], internal::F32ToF16(floats[i])) << floats[i];
       }
+    }
+    // bfloat16: bit-identical including NaN.
+    for (size_t off : {size_t{0}, size_t{1}}) {
+      internal::BF16ToF32Contiguous(halves.data() + off, wide.data(),
+                                    static_cast<int64_t>(halves.size() - off));
+      for (size_t i = 0; i + off < halves.size(); ++i) {
+        ASSERT_EQ(F32BitsOf(wide[i]), F32BitsOf(internal::BF16ToF32(halves[i + off])))
+            << "bf16 bits " << halves[i + off];
+      }
+    }
+    internal::F32ToBF16Contiguous(floats.data(), narrow.data(), static_cast<int64_t>(floats.size()));
+    for (size_t i = 0; i < floats.size(); ++i) {
+      ASSERT_EQ(narrow[i], internal::F32ToBF16(floats[i])) << floats[i];
     }
   });
 }
