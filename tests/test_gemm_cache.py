@@ -154,3 +154,19 @@ def test_decoder_style_linear_on_3d_input():
             y.detach().cpu(),
             F.linear(x.cpu(), lin.weight.detach().cpu(), lin.bias.detach().cpu()),
             rtol=1e-5, atol=1e-5)
+
+
+def test_weights_on_two_cores_at_once():
+    # Each core's worker packs and reuses its own weight while the other runs.
+    if torch.trn.device_count() < 2:
+        pytest.skip("needs two trn cores")
+    w_cpu = torch.randn(N, K)
+    xs_cpu = [torch.randn(M, K) for _ in range(4)]
+    ws = [w_cpu.to(f"trn:{d}") for d in (0, 1)]
+    outs = []
+    for x in xs_cpu:  # launches are asynchronous: both cores busy together
+        outs.append([F.linear(x.to(f"trn:{d}"), ws[d]) for d in (0, 1)])
+    for x, pair in zip(xs_cpu, outs):
+        for y in pair:
+            torch.testing.assert_close(y.cpu(), F.linear(x, w_cpu), rtol=1e-5, atol=1e-5)
+    assert stats()["packs"] == 2

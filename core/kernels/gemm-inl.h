@@ -294,6 +294,40 @@ HWY_NOINLINE void FewRowsKernel(size_t kc, const float* HWY_RESTRICT ap,
   }
 }
 
+// One row of C against P consecutive full micro-panels: P independent
+// memory streams, where one panel at a time leaves a single row (decode
+// with M = 1) short of the memory bandwidth a few streams reach.
+template <size_t P>
+HWY_NOINLINE void OneRowPanels(size_t kc, const float* HWY_RESTRICT ap,
+                               const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, float alpha,
+                               bool accumulate) {
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  decltype(hn::Zero(d)) acc0[P], acc1[P];
+  for (size_t q = 0; q < P; ++q) acc0[q] = acc1[q] = hn::Zero(d);
+  const size_t panel = kc * kNR;
+  for (size_t p = 0; p < kc; ++p) {
+    const auto a = hn::Set(d, ap[p * kMR]);
+    for (size_t q = 0; q < P; ++q) {
+      const float* b = bp + q * panel + p * kNR;
+      acc0[q] = hn::MulAdd(a, hn::Load(d, b), acc0[q]);
+      acc1[q] = hn::MulAdd(a, hn::Load(d, b + N), acc1[q]);
+    }
+  }
+  const auto va = hn::Set(d, alpha);
+  for (size_t q = 0; q < P; ++q) {
+    float* out = c + q * kNR;
+    if (accumulate) {
+      hn::StoreU(hn::MulAdd(va, acc0[q], hn::LoadU(d, out)), d, out);
+      hn::StoreU(hn::MulAdd(va, acc1[q], hn::LoadU(d, out + N)), d, out + N);
+    } else {
+      hn::StoreU(hn::Mul(va, acc0[q]), d, out);
+      hn::StoreU(hn::Mul(va, acc1[q]), d, out + N);
+    }
+  }
+}
+constexpr size_t kOneRowPanels = 4;
+
 // C tile of mr <= MR rows: the MR-row micro-kernel or a few-rows one.
 inline void Tile(size_t kc, const float* HWY_RESTRICT ap, const float* HWY_RESTRICT bp,
                  float* HWY_RESTRICT c, int64_t ldc, size_t mr, size_t nr, float alpha,
@@ -440,6 +474,14 @@ void GemmF32(const Args& args) {
         const size_t mc = std::min(kMC, m - ic);
         PackA(args.a, static_cast<int64_t>(ic), static_cast<int64_t>(pc), mc, kc, ap);
         for (size_t jr = 0; jr < nc; jr += kNR) {
+          if (mc == 1 && jr + kOneRowPanels * kNR <= nc) {
+            OneRowPanels<kOneRowPanels>(kc, ap, bp + jr * kc,
+                                        args.c + static_cast<int64_t>(ic) * args.ldc +
+                                            static_cast<int64_t>(jc + jr),
+                                        args.alpha, accumulate);
+            jr += (kOneRowPanels - 1) * kNR;
+            continue;
+          }
           const size_t nr = std::min(kNR, nc - jr);
           for (size_t ir = 0; ir < mc; ir += kMR) {
             const size_t mr = std::min(kMR, mc - ir);

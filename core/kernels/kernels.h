@@ -178,7 +178,7 @@ void ForgetPackedB(const void* storage);
 struct PackCacheStats {
   uint64_t hits = 0;       // Matmuls that found their pack made
   uint64_t packs = 0;      // packs made
-  uint64_t evictions = 0;  // packs dropped for the byte cap
+  uint64_t evictions = 0;  // dropped for the byte, entry or per-storage view cap
   uint64_t forgotten = 0;  // entries dropped by ForgetPackedB or a newer version
   uint64_t entries = 0;    // operands tracked now (packed or seen once)
   uint64_t bytes = 0;      // bytes of the packs held now

@@ -39,7 +39,8 @@ HWY_EXPORT(PackedBSize);
 //    while alive. Activations are fresh allocations each call (freed, hence
 //    forgotten, before they could be seen twice), bmm operands are 3-D; both
 //    stay on the uncached path. Entries seen once cost a few dozen bytes and
-//    are capped at kMaxEntries.
+//    are capped at kMaxEntries, and at kMaxViewsPerStorage per storage (the
+//    growing slices of a static KV cache are so many views of one storage).
 //  - When: the entry is taken on the launching thread at enqueue
 //    (AcquirePackedB), before any later free or write can be enqueued, and is
 //    filled by the first kernel that runs with it, on its worker, after the
@@ -85,6 +86,7 @@ namespace {
 
 constexpr int64_t kMinPackElems = 4096;
 constexpr size_t kMaxEntries = 4096;
+constexpr size_t kMaxViewsPerStorage = 8;
 
 bool SameView(const TensorRef& x, const TensorRef& y) {
   if (x.data != y.data || x.dtype != y.dtype || x.ndim != y.ndim) return false;
@@ -125,6 +127,14 @@ class PackCache {
     }
     if (entry == nullptr) {
       if (entries_ >= kMaxEntries) EvictOne(storage);
+      if (slots.size() >= kMaxViewsPerStorage) {  // e.g. growing slices of a KV cache
+        auto oldest = std::min_element(
+            slots.begin(), slots.end(),
+            [](const auto& x, const auto& y) { return x->last_use < y->last_use; });
+        Drop(**oldest);
+        slots.erase(oldest);
+        ++stats_.evictions;
+      }
       entry = std::make_shared<PackedB>(storage, b, version);
       slots.push_back(entry);
       ++entries_;

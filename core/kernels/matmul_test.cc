@@ -338,6 +338,20 @@ TEST(PackCache, AdmitsOnlyA2DFloatingBSeenTwice) {
   ClearPackCache();
 }
 
+TEST(PackCache, ViewsOfOneStorageAreBounded) {
+  // Growing slices of one buffer (a KV cache): each a new view, seen once.
+  ClearPackCache();
+  TestTensor buffer = MakeRandom(DType::kFloat32, {64, 512}, Layout::kContiguous, 61);
+  for (int64_t cols = 64; cols <= 512; cols += 8) {
+    TensorRef view = buffer.ref;
+    view.sizes[1] = cols;
+    AcquirePackedB(view, buffer.storage.get(), 0);
+  }
+  EXPECT_EQ(GetPackCacheStats().entries, 8u);
+  ForgetPackedB(buffer.storage.get());
+  EXPECT_EQ(GetPackCacheStats().entries, 0u);
+}
+
 TEST(PackCache, HitGivesIdenticalResults) {
   ForEachTarget([&](const char*) {
     ClearPackCache();
