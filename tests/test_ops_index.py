@@ -28,9 +28,6 @@ LAYOUTS = ["contig", "transposed", "strided"]
 
 # Elementwise ops (not this file's kernels) that transformers' mask building
 # still sends to the CPU fallback; the Llama test names them in its report.
-ELEMENTWISE_PENDING = {"aten::bitwise_and.Tensor_out", "aten::isneginf.out"}
-
-
 @pytest.fixture(autouse=True)
 def no_fallback(request):
     before = trnscope.fallback_ops()
@@ -541,5 +538,4 @@ def test_llama_padding_mask_forward_matches_cpu():
     # Rows of the padded positions attend to nothing useful; compare the real tokens.
     torch.testing.assert_close(got.cpu()[0, 3:], want[0, 3:], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got.cpu()[1], want[1], rtol=1e-4, atol=1e-4)
-    assert set(fallbacks) <= ELEMENTWISE_PENDING, (
-        f"ops that still fall back in the Llama forward: {fallbacks}")
+    assert fallbacks == {}, f"ops that still fall back in the Llama forward: {fallbacks}"
