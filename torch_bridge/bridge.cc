@@ -164,7 +164,7 @@ at::Tensor Empty(at::IntArrayRef sizes, at::ScalarType dtype, int device_index) 
                                    std::nullopt);
 }
 
-void Launch(int device_index, const rt::KernelInfo& info, rt::Task task) {
+void Launch(int device_index, const rt::KernelInfo& info, rt::Task&& task) {
   rt::Stream& stream = CurrentStream(device_index);
   Guarded([&] { stream.Launch(info, std::move(task)); });
 }
