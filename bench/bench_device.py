@@ -119,7 +119,8 @@ def main() -> None:
     parser.add_argument("--host-only", action="store_true", help="only the host cost per op")
     args = parser.parse_args()
     repeat = 3 if args.quick else 10
-    print(f"CPU: {cpu_model()}; SIMD target: {torch.ops.trnscope._simd_target()}; "
+    simd = getattr(torch.ops.trnscope, "_simd_target", lambda: "unknown")()
+    print(f"CPU: {cpu_model()}; SIMD target: {simd}; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     host_cost_per_op(n_ops=2000, repeat=repeat)
     if args.host_only:

@@ -2,6 +2,7 @@
 #include "core/runtime/runtime.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -65,7 +66,9 @@ enum class CommandType : uint8_t { kTask, kMemcpy, kCallback, kRecord, kWait };
 
 // One queued command. Plain fields instead of a wrapping lambda, and the Task
 // inline (Note [Inline tasks]): enqueueing a kernel allocates nothing.
-struct Command {
+// Cache-line aligned: the worker reading one slot never shares a line with a
+// producer writing the next (Note [Launch queue]).
+struct alignas(64) Command {
   CommandType type = CommandType::kTask;
   KernelInfo info;  // what the profiler records for this command
   Task task;
@@ -132,6 +135,16 @@ class CommandQueue {
   void Publish() {
     ++tail_index_;
     enqueued.store(enqueued.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    // The next slot's lines were last written by the worker (Command::Release)
+    // a segment ago: fetch them for writing now, so that the next launch's
+    // stores hit the cache instead of stalling its fence (Note [Wake
+    // handshakes]) on cross-core misses.
+    if (tail_index_ < kSlots) {
+      const char* next = reinterpret_cast<const char*>(&tail_->slots[tail_index_]);
+      for (size_t off = 0; off < sizeof(Command); off += 64) {
+        __builtin_prefetch(next + off, /*rw=*/1, /*locality=*/3);
+      }
+    }
   }
 
   // ---- The worker ----
@@ -455,12 +468,17 @@ struct Device::Worker {
   // costs no CPU.
   static constexpr auto kSpin = std::chrono::microseconds(50);
 
+  // The spin yields its core every few polls: on a loaded machine the
+  // dispatching thread may be queued behind this worker on the same core,
+  // and a busy-wait holding the core would slow the very launches it waits for.
+  //
   // True once a command may be ready or stop was requested.
   bool SpinForWork() {
     const auto until = std::chrono::steady_clock::now() + kSpin;
     for (int i = 0;; ++i) {
       for (int k = 0; k < 16; ++k) __builtin_ia32_pause();
       if (MaybeReady()) return true;
+      if ((i & 3) == 3) sched_yield();
       if ((i & 15) == 15 && std::chrono::steady_clock::now() >= until) return false;
     }
   }
