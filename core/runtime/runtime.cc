@@ -102,7 +102,7 @@ struct alignas(64) Command {
 // the next slot and publish it by a release store of `enqueued`; the worker,
 // the only consumer, sees it with an acquire load, runs the command in its
 // slot (no copy out) and publishes `completed`. A full segment is chained to
-// a new one (or the spare the worker hands back), so enqueueing never waits
+// a new one (or one the worker handed back), so enqueueing never waits
 // for the worker. The worker's mutex only guards sleeping, host waits,
 // stream creation and errors (Note [Worker spin]).
 class CommandQueue {
@@ -114,7 +114,11 @@ class CommandQueue {
       delete s;
       s = next;
     }
-    delete spare_.load(std::memory_order_relaxed);
+    for (Segment* s = free_.load(std::memory_order_relaxed); s != nullptr;) {
+      Segment* next = s->next.load(std::memory_order_relaxed);
+      delete s;
+      s = next;
+    }
   }
   CommandQueue(const CommandQueue&) = delete;
   CommandQueue& operator=(const CommandQueue&) = delete;
@@ -124,7 +128,7 @@ class CommandQueue {
   // fields the caller overwrites.
   Command& Claim() {
     if (tail_index_ == kSlots) {
-      Segment* s = spare_.exchange(nullptr, std::memory_order_acquire);
+      Segment* s = TakeFree();
       if (s == nullptr) s = new Segment;
       tail_->next.store(s, std::memory_order_release);
       tail_ = s;
@@ -156,8 +160,7 @@ class CommandQueue {
     if (head_index_ == kSlots) {  // the producer chained the next segment before publishing
       Segment* next = head_->next.load(std::memory_order_acquire);
       TRN_ASSERT(next != nullptr, "launch queue: a published command has no segment");
-      head_->next.store(nullptr, std::memory_order_relaxed);
-      delete spare_.exchange(head_, std::memory_order_acq_rel);
+      GiveFree(head_);
       head_ = next;
       head_index_ = 0;
     }
@@ -186,8 +189,37 @@ class CommandQueue {
   int head_index_ = 0;
   alignas(64) Segment* tail_;  // the producers'
   int tail_index_ = 0;
-  // One emptied segment handed back by the worker for reuse.
-  std::atomic<Segment*> spare_{nullptr};
+  // Emptied segments the worker hands back for reuse, so that a deep queue
+  // does not allocate a segment every kSlots launches: a stack linked through
+  // Segment::next, pushed by the worker and popped by producers under push_mu.
+  // One popper at a time, so no ABA. Holds at most kMaxFree segments.
+  static constexpr int kMaxFree = 32;
+  std::atomic<Segment*> free_{nullptr};
+  std::atomic<int> free_count_{0};
+
+  Segment* TakeFree() {  // producers, holding push_mu
+    Segment* s = free_.load(std::memory_order_acquire);
+    while (s != nullptr &&
+           !free_.compare_exchange_weak(s, s->next.load(std::memory_order_relaxed),
+                                        std::memory_order_acquire)) {
+    }
+    if (s == nullptr) return nullptr;
+    free_count_.fetch_sub(1, std::memory_order_relaxed);
+    s->next.store(nullptr, std::memory_order_relaxed);
+    return s;
+  }
+  void GiveFree(Segment* s) {  // the worker
+    if (free_count_.load(std::memory_order_relaxed) >= kMaxFree) {
+      delete s;
+      return;
+    }
+    free_count_.fetch_add(1, std::memory_order_relaxed);
+    Segment* top = free_.load(std::memory_order_relaxed);
+    do {
+      s->next.store(top, std::memory_order_relaxed);
+    } while (!free_.compare_exchange_weak(top, s, std::memory_order_release,
+                                          std::memory_order_relaxed));
+  }
 };
 
 thread_local const Device::Worker* tls_worker = nullptr;
@@ -468,9 +500,12 @@ struct Device::Worker {
   // costs no CPU.
   static constexpr auto kSpin = std::chrono::microseconds(50);
 
-  // The spin yields its core every few polls: on a loaded machine the
-  // dispatching thread may be queued behind this worker on the same core,
-  // and a busy-wait holding the core would slow the very launches it waits for.
+  // After a few microseconds the spin yields its core every few polls: on a
+  // loaded machine the dispatching thread may be queued behind this worker on
+  // the same core, and a busy-wait holding the core would slow the very
+  // launches it waits for. Not at once: a yield is a syscall, and a worker
+  // that keeps up with a fast producer should not pay it per command.
+  static constexpr int kPollsBeforeYield = 16;  // ~16 x 16 pauses, a few us
   //
   // True once a command may be ready or stop was requested.
   bool SpinForWork() {
@@ -478,7 +513,7 @@ struct Device::Worker {
     for (int i = 0;; ++i) {
       for (int k = 0; k < 16; ++k) __builtin_ia32_pause();
       if (MaybeReady()) return true;
-      if ((i & 3) == 3) sched_yield();
+      if (i >= kPollsBeforeYield && (i & 3) == 3) sched_yield();
       if ((i & 15) == 15 && std::chrono::steady_clock::now() >= until) return false;
     }
   }
