@@ -1,6 +1,6 @@
 """Device benchmarks (issue #2). Every line is a ratio against a peer measured in this run.
 
-  python bench/bench_device.py [--quick]
+  python bench/bench_device.py [--quick] [--host-only]
 
 1. host-side cost per eager op (small tensors): trn vs CPU PyTorch          target <= 1.2x
    (torch.add; also add_, mul, view and silu)

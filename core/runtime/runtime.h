@@ -181,8 +181,8 @@ class Event {
 };
 
 // ---- Streams ----------------------------------------------------------------
-// An in-order queue of commands on one core. Enqueueing never blocks; any
-// thread may enqueue. Commands of different streams on one core interleave.
+// An in-order queue of commands on one core. Any thread may enqueue; it never
+// waits for the core (Note [Launch queue]). Streams of one core interleave.
 class Stream {
  public:
   int device_index() const { return device_index_; }
