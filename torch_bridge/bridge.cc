@@ -4,6 +4,7 @@
 #include <ATen/EmptyTensor.h>
 #include <c10/util/Exception.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <mutex>
@@ -129,10 +130,10 @@ TensorRef Ref(const at::Tensor& t, const char* op) {
               " dimensions, got a tensor with ", t.dim());
   r.data = t.numel() == 0 ? nullptr : t.data_ptr();
   r.ndim = static_cast<int>(t.dim());
-  for (int i = 0; i < r.ndim; ++i) {
-    r.sizes[i] = t.size(i);
-    r.strides[i] = t.stride(i);
-  }
+  // The arrays once, not size(i) / stride(i): each of those wraps and checks i.
+  const at::IntArrayRef sizes = t.sizes(), strides = t.strides();
+  std::copy(sizes.begin(), sizes.end(), r.sizes);
+  std::copy(strides.begin(), strides.end(), r.strides);
   return r;
 }
 
@@ -164,7 +165,7 @@ at::Tensor Empty(at::IntArrayRef sizes, at::ScalarType dtype, int device_index) 
                                    std::nullopt);
 }
 
-void Launch(int device_index, const rt::KernelInfo& info, rt::Task task) {
+void Launch(int device_index, const rt::KernelInfo& info, rt::Task&& task) {
   rt::Stream& stream = CurrentStream(device_index);
   Guarded([&] { stream.Launch(info, std::move(task)); });
 }

@@ -40,7 +40,7 @@ inline TensorRef NoRef() { return TensorRef{}; }
 at::Tensor Empty(at::IntArrayRef sizes, at::ScalarType dtype, int device_index);
 
 // Enqueue a kernel on the current stream of device_index. Never waits.
-void Launch(int device_index, const rt::KernelInfo& info, rt::Task task);
+void Launch(int device_index, const rt::KernelInfo& info, rt::Task&& task);
 
 // Run a runtime call, translating rt errors to the matching torch errors
 // (OutOfMemory -> torch.OutOfMemoryError, InvalidArgument -> ValueError/IndexError,

@@ -39,7 +39,7 @@ std::string LaunchCounts() {
 
 }  // namespace
 
-void Launch(int device, const rt::KernelInfo& info, rt::Task task) {
+void Launch(int device, const rt::KernelInfo& info, rt::Task&& task) {
   if (counting.load(std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(counts_mutex);
     ++counts[info.name];
@@ -136,9 +136,13 @@ TensorRef FlatRef(const at::Tensor& t, const char* op) {
   return r;
 }
 
+// Highway's target for this CPU ("AVX3_ZEN4", "AVX2"), for benchmark output.
+std::string SimdTarget() { return kernels::TargetName(kernels::ActiveTarget()); }
+
 TORCH_LIBRARY_FRAGMENT(trnscope, m) {
   m.def("_count_launches(bool enable) -> ()", &CountLaunches);
   m.def("_launch_counts() -> str", &LaunchCounts);
+  m.def("_simd_target() -> str", &SimdTarget);
 }
 
 }  // namespace trn::bridge::ops

@@ -27,7 +27,7 @@ double CpuScalarValue(const at::Tensor& t);
 // clears) and torch.ops.trnscope._launch_counts() -> "name=n;name=n" let tests
 // check how many kernels an aten op launched (F.rms_norm: one). Shadows
 // bridge::Launch inside this namespace; off, it costs one relaxed load.
-void Launch(int device, const rt::KernelInfo& info, rt::Task task);
+void Launch(int device, const rt::KernelInfo& info, rt::Task&& task);
 
 // Device index shared by every trn tensor in `ts` (undefined ones skipped);
 // TORCH_CHECK naming the op when they live on different cores.

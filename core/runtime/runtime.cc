@@ -2,6 +2,7 @@
 #include "core/runtime/runtime.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 
 #include <algorithm>
@@ -63,9 +64,11 @@ struct RecordPoint {
 
 enum class CommandType : uint8_t { kTask, kMemcpy, kCallback, kRecord, kWait };
 
-// One queued command. Plain fields instead of a wrapping lambda so that
-// enqueueing allocates nothing beyond what the caller's Task already holds.
-struct Command {
+// One queued command. Plain fields instead of a wrapping lambda, and the Task
+// inline (Note [Inline tasks]): enqueueing a kernel allocates nothing.
+// Cache-line aligned: the worker reading one slot never shares a line with a
+// producer writing the next (Note [Launch queue]).
+struct alignas(64) Command {
   CommandType type = CommandType::kTask;
   KernelInfo info;  // what the profiler records for this command
   Task task;
@@ -81,8 +84,8 @@ struct Command {
   uint64_t correlation_id = 0;
   uint64_t launch_id = 0;
 
-  // Drops what the command holds (captures may free device memory), outside
-  // the worker's lock.
+  // Drops what the command holds (captures may free device memory), on the
+  // worker, before the command counts as completed.
   void Release() {
     task = nullptr;
     callback = nullptr;
@@ -91,45 +94,132 @@ struct Command {
   }
 };
 
-// Growable FIFO ring of commands. A deque would allocate a node every few
-// commands (Command is ~170 bytes); the ring only allocates when it grows.
-// Guarded by the owning worker's mutex.
-class CommandRing {
+// Note [Launch queue]
+// The host thread that enqueues and the worker that executes never share a
+// lock on the launch path. Each stream's commands live in a chain of
+// fixed-size segments: producers (serialized among themselves by the
+// stream's push mutex, uncontended in the usual one-thread eager loop) write
+// the next slot and publish it by a release store of `enqueued`; the worker,
+// the only consumer, sees it with an acquire load, runs the command in its
+// slot (no copy out) and publishes `completed`. A full segment is chained to
+// a new one (or one the worker handed back), so enqueueing never waits
+// for the worker. The worker's mutex only guards sleeping, host waits,
+// stream creation and errors (Note [Worker spin]).
+class CommandQueue {
  public:
-  CommandRing() : buf_(kInitialCapacity) {}
-  bool empty() const { return size_ == 0; }
-  Command& front() { return buf_[head_]; }
-  void Push(Command&& c) {
-    if (size_ == buf_.size()) Grow();
-    buf_[(head_ + size_) & (buf_.size() - 1)] = std::move(c);
-    ++size_;
+  CommandQueue() : head_(new Segment), tail_(head_) {}
+  ~CommandQueue() {
+    for (Segment* s = head_; s != nullptr;) {
+      Segment* next = s->next.load(std::memory_order_relaxed);
+      delete s;
+      s = next;
+    }
+    for (Segment* s = free_.load(std::memory_order_relaxed); s != nullptr;) {
+      Segment* next = s->next.load(std::memory_order_relaxed);
+      delete s;
+      s = next;
+    }
   }
-  void PopInto(Command& out) {
-    out = std::move(buf_[head_]);
-    Advance();
+  CommandQueue(const CommandQueue&) = delete;
+  CommandQueue& operator=(const CommandQueue&) = delete;
+
+  // ---- Producers, holding push_mu ----
+  // The slot the next Publish() makes visible: a released command whose
+  // fields the caller overwrites.
+  Command& Claim() {
+    if (tail_index_ == kSlots) {
+      Segment* s = TakeFree();
+      if (s == nullptr) s = new Segment;
+      tail_->next.store(s, std::memory_order_release);
+      tail_ = s;
+      tail_index_ = 0;
+    }
+    return tail_->slots[tail_index_];
   }
-  void Drop() {
-    buf_[head_].Release();
-    Advance();
+  void Publish() {
+    ++tail_index_;
+    enqueued.store(enqueued.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+    // The next slot's lines were last written by the worker (Command::Release)
+    // a segment ago: fetch them for writing now, so that the next launch's
+    // stores hit the cache instead of stalling its fence (Note [Wake
+    // handshakes]) on cross-core misses.
+    if (tail_index_ < kSlots) {
+      const char* next = reinterpret_cast<const char*>(&tail_->slots[tail_index_]);
+      for (size_t off = 0; off < sizeof(Command); off += 64) {
+        __builtin_prefetch(next + off, /*rw=*/1, /*locality=*/3);
+      }
+    }
   }
 
- private:
-  static constexpr size_t kInitialCapacity = 64;  // power of two
-  void Advance() {
-    head_ = (head_ + 1) & (buf_.size() - 1);
-    --size_;
-  }
-  void Grow() {
-    std::vector<Command> bigger(buf_.size() * 2);
-    for (size_t i = 0; i < size_; ++i) {
-      bigger[i] = std::move(buf_[(head_ + i) & (buf_.size() - 1)]);
+  // ---- The worker ----
+  // The oldest command not yet completed, or null.
+  Command* Head() {
+    if (enqueued.load(std::memory_order_acquire) == completed.load(std::memory_order_relaxed)) {
+      return nullptr;
     }
-    buf_.swap(bigger);
-    head_ = 0;
+    if (head_index_ == kSlots) {  // the producer chained the next segment before publishing
+      Segment* next = head_->next.load(std::memory_order_acquire);
+      TRN_ASSERT(next != nullptr, "launch queue: a published command has no segment");
+      GiveFree(head_);
+      head_ = next;
+      head_index_ = 0;
+    }
+    return &head_->slots[head_index_];
   }
-  std::vector<Command> buf_;
-  size_t head_ = 0;
-  size_t size_ = 0;
+  // Retires the head command (already released).
+  void Pop() {
+    ++head_index_;
+    completed.store(completed.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+
+  std::mutex push_mu;
+  // Commands published / retired. Written by producers under push_mu and by
+  // the worker respectively; read by anyone. Apart, so that they do not share
+  // a cache line with each other or with the worker's head.
+  alignas(64) std::atomic<uint64_t> enqueued{0};
+  alignas(64) std::atomic<uint64_t> completed{0};
+
+ private:
+  static constexpr int kSlots = 32;
+  struct Segment {
+    Command slots[kSlots];
+    std::atomic<Segment*> next{nullptr};
+  };
+  alignas(64) Segment* head_;  // the worker's
+  int head_index_ = 0;
+  alignas(64) Segment* tail_;  // the producers'
+  int tail_index_ = 0;
+  // Emptied segments the worker hands back for reuse, so that a deep queue
+  // does not allocate a segment every kSlots launches: a stack linked through
+  // Segment::next, pushed by the worker and popped by producers under push_mu.
+  // One popper at a time, so no ABA. Holds at most kMaxFree segments.
+  static constexpr int kMaxFree = 32;
+  std::atomic<Segment*> free_{nullptr};
+  std::atomic<int> free_count_{0};
+
+  Segment* TakeFree() {  // producers, holding push_mu
+    Segment* s = free_.load(std::memory_order_acquire);
+    while (s != nullptr &&
+           !free_.compare_exchange_weak(s, s->next.load(std::memory_order_relaxed),
+                                        std::memory_order_acquire)) {
+    }
+    if (s == nullptr) return nullptr;
+    free_count_.fetch_sub(1, std::memory_order_relaxed);
+    s->next.store(nullptr, std::memory_order_relaxed);
+    return s;
+  }
+  void GiveFree(Segment* s) {  // the worker
+    if (free_count_.load(std::memory_order_relaxed) >= kMaxFree) {
+      delete s;
+      return;
+    }
+    free_count_.fetch_add(1, std::memory_order_relaxed);
+    Segment* top = free_.load(std::memory_order_relaxed);
+    do {
+      s->next.store(top, std::memory_order_relaxed);
+    } while (!free_.compare_exchange_weak(top, s, std::memory_order_release,
+                                          std::memory_order_relaxed));
+  }
 };
 
 thread_local const Device::Worker* tls_worker = nullptr;
@@ -202,19 +292,18 @@ struct Event::State {
   std::shared_ptr<RecordPoint> last;
 };
 
-// A stream's pending commands and its first failure since the last
-// synchronizing call. Guarded by the device worker's mutex; `completed` is
-// also read without it.
+// A stream's pending commands (Note [Launch queue]) and its first failure
+// since the last synchronizing call (guarded by the device worker's mutex).
 struct Stream::Queue {
-  CommandRing ring;
-  uint64_t enqueued = 0;
-  std::atomic<uint64_t> completed{0};
+  CommandQueue commands;
   std::string error;
   uint64_t error_seq = 0;  // device-wide order of failures: the first one wins
 };
 
-// A core's worker thread and the streams it executes. Host threads enqueue
-// and wait under `mu`; only the worker thread runs commands.
+// A core's worker thread and the streams it executes. Any thread enqueues
+// (lock-free towards the worker, Note [Launch queue]); only the worker thread
+// runs commands. `mu` guards stream creation, errors and the sleep / wake
+// handshakes of the worker and of waiting host threads.
 struct Device::Worker {
   static constexpr int kMaxStreams = kStreamPoolSize + 1;
 
@@ -222,39 +311,64 @@ struct Device::Worker {
   std::mutex mu;
   std::condition_variable work_cv;  // the worker sleeps here when nothing is ready
   std::condition_variable done_cv;  // host threads wait here for completions
-  bool sleeping = false;
-  // Bumped under mu whenever something may have become ready (a push, an
-  // event completed elsewhere, stop): a spinning worker watches it without mu.
-  std::atomic<uint64_t> epoch{0};
-  bool stop = false;
-  int host_waiters = 0;
-  std::array<std::unique_ptr<Stream>, kMaxStreams> streams;  // by id, created lazily
-  std::array<Stream*, kMaxStreams> active{};                 // creation order
-  int num_active = 0;
-  int next_rr = 0;        // round-robin start among active streams
-  int next_pool = 0;      // NewStream() counter
-  uint64_t failures = 0;  // numbers error_seq
+  // Note [Wake handshakes]: a waker publishes its change, issues a seq_cst
+  // fence and then reads the flag; the sleeper sets the flag, fences and
+  // then re-checks for the change before it blocks under mu. One of the two
+  // always sees the other, so no wake-up is lost, and the launch path only
+  // reads a flag that stays in its cache while the worker is busy or spinning.
+  std::atomic<bool> sleeping{false};   // the worker blocks on work_cv
+  std::atomic<int> host_waiters{0};    // host threads block on done_cv
+  std::atomic<bool> stop{false};
+  std::array<std::unique_ptr<Stream>, kMaxStreams> owned;  // by id; guarded by mu
+  std::array<std::atomic<Stream*>, kMaxStreams> streams{};  // by id, created lazily
+  std::array<std::atomic<Stream*>, kMaxStreams> active{};   // creation order
+  std::atomic<int> num_active{0};
+  int next_rr = 0;        // round-robin start among active streams (worker only)
+  int next_pool = 0;      // NewStream() counter; guarded by mu
+  uint64_t failures = 0;  // numbers error_seq; guarded by mu
   std::thread thread;
 
   // Caller holds mu.
   Stream& CreateStream(int id) {
-    streams[id] = std::make_unique<Stream>(device, device->index(), id);
-    active[num_active++] = streams[id].get();
-    return *streams[id];
+    owned[id] = std::make_unique<Stream>(device, device->index(), id);
+    Stream* s = owned[id].get();
+    const int n = num_active.load(std::memory_order_relaxed);
+    active[n].store(s, std::memory_order_relaxed);
+    num_active.store(n + 1, std::memory_order_release);
+    streams[id].store(s, std::memory_order_release);
+    return *s;
   }
 
+  // Appends c to s's queue and wakes the worker if it sleeps. Any thread.
   void Push(Stream& s, Command&& c) {
-    bool wake;
+    CommandQueue& q = s.queue().commands;
+    {
+      std::lock_guard<std::mutex> lock(q.push_mu);
+      q.Claim() = std::move(c);
+      q.Publish();
+    }
+    Wake();
+  }
+
+  // Wakes the worker if it sleeps (Note [Wake handshakes]). Any thread.
+  void Wake() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!sleeping.load(std::memory_order_relaxed)) return;
     {
       std::lock_guard<std::mutex> lock(mu);
-      Stream::Queue& q = s.queue();
-      q.ring.Push(std::move(c));
-      ++q.enqueued;
-      epoch.fetch_add(1, std::memory_order_release);
-      wake = sleeping;
-      sleeping = false;  // one notify is enough until the worker sleeps again
+      if (!sleeping.load(std::memory_order_relaxed)) return;
+      sleeping.store(false, std::memory_order_relaxed);
     }
-    if (wake) work_cv.notify_one();
+    work_cv.notify_one();
+  }
+
+  // Wakes host threads blocked in WaitUntil (Note [Wake handshakes]).
+  // Worker thread, after publishing a completion.
+  void NotifyHostWaiters() {
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (host_waiters.load(std::memory_order_relaxed) == 0) return;
+    std::lock_guard<std::mutex> lock(mu);
+    done_cv.notify_all();
   }
 
   // Blocks a host thread until pred() holds. Caller holds `lock` on mu.
@@ -264,47 +378,44 @@ struct Device::Worker {
                "a command synchronized its own core (a Task or host callback must not "
                "synchronize the device it runs on: it would deadlock)");
     if (pred()) return;
-    ++host_waiters;
+    host_waiters.fetch_add(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     done_cv.wait(lock, pred);
-    --host_waiters;
+    host_waiters.fetch_sub(1, std::memory_order_relaxed);
   }
 
-  // The next stream whose head command can run, round-robin, or null. Wait
-  // commands whose event completed are retired here. Caller holds mu.
-  Stream* PickReady() {
-    for (int k = 0; k < num_active; ++k) {
+  // The next command that can run and its stream, round-robin, or null. Wait
+  // commands whose event completed are retired here. Worker thread only.
+  Command* PickReady(Stream** stream) {
+    const int n = num_active.load(std::memory_order_acquire);
+    for (int k = 0; k < n; ++k) {
       int i = next_rr + k;
-      if (i >= num_active) i -= num_active;
-      Stream* s = active[i];
-      Stream::Queue& q = s->queue();
-      while (!q.ring.empty() && q.ring.front().type == CommandType::kWait &&
-             q.ring.front().point->done.load(std::memory_order_acquire)) {
-        q.ring.Drop();
-        q.completed.fetch_add(1, std::memory_order_release);
-        if (host_waiters > 0) done_cv.notify_all();
+      if (i >= n) i -= n;
+      Stream* s = active[i].load(std::memory_order_relaxed);
+      CommandQueue& q = s->queue().commands;
+      Command* c = q.Head();
+      while (c != nullptr && c->type == CommandType::kWait &&
+             c->point->done.load(std::memory_order_acquire)) {
+        c->Release();
+        q.Pop();
+        NotifyHostWaiters();
+        c = q.Head();
       }
-      if (!q.ring.empty() && q.ring.front().type != CommandType::kWait) {
-        next_rr = i + 1 == num_active ? 0 : i + 1;
-        return s;
+      if (c != nullptr && c->type != CommandType::kWait) {
+        next_rr = i + 1 == n ? 0 : i + 1;
+        *stream = s;
+        return c;
       }
     }
     return nullptr;
   }
 
   // Wakes every other sleeping worker: one of them may wait for the event
-  // that just completed. Rare (once per Record), so a broadcast is fine.
+  // that just completed. Rare (once per Record).
   void WakeEventWaiters() {
     std::lock_guard<std::mutex> registry(RegistryMutex());
     for (Worker* w : Registry()) {
-      if (w == this) continue;
-      bool wake;
-      {
-        std::lock_guard<std::mutex> lock(w->mu);
-        w->epoch.fetch_add(1, std::memory_order_release);
-        wake = w->sleeping;
-        w->sleeping = false;
-      }
-      if (wake) w->work_cv.notify_one();
+      if (w != this) w->Wake();
     }
   }
 
@@ -364,60 +475,85 @@ struct Device::Worker {
                        s.device_index(), s.id(), st.error);
   }
 
+  // Runs the head command c of s in its slot, then retires it. Worker thread.
+  void Run(Stream& s, Command& c) {
+    const Status st = c.traced ? ExecuteTraced(s, c) : Execute(c);
+    if (!st.ok()) {
+      std::string error = DescribeFailure(s, c, st);
+      std::lock_guard<std::mutex> lock(mu);
+      Stream::Queue& q = s.queue();
+      if (q.error.empty()) {
+        q.error = std::move(error);
+        q.error_seq = ++failures;
+      }
+    }
+    c.Release();
+    s.queue().commands.Pop();
+    NotifyHostWaiters();
+  }
+
   // Note [Worker spin]
   // An eager loop launches a small kernel every microsecond or two. If the
   // worker slept after each one, every launch would pay a futex wake on the
   // dispatching thread (the host cost per op). So an idle worker first polls
-  // `epoch` for a short while, then sleeps. Bounded, so an idle device costs
-  // no CPU.
+  // its queues for a short while, then sleeps. Bounded, so an idle device
+  // costs no CPU.
   static constexpr auto kSpin = std::chrono::microseconds(50);
 
-  // Caller holds `lock`; returns with it held. True if something changed.
-  bool SpinForWork(std::unique_lock<std::mutex>& lock) {
-    const uint64_t seen = epoch.load(std::memory_order_acquire);
-    lock.unlock();
+  // After a few microseconds the spin yields its core every few polls: on a
+  // loaded machine the dispatching thread may be queued behind this worker on
+  // the same core, and a busy-wait holding the core would slow the very
+  // launches it waits for. Not at once: a yield is a syscall, and a worker
+  // that keeps up with a fast producer should not pay it per command.
+  static constexpr int kPollsBeforeYield = 16;  // ~16 x 16 pauses, a few us
+  //
+  // True once a command may be ready or stop was requested.
+  bool SpinForWork() {
     const auto until = std::chrono::steady_clock::now() + kSpin;
-    bool changed = false;
-    for (int i = 0; !changed; ++i) {
-      for (int k = 0; k < 64 && !changed; ++k) {
-        __builtin_ia32_pause();
-        changed = epoch.load(std::memory_order_acquire) != seen;
-      }
-      if ((i & 15) == 15 && std::chrono::steady_clock::now() >= until) break;
+    for (int i = 0;; ++i) {
+      for (int k = 0; k < 16; ++k) __builtin_ia32_pause();
+      if (MaybeReady()) return true;
+      if (i >= kPollsBeforeYield && (i & 3) == 3) sched_yield();
+      if ((i & 15) == 15 && std::chrono::steady_clock::now() >= until) return false;
     }
-    lock.lock();
-    return changed || epoch.load(std::memory_order_relaxed) != seen;
+  }
+
+  // Something was published, a wait's event completed, or stop. Worker only.
+  bool MaybeReady() {
+    if (stop.load(std::memory_order_acquire)) return true;
+    const int n = num_active.load(std::memory_order_acquire);
+    for (int i = 0; i < n; ++i) {
+      CommandQueue& q = active[i].load(std::memory_order_relaxed)->queue().commands;
+      Command* c = q.Head();
+      if (c != nullptr &&
+          (c->type != CommandType::kWait || c->point->done.load(std::memory_order_acquire))) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  void Sleep() {
+    std::unique_lock<std::mutex> lock(mu);
+    sleeping.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (MaybeReady()) {
+      sleeping.store(false, std::memory_order_relaxed);
+      return;
+    }
+    work_cv.wait(lock, [&] { return !sleeping.load(std::memory_order_relaxed); });
   }
 
   void Loop() {
     tls_worker = this;
-    std::unique_lock<std::mutex> lock(mu);
-    Command c;
     for (;;) {
-      Stream* s = PickReady();
-      if (s == nullptr) {
-        if (stop) return;
-        if (SpinForWork(lock)) continue;
-        if (stop) return;
-        sleeping = true;
-        work_cv.wait(lock);
-        sleeping = false;
+      Stream* s = nullptr;
+      if (Command* c = PickReady(&s)) {
+        Run(*s, *c);
         continue;
       }
-      s->queue().ring.PopInto(c);
-      lock.unlock();
-      const Status st = c.traced ? ExecuteTraced(*s, c) : Execute(c);
-      std::string error;
-      if (!st.ok()) error = DescribeFailure(*s, c, st);
-      c.Release();
-      lock.lock();
-      Stream::Queue& q = s->queue();
-      if (!error.empty() && q.error.empty()) {
-        q.error = std::move(error);
-        q.error_seq = ++failures;
-      }
-      q.completed.fetch_add(1, std::memory_order_release);
-      if (host_waiters > 0) done_cv.notify_all();
+      if (stop.load(std::memory_order_acquire)) return;  // drained what can run
+      if (!SpinForWork()) Sleep();
     }
   }
 
@@ -426,6 +562,14 @@ struct Device::Worker {
     std::string e = std::move(s.queue().error);
     s.queue().error.clear();
     return e;
+  }
+
+  // Commands of s enqueued and completed so far. Any thread.
+  static uint64_t Enqueued(Stream& s) {
+    return s.queue().commands.enqueued.load(std::memory_order_acquire);
+  }
+  static uint64_t Completed(Stream& s) {
+    return s.queue().commands.completed.load(std::memory_order_acquire);
   }
 };
 
@@ -548,7 +692,7 @@ void Enqueue(Stream& s, Command&& c) {
 }
 }  // namespace
 
-void Stream::Launch(const KernelInfo& info, Task task) {
+void Stream::Launch(const KernelInfo& info, Task&& task) {
   TRN_ASSERT(task != nullptr, "Stream::Launch with an empty Task");
   Command c;
   c.type = CommandType::kTask;
@@ -556,7 +700,6 @@ void Stream::Launch(const KernelInfo& info, Task task) {
   c.task = std::move(task);
   Enqueue(*this, std::move(c));
 }
-
 
 void Stream::Memcpy(void* dst, const void* src, size_t bytes, CommandKind kind, const char* op,
                     std::shared_ptr<void> keepalive) {
@@ -599,8 +742,9 @@ void Stream::HostCallback(std::function<void()> fn) {
 }
 
 bool Stream::Query() const {
-  std::lock_guard<std::mutex> lock(device_->worker().mu);
-  return queue_->completed.load(std::memory_order_acquire) == queue_->enqueued;
+  const CommandQueue& q = queue_->commands;
+  return q.completed.load(std::memory_order_acquire) ==
+         q.enqueued.load(std::memory_order_acquire);
 }
 
 void Stream::Synchronize() {
@@ -609,9 +753,8 @@ void Stream::Synchronize() {
   std::string error;
   {
     std::unique_lock<std::mutex> lock(w.mu);
-    const uint64_t target = queue_->enqueued;
-    w.WaitUntil(lock,
-                [&] { return queue_->completed.load(std::memory_order_acquire) >= target; });
+    const uint64_t target = Device::Worker::Enqueued(*this);
+    w.WaitUntil(lock, [&] { return Device::Worker::Completed(*this) >= target; });
     error = Device::Worker::TakeError(*this);
   }
   if (start != 0 && trace::Wants(trace::RecordKind::kSynchronize, device_index_, id_)) {
@@ -648,16 +791,12 @@ Device::~Device() {
     auto& r = Registry();
     r.erase(std::find(r.begin(), r.end(), worker_.get()));
   }
-  {
-    std::lock_guard<std::mutex> lock(worker_->mu);
-    worker_->stop = true;  // the worker drains what can run, then exits
-    worker_->epoch.fetch_add(1, std::memory_order_release);
-  }
-  worker_->work_cv.notify_one();
+  worker_->stop.store(true, std::memory_order_release);  // it drains what can run, then exits
+  worker_->Wake();
   worker_->thread.join();
 }
 
-Stream& Device::DefaultStream() { return *worker_->streams[0]; }
+Stream& Device::DefaultStream() { return *worker_->streams[0].load(std::memory_order_relaxed); }
 
 Stream& Device::GetStream(int id) {
   if (id < 0 || id > kStreamPoolSize) {
@@ -665,46 +804,45 @@ Stream& Device::GetStream(int id) {
         "trn stream id {} is invalid on trn:{}: expected 0 (the default stream) to {}", id,
         index_, kStreamPoolSize));
   }
-  std::lock_guard<std::mutex> lock(worker_->mu);
-  if (worker_->streams[id] == nullptr) {
+  Stream* s = worker_->streams[id].load(std::memory_order_acquire);  // no lock: launch path
+  if (s == nullptr) {
     throw InvalidArgument(fmt::format(
         "trn stream id {} does not exist on trn:{}: it was never handed out by NewStream() "
         "({} streams exist, default included)",
-        id, index_, worker_->num_active));
+        id, index_, num_streams()));
   }
-  return *worker_->streams[id];
+  return *s;
 }
 
 Stream& Device::NewStream() {
   std::lock_guard<std::mutex> lock(worker_->mu);
   const int id = worker_->next_pool++ % kStreamPoolSize + 1;
-  if (worker_->streams[id] == nullptr) return worker_->CreateStream(id);
-  return *worker_->streams[id];
+  Stream* s = worker_->streams[id].load(std::memory_order_relaxed);
+  return s != nullptr ? *s : worker_->CreateStream(id);
 }
 
-int Device::num_streams() const {
-  std::lock_guard<std::mutex> lock(worker_->mu);
-  return worker_->num_active;
-}
+int Device::num_streams() const { return worker_->num_active.load(std::memory_order_acquire); }
 
 void Device::WaitIdle() {
   Worker& w = *worker_;
   std::unique_lock<std::mutex> lock(w.mu);
-  w.WaitUntil(lock, [&w] {
-    for (int i = 0; i < w.num_active; ++i) {
-      const Stream::Queue& q = w.active[i]->queue();
-      if (q.completed.load(std::memory_order_acquire) < q.enqueued) return false;
+  const int n = w.num_active.load(std::memory_order_acquire);
+  w.WaitUntil(lock, [&w, n] {
+    for (int i = 0; i < n; ++i) {
+      Stream& s = *w.active[i].load(std::memory_order_relaxed);
+      if (Worker::Completed(s) < Worker::Enqueued(s)) return false;
     }
     return true;
   });
 }
 
 uint64_t Device::PendingCommands() const {
-  std::lock_guard<std::mutex> lock(worker_->mu);
   uint64_t pending = 0;
-  for (int i = 0; i < worker_->num_active; ++i) {
-    const Stream::Queue& q = worker_->active[i]->queue();
-    pending += q.enqueued - q.completed.load(std::memory_order_acquire);
+  const int n = worker_->num_active.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) {
+    Stream& s = *worker_->active[i].load(std::memory_order_relaxed);
+    const uint64_t done = Worker::Completed(s);  // first: completed never passes enqueued
+    pending += Worker::Enqueued(s) - done;
   }
   return pending;
 }
@@ -716,24 +854,26 @@ void Device::Synchronize() {
   int failed = 0;
   {
     std::unique_lock<std::mutex> lock(w.mu);
-    const int n = w.num_active;
+    const int n = w.num_active.load(std::memory_order_acquire);
     std::array<uint64_t, Worker::kMaxStreams> target;
-    for (int i = 0; i < n; ++i) target[i] = w.active[i]->queue().enqueued;
+    for (int i = 0; i < n; ++i) target[i] = Worker::Enqueued(*w.active[i].load(std::memory_order_relaxed));
     w.WaitUntil(lock, [&] {
       for (int i = 0; i < n; ++i) {
-        if (w.active[i]->queue().completed.load(std::memory_order_acquire) < target[i]) {
+        if (Worker::Completed(*w.active[i].load(std::memory_order_relaxed)) < target[i]) {
           return false;
         }
       }
       return true;
     });
     uint64_t first_seq = UINT64_MAX;
-    for (int i = 0; i < w.num_active; ++i) {
-      Stream::Queue& q = w.active[i]->queue();
+    const int all = w.num_active.load(std::memory_order_acquire);
+    for (int i = 0; i < all; ++i) {
+      Stream& s = *w.active[i].load(std::memory_order_relaxed);
+      Stream::Queue& q = s.queue();
       if (q.error.empty()) continue;
       ++failed;
       const uint64_t seq = q.error_seq;
-      std::string e = Worker::TakeError(*w.active[i]);
+      std::string e = Worker::TakeError(s);
       if (seq < first_seq) {
         first_seq = seq;
         error = std::move(e);

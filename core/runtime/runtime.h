@@ -5,10 +5,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/common/tensor_ref.h"
@@ -56,8 +59,100 @@ struct KernelInfo {
 };
 
 // Work executed on a core's worker thread. Captures keep inputs alive (e.g. a
-// host tensor of a non_blocking H2D copy) until the command has run.
-using Task = std::function<Status()>;
+// host tensor of a non_blocking H2D copy) until the command has run; they are
+// destroyed on the worker, before the command counts as completed.
+//
+// Note [Inline tasks]
+// A kernel's lambda captures its TensorRefs by value (~150 bytes each), far
+// beyond std::function's 16-byte small buffer: every launch would malloc on
+// the dispatching thread and free on the worker (a cross-thread free, the
+// slowest path of glibc's malloc). Task keeps callables of up to
+// kInlineBytes in place, so a launch allocates nothing; larger ones go to the
+// heap. Move-only, so captures need not be copyable.
+class Task {
+ public:
+  static constexpr size_t kInlineBytes = 640;  // four TensorRefs and some scalars
+
+  Task() = default;
+  Task(std::nullptr_t) {}  // NOLINT: an empty task, like std::function
+  template <typename F, typename D = std::decay_t<F>,
+            typename = std::enable_if_t<!std::is_same_v<D, Task> &&
+                                        std::is_invocable_r_v<Status, D&>>>
+  Task(F&& f) {  // NOLINT: implicit, as std::function's
+    if constexpr (sizeof(D) <= kInlineBytes && alignof(D) <= kAlign &&
+                  std::is_nothrow_move_constructible_v<D>) {
+      ::new (static_cast<void*>(buf_)) D(std::forward<F>(f));
+      ops_ = &kInlineOps<D>;
+    } else {
+      ::new (static_cast<void*>(buf_)) D*(new D(std::forward<F>(f)));
+      ops_ = &kHeapOps<D>;
+    }
+  }
+  Task(Task&& other) noexcept { MoveFrom(other); }
+  Task& operator=(Task&& other) noexcept {
+    if (this != &other) {
+      Reset();
+      MoveFrom(other);
+    }
+    return *this;
+  }
+  Task& operator=(std::nullptr_t) {
+    Reset();
+    return *this;
+  }
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
+  ~Task() { Reset(); }
+
+  Status operator()() { return ops_->invoke(buf_); }
+  explicit operator bool() const { return ops_ != nullptr; }
+  friend bool operator==(const Task& t, std::nullptr_t) { return t.ops_ == nullptr; }
+
+ private:
+  static constexpr size_t kAlign = 16;
+  struct Ops {
+    Status (*invoke)(void*);
+    // Moves the callable from src to dst and destroys it in src; null: a
+    // memcpy of `bytes` does (trivially copyable callables, heap pointers).
+    void (*relocate)(void* dst, void* src);
+    void (*destroy)(void*);  // null: nothing to destroy
+    size_t bytes;
+  };
+  template <typename D>
+  static constexpr Ops kInlineOps = {
+      [](void* p) -> Status { return (*static_cast<D*>(p))(); },
+      std::is_trivially_copyable_v<D> ? nullptr
+                                      : +[](void* dst, void* src) {
+                                          D* s = static_cast<D*>(src);
+                                          ::new (dst) D(std::move(*s));
+                                          s->~D();
+                                        },
+      std::is_trivially_destructible_v<D> ? nullptr
+                                          : +[](void* p) { static_cast<D*>(p)->~D(); },
+      sizeof(D)};
+  template <typename D>
+  static constexpr Ops kHeapOps = {
+      [](void* p) -> Status { return (**static_cast<D**>(p))(); }, nullptr,
+      [](void* p) { delete *static_cast<D**>(p); }, sizeof(D*)};
+
+  void MoveFrom(Task& other) noexcept {
+    ops_ = other.ops_;
+    if (ops_ == nullptr) return;
+    if (ops_->relocate != nullptr) {
+      ops_->relocate(buf_, other.buf_);
+    } else {
+      std::memcpy(buf_, other.buf_, ops_->bytes);
+    }
+    other.ops_ = nullptr;
+  }
+  void Reset() {
+    if (ops_ != nullptr && ops_->destroy != nullptr) ops_->destroy(buf_);
+    ops_ = nullptr;
+  }
+
+  const Ops* ops_ = nullptr;
+  alignas(kAlign) unsigned char buf_[kInlineBytes];
+};
 
 class Device;
 class Stream;
@@ -86,15 +181,15 @@ class Event {
 };
 
 // ---- Streams ----------------------------------------------------------------
-// An in-order queue of commands on one core. Enqueueing never blocks; any
-// thread may enqueue. Commands of different streams on one core interleave.
+// An in-order queue of commands on one core. Any thread may enqueue; it never
+// waits for the core (Note [Launch queue]). Streams of one core interleave.
 class Stream {
  public:
   int device_index() const { return device_index_; }
   int id() const { return id_; }  // 0 = default stream
   Device& device() const;
 
-  void Launch(const KernelInfo& info, Task task);
+  void Launch(const KernelInfo& info, Task&& task);
   // Plain memcpy of `bytes` on the worker; `keepalive` is released after the copy.
   void Memcpy(void* dst, const void* src, size_t bytes, CommandKind kind, const char* op,
               std::shared_ptr<void> keepalive = nullptr);

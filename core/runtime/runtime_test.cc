@@ -457,6 +457,109 @@ TEST_F(RuntimeTest, DestroyingADeviceRunsWhatWasQueued) {
   EXPECT_EQ(ran.load(), 100);
 }
 
+// Note [Launch queue] under load: producers on several threads and streams,
+// the worker crossing segment boundaries while they enqueue, host threads
+// synchronizing and querying concurrently, and idle gaps around the spin
+// time so that the worker keeps falling asleep and being woken.
+TEST_F(RuntimeTest, LaunchQueueStressManyProducersStreamsAndWaiters) {
+  constexpr int kThreads = 4, kPerThread = 5000;
+  Stream* streams[2] = {&dev0().DefaultStream(), &dev0().NewStream()};
+  struct Seen {
+    std::vector<std::pair<int, int>> order;  // touched only by the worker
+  } seen[2];
+  std::atomic<int> ran{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const int which = t % 2;
+      Stream& s = *streams[which];
+      for (int i = 0; i < kPerThread; ++i) {
+        s.Launch(Info("append"), [&seen, &ran, which, t, i] {
+          seen[which].order.emplace_back(t, i);
+          ran.fetch_add(1, std::memory_order_relaxed);
+          return Status::Ok();
+        });
+        if (i % 997 == 0) s.Synchronize();  // a waiter while others enqueue
+        if (i % 1500 == 0) std::this_thread::sleep_for(std::chrono::microseconds(60 * t));
+        if (i % 500 == 0) (void)s.Query();
+      }
+    });
+  }
+  threads.emplace_back([&] {  // a pure waiter
+    for (int k = 0; k < 50; ++k) {
+      dev0().Synchronize();
+      EXPECT_LE(dev0().PendingCommands(), uint64_t{kThreads} * kPerThread);
+    }
+  });
+  for (auto& th : threads) th.join();
+  dev0().Synchronize();
+  EXPECT_EQ(ran.load(), kThreads * kPerThread);
+  EXPECT_EQ(dev0().PendingCommands(), 0u);
+  for (int which = 0; which < 2; ++which) {
+    EXPECT_TRUE(streams[which]->Query());
+    ASSERT_EQ(seen[which].order.size(), static_cast<size_t>(kThreads / 2 * kPerThread));
+    std::vector<int> next(kThreads, 0);
+    for (auto [t, i] : seen[which].order) {
+      ASSERT_EQ(t % 2, which);
+      ASSERT_EQ(i, next[t]++) << "thread " << t;
+    }
+  }
+}
+
+// A launch after the worker fell asleep must wake it (no lost wake-up): gaps
+// below, around and above Note [Worker spin]'s 50 us.
+TEST_F(RuntimeTest, LaunchAfterIdleGapsAlwaysRuns) {
+  Stream& s = dev0().DefaultStream();
+  int ran = 0;
+  for (int i = 0; i < 300; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds((i * 37) % 200));
+    s.Launch(Info("one"), [&ran] {
+      ++ran;
+      return Status::Ok();
+    });
+    if (i % 3 == 0) s.Synchronize();
+  }
+  s.Synchronize();
+  EXPECT_EQ(ran, 300);
+}
+
+// Note [Inline tasks]: small and large captures, move-only captures, and
+// captures destroyed on the worker before Synchronize returns.
+TEST_F(RuntimeTest, TasksHoldSmallLargeAndMoveOnlyCapturesUntilTheyRan) {
+  Stream& s = dev0().DefaultStream();
+  auto alive = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = alive;
+  struct Big {
+    char bytes[4 * Task::kInlineBytes];
+  } big{};
+  big.bytes[sizeof big.bytes - 1] = 42;
+  auto owned = std::make_unique<int>(5);
+  int sum = 0;
+  s.Launch(Info("small"), [&sum, p = std::move(alive)] {
+    sum += *p;
+    return Status::Ok();
+  });
+  s.Launch(Info("large"), [&sum, big] {
+    sum += big.bytes[sizeof big.bytes - 1];
+    return Status::Ok();
+  });
+  s.Launch(Info("move_only"), [&sum, q = std::move(owned)] {
+    sum += *q;
+    return Status::Ok();
+  });
+  s.Synchronize();
+  EXPECT_EQ(sum, 7 + 42 + 5);
+  EXPECT_TRUE(watch.expired()) << "a finished command still holds its captures";
+
+  Task moved = [] { return Status::Error("moved"); };
+  Task target = std::move(moved);
+  EXPECT_TRUE(moved == nullptr);
+  ASSERT_FALSE(target == nullptr);
+  EXPECT_EQ(target().error, "moved");
+  target = nullptr;
+  EXPECT_TRUE(target == nullptr);
+}
+
 TEST(RuntimeNamesTest, EngineAndCommandKindNames) {
   EXPECT_STREQ(EngineName(Engine::kTensor), "tensor");
   EXPECT_STREQ(EngineName(Engine::kVector), "vector");
