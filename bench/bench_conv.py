@@ -8,24 +8,13 @@ Each line prints both times and the ratio trn / cpu (lower is better; target <= 
 
 import argparse
 import os
-import platform
 import time
 
 import torch
 import torch.nn.functional as F
 
 import trnscope  # noqa: F401  (registers the trn device)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
+from benchlib import cpu_model
 
 
 def compare(name, fn, args, repeat):

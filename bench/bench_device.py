@@ -10,39 +10,12 @@
 """
 
 import argparse
-import platform
 import time
 
 import torch
 
 import trnscope  # noqa: F401  (registers the trn device)
-
-
-def best_of(fn, repeat: int, sync=None) -> float:
-    """Best wall time in seconds of fn() over `repeat` runs (sync included)."""
-    fn()
-    if sync:
-        sync()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def cpu_model() -> str:
-    """The CPU's model name from /proc/cpuinfo (machines of one kind differ)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from benchlib import best_of, cpu_model
 
 
 def host_cost_per_op(n_ops: int, repeat: int) -> None:

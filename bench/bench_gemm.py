@@ -13,24 +13,13 @@ linear layers of a small LLM (M = 128, K = N = 256..1024).
 
 import argparse
 import os
-import platform
 import time
 
 import torch
 import torch.nn.functional as F
 
 import trnscope  # noqa: F401  (registers the trn device)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from benchlib import cpu_model
 
 
 def interleaved_best(fn_trn, fn_cpu, repeat: int) -> tuple[float, float]:

@@ -8,37 +8,12 @@ Each line: best wall time (sync included) on trn and on CPU, and the ratio trn /
 """
 
 import argparse
-import platform
 import time
 
 import torch
 
 import trnscope  # noqa: F401  (registers the trn device)
-
-
-def best_of(fn, repeat, sync=None):
-    fn()
-    if sync:
-        sync()
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        if sync:
-            sync()
-        best = min(best, time.perf_counter() - start)
-    return best
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from benchlib import best_of, cpu_model
 
 
 def cases():

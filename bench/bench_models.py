@@ -26,20 +26,8 @@ import warnings
 import torch
 
 import trnscope  # noqa: F401  (registers the trn device)
+from benchlib import cpu_model
 from trnscope.studies import zoo
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform
-
-    return platform.processor() or "unknown CPU"
 
 
 def median_wall(fn, repeat: int, sync=None) -> float:

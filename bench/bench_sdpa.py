@@ -15,24 +15,13 @@ from __future__ import annotations
 
 import argparse
 import math
-import platform
 import time
 
 import torch
 import torch.nn.functional as F
 
 import trnscope  # noqa: F401  (registers the trn device)
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
+from benchlib import cpu_model
 
 
 def math_attention(q, k, v, bias):
