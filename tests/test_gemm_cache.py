@@ -170,3 +170,26 @@ def test_weights_on_two_cores_at_once():
         for y in pair:
             torch.testing.assert_close(y.cpu(), F.linear(x, w_cpu), rtol=1e-5, atol=1e-5)
     assert stats()["packs"] == 2
+
+
+def test_compiled_program_sees_in_place_weight_writes():
+    """A compiled linear reads its weight through the packed-weight cache too;
+    an in-place write between calls (version bump) must never meet a stale pack."""
+    torch.manual_seed(0)
+    lin = torch.nn.Linear(96, 80).eval()
+    x = torch.randn(16, 96)
+    lin_trn = torch.nn.Linear(96, 80).eval().to("trn")
+    lin_trn.load_state_dict(lin.state_dict())
+    compiled = torch.compile(lin_trn, backend="trn", dynamic=False)
+    stats = torch.ops.trnscope._gemm_pack_cache_stats
+    with torch.no_grad():
+        for _ in range(3):  # the pack is made on the second sighting, then hit
+            torch.testing.assert_close(compiled(x.to("trn")).cpu(), lin(x), rtol=1e-5, atol=1e-5)
+        torch.trn.synchronize()
+        hits = stats()[0]
+        compiled(x.to("trn"))
+        torch.trn.synchronize()
+        assert stats()[0] > hits, "the compiled GEMM did not use the pack cache"
+        lin.weight.mul_(2)
+        lin_trn.weight.mul_(2)
+        torch.testing.assert_close(compiled(x.to("trn")).cpu(), lin(x), rtol=1e-5, atol=1e-5)

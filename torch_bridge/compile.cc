@@ -6,6 +6,7 @@
 #include <c10/util/Exception.h>
 
 #include <atomic>
+#include <memory>
 #include <stdexcept>
 #include <unordered_map>
 #include <utility>
@@ -266,7 +267,17 @@ std::vector<at::Tensor> RunProgram(const CompiledProgram& compiled,
       // time as "trn::<kernel>"; RECORD_FUNCTION costs a check when no profiler runs.
       RECORD_FUNCTION(compiled.span_names[step.index], std::vector<c10::IValue>());
       const int index = step.index;
-      ops::Launch(device, k.info, [keep, index, bases] { return keep->RunKernel(index, *bases); });
+      // A weight read as a GEMM's B operand: its pack is cached across calls
+      // as in eager matmuls (Note [Packed weight cache]).
+      std::shared_ptr<kernels::PackedB> packed;
+      const int w = program.GemmWeightInput(index);
+      if (w >= 0 && !inputs[w].is_inference() && inputs[w].has_storage()) {
+        packed = kernels::AcquirePackedB(program.GemmB(index, *bases), inputs[w].storage().data(),
+                                         inputs[w]._version());
+      }
+      ops::Launch(device, k.info, [keep, index, bases, packed] {
+        return keep->RunKernel(index, *bases, packed.get());
+      });
       program_launches.fetch_add(1, std::memory_order_relaxed);
     } else {
       const compiler::EagerStep& e = program.eager()[step.index];

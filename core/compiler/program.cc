@@ -70,7 +70,8 @@ TensorRef Batch(TensorRef t, int64_t b) {
 
 // GEMM row blocks, each followed by the epilogue on the rows just computed
 // (still in L2/L3).
-Status RunMatmulEpilogue(const KernelImpl& ki, const std::vector<void*>& base) {
+Status RunMatmulEpilogue(const KernelImpl& ki, const std::vector<void*>& base,
+                         kernels::PackedB* packed_b) {
   const TensorRef a = BindOrNull(ki.gemm.a, base), b = BindOrNull(ki.gemm.b, base);
   const TensorRef bias = BindOrNull(ki.gemm.bias, base);
   const View& ov = ki.gemm.out;
@@ -102,7 +103,7 @@ Status RunMatmulEpilogue(const KernelImpl& ki, const std::vector<void*>& base) {
         bias_blk = RowSlice(bias, i0, i1);
       }
       Status s = kernels::Matmul(out, RowSlice(a2, i0, i1), b2, bias_blk, ki.gemm.alpha,
-                                 ki.gemm.beta);
+                                 ki.gemm.beta, packed_b);  // a 2-D B is every batch's
       if (!s.ok()) return s;
       internal::RunRows(ki.prog, base, reinterpret_cast<const float*>(scratch.data()),
                         bi * m + i0, bi * m + i1);
@@ -252,7 +253,23 @@ Status RunLibrary(const KernelImpl& ki, const std::vector<void*>& base) {
 
 }  // namespace
 
-Status Program::RunKernel(int k, const std::vector<void*>& buffer_base) const {
+int Program::GemmWeightInput(int k) const {
+  TRN_ASSERT(impl_ != nullptr && k >= 0 && static_cast<size_t>(k) < impl_->kernels.size(),
+             "GemmWeightInput: kernel index out of range");
+  const KernelImpl& ki = impl_->kernels[k];
+  if (ki.kind != KernelImpl::Kind::kMatmul || ki.gemm.b.buffer < 0 || ki.gemm.b.sizes.size() != 2) {
+    return -1;
+  }
+  const Buffer& b = buffers_[ki.gemm.b.buffer];
+  return b.kind == Buffer::Kind::kInput ? b.index : -1;
+}
+
+TensorRef Program::GemmB(int k, const std::vector<void*>& buffer_base) const {
+  return BindOrNull(impl_->kernels[k].gemm.b, buffer_base);
+}
+
+Status Program::RunKernel(int k, const std::vector<void*>& buffer_base,
+                          kernels::PackedB* packed_b) const {
   TRN_ASSERT(impl_ != nullptr && k >= 0 && static_cast<size_t>(k) < impl_->kernels.size(),
              "RunKernel: kernel index out of range");
   TRN_ASSERT(buffer_base.size() == buffers_.size(), "RunKernel: one base pointer per buffer");
@@ -266,11 +283,12 @@ Status Program::RunKernel(int k, const std::vector<void*>& buffer_base) const {
                            BindOrNull(ki.copy_in, buffer_base));
     case KernelImpl::Kind::kLibrary: return RunLibrary(ki, buffer_base);
     case KernelImpl::Kind::kMatmul:
-      if (ki.has_epilogue) return RunMatmulEpilogue(ki, buffer_base);
+      if (ki.has_epilogue) return RunMatmulEpilogue(ki, buffer_base, packed_b);
       return kernels::Matmul(BindOrNull(ki.gemm.out, buffer_base),
                              BindOrNull(ki.gemm.a, buffer_base),
                              BindOrNull(ki.gemm.b, buffer_base),
-                             BindOrNull(ki.gemm.bias, buffer_base), ki.gemm.alpha, ki.gemm.beta);
+                             BindOrNull(ki.gemm.bias, buffer_base), ki.gemm.alpha, ki.gemm.beta,
+                             packed_b);
   }
   return Status::Ok();
 }

@@ -13,6 +13,10 @@
 #include "core/compiler/graph.h"
 #include "core/runtime/runtime.h"
 
+namespace trn::kernels {
+struct PackedB;  // core/kernels/kernels.h: a cached pack of a GEMM's B operand
+}
+
 namespace trn::compiler {
 
 // A buffer is device memory the executor provides at run time.
@@ -74,8 +78,15 @@ class Program {
   uint64_t graph_hash() const { return graph_hash_; }
 
   // Runs kernel k on the calling thread (a core's worker) over buffer base
-  // pointers indexed like buffers(). Never throws.
-  Status RunKernel(int k, const std::vector<void*>& buffer_base) const;
+  // pointers indexed like buffers(). Never throws. packed_b: a pack of the
+  // GEMM's B operand for a kernel with GemmWeightInput(k) >= 0 (or null).
+  Status RunKernel(int k, const std::vector<void*>& buffer_base,
+                   kernels::PackedB* packed_b = nullptr) const;
+  // The graph input kernel k's GEMM reads as its 2-D B operand (a weight,
+  // whose pack the executor may cache: Note [Packed weight cache]), or -1;
+  // GemmB binds that operand over the buffer base pointers.
+  int GemmWeightInput(int k) const;
+  TensorRef GemmB(int k, const std::vector<void*>& buffer_base) const;
 
   // Self-describing artifact (docs/compile.md): format "trnscope.program",
   // version, kernels with covered aten ops, shapes, FLOPs and bytes, buffers,
