@@ -13,7 +13,8 @@ dim 256, seq 64, batch 2):
   err         max |trn - CPU| of the compared output, eager and compiled
   generate    greedy tokens/s (KV cache): trn eager / CPU eager, and trn with the
               forward compiled and cache_implementation="static" / CPU eager
-Wall times are medians over --repeat synchronized calls after warm-up.
+Wall times are medians over --rounds interleaved rounds of --repeat synchronized calls
+(CPU, trn eager, trn compiled, inductor in turn); tokens/s the best of 3 generate() calls.
 """
 
 from __future__ import annotations
@@ -30,48 +31,56 @@ from benchlib import cpu_model
 from trnscope.studies import zoo
 
 
-def median_wall(fn, repeat: int, sync=None) -> float:
-    for _ in range(2):  # warm-up (compiles, caches)
+def interleaved_medians(fns: dict, repeat: int, rounds: int) -> dict:
+    """{name: median wall seconds}: the callables (each synchronizing itself) run in
+    turn, `rounds` times `repeat` calls each, so drift on a shared host hits all alike."""
+    for fn in fns.values():  # warm-up (compiles, packs weights)
         fn()
-    if sync:
-        sync()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
         fn()
-        if sync:
-            sync()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    times: dict = {k: [] for k in fns}
+    for _ in range(rounds):
+        for k, fn in fns.items():
+            for _ in range(repeat):
+                start = time.perf_counter()
+                fn()
+                times[k].append(time.perf_counter() - start)
+    return {k: statistics.median(v) for k, v in times.items()}
 
 
 def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
 
 
-def bench_forward(name: str, repeat: int, inductor: bool) -> dict:
+def bench_forward(name: str, repeat: int, rounds: int, inductor: bool) -> dict:
     spec = zoo.get(name)
-    model, inputs = spec.build("bench")
-    sync = torch.trn.synchronize
+    cpu_model_, inputs = spec.build("bench")
+    trn_model, _ = spec.build("bench")
+    trn_model.to("trn")
+    tin = zoo.to_device(inputs, "trn")
     res: dict = {"model": name}
+
+    def synced(f, x):
+        def run():
+            f(**x)
+            torch.trn.synchronize()
+        return run
+
     with torch.no_grad():
-        want = zoo.output_of(spec, model(**inputs))
-        res["cpu"] = median_wall(lambda: model(**inputs), repeat)
+        want = zoo.output_of(spec, cpu_model_(**inputs))
+        fns = {"cpu": lambda: cpu_model_(**inputs), "eager": synced(trn_model, tin)}
+        res["eager_err"] = max_err(zoo.output_of(spec, trn_model(**tin)), want)
+        torch._dynamo.reset()
+        compiled = torch.compile(trn_model, backend="trn")
+        res["compiled_err"] = max_err(zoo.output_of(spec, compiled(**tin)), want)
+        fns["compiled"] = synced(compiled, tin)
         if inductor:
-            torch._dynamo.reset()
             try:
-                ind = torch.compile(model, backend="inductor")
-                res["inductor"] = median_wall(lambda: ind(**inputs), repeat)
+                ind = torch.compile(cpu_model_, backend="inductor")
+                ind(**inputs)
+                fns["inductor"] = lambda: ind(**inputs)
             except Exception as e:  # noqa: BLE001 - a report column, never fatal
                 res["inductor_error"] = f"{type(e).__name__}: {e}"[:120]
-        model.to("trn")
-        tin = zoo.to_device(inputs, "trn")
-        res["eager_err"] = max_err(zoo.output_of(spec, model(**tin)), want)
-        res["eager"] = median_wall(lambda: model(**tin), repeat, sync)
-        torch._dynamo.reset()
-        compiled = torch.compile(model, backend="trn")
-        res["compiled_err"] = max_err(zoo.output_of(spec, compiled(**tin)), want)
-        res["compiled"] = median_wall(lambda: compiled(**tin), repeat, sync)
+        res.update(interleaved_medians(fns, repeat, rounds))
     torch._dynamo.reset()
     return res
 
@@ -85,11 +94,14 @@ def bench_generate(name: str, new_tokens: int) -> dict:
 
     def tokens_per_s(gen, x) -> tuple[float, torch.Tensor]:
         gen(x, **kw)  # warm-up (and compiles)
-        start = time.perf_counter()
-        out = gen(x, **kw)
-        if out.device.type == "trn":
-            torch.trn.synchronize()
-        return ids.shape[0] * new_tokens / (time.perf_counter() - start), out.cpu()
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            out = gen(x, **kw)
+            if out.device.type == "trn":
+                torch.trn.synchronize()
+            best = min(best, time.perf_counter() - start)
+        return ids.shape[0] * new_tokens / best, out.cpu()
 
     with torch.no_grad():
         res["cpu_tps"], want = tokens_per_s(model.generate, ids)
@@ -108,7 +120,8 @@ def bench_generate(name: str, new_tokens: int) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--models", default=",".join(zoo.NAMES))
-    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument("--repeat", type=int, default=5, help="calls per round (default 5)")
+    p.add_argument("--rounds", type=int, default=4, help="interleaved rounds (default 4)")
     p.add_argument("--tokens", type=int, default=16, help="new tokens per generate() call")
     p.add_argument("--no-inductor", action="store_true", help="skip the inductor column")
     p.add_argument("--markdown", action="store_true", help="also print the README table")
@@ -122,7 +135,7 @@ def main() -> None:
           f"trn: {torch.trn.device_count()} cores (one host thread each)")
     rows = []
     for n in names:
-        r = bench_forward(n, args.repeat, not args.no_inductor)
+        r = bench_forward(n, args.repeat, args.rounds, not args.no_inductor)
         if zoo.get(n).causal_lm:
             r.update(bench_generate(n, args.tokens))
         rows.append(r)

@@ -573,3 +573,12 @@ def test_conv_whose_result_is_reused_keeps_relu_apart():
     torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
     (stats,) = trnscope.compile_stats()
     assert stats["kernels"][0] == "convolution", stats
+
+
+def test_layer_norm_is_the_hand_written_kernel_in_the_program():
+    model, x = make("layer_norm")
+    want = model(x)
+    model.to("trn")
+    got_launches, got = launches(torch.compile(model, backend="trn", dynamic=False), x.to("trn"))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    assert got_launches == {"layer_norm": 1}, got_launches

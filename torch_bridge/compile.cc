@@ -73,6 +73,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"embedding", Op::kEmbedding},
       {"sdpa", Op::kSdpa},
       {"conv", Op::kConv},
+      {"layer_norm", Op::kLayerNorm},
       {"eager", Op::kEager},
   };
   auto it = kOps.find(name);

@@ -389,6 +389,7 @@ bool Compiler::RunsAsLibrary(int id) const {
     case Op::kConv:
       return IsFloating(out) && in(0) == out && in(1) == out &&
              (n.inputs.size() == 2 || IsFloating(in(2)));
+    case Op::kLayerNorm: return IsFloating(out) && all_inputs(out);
     case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
     case Op::kNeg:
     case Op::kAbs:
@@ -1436,6 +1437,7 @@ KernelImpl Compiler::Lower(const Group& g, int gi, KernelSummary& sum) {
       ki.lib_conv = n.conv;
       ki.lib_scalar = n.scalar;
       ki.lib_alpha = n.alpha;
+      ki.lib_eps = n.eps;
       ki.lib_has_scalar = n.has_scalar;
       ki.lib_scalar_first = n.scalar_first;
       ki.reads = ki.lib_ins;

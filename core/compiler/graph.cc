@@ -62,6 +62,7 @@ const char* OpName(Op op) {
     case Op::kEmbedding: return "embedding";
     case Op::kSdpa: return "scaled_dot_product_attention";
     case Op::kConv: return "convolution";
+    case Op::kLayerNorm: return "layer_norm";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -271,6 +272,19 @@ int Graph::AddNode(Node node) {
       if (!ok) {
         Fail(index, node, fmt::format("convolution of {} by weight {} (groups {}) cannot give {}",
                                       Shape(x), Shape(w), c.groups, Shape(out)));
+      }
+      break;
+    }
+    case Op::kLayerNorm: {
+      arity(3);
+      const auto& x = in_sizes(0);
+      const int64_t k = node.dims.size() == 1 ? node.dims[0] : -1;
+      const std::vector<int64_t> tail(x.end() - std::min<int64_t>(std::max<int64_t>(k, 0), x.size()), x.end());
+      if (k < 1 || k > static_cast<int64_t>(x.size()) || out != x || in_sizes(1) != tail ||
+          in_sizes(2) != tail) {
+        Fail(index, node, fmt::format("layer_norm of {} over the last {} dims with weight {} "
+                                      "and bias {} cannot give {}", Shape(x), k,
+                                      Shape(in_sizes(1)), Shape(in_sizes(2)), Shape(out)));
       }
       break;
     }

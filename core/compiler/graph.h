@@ -47,6 +47,8 @@ enum class Op : uint8_t {
   // Convolution (1-D as 2-D with H = 1): inputs x [N,C,H,W], weight, optional
   // bias [Cout]; attr conv. A following relu joins it (Note [Library kernels]).
   kConv,
+  // layer_norm over the last attr dims[0] dims: inputs x, weight, bias; attr eps.
+  kLayerNorm,
   kEager,  // anything else: attr target names the aten op
 };
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)

@@ -190,6 +190,9 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       return kernels::Attention(out, q, k, in(2), mask, ki.lib_scalar, ki.lib_causal,
                                 TensorRef{});
     }
+    case Op::kLayerNorm:
+      return kernels::LayerNorm(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]),
+                                ki.lib_eps, TensorRef{}, TensorRef{});
     case Op::kConv: {
       kernels::ConvParams p;
       for (int d = 0; d < 2; ++d) {

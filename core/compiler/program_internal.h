@@ -163,7 +163,7 @@ struct KernelImpl {
   std::vector<int64_t> lib_dims;
   View lib_out;
   std::vector<View> lib_ins;  // one per node input
-  double lib_scalar = 0, lib_alpha = 1;
+  double lib_scalar = 0, lib_alpha = 1, lib_eps = 0;
   bool lib_has_scalar = false, lib_scalar_first = false;
   bool lib_causal = false;  // kSdpa
   bool lib_relu = false;    // kConv with a joined relu
