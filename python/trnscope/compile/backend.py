@@ -346,7 +346,7 @@ class _Lowering:
             return None
         k = len(self._value(shape))
         return self._add(
-            node, "layer_norm", [x, w, b], call=(src, [x, w, b], 0),
+            node, "layer_norm", [x, w, b], target="aten.layer_norm", call=(src, [x, w, b], 0),
             dims=[k], eps=float(self._value(eps)),
         )
 
