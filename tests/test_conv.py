@@ -448,3 +448,21 @@ def test_tiny_resnet_bf16():
     # bf16 weights and activations rounded per layer on trn, f32 on CPU.
     torch.testing.assert_close(got.float().cpu(), want, rtol=5e-2, atol=5e-2)
     assert trnscope.fallback_ops() == {}
+
+
+def test_clone_to_channels_last_and_a_channels_last_model():
+    """model.to(memory_format=torch.channels_last) on trn: clone takes the layout."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 8, 8)
+    y = x.to("trn").clone(memory_format=torch.channels_last)
+    assert y.stride() == x.clone(memory_format=torch.channels_last).stride()
+    torch.testing.assert_close(y.cpu(), x)
+    with pytest.raises(RuntimeError):
+        torch.randn(3, 4, device="trn").clone(memory_format=torch.channels_last)
+    m = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.ReLU()).eval()
+    want = m(x)
+    m.to("trn").to(memory_format=torch.channels_last)
+    with torch.no_grad():
+        got = m(x.to("trn").contiguous(memory_format=torch.channels_last))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    assert trnscope.fallback_ops() == {}

@@ -13,6 +13,7 @@
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/IListRef.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
@@ -550,19 +551,21 @@ at::Tensor& CatOut(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& o
   return out;
 }
 
-// clone: one Copy launch; Preserve keeps dense strides as torch does.
+// clone: one Copy launch; Preserve keeps dense strides as torch does, and
+// channels_last(_3d) gives that layout (model.to(memory_format=...)).
 at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_format) {
   const char* name = "aten::clone";
   const int device = DeviceIndex(self);
   const auto fmt = memory_format.value_or(at::MemoryFormat::Preserve);
-  TORCH_CHECK(fmt == at::MemoryFormat::Preserve || fmt == at::MemoryFormat::Contiguous, name,
-              ": trn supports memory_format preserve/contiguous, got ", fmt);
   at::Tensor out;
-  if (fmt == at::MemoryFormat::Preserve && !self.is_contiguous() &&
-      self.is_non_overlapping_and_dense()) {
-    out = at::empty_strided(self.sizes(), self.strides(), self.options());
-  } else {
+  if (fmt == at::MemoryFormat::Preserve) {
+    out = !self.is_contiguous() && self.is_non_overlapping_and_dense()
+              ? at::empty_strided(self.sizes(), self.strides(), self.options())
+              : Empty(self.sizes(), self.scalar_type(), device);
+  } else if (fmt == at::MemoryFormat::Contiguous) {
     out = Empty(self.sizes(), self.scalar_type(), device);
+  } else {  // channels_last needs 4-D, channels_last_3d 5-D: torch's own check names it
+    out = at::empty(self.sizes(), self.options().memory_format(fmt));
   }
   LaunchCopy(device, out, self, name);
   return out;
