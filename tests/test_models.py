@@ -111,3 +111,27 @@ def test_generate_compiled_static_cache_compiles_prefill_and_decode_once(name):
     assert len(trnscope.compile_stats()) == 2
     assert all(s["fallback"] is None for s in first)
     _assert_no_fallback()
+
+
+@pytest.mark.parametrize("name", ["llama", "vit", "resnet"])
+def test_bfloat16_eager_and_compiled_match_cpu(name):
+    """bfloat16 weights and inputs: trn computes in float32 and rounds what it
+    stores, CPU PyTorch rounds every op, so both sit within a few bf16 ulps
+    of each other (3e-2 of the output's scale)."""
+    spec = zoo.get(name)
+    model, inputs = spec.build("tiny")
+    model = model.to(torch.bfloat16)
+    inputs = {k: v.to(torch.bfloat16) if v.is_floating_point() else v for k, v in inputs.items()}
+    with torch.no_grad():
+        want = zoo.output_of(spec, model(**inputs)).float()
+        model.to("trn")
+        tin = zoo.to_device(inputs, "trn")
+        eager = zoo.output_of(spec, model(**tin))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled = zoo.output_of(spec, torch.compile(model, backend="trn")(**tin))
+    atol = 3e-2 * want.abs().max().item()
+    for got in (eager, compiled):
+        assert got.dtype == torch.bfloat16
+        torch.testing.assert_close(got.float().cpu(), want, rtol=3e-2, atol=atol)
+    _assert_no_fallback()
