@@ -285,11 +285,13 @@ class _Lowering:
                 raise _Unsupported(f"getitem on tensor {src.name}")
             sv = self.vals[src]
             if isinstance(sv, (tuple, list)) and isinstance(sv[idx], torch.Tensor):
-                if src.target is aten.native_layer_norm.default and idx == 0:
-                    gid = self._lower_layer_norm(node, src)
-                    self.ids[node] = gid if gid is not None else self._add_eager(src, idx)
-                elif src.target is _SDPA_OVERRIDEABLE and idx == 0:
-                    gid = self._lower_sdpa(node, src)
+                fused = {aten.native_layer_norm.default: self._lower_layer_norm,
+                         _SDPA_OVERRIDEABLE: self._lower_sdpa}.get(src.target)
+                if fused is not None and idx == 0:
+                    try:
+                        gid = fused(node, src)
+                    except (KeyError, TypeError, ValueError):
+                        gid = None  # an argument the core does not take: run it eagerly
                     self.ids[node] = gid if gid is not None else self._add_eager(src, idx)
                 elif _is_view_op(src.target) and self._tensor(src.args[0]):
                     self.ids[node] = self._add(
