@@ -37,12 +37,10 @@ using testing::MakeRandom;
 using testing::RoundTo;
 using testing::StorageTol;
 using testing::TestTensor;
+using testing::kFloatTypes;
+using testing::kIntTypes;
+using testing::kNumTypes;
 
-const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
-                                        DType::kFloat64};
-const std::vector<DType> kIntTypes = {DType::kInt32, DType::kInt64};
-const std::vector<DType> kNumTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
-                                      DType::kFloat64, DType::kInt32,    DType::kInt64};
 
 std::vector<std::vector<int64_t>> Shapes() { return {{0}, {1}, {5}, {17}, {1000}, {7, 33}}; }
 

@@ -35,14 +35,10 @@ using testing::MakeRandom;
 using testing::RoundTo;
 using testing::StorageTol;
 using testing::TestTensor;
+using testing::kFloatTypes;
+using testing::kNumTypes;
+using testing::kAllTypes;
 
-const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
-                                        DType::kFloat64};
-const std::vector<DType> kNumTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
-                                      DType::kFloat64, DType::kInt32,    DType::kInt64};
-const std::vector<DType> kAllTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
-                                      DType::kFloat64, DType::kInt32,    DType::kInt64,
-                                      DType::kBool};
 
 // 1-D sizes around vector widths plus 2-D shapes (for the transposed layout).
 std::vector<std::vector<int64_t>> Shapes() {

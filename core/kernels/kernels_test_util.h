@@ -21,6 +21,16 @@
 
 namespace trn::kernels::testing {
 
+// The dtype sets kernel tests sweep.
+inline const std::vector<DType> kFloatTypes = {DType::kFloat32, DType::kBFloat16,
+                                               DType::kFloat16, DType::kFloat64};
+inline const std::vector<DType> kIntTypes = {DType::kInt32, DType::kInt64};
+inline const std::vector<DType> kNumTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
+                                             DType::kFloat64, DType::kInt32,    DType::kInt64};
+inline const std::vector<DType> kAllTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
+                                             DType::kFloat64, DType::kInt32,    DType::kInt64,
+                                             DType::kBool};
+
 // ---- Scalar encode/decode (independent reference) ------------------------------
 inline double DecodeBF16(uint16_t h) {
   uint32_t u = static_cast<uint32_t>(h) << 16;

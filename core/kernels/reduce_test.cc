@@ -28,10 +28,8 @@ using testing::LayoutName;
 using testing::MakeRandom;
 using testing::RoundTo;
 using testing::TestTensor;
+using testing::kAllTypes;
 
-const std::vector<DType> kAllTypes = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
-                                      DType::kFloat64, DType::kInt32,    DType::kInt64,
-                                      DType::kBool};
 
 std::vector<std::vector<int64_t>> Shapes() {
   return {{}, {1}, {17}, {4099}, {3, 1000}, {2, 3, 17}, {5, 1, 33}, {0, 3}, {4, 0}};

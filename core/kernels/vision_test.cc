@@ -23,6 +23,7 @@ using testing::Empty;
 using testing::FillRandom;
 using testing::ForEachTarget;
 using testing::TestTensor;
+using testing::kFloatTypes;
 
 // [N, C, H, W]: 0 = NCHW, 1 = channels-last storage, 2 = W strided by 2.
 TestTensor Make4d(DType dt, std::vector<int64_t> s, int lay, uint32_t seed) {
@@ -64,11 +65,9 @@ int64_t PoolOut(int64_t in, int64_t k, int64_t pad, int64_t stride, int64_t dil,
   return o;
 }
 
-const std::vector<DType> kFloats = {DType::kFloat32, DType::kBFloat16, DType::kFloat16,
-                                    DType::kFloat64};
 
 TEST(BatchNorm, AgainstReference) {
-  for (DType dt : kFloats) {
+  for (DType dt : kFloatTypes) {
     for (int lay : {0, 1, 2}) {
       for (bool affine : {false, true}) {
         SCOPED_TRACE(std::string(DTypeName(dt)) + " layout " + std::to_string(lay));
@@ -114,7 +113,7 @@ const std::vector<PoolCase> kPools = {
 TEST(MaxPool2d, AgainstReference) {
   for (const PoolCase& pc : kPools) {
     for (int lay : {0, 1, 2}) {
-      for (DType dt : kFloats) {
+      for (DType dt : kFloatTypes) {
         const int64_t h = 9, w = 10;
         const int64_t oh = PoolOut(h, pc.k[0], pc.pad[0], pc.s[0], pc.dil[0], pc.ceil);
         const int64_t ow = PoolOut(w, pc.k[1], pc.pad[1], pc.s[1], pc.dil[1], pc.ceil);
