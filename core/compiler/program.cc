@@ -202,8 +202,18 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       }
       p.groups = ki.lib_conv.groups;
       p.activation = ki.lib_relu ? kernels::Activation::kRelu : kernels::Activation::kNone;
+      const TensorRef x = in(0), w = in(1);
       const TensorRef bias = ki.lib_ins.size() == 3 ? in(2) : TensorRef{};
-      return kernels::Conv2d(out, in(0), in(1), bias, p, TensorRef{});
+      // The worker's own workspace, kept across calls: no allocation per launch.
+      static thread_local std::vector<float> scratch;
+      const size_t floats = kernels::ConvWorkspaceBytes(out, x, w, p) / sizeof(float) + 1;
+      if (scratch.size() < floats) scratch.resize(floats);
+      TensorRef ws;
+      ws.data = scratch.data();
+      ws.ndim = 1;
+      ws.sizes[0] = static_cast<int64_t>(scratch.size());
+      ws.strides[0] = 1;
+      return kernels::Conv2d(out, x, w, bias, p, ws);
     }
     default: break;
   }
