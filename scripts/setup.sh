@@ -8,6 +8,9 @@ DEB_PACKAGES=(cmake ninja-build g++ ccache libhwy-dev libfmt-dev libgtest-dev li
   clang-14 libclang-rt-14-dev)  # clang: the libFuzzer smoke run (make fuzz-smoke)
 TORCH_VERSION=2.13.0
 PY=${PYTHON:-python3}
+# The checks import torch; a stale trnscope entry point (an editable install of a
+# checkout that moved) must not make them fail.
+export TORCH_DEVICE_BACKEND_AUTOLOAD=0
 
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do
