@@ -278,6 +278,27 @@ def test_max_pool2d(case, layout):
     assert torch.equal(got_idx.cpu(), want_idx)
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=(2, 4), stride=3, padding=(1, 2)),
+        dict(kernel_size=3, stride=1, padding=1, dilation=2),
+    ],
+)
+def test_max_pool2d_wide_rows_nan_and_all_neg_inf(kw):
+    # Rows wider than a vector (the kernel works on whole vectors), NaNs and
+    # windows of -inf only (torch's index: the window's first in-input cell).
+    x = make((2, 3, 21, 70))
+    x[0, 0, 3, 5] = float("nan")
+    x[1, 2, 10, 40] = float("nan")
+    x[0, 1, :6, :9] = float("-inf")
+    want, want_idx = F.max_pool2d(x, return_indices=True, **kw)
+    got, got_idx = F.max_pool2d(x.to("trn"), return_indices=True, **kw)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    assert torch.equal(got_idx.cpu(), want_idx)
+
+
 @pytest.mark.parametrize("dtype", [BF16, F16])
 def test_max_pool_dtypes_nan_unbatched_1d(dtype):
     x = make((3, 8, 8), dtype)
