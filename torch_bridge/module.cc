@@ -161,7 +161,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_count", [] { return DeviceCount(); });
   m.def("current_device", [] { return CurrentDevice(); });
   m.def("set_device", [](int index) { SetCurrentDevice(index); });
-  // -1: every device (torch.trn.synchronize() with no device, as the profiler calls it).
+  // -1: every device (torch.trn.synchronize(None) resolves to the current one).
   m.def(
       "synchronize",
       [](int index) {
@@ -174,6 +174,7 @@ PYBIND11_MODULE(_C, m) {
         }
       },
       py::arg("device") = -1);
+  m.def("_is_in_bad_fork", [] { return rt::InForkedChild(); });  // Note [Fork]
   m.def("current_stream_id", [](int index) { return CurrentStreamId(Resolve(index)); });
   m.def("set_stream", [](int index, int stream_id) {
     rt::Device& d = GetDevice(index);
