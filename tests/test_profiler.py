@@ -374,25 +374,32 @@ def test_tiny_max_events_per_core_counts_drops(tmp_path):
 def test_export_without_synchronize_still_fills_device_columns(tmp_path, monkeypatch):
     a = torch.randn(384, 384, device="trn:0")
     b = torch.randn(384, 384, device="trn:0")
+    big = torch.randn(6, 1024, 1024, device="trn:0")
     torch.mm(a, b)
     torch.trn.synchronize()
     # torch.profiler calls torch.trn.synchronize() on exit; take that away so
-    # kernels are still queued when Kineto stops the session.
+    # kernels are still queued when Kineto stops the session. A ~100 ms bmm ahead
+    # of the mm's (same in-order stream) makes sure they are: stop comes
+    # milliseconds after the last launch.
     monkeypatch.setattr(torch.trn, "synchronize", lambda device=None: None)
     cfg = ProfileConfig(cores=[0], output_dir=tmp_path)
-    prof, folder = run_profile(cfg, lambda: [torch.mm(a, b) for _ in range(30)])
+
+    def work():
+        torch.bmm(big, big)
+        return [torch.mm(a, b) for _ in range(30)]
+
+    prof, folder = run_profile(cfg, work)
     monkeypatch.undo()
     _, meta = load(folder)
     guard = meta["time_correlation"]
     mm = row(prof, "aten::mm")
     assert mm is not None and mm.count == 30
-    if guard["synchronized_at_stop"]:
-        assert guard["commands_in_flight"] > 0
-        assert mm.self_device_time_total > 0
-        kernels = [e for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
-        assert len(kernels) == 30  # none lost to the stop
-    else:  # the worker drained the queue before stop: columns must be filled anyway
-        assert mm.self_device_time_total > 0 or guard["warning"]
+    assert guard["synchronized_at_stop"] is True
+    assert guard["commands_in_flight"] > 0
+    assert guard["warning"] is None
+    assert mm.self_device_time_total > 0
+    kernels = [e for e in prof.events() if e.device_type == DeviceType.PrivateUse1]
+    assert len(kernels) == 31  # the bmm and 30 mm's: none lost to the stop
 
 
 def test_no_device_event_warns_and_is_recorded(tmp_path):
