@@ -473,5 +473,45 @@ TEST(Cli, ExitCodes) {
   EXPECT_EQ(html.find("/*TRNSCOPE_DATA*/"), std::string::npos);
 }
 
+TEST(Reader, NegativeDurationIsSkippedWithAReason) {
+  const std::string doc =
+      "{\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":-5},"
+      "{\"ph\":\"B\",\"cat\":\"cpu_op\",\"name\":\"b\",\"pid\":1,\"tid\":2,\"ts\":20},"
+      "{\"ph\":\"E\",\"pid\":1,\"tid\":2,\"ts\":15},"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"c\",\"pid\":1,\"tid\":1,\"ts\":30,\"dur\":4}]}";
+  LoadResult r = LoadTraceFromBuffer(doc);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.model->parse.skipped, 2u);
+  ASSERT_EQ(r.model->slices.size(), 1u);
+  EXPECT_EQ(r.model->Name(r.model->slices[0]), "c");
+  ASSERT_FALSE(r.model->parse.warnings.empty());
+  EXPECT_NE(r.model->parse.warnings[0].find("negative dur"), std::string::npos)
+      << r.model->parse.warnings[0];
+}
+
+// CUDA or ROCm traces get advice for their device, and a projected saving is
+// never more than the run's span.
+TEST(Insights, AdviceFitsTheTracesDevice) {
+  for (const char* file : {"cuda_style.json", "missing_flows.json"}) {
+    auto m = Load(file);
+    ASSERT_TRUE(m);
+    const Summary s = Summarize(*m);
+    const auto insights = ComputeInsights(*m, s);
+    ASSERT_FALSE(insights.empty()) << file;
+    for (const Insight& in : insights) {
+      EXPECT_EQ(in.detail.find("backend=\"trn\""), std::string::npos) << file << ": " << in.detail;
+      EXPECT_LE(in.saving_ns, s.totals.span_ns) << file << ": " << in.title;
+    }
+  }
+  auto trn = Load("trn_rmsnorm.json");
+  ASSERT_TRUE(trn);
+  const Summary s = Summarize(*trn);
+  bool names_trn = false;
+  for (const Insight& in : ComputeInsights(*trn, s))
+    names_trn = names_trn || in.detail.find("backend=\"trn\"") != std::string::npos;
+  EXPECT_TRUE(names_trn);
+}
+
 }  // namespace
 }  // namespace trn::analysis
