@@ -13,6 +13,7 @@
 #include "core/kernels/attention.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/kernels.h"
+#include "core/kernels/vision.h"
 
 namespace trn::compiler {
 using internal::KernelImpl;
@@ -146,6 +147,17 @@ kernels::BinaryOp BinaryOf(Op op) {
   return kernels::BinaryOp::kAdd;
 }
 
+kernels::PoolParams PoolParamsOf(const KernelImpl& ki) {
+  kernels::PoolParams p;
+  for (int d = 0; d < 2; ++d) {
+    p.kernel[d] = ki.lib_pool.kernel[d];
+    p.stride[d] = ki.lib_pool.stride[d];
+    p.padding[d] = ki.lib_pool.padding[d];
+    p.dilation[d] = ki.lib_pool.dilation[d];
+  }
+  return p;
+}
+
 // The library ops and integer/bool elementwise math (Note [Library kernels]).
 Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
   const TensorRef out = BindOrNull(ki.lib_out, base);
@@ -193,6 +205,13 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kLayerNorm:
       return kernels::LayerNorm(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]),
                                 ki.lib_eps, TensorRef{}, TensorRef{});
+    case Op::kBatchNorm: {
+      const bool affine = ki.lib_ins.size() == 5;
+      return kernels::BatchNormInference(out, in(0), in(1), in(2),
+                                         affine ? in(3) : TensorRef{}, affine ? in(4) : TensorRef{},
+                                         ki.lib_eps);
+    }
+    case Op::kMaxPool2d: return kernels::MaxPool2d(out, TensorRef{}, in(0), PoolParamsOf(ki));
     case Op::kConv: {
       kernels::ConvParams p;
       for (int d = 0; d < 2; ++d) {
