@@ -664,3 +664,50 @@ def test_cat_with_a_legacy_empty_part_is_a_copy_not_an_eager_step():
     got, stats = compiled_on_trn(fn, x, cache)
     torch.testing.assert_close(got.cpu(), fn(x, cache))
     assert stats["eager_nodes"] == [], stats
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("dim", [0, 2])
+def test_index_put_on_one_dim_is_a_library_kernel(index_dtype, dim):
+    # A static KV cache's update: cache.index_copy_(2, pos, k) functionalized.
+    def fn(cache, pos, k):
+        idx = [None] * dim + [pos]
+        return torch.ops.aten.index_put.default(cache, idx, k * 2)
+
+    torch.manual_seed(0)
+    cache = torch.randn(3, 4, 7, 5)
+    pos = torch.tensor([2, 0], dtype=index_dtype)
+    shape = list(cache.shape)
+    shape[dim] = 2
+    k = torch.randn(shape[::-1]).permute(3, 2, 1, 0)  # non-contiguous values
+    got, stats = compiled_on_trn(fn, cache, pos, k)
+    torch.testing.assert_close(got.cpu(), fn(cache, pos, k))
+    assert "index_put" in stats["kernels"], stats
+    assert stats["eager_nodes"] == []
+
+
+def test_index_put_broadcasts_values_and_rejects_out_of_range_indices():
+    def fn(cache, pos, v):
+        return torch.ops.aten.index_put.default(cache, [None, pos], v)
+
+    cache, v = torch.zeros(2, 6, 3), torch.arange(3.0)  # v broadcasts to [2, 1, 3]
+    got, _ = compiled_on_trn(fn, cache, torch.tensor([4]), v)
+    torch.testing.assert_close(got.cpu(), fn(cache, torch.tensor([4]), v))
+    torch._dynamo.reset()
+    with pytest.raises(RuntimeError, match="index 6 is out of bounds for dimension 1 with size 6"):
+        with torch.inference_mode():
+            compiled = torch.compile(fn, backend="trn", dynamic=False)
+            compiled(cache.to("trn"), torch.tensor([6]).to("trn"), v.to("trn"))
+            torch.trn.synchronize()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_arange_of_constants_is_a_library_kernel(dtype):
+    def fn(x):
+        return x + torch.arange(2, 2 + 3 * x.shape[0], 3, dtype=dtype, device=x.device)
+
+    x = torch.randn(9).to(dtype)
+    got, stats = compiled_on_trn(fn, x)
+    torch.testing.assert_close(got.cpu(), fn(x))
+    assert any("arange" in k for k in stats["kernels"]), stats
+    assert stats["eager_nodes"] == []

@@ -77,6 +77,8 @@ compiler::Op ParseOp(const std::string& name) {
       {"layer_norm", Op::kLayerNorm},
       {"batch_norm", Op::kBatchNorm},
       {"max_pool2d", Op::kMaxPool2d},
+      {"index_put", Op::kIndexPut},
+      {"arange", Op::kArange},
       {"eager", Op::kEager},
   };
   auto it = kOps.find(name);

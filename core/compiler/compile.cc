@@ -396,6 +396,9 @@ bool Compiler::RunsAsLibrary(int id) const {
       return ok;
     }
     case Op::kMaxPool2d: return IsFloating(out) && in(0) == out;
+    case Op::kIndexPut:
+      return in(0) == out && in(2) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
+    case Op::kArange: return out != DType::kBool;
     case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
     case Op::kNeg:
     case Op::kAbs:

@@ -65,6 +65,8 @@ const char* OpName(Op op) {
     case Op::kLayerNorm: return "layer_norm";
     case Op::kBatchNorm: return "batch_norm";
     case Op::kMaxPool2d: return "max_pool2d";
+    case Op::kIndexPut: return "index_put";
+    case Op::kArange: return "arange";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -291,6 +293,28 @@ int Graph::AddNode(Node node) {
       }
       break;
     }
+    case Op::kIndexPut: {
+      arity(3);
+      const auto& self = in_sizes(0);
+      const int64_t d = node.dims.size() == 1 ? node.dims[0] : -1;
+      bool ok = out == self && d >= 0 && d < static_cast<int64_t>(self.size()) &&
+                in_sizes(1).size() == 1;
+      if (ok) {
+        std::vector<int64_t> slice = self;
+        slice[d] = in_sizes(1)[0];
+        ok = Broadcasts(in_sizes(2), slice);
+      }
+      if (!ok) {
+        Fail(index, node, fmt::format("index_put into {} on dim {} by index {} of values {} "
+                                      "cannot give {}", Shape(self), d, Shape(in_sizes(1)),
+                                      Shape(in_sizes(2)), Shape(out)));
+      }
+      break;
+    }
+    case Op::kArange:
+      arity(0);
+      if (out_nd != 1) Fail(index, node, fmt::format("arange gives 1-D, not {}", Shape(out)));
+      break;
     case Op::kMaxPool2d: {
       arity(1);
       const auto& x = in_sizes(0);

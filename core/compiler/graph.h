@@ -55,6 +55,12 @@ enum class Op : uint8_t {
   // Max pooling over H, W of x [N,C,H,W]; attr pool (output sizes already
   // apply ceil_mode). The indices output stays an eager op.
   kMaxPool2d,
+  // out = self with out[..., index[i], ...] = values[..., i, ...] on dim
+  // dims[0] (index_put with one index tensor, a static KV cache's update):
+  // inputs self, 1-D int32/int64 index, values broadcasting to that slice.
+  kIndexPut,
+  // out[i] = scalar + i * alpha, 1-D, no inputs (an arange of constants).
+  kArange,
   kEager,  // anything else: attr target names the aten op
 };
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)

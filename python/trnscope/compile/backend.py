@@ -399,6 +399,20 @@ class _Lowering:
             node, "max_pool2d", [x], target="aten.max_pool2d", call=(src, [x], 0), pool=attrs
         )
 
+    def _lower_index_put(self, node: fx.Node, args, kw) -> int | None:
+        """index_put(self, indices, values) with one 1-D integer index tensor (the others
+        None) and no accumulate -> the index_put kernel (or None: run it eagerly)."""
+        self_, indices, values = args[:3]
+        accumulate = kw.get("accumulate", args[3] if len(args) > 3 else False)
+        given = [(d, i) for d, i in enumerate(indices) if i is not None]
+        if self._value(accumulate) or len(given) != 1 or not self._tensor(values):
+            return None
+        dim, index = given[0]
+        iv = self.vals.get(index)
+        if not (self._tensor(index) and iv.dim() == 1 and iv.dtype in (torch.int32, torch.int64)):
+            return None
+        return self._add(node, "index_put", [self_, index, values], dims=[dim])
+
     def _lower_conv(self, node: fx.Node, args, kw) -> int | None:
         names = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
                  "output_padding", "groups")
@@ -468,6 +482,15 @@ class _Lowering:
                     self._tensor(p) and self.vals[p].dim() == v.dim() for p in parts
                 ):
                     return self._add(node, "cat", parts, dims=[dim % max(v.dim(), 1)])
+            if t is aten.index_put.default:
+                gid = self._lower_index_put(node, args, kw)
+                if gid is not None:
+                    return gid
+            if t in (aten.arange.default, aten.arange.start, aten.arange.start_step):
+                ends = [self._value(a) for a in args]
+                start, step = (0, 1) if len(ends) == 1 else (ends[0], ends[2] if len(ends) > 2 else 1)
+                if all(_is_number(e) for e in ends) and v.dim() == 1 and v.device.type == "trn":
+                    return self._add(node, "arange", [], scalar=float(start), alpha=float(step))
             if t is aten.embedding.default and self._tensor(args[0]) and self._tensor(args[1]):
                 weight, index = args[0], args[1]
                 if self.vals[weight].dim() == 2 and self.vals[index].is_contiguous():
