@@ -7,7 +7,8 @@
 //  - the weight, converted and reordered once per call into the K order of col;
 //  - the bias (f32), loaded by Matmul as the accumulator start (fused bias);
 //  - col, rebuilt per (n, g). Its layout follows the input: NCHW input gives
-//    rows of one (c, kh, kw) over all pixels (loads along W), channels-last
+//    rows of one (c, kh, kw) over all pixels (row copies out of per-channel
+//    phase planes, Note [im2col from phase planes]), channels-last
 //    input gives rows of one pixel over (kh, kw, c) (loads along C). Matmul's
 //    packers take either orientation, so no transpose is ever materialised;
 //  - col covers a band of output rows at a time (about kColBytes), so it is
@@ -48,12 +49,13 @@ struct Plan {
   bool transposed;   // out^T = col^T @ W^T (channels-last output)
   bool direct_out;   // GEMM writes straight into out
   bool depthwise;    // one input channel per group: direct loops, no GEMM
-  int64_t hp, wp;    // zero-bordered input plane (depthwise)
+  int64_t hp, wp;    // zero-bordered input plane (depthwise, phase planes)
+  int64_t wq;        // phase plane row: ceil(wp / stride_w) (Note [im2col from phase planes])
   int64_t band;      // output rows per GEMM (col band), bp = band * ow pixels
   int64_t bp;
   int64_t out_ps;    // out's stride over the merged pixel dim (direct_out)
   // Workspace offsets in floats.
-  int64_t w_off, b_off, col_off, tile_off, total;
+  int64_t w_off, b_off, col_off, tile_off, phase_off, total;
 };
 
 bool PixelsMerge(const TensorRef& t, int64_t* ps) {  // dims 2, 3 as one dim
@@ -117,7 +119,9 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
                                              1, std::max<int64_t>(p.oh, 1));
   p.bp = p.band * p.ow;
   p.tile_off = p.col_off + (p.direct_in ? 0 : p.k * p.bp);
-  p.total = p.tile_off + (p.direct_out ? 0 : p.og * p.bp);
+  p.phase_off = p.tile_off + (p.direct_out ? 0 : p.og * p.bp);
+  p.wq = (p.wp + prm.stride[1] - 1) / prm.stride[1];
+  p.total = p.phase_off + (p.direct_in || p.cl_in ? 0 : p.cg * prm.stride[1] * p.hp * p.wq);
   return p;
 }
 
@@ -130,6 +134,12 @@ const char* At(const TensorRef& t, int64_t i0, int64_t i1, int64_t i2, int64_t i
 // Weight as f32 [Cout][K] in col's K order: (c, kh, kw), or (kh, kw, c) for
 // channels-last col.
 void PackWeight(const Plan& p, const TensorRef& weight, float* dst) {
+  const bool kck_order = !(p.cl_in && !p.direct_in);
+  if (kck_order && weight.strides[3] == 1 && weight.strides[2] == p.kw &&
+      weight.strides[1] == p.kh * p.kw && weight.strides[0] == p.k) {
+    internal::LoadAsF32(weight.dtype, weight.data, 1, p.cout * p.k, dst);  // already [Cout][K]
+    return;
+  }
   for (int64_t o = 0; o < p.cout; ++o) {
     float* row = dst + o * p.k;
     if (p.cl_in && !p.direct_in) {
@@ -162,7 +172,7 @@ void ValidRange(int64_t out, int64_t stride, int64_t off, int64_t size, int64_t*
 
 // col for image n, group g, output rows [y0, y1) (Note [conv as GEMM]).
 void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n, int64_t g,
-            int64_t y0, int64_t y1, float* col) {
+            int64_t y0, int64_t y1, const float* phases, float* col) {
   const int64_t np = (y1 - y0) * p.ow;
   const int64_t sh = prm.stride[0], sw = prm.stride[1];
   const int64_t dh = prm.dilation[0], dw = prm.dilation[1];
@@ -188,25 +198,42 @@ void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n
     }
     return;
   }
-  // rows of one (c, kh, kw): [(c, kh, kw)][P]
+  // rows of one (c, kh, kw): [(c, kh, kw)][P], plain row copies out of the
+  // phase planes (Note [im2col from phase planes]).
   for (int64_t c = 0; c < p.cg; ++c) {
+    const float* plane = phases + c * sw * p.hp * p.wq;
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       for (int64_t kx = 0; kx < p.kw; ++kx) {
         float* row = col + ((c * p.kh + ky) * p.kw + kx) * np;
-        int64_t lo, hi;
-        ValidRange(p.ow, sw, kx * dw - pw, p.w, &lo, &hi);
+        const float* src = plane + (kx * dw % sw) * p.hp * p.wq + kx * dw / sw;
         for (int64_t y = y0; y < y1; ++y) {
-          float* dst = row + (y - y0) * p.ow;
-          const int64_t iy = y * sh - ph + ky * dh;
-          if (iy < 0 || iy >= p.h || lo >= hi) {
-            std::fill(dst, dst + p.ow, 0.0f);
-            continue;
-          }
-          std::fill(dst, dst + lo, 0.0f);
-          internal::LoadAsF32(in.dtype, At(in, n, c0 + c, iy, lo * sw - pw + kx * dw),
-                              in.strides[3] * sw, hi - lo, dst + lo);
-          std::fill(dst + hi, dst + p.ow, 0.0f);
+          const float* s = src + (y * sh + ky * dh) * p.wq;
+          std::copy(s, s + p.ow, row + (y - y0) * p.ow);
         }
+      }
+    }
+  }
+}
+
+// Note [im2col from phase planes]: for NCHW input, each channel of image n,
+// group g is converted once into f32 planes with a zero border (the padding),
+// split by column phase: phase q of a stride-s row holds padded columns
+// q, q + s, q + 2s, ... Then every col row segment -- input columns
+// x*s - pad + kx*dilation for x < OW -- is one contiguous run of phase
+// (kx*dilation) % s, copied without bounds checks, conversion or strided
+// loads (the stem's 7x7/2 conv read each input element 49/4 times strided).
+void BuildPhases(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n,
+                 int64_t g, float* phases) {
+  const int64_t sw = prm.stride[1], pw = prm.pad_begin[1], ph = prm.pad_begin[0];
+  for (int64_t c = 0; c < p.cg; ++c) {
+    for (int64_t q = 0; q < sw; ++q) {
+      int64_t lo, hi;  // phase columns j whose input column j*sw + q - pw is inside
+      ValidRange(p.wq, sw, q - pw, p.w, &lo, &hi);
+      if (lo >= hi) continue;
+      float* dst = phases + ((c * sw + q) * p.hp + ph) * p.wq;
+      for (int64_t y = 0; y < p.h; ++y) {
+        internal::LoadAsF32(in.dtype, At(in, n, g * p.cg + c, y, lo * sw + q - pw),
+                            in.strides[3] * sw, hi - lo, dst + y * p.wq + lo);
       }
     }
   }
@@ -294,6 +321,7 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   float* bf = ws + p.b_off;
   float* col = ws + p.col_off;
   float* tile = ws + p.tile_off;
+  float* phases = ws + p.phase_off;
   const bool has_bias = bias.data != nullptr;
   if (has_bias) {
     TRN_ASSERT(bias.numel() == p.cout && IsFloating(bias.dtype), "conv2d bias must be [Cout]");
@@ -314,6 +342,9 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     return Status::Ok();
   }
   PackWeight(p, weight, wf);
+  if (!p.depthwise && !p.direct_in && !p.cl_in) {  // borders stay zero, interiors are rewritten
+    std::fill(phases, ws + p.total, 0.0f);
+  }
   if (p.depthwise) {
     Depthwise(p, prm, out, in, wf, has_bias ? bf : nullptr, col, tile);
     return Status::Ok();
@@ -333,7 +364,8 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
           kp = Mat2(const_cast<char*>(At(in, n, g * p.cg, 0, 0)), DType::kFloat32, p.k, np,
                     in.strides[1], in_ps);
         } else {
-          Im2Col(p, prm, in, n, g, y0, y1, col);
+          if (y0 == 0 && !p.cl_in) BuildPhases(p, prm, in, n, g, phases);
+          Im2Col(p, prm, in, n, g, y0, y1, phases, col);
           kp = p.cl_in ? Mat2(col, DType::kFloat32, p.k, np, 1, p.k)
                        : Mat2(col, DType::kFloat32, p.k, np, np, 1);
         }

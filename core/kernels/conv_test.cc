@@ -77,6 +77,10 @@ std::vector<Case> Cases() {
       {{2, 16, 5, 6}, 8, 1, 1, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},  // 1x1 direct
       {{1, 3, 1, 19}, 4, 1, 5, Params(1, 2, 0, 2, 0, 2, 1, 1, 1)},  // conv1d as H = 1
       {{1, 3, 16, 16}, 8, 4, 4, Params(4, 4, 0, 0, 0, 0, 1, 1, 1)}, // patch embedding
+      // Phase planes (Note [im2col from phase planes]): the ResNet stem, 7x7/2 pad 3
+      // with odd W; stride 3 in W with a pad wider than the stride and dilation 2.
+      {{2, 3, 13, 11}, 4, 7, 7, Params(2, 2, 3, 3, 3, 3, 1, 1, 1)},
+      {{1, 2, 10, 14}, 3, 3, 5, Params(1, 3, 1, 4, 0, 4, 1, 2, 1)},
       // K * OW * 4 bytes = 87 KiB: col covers 2 output rows, 5 bands.
       {{1, 64, 12, 40}, 8, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
   };
@@ -185,7 +189,7 @@ TEST(Conv2d, BandsOfOutputRows) {
 TEST(Conv2d, Dtypes) {
   for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
     SCOPED_TRACE(DTypeName(dt));
-    for (const Case& c : {Cases()[1], Cases()[4], Cases()[5]}) {
+    for (const Case& c : {Cases()[1], Cases()[4], Cases()[5], Cases()[8]}) {
       RunConv(c, dt, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, false, true);
       RunConv(c, dt, Lay::kChannelsLast, Lay::kNchw, Lay::kChannelsLast, true, true, true);
     }
