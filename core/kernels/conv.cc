@@ -37,8 +37,10 @@
 namespace trn::kernels {
 namespace {
 
-// Target size of one band of col (Note [conv as GEMM]): half a Zen L2.
-constexpr int64_t kColBytes = int64_t{256} << 10;
+// Target size of one band of col (Note [conv as GEMM]): a Zen 4 L2. Smaller
+// bands cut small images into GEMMs with more partial NR panels and weight
+// repacks (256 KiB made ResNet's 3x3 convs at 12x12 and 24x24 1.2-1.3x slower).
+constexpr int64_t kColBytes = int64_t{1024} << 10;
 
 // Every size and layout decision of one call, shared by ConvWorkspaceBytes
 // and Conv2d so they agree on the workspace.

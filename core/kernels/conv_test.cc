@@ -81,8 +81,8 @@ std::vector<Case> Cases() {
       // with odd W; stride 3 in W with a pad wider than the stride and dilation 2.
       {{2, 3, 13, 11}, 4, 7, 7, Params(2, 2, 3, 3, 3, 3, 1, 1, 1)},
       {{1, 2, 10, 14}, 3, 3, 5, Params(1, 3, 1, 4, 0, 4, 1, 2, 1)},
-      // K * OW * 4 bytes = 87 KiB: col covers 2 output rows, 5 bands.
-      {{1, 64, 12, 40}, 8, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      // K * OW * 4 bytes = 456 KiB: col covers 2 output rows, 5 bands.
+      {{1, 64, 12, 200}, 8, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
   };
 }
 
@@ -180,6 +180,12 @@ TEST(Conv2d, Layouts) {
 
 TEST(Conv2d, BandsOfOutputRows) {
   const Case c = Cases().back();
+  {  // the workspace holds a band of col, less than the whole image's K x OH*OW
+    const TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 0);
+    const TestTensor w = Make4d(DType::kFloat32, {c.cout, c.in[1], c.kh, c.kw}, Lay::kNchw, 0);
+    const TestTensor out = Make4d(DType::kFloat32, {1, c.cout, 10, 198}, Lay::kNchw, 0);
+    EXPECT_LT(ConvWorkspaceBytes(out.ref, in.ref, w.ref, c.p), size_t{576} * 10 * 198 * 4 / 2);
+  }
   for (Lay lay : {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided}) {
     RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, true, true);
     RunConv(c, DType::kBFloat16, lay, Lay::kNchw, Lay::kChannelsLast, true, false, true);
