@@ -58,6 +58,19 @@ void MaxPoolRow(const float* const* src, const int32_t* win, size_t nwin, size_t
   }
 }
 
+// dst[x] = src[idx[x]] for x < n (nearest upsampling along W).
+void GatherRow(const float* HWY_RESTRICT src, const int32_t* HWY_RESTRICT idx, size_t n,
+               float* HWY_RESTRICT dst) {
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const size_t N = hn::Lanes(d);
+  size_t x = 0;
+  for (; x + N <= n; x += N) {
+    hn::StoreU(hn::GatherIndex(d, src, hn::LoadU(di, idx + x)), d, dst + x);
+  }
+  for (; x < n; ++x) dst[x] = src[idx[x]];
+}
+
 // even[j] = src[2j], odd[j] = src[2j + 1] for j < n (stride-2 pools).
 void Deinterleave2(const float* HWY_RESTRICT src, size_t n, float* HWY_RESTRICT even,
                    float* HWY_RESTRICT odd) {

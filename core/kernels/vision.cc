@@ -27,6 +27,7 @@ namespace trn::kernels {
 namespace vision {
 HWY_EXPORT(MaxPoolRow);
 HWY_EXPORT(Deinterleave2);
+HWY_EXPORT(GatherRow);
 }  // namespace vision
 namespace {
 
@@ -56,7 +57,8 @@ void CheckPlanes(const TensorRef& out, const TensorRef& in) {
 }
 
 // Calls f(plane, n, c, out_row) for each (n, c): plane = in[n, c] as f32
-// [H][W]; f fills out_row(y) (an f32 row of OW) and the row is stored.
+// [H][W]; f fills out_row(y) (an f32 row of OW; unchanged, it still holds
+// row y - 1 of this plane) and the row is stored.
 template <typename F>
 void ForEachPlane(const TensorRef& out, const TensorRef& in, F&& f) {
   const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
@@ -364,11 +366,16 @@ Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
   const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
   if (out.numel() == 0) return Status::Ok();
   if (mode == UpsampleMode::kNearest) {
-    std::vector<int64_t> xs(static_cast<size_t>(ow));
-    for (int64_t x = 0; x < ow; ++x) xs[x] = NearestIndex(x, w, ow, scale_w);
+    TRN_ASSERT(w <= std::numeric_limits<int32_t>::max(), "upsample_nearest2d: W fits int32");
+    std::vector<int32_t> xs(static_cast<size_t>(ow));
+    for (int64_t x = 0; x < ow; ++x) xs[x] = static_cast<int32_t>(NearestIndex(x, w, ow, scale_w));
+    const auto gather = HWY_DYNAMIC_DISPATCH(vision::GatherRow);
+    int64_t last = -1;  // input row that row holds: an upscaled row repeats it
     ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
-      const float* src = plane + NearestIndex(y, h, oh, scale_h) * w;
-      for (int64_t x = 0; x < ow; ++x) row[x] = src[xs[x]];
+      const int64_t iy = NearestIndex(y, h, oh, scale_h);
+      if (y != 0 && iy == last) return;
+      gather(plane + iy * w, xs.data(), static_cast<size_t>(ow), row);
+      last = iy;
     });
     return Status::Ok();
   }

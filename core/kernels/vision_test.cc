@@ -249,7 +249,9 @@ TEST(Upsample2d, NearestAndBilinear) {
     double sh, sw;
   };
   for (const U& u : {U{12, 10, 2.0, 2.0}, U{9, 12, 1.5, 2.5}, U{7, 5, 0, 0}, U{3, 2, 0.5, 0.5},
-                     U{13, 3, 0, 0}}) {
+                     U{13, 3, 0, 0},
+                     // Rows of several vectors plus a tail (nearest gathers whole vectors).
+                     U{12, 40, 2.0, 8.0}, U{13, 37, 0, 0}}) {
     for (int mode = 0; mode < 3; ++mode) {  // nearest, bilinear, bilinear align_corners
       for (DType dt : {DType::kFloat32, DType::kFloat16}) {
         const int64_t h = 6, w = 5;
