@@ -22,9 +22,17 @@
 // that is converted while stored. The activation runs on that tile / the
 // freshly written output rows of the same kernel, while they are in cache.
 // Depthwise convolutions (one input channel per group) are no GEMM at all
-// (M = 1 per group): they run directly, each input plane copied once into a
-// zero-bordered f32 plane and each output row accumulated as KH*KW scaled
-// input rows (unit-stride loops the compiler vectorizes).
+// (M = 1 per group): they run directly, each input plane copied once into
+// zero-bordered f32 phase planes (Note [im2col from phase planes]) and each
+// output row summed over its KH*KW taps in registers (conv-inl.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/conv.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "core/kernels/conv-inl.h"
+#include "hwy/highway.h"
+
+#if HWY_ONCE
 #include "core/kernels/conv.h"
 
 #include <algorithm>
@@ -35,7 +43,14 @@
 #include "core/kernels/kernels.h"
 
 namespace trn::kernels {
+namespace conv {
+HWY_EXPORT(DepthwiseRow);
+}  // namespace conv
 namespace {
+
+// Slack after phase-plane rows and the depthwise output row, read in pairs of
+// whole vectors by DepthwiseRow (the widest Highway vector holds 64 floats).
+constexpr int64_t kVecPad = 128;
 
 // Target size of one band of col (Note [conv as GEMM]): a Zen 4 L2. Smaller
 // bands cut small images into GEMMs with more partial NR panels and weight
@@ -52,7 +67,7 @@ struct Plan {
   bool direct_out;   // GEMM writes straight into out
   bool depthwise;    // one input channel per group: direct loops, no GEMM
   int64_t hp, wp;    // zero-bordered input plane (depthwise, phase planes)
-  int64_t wq;        // phase plane row: ceil(wp / stride_w) (Note [im2col from phase planes])
+  int64_t wq;        // phase plane row: ceil(wp / stride_w) + slack (Note [im2col from phase planes])
   int64_t band;      // output rows per GEMM (col band), bp = band * ow pixels
   int64_t bp;
   int64_t out_ps;    // out's stride over the merged pixel dim (direct_out)
@@ -108,12 +123,13 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   p.depthwise = p.cg == 1 && p.groups > 1;
   p.hp = p.h + prm.pad_begin[0] + prm.pad_end[0];
   p.wp = p.w + prm.pad_begin[1] + prm.pad_end[1];
+  p.wq = (p.wp + prm.stride[1] - 1) / prm.stride[1] + kVecPad;
   p.w_off = 0;
   p.b_off = p.cout * p.k;
   p.col_off = p.b_off + p.cout;
-  if (p.depthwise) {  // col holds the padded plane, tile one output row
-    p.tile_off = p.col_off + p.hp * p.wp;
-    p.total = p.tile_off + p.ow;
+  if (p.depthwise) {  // col holds one channel's phase planes, tile one output row
+    p.tile_off = p.col_off + prm.stride[1] * p.hp * p.wq;
+    p.total = p.tile_off + p.ow + kVecPad;
     return p;
   }
   p.band = p.direct_in ? p.oh
@@ -122,7 +138,6 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   p.bp = p.band * p.ow;
   p.tile_off = p.col_off + (p.direct_in ? 0 : p.k * p.bp);
   p.phase_off = p.tile_off + (p.direct_out ? 0 : p.og * p.bp);
-  p.wq = (p.wp + prm.stride[1] - 1) / prm.stride[1];
   p.total = p.phase_off + (p.direct_in || p.cl_in ? 0 : p.cg * prm.stride[1] * p.hp * p.wq);
   return p;
 }
@@ -258,37 +273,29 @@ void Relu(float* x, int64_t n, int64_t stride) {
 }
 
 // Note [conv as GEMM]: the depthwise path. wf is [Cout][KH*KW], bf the bias
-// or null, plane the (hp x wp) workspace, row one output row.
+// or null, plane the channel's phase planes, row one output row.
 void Depthwise(const Plan& p, const ConvParams& prm, const TensorRef& out, const TensorRef& in,
                const float* wf, const float* bf, float* plane, float* row) {
   const int64_t sh = prm.stride[0], sw = prm.stride[1];
   const int64_t dh = prm.dilation[0], dw = prm.dilation[1];
-  const int64_t ph = prm.pad_begin[0], pw = prm.pad_begin[1];
-  std::fill(plane, plane + p.hp * p.wp, 0.0f);  // borders stay zero, interiors are rewritten
+  std::fill(plane, row, 0.0f);  // borders stay zero, interiors are rewritten
+  thread_local std::vector<const float*> taps;
+  taps.resize(static_cast<size_t>(p.kh * p.kw));
+  const auto row_fn = HWY_DYNAMIC_DISPATCH(conv::DepthwiseRow);
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t c = 0; c < p.c; ++c) {
-      for (int64_t y = 0; y < p.h; ++y) {
-        internal::LoadAsF32(in.dtype, At(in, n, c, y, 0), in.strides[3], p.w,
-                            plane + (y + ph) * p.wp + pw);
-      }
-      for (int64_t m = 0; m < p.og; ++m) {
-        const int64_t o = c * p.og + m;
-        const float* wk = wf + o * p.k;
-        for (int64_t y = 0; y < p.oh; ++y) {
-          std::fill(row, row + p.ow, bf ? bf[o] : 0.0f);
-          for (int64_t ky = 0; ky < p.kh; ++ky) {
-            const float* src = plane + (y * sh + ky * dh) * p.wp;
-            for (int64_t kx = 0; kx < p.kw; ++kx) {
-              const float wv = wk[ky * p.kw + kx];
-              const float* __restrict s = src + kx * dw;
-              float* __restrict r = row;
-              if (sw == 1) {
-                for (int64_t x = 0; x < p.ow; ++x) r[x] += wv * s[x];
-              } else {
-                for (int64_t x = 0; x < p.ow; ++x) r[x] += wv * s[x * sw];
-              }
-            }
+      BuildPhases(p, prm, in, n, c, plane);
+      for (int64_t y = 0; y < p.oh; ++y) {
+        for (int64_t ky = 0; ky < p.kh; ++ky) {
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            taps[ky * p.kw + kx] = plane + (kx * dw % sw) * p.hp * p.wq +
+                                   (y * sh + ky * dh) * p.wq + kx * dw / sw;
           }
+        }
+        for (int64_t m = 0; m < p.og; ++m) {
+          const int64_t o = c * p.og + m;
+          row_fn(taps.data(), wf + o * p.k, taps.size(), static_cast<size_t>(p.ow),
+                 bf ? bf[o] : 0.0f, row);
           if (prm.activation == Activation::kRelu) Relu(row, p.ow, 1);
           internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, o, y, 0)),
                                  out.strides[3], p.ow, row);
@@ -448,3 +455,4 @@ rt::KernelInfo DescribeConv2d(const TensorRef& out, const TensorRef& in,
 }
 
 }  // namespace trn::kernels
+#endif  // HWY_ONCE

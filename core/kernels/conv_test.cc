@@ -81,6 +81,9 @@ std::vector<Case> Cases() {
       // with odd W; stride 3 in W with a pad wider than the stride and dilation 2.
       {{2, 3, 13, 11}, 4, 7, 7, Params(2, 2, 3, 3, 3, 3, 1, 1, 1)},
       {{1, 2, 10, 14}, 3, 3, 5, Params(1, 3, 1, 4, 0, 4, 1, 2, 1)},
+      // Depthwise rows of several vectors and a tail: stride 2 and dilation 2 in W,
+      // channel multiplier 2.
+      {{1, 4, 6, 70}, 8, 3, 3, Params(1, 2, 1, 1, 1, 1, 1, 2, 4)},
       // K * OW * 4 bytes = 456 KiB: col covers 2 output rows, 5 bands.
       {{1, 64, 12, 200}, 8, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
   };
@@ -166,7 +169,7 @@ TEST(Conv2d, GeometryF32) {
 
 TEST(Conv2d, Layouts) {
   const std::vector<Lay> lays = {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided};
-  for (const Case& c : {Cases()[1], Cases()[3], Cases()[4], Cases()[5]}) {
+  for (const Case& c : {Cases()[1], Cases()[3], Cases()[4], Cases()[5], Cases()[10]}) {
     for (Lay in : lays) {
       for (Lay out : lays) {
         SCOPED_TRACE("layouts in " + std::to_string(static_cast<int>(in)) + " out " +
