@@ -15,7 +15,10 @@
 //    still in cache when the GEMM packs it; the weight is repacked per band,
 //    1/band-pixels of the band's GEMM work;
 //  - a 1x1 / stride-1 / unpadded f32 convolution skips im2col: the input
-//    itself is the K x P operand.
+//    itself is the K x P operand;
+//  - small NCHW images (under kMergePixels outputs, all cols within one band)
+//    sit side by side in one col [K][N*P]: one GEMM over N*P pixels instead
+//    of N skinny ones, its f32 tile then stored into out.
 // The GEMM orientation follows the output: out with unit W stride is computed
 // as W @ col, channels-last out as col^T @ W^T, both straight into out when it
 // is f32; other dtypes and odd strides go through an f32 tile in the workspace
