@@ -195,6 +195,19 @@ TEST(Conv2d, BandsOfOutputRows) {
   }
 }
 
+TEST(Conv2d, SmallImagesShareOneGemm) {
+  const Case c = Cases()[1];  // batch 2, 5 x 4 output pixels each
+  const TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 0);
+  const TestTensor w = Make4d(DType::kFloat32, {5, 3, 3, 3}, Lay::kNchw, 0);
+  const TestTensor out = Make4d(DType::kFloat32, {2, 5, 5, 4}, Lay::kNchw, 0);
+  // col [K][N*P] and the tile [Cout][N*P] (Note [conv as GEMM]).
+  EXPECT_GE(ConvWorkspaceBytes(out.ref, in.ref, w.ref, c.p), size_t{4} * (27 + 5) * 2 * 20);
+  for (Lay lay : {Lay::kNchw, Lay::kStrided}) {
+    RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, true, true);
+    RunConv(c, DType::kFloat16, lay, Lay::kNchw, lay, false, false, false);
+  }
+}
+
 TEST(Conv2d, Dtypes) {
   for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
     SCOPED_TRACE(DTypeName(dt));
