@@ -3,7 +3,9 @@
 Every expected value is computed here from the raw JSON with Python's json module,
 never from trnscope's output: kernel and copy counts and total device time, CPU op
 counts, and per-lane busy time (the union of a lane's kernel and copy intervals).
-The analyzer's numbers come from `trnscope export --sqlite` (ops, kernels, lanes).
+The analyzer's numbers come from `trnscope export --sqlite` (ops, kernels, lanes). The
+golden summaries in core/analysis/testdata are checked against the same reader (their
+kernel/copy counts and device totals).
 """
 
 from __future__ import annotations
@@ -145,3 +147,33 @@ def test_cuda_and_rocm_advice_never_names_the_trn_backend():
             if "projected saving" in line:
                 share = float(line.split("(")[1].split("%")[0])
                 assert 0 <= share <= 100, line
+
+
+# ---- The goldens in core/analysis/testdata, verified once against this reader ----------
+TESTDATA = os.path.join(ROOT, "core", "analysis", "testdata")
+UNITS = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}
+
+
+def golden_cases() -> list[str]:
+    names = []
+    for f in sorted(os.listdir(TESTDATA)):
+        if f.endswith(".summary.txt") and os.path.exists(os.path.join(TESTDATA, f[:-12] + ".json")):
+            try:
+                load_events(os.path.join(TESTDATA, f[:-12] + ".json"))
+            except (ValueError, KeyError, TypeError):
+                continue  # malformed on purpose: Python's json cannot read it either
+            names.append(f[:-12])
+    return names
+
+
+@pytest.mark.parametrize("name", golden_cases())
+def test_golden_summary_header_matches_an_independent_reader(name):
+    want = expected(load_events(os.path.join(TESTDATA, name + ".json")))
+    with open(os.path.join(TESTDATA, name + ".summary.txt")) as f:
+        lines = f.read().splitlines()
+    counts = dict(part.rsplit(" ", 1) for part in lines[2].split(" | ")[1:])
+    assert int(counts["kernels"]) == want["kernels"], lines[2]
+    assert int(counts["copies"]) == want["copies"], lines[2]
+    device = lines[3].split(" | ")[1].split()  # "device", value, unit
+    assert device[0] == "device"
+    assert abs(float(device[1]) * UNITS[device[2]] - want["device_ns"]) < 1, lines[3]

@@ -152,14 +152,19 @@ TEST(Summary, OverlappingKernelsBusyIsTheUnion) {
   EXPECT_EQ(s.device_busy_ns, 45'000);    // [5,50)
   EXPECT_EQ(s.totals.dropped_events, 7u);
   // Device time: mm self 40 us; mul self 40 us from two kernels.
-  for (const OpStat& o : s.ops) {
-    if (o.name == "aten::mm") EXPECT_EQ(o.device_self_ns, 40'000);
-    if (o.name == "aten::mul") {
-      EXPECT_EQ(o.device_self_ns, 40'000);
-      ASSERT_EQ(o.kernels.size(), 1u);
-      EXPECT_EQ(o.kernels[0].calls, 2u);
-    }
-  }
+  auto op = [&](std::string_view name) -> const OpStat* {
+    for (const OpStat& o : s.ops)
+      if (o.name == name) return &o;
+    return nullptr;
+  };
+  const OpStat* mm = op("aten::mm");
+  const OpStat* mul = op("aten::mul");
+  ASSERT_NE(mm, nullptr);
+  ASSERT_NE(mul, nullptr);
+  EXPECT_EQ(mm->device_self_ns, 40'000);
+  EXPECT_EQ(mul->device_self_ns, 40'000);
+  ASSERT_EQ(mul->kernels.size(), 1u);
+  EXPECT_EQ(mul->kernels[0].calls, 2u);
 }
 
 TEST(Insights, MetaDrivenRules) {
