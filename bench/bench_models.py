@@ -13,6 +13,9 @@ dim 256, seq 64, batch 2):
   err         max |trn - CPU| of the compared output, eager and compiled
   generate    greedy tokens/s (KV cache): trn eager / CPU eager, and trn with the
               forward compiled and cache_implementation="static" / CPU eager
+  decode      per-token time of one decode step inside generate() (median over the
+              steps after prefill, best of 3 calls): compiled-static / trn eager
+                                                                     target <= 0.8x
 Wall times are medians over --rounds interleaved rounds of --repeat synchronized calls
 (CPU, trn eager, trn compiled, inductor in turn); tokens/s the best of 3 generate() calls.
 """
@@ -85,6 +88,25 @@ def bench_forward(name: str, repeat: int, rounds: int, inductor: bool) -> dict:
     return res
 
 
+class TokenClock:
+    """A generate() streamer that timestamps each token it is handed: the prompt,
+    then each new token once it is on the host (put() gets `tokens.cpu()`)."""
+
+    def __init__(self):
+        self.times: list[float] = []
+
+    def put(self, value) -> None:
+        self.times.append(time.perf_counter())
+
+    def end(self) -> None:
+        pass
+
+    def decode_step(self) -> float:
+        """Median seconds between consecutive new tokens (prefill excluded)."""
+        steps = [b - a for a, b in zip(self.times[1:], self.times[2:])]
+        return statistics.median(steps)
+
+
 def bench_generate(name: str, new_tokens: int) -> dict:
     spec = zoo.get(name)
     model, inputs = spec.build("bench")
@@ -103,16 +125,26 @@ def bench_generate(name: str, new_tokens: int) -> dict:
             best = min(best, time.perf_counter() - start)
         return ids.shape[0] * new_tokens / best, out.cpu()
 
+    def decode_step(gen, x) -> float:  # the best of 3 calls, as tokens/s
+        best = float("inf")
+        for _ in range(3):
+            clock = TokenClock()
+            gen(x, streamer=clock, **kw)
+            best = min(best, clock.decode_step())
+        return best
+
     with torch.no_grad():
         res["cpu_tps"], want = tokens_per_s(model.generate, ids)
         model.to("trn")
         res["eager_tps"], got = tokens_per_s(model.generate, ids.to("trn"))
         res["eager_same"] = torch.equal(got, want)
+        res["eager_step"] = decode_step(model.generate, ids.to("trn"))
         torch._dynamo.reset()
         model.forward = torch.compile(model.forward, backend="trn")
         static = lambda x, **k: model.generate(x, cache_implementation="static", **k)  # noqa: E731
         res["static_tps"], got = tokens_per_s(static, ids.to("trn"))
         res["static_same"] = torch.equal(got, want)
+        res["static_step"] = decode_step(static, ids.to("trn"))
     torch._dynamo.reset()
     return res
 
@@ -151,14 +183,16 @@ def main() -> None:
                 f" | generate tok/s cpu {r['cpu_tps']:6.1f}, trn eager "
                 f"{r['eager_tps'] / r['cpu_tps']:5.2f}x, compiled-static "
                 f"{r['static_tps'] / r['cpu_tps']:5.2f}x (same tokens: "
-                f"{r['eager_same']}/{r['static_same']})"
+                f"{r['eager_same']}/{r['static_same']}) | decode step eager "
+                f"{r['eager_step'] * 1e3:.2f} ms, compiled-static "
+                f"{r['static_step'] / r['eager_step']:5.2f}x eager"
             )
         print(line, flush=True)
     if args.markdown:
         print("\n| model | eager vs CPU (1 thread) | compiled vs eager | compiled vs inductor "
               "(CPU, 1 thread) | max err eager / compiled | generate tok/s vs CPU: eager / "
-              "compiled-static |")
-        print("|---|---|---|---|---|---|")
+              "compiled-static | decode step compiled-static vs eager |")
+        print("|---|---|---|---|---|---|---|")
         for r in rows:
             ind = f"{r['compiled'] / r['inductor']:.2f}x" if "inductor" in r else "n/a"
             gen = (
@@ -166,9 +200,10 @@ def main() -> None:
                 if "cpu_tps" in r
                 else "—"
             )
+            step = f"{r['static_step'] / r['eager_step']:.2f}x" if "eager_step" in r else "—"
             print(f"| {r['model']} | {r['eager'] / r['cpu']:.2f}x | "
                   f"{r['compiled'] / r['eager']:.2f}x | {ind} | "
-                  f"{r['eager_err']:.1e} / {r['compiled_err']:.1e} | {gen} |")
+                  f"{r['eager_err']:.1e} / {r['compiled_err']:.1e} | {gen} | {step} |")
 
 
 if __name__ == "__main__":

@@ -582,3 +582,132 @@ def test_layer_norm_is_the_hand_written_kernel_in_the_program():
     got_launches, got = launches(torch.compile(model, backend="trn", dynamic=False), x.to("trn"))
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
     assert got_launches == {"layer_norm": 1}, got_launches
+
+
+def compiled_on_trn(fn, *xs):
+    """fn compiled on trn over copies of the CPU inputs xs, and its compile_stats."""
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(*(x.to("trn") for x in xs))
+    (stats,) = trnscope.compile_stats()
+    return got, stats
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "sliced"])
+def test_batch_norm_is_a_library_kernel_in_the_program(dtype, affine, layout):
+    torch.manual_seed(0)
+    bn = nn.BatchNorm2d(6, affine=affine).eval()
+    with torch.no_grad():
+        bn.running_mean.uniform_(-1, 1)
+        bn.running_var.uniform_(0.5, 2)
+        if affine:
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-1, 1)
+    bn = bn.to(dtype)
+    x = torch.randn(2, 6, 7, 10, dtype=dtype)
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    elif layout == "sliced":
+        x = x[:, :, :, ::2]
+    want = bn(x)
+    bn.to("trn")
+    got, stats = compiled_on_trn(bn, x)
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+    assert stats["kernels"] == ["batch_norm"], stats
+    assert stats["eager_nodes"] == []
+
+
+@pytest.mark.parametrize(
+    "geom",
+    [
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=2),
+        dict(kernel_size=3, stride=2, ceil_mode=True),
+        dict(kernel_size=3, padding=1, dilation=2),
+        dict(kernel_size=(3, 2), stride=(1, 2)),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_max_pool_is_a_library_kernel_in_the_program(geom, dtype):
+    torch.manual_seed(0)
+    pool = nn.MaxPool2d(**geom)
+    x = torch.randn(2, 3, 10, 9, dtype=dtype).transpose(2, 3)  # non-contiguous
+    want = pool(x)
+    got, stats = compiled_on_trn(pool, x)
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+    assert stats["kernels"] == ["max_pool2d"], stats
+    assert stats["eager_nodes"] == []
+
+
+def test_max_pool_indices_come_from_the_eager_op():
+    torch.manual_seed(0)
+    pool = nn.MaxPool2d(3, stride=2, padding=1, return_indices=True)
+    x = torch.randn(1, 2, 9, 9)
+    want, want_idx = pool(x)
+    with pytest.warns(UserWarning, match="max_pool2d_with_indices"):
+        (got, got_idx), stats = compiled_on_trn(pool, x)
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+    assert torch.equal(got_idx.cpu(), want_idx)
+    eager = [e.split("[")[0] for e in stats["eager_nodes"]]
+    assert eager == ["aten.max_pool2d_with_indices.default"], stats
+    assert "max_pool2d" in stats["kernels"], stats
+
+
+def test_cat_with_a_legacy_empty_part_is_a_copy_not_an_eager_step():
+    def fn(x, cache):  # a KV cache's first update: cat([empty, k])
+        return torch.cat([cache, x * 2], dim=-2)
+
+    x = torch.randn(2, 4, 5, 8).transpose(1, 2)
+    cache = torch.tensor([])
+    got, stats = compiled_on_trn(fn, x, cache)
+    torch.testing.assert_close(got.cpu(), fn(x, cache))
+    assert stats["eager_nodes"] == [], stats
+
+
+@pytest.mark.parametrize("index_dtype", [torch.int64, torch.int32])
+@pytest.mark.parametrize("dim", [0, 2])
+def test_index_put_on_one_dim_is_a_library_kernel(index_dtype, dim):
+    # A static KV cache's update: cache.index_copy_(2, pos, k) functionalized.
+    def fn(cache, pos, k):
+        idx = [None] * dim + [pos]
+        return torch.ops.aten.index_put.default(cache, idx, k * 2)
+
+    torch.manual_seed(0)
+    cache = torch.randn(3, 4, 7, 5)
+    pos = torch.tensor([2, 0], dtype=index_dtype)
+    shape = list(cache.shape)
+    shape[dim] = 2
+    k = torch.randn(shape[::-1]).permute(3, 2, 1, 0)  # non-contiguous values
+    got, stats = compiled_on_trn(fn, cache, pos, k)
+    torch.testing.assert_close(got.cpu(), fn(cache, pos, k))
+    assert "index_put" in stats["kernels"], stats
+    assert stats["eager_nodes"] == []
+
+
+def test_index_put_broadcasts_values_and_rejects_out_of_range_indices():
+    def fn(cache, pos, v):
+        return torch.ops.aten.index_put.default(cache, [None, pos], v)
+
+    cache, v = torch.zeros(2, 6, 3), torch.arange(3.0)  # v broadcasts to [2, 1, 3]
+    got, _ = compiled_on_trn(fn, cache, torch.tensor([4]), v)
+    torch.testing.assert_close(got.cpu(), fn(cache, torch.tensor([4]), v))
+    torch._dynamo.reset()
+    with pytest.raises(RuntimeError, match="index 6 is out of bounds for dimension 1 with size 6"):
+        with torch.inference_mode():
+            compiled = torch.compile(fn, backend="trn", dynamic=False)
+            compiled(cache.to("trn"), torch.tensor([6]).to("trn"), v.to("trn"))
+            torch.trn.synchronize()
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_arange_of_constants_is_a_library_kernel(dtype):
+    def fn(x):
+        return x + torch.arange(2, 2 + 3 * x.shape[0], 3, dtype=dtype, device=x.device)
+
+    x = torch.randn(9).to(dtype)
+    got, stats = compiled_on_trn(fn, x)
+    torch.testing.assert_close(got.cpu(), fn(x))
+    assert any("arange" in k for k in stats["kernels"]), stats
+    assert stats["eager_nodes"] == []

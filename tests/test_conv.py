@@ -83,6 +83,10 @@ CONV2D = [
     ((1, 3, 32, 32), (8, 8, 8), dict(stride=8)),  # ViT patch embedding
     ((2, 3, 6, 6), (5, 3, 3), dict(padding="same")),
     ((1, 2, 6, 7), (3, 4, 2), dict(padding="same", dilation=(1, 2))),  # asymmetric 'same'
+    # im2col from stride-phase planes: a ResNet stem (7x7/2 pad 3, odd W) and stride 3 in W
+    # with a pad wider than the stride.
+    ((2, 3, 21, 19), (8, 7, 7), dict(stride=2, padding=3)),
+    ((1, 2, 10, 14), (3, 3, 5), dict(stride=(1, 3), padding=(1, 4), dilation=(1, 2))),
 ]
 
 
@@ -270,12 +274,48 @@ MAXPOOL = [
 
 @pytest.mark.parametrize("case", range(len(MAXPOOL)))
 @pytest.mark.parametrize("layout", ["contig", "channels_last", "strided"])
-def test_max_pool2d(case, layout):
-    x = make((2, 3, 9, 10))
+@pytest.mark.parametrize("shape", [(2, 3, 9, 10), (1, 2, 7, 45)])  # W of several vectors, odd
+def test_max_pool2d(case, layout, shape):
+    x = make(shape)
     want, want_idx = F.max_pool2d(x, return_indices=True, **MAXPOOL[case])
     got, got_idx = F.max_pool2d(to_trn(x, layout), return_indices=True, **MAXPOOL[case])
     check(got, want)
     assert torch.equal(got_idx.cpu(), want_idx)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=(2, 4), stride=3, padding=(1, 2)),
+        dict(kernel_size=3, stride=1, padding=1, dilation=2),
+    ],
+)
+def test_max_pool2d_wide_rows_nan_and_all_neg_inf(kw):
+    # Rows wider than a vector (the kernel works on whole vectors), NaNs and
+    # windows of -inf only (torch's index: the window's first in-input cell).
+    x = make((2, 3, 21, 70))
+    x[0, 0, 3, 5] = float("nan")
+    x[1, 2, 10, 40] = float("nan")
+    x[0, 1, :6, :9] = float("-inf")
+    want, want_idx = F.max_pool2d(x, return_indices=True, **kw)
+    got, got_idx = F.max_pool2d(x.to("trn"), return_indices=True, **kw)
+    torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    assert torch.equal(got_idx.cpu(), want_idx)
+
+
+def test_max_pool2d_infinite_and_nan_windows():
+    # Windows of only -inf keep the first in-input cell as the index; NaN wins and a later
+    # NaN replaces an earlier one (torch's CPU rule).
+    x = torch.full((1, 2, 8, 40), float("-inf"))
+    x[0, 0, 2, 5] = x[0, 0, 3, 6] = float("nan")
+    x[0, 1, ::3, ::4] = make((1, 1, 3, 10)).flatten()[:30].reshape(3, 10)
+    for kwargs in (dict(kernel_size=3, stride=2, padding=1), dict(kernel_size=2, ceil_mode=True,
+                                                                   stride=3, padding=1)):
+        want, want_idx = F.max_pool2d(x, return_indices=True, **kwargs)
+        got, got_idx = F.max_pool2d(x.to("trn"), return_indices=True, **kwargs)
+        torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+        assert torch.equal(got_idx.cpu(), want_idx)
 
 
 @pytest.mark.parametrize("dtype", [BF16, F16])
@@ -342,6 +382,7 @@ UPSAMPLE = [
     dict(size=(7, 5)),
     dict(size=(13, 3)),
     dict(scale_factor=1.7, recompute_scale_factor=True),
+    dict(size=(12, 40)),  # rows of several vectors and a tail
 ]
 
 

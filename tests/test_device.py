@@ -413,3 +413,80 @@ def test_float64_warns_once_and_counts():
     assert "warnings 1" in r.stdout
     assert "dtype torch.float64 [2.0, 2.0, 2.0, 2.0]" in r.stdout
     assert "('aten::add', 2)" in r.stdout.replace("aten::add.Tensor", "aten::add")
+
+
+# ---- torch.cuda semantics: synchronize(None), fork, Event flags ----------------------------
+def test_synchronize_none_is_the_current_device():
+    if torch.trn.device_count() < 2:
+        pytest.skip("needs two trn cores")
+    # A failure queued on core 1 is raised by a synchronize of core 1, not by
+    # synchronize() while core 0 is current (torch.cuda.synchronize(None)).
+    w = torch.randn(10, 4, device="trn:1")
+    bad = torch.tensor([1, 50], device="trn:1")
+    try:
+        torch.index_select(w, 0, bad)
+    except (IndexError, RuntimeError):
+        pytest.skip("index_select checked the index eagerly on the host")
+    assert torch.trn.current_device() == 0
+    torch.trn.synchronize()
+    torch.trn.synchronize(None)
+    with pytest.raises(RuntimeError, match="index_select"):
+        torch.trn.synchronize(1)
+    with torch.trn.device(1):
+        torch.index_select(w, 0, bad)
+        with pytest.raises(RuntimeError, match="index_select"):
+            torch.trn.synchronize()  # now core 1 is current
+
+
+def test_fork_after_init_is_a_bad_fork_with_a_clear_error():
+    r = run_python(
+        """
+        import os, torch, trnscope
+        x = torch.ones(4, device="trn") + 1  # the runtime and its core threads exist
+        assert not torch.trn._is_in_bad_fork()
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            if not torch.trn._is_in_bad_fork():
+                code = 3
+            try:
+                torch.ones(2, device="trn")
+                code = 4
+            except RuntimeError as e:
+                if "forked" not in str(e) or "spawn" not in str(e):
+                    code = 5
+            del x  # freeing inherited memory in the child is safe
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+        print("parent", (x + 1).cpu().tolist(), torch.trn._is_in_bad_fork())
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert "child 0" in r.stdout and "parent [3.0, 3.0, 3.0, 3.0] False" in r.stdout, r.stdout
+
+
+def test_fork_before_init_gets_a_fresh_runtime():
+    r = run_python(
+        """
+        import os, torch, trnscope
+        pid = os.fork()
+        if pid == 0:
+            ok = (torch.arange(4, device="trn") * 2).cpu().tolist() == [0, 2, 4, 6]
+            os._exit(0 if ok and not torch.trn._is_in_bad_fork() else 6)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+        """
+    )
+    assert r.returncode == 0, r.stderr
+    assert "child 0" in r.stdout, r.stdout
+
+
+def test_event_flags():
+    torch.trn.Event(blocking=True).synchronize()  # waits sleep either way: honoured
+    ev = torch.trn.Event(blocking=False)
+    ev.record()
+    ev.synchronize()
+    assert ev.query()
+    with pytest.raises(ValueError, match="interprocess=True"):
+        torch.trn.Event(interprocess=True)

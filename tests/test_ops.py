@@ -636,6 +636,7 @@ def test_layer_norm(dtype, norm_shape, affine, layout):
     check(F.layer_norm(t, norm_shape, tw, tb, 1e-5), F.layer_norm(x, norm_shape, w, b, 1e-5), transcendental=True)
     o, m, r = torch.native_layer_norm(t, norm_shape, tw, tb, 1e-5)
     wo, wm, wr = torch.native_layer_norm(x, norm_shape, w, b, 1e-5)
+    check(o, wo, transcendental=True)
     check(m, wm, transcendental=True)
     check(r, wr, transcendental=True, rtol=1e-2 if dtype != F32 else 1e-4)
 
@@ -657,6 +658,7 @@ def test_rms_norm(dtype, norm_shape, weight, eps, layout):
     check(F.rms_norm(t, norm_shape, tw, eps), F.rms_norm(x, norm_shape, w, eps), transcendental=True)
     o, r = torch.ops.aten._fused_rms_norm(t, list(norm_shape), tw, eps)
     wo, wr = torch.ops.aten._fused_rms_norm(x, list(norm_shape), w, eps)
+    check(o, wo, transcendental=True)
     check(r, wr, transcendental=True, rtol=1e-4, atol=1e-4)
 
 

@@ -5,6 +5,7 @@
 #include <ATen/record_function.h>
 #include <c10/util/Exception.h>
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <stdexcept>
@@ -74,6 +75,10 @@ compiler::Op ParseOp(const std::string& name) {
       {"sdpa", Op::kSdpa},
       {"conv", Op::kConv},
       {"layer_norm", Op::kLayerNorm},
+      {"batch_norm", Op::kBatchNorm},
+      {"max_pool2d", Op::kMaxPool2d},
+      {"index_put", Op::kIndexPut},
+      {"arange", Op::kArange},
       {"eager", Op::kEager},
   };
   auto it = kOps.find(name);
@@ -125,6 +130,14 @@ bool SameStrides(const at::Tensor& t, const std::vector<int64_t>& strides) {
   return true;
 }
 
+// A tensor of `dtype` over all of `arena`'s storage (Note [Temp arena]):
+// as_strided then places a buffer's views at its offset.
+at::Tensor TypedAlias(const at::Tensor& arena, at::ScalarType dtype) {
+  constexpr c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
+  return at::detail::make_tensor<c10::TensorImpl>(c10::Storage(arena.storage()), kKeys,
+                                                  c10::scalarTypeToTypeMeta(dtype));
+}
+
 at::Tensor ViewOf(const Holder& h, const compiler::View& v) {
   return at::as_strided(h.tensor, v.sizes, v.strides, h.storage_offset + v.offset);
 }
@@ -146,7 +159,7 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
                           std::vector<int64_t> strides, int64_t storage_offset,
                           std::vector<int64_t> dims, std::optional<double> scalar,
                           bool scalar_first, double alpha, double beta, double eps,
-                          bool causal, std::vector<int64_t> conv) {
+                          bool causal, std::vector<int64_t> conv, std::vector<int64_t> pool) {
   compiler::Node node;
   node.op = ParseOp(op);
   node.target = target;
@@ -172,6 +185,16 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
       node.conv.dilation[d] = conv[4 + d];
     }
     node.conv.groups = conv[6];
+  }
+  if (!pool.empty()) {
+    TORCH_CHECK_VALUE(pool.size() == 8, "trn compile: pool attributes are kernel, stride, "
+                      "padding and dilation (2 each), got ", pool.size(), " values");
+    for (int d = 0; d < 2; ++d) {
+      node.pool.kernel[d] = pool[d];
+      node.pool.stride[d] = pool[2 + d];
+      node.pool.padding[d] = pool[4 + d];
+      node.pool.dilation[d] = pool[6 + d];
+    }
   }
   try {
     return graph_.AddNode(std::move(node));
@@ -241,10 +264,19 @@ std::vector<at::Tensor> RunProgram(const CompiledProgram& compiled,
   const std::vector<compiler::Buffer>& buffers = program.buffers();
   auto bases = std::make_shared<std::vector<void*>>(buffers.size(), nullptr);
   std::vector<Holder> holders(buffers.size());
+  // One allocation for every temp (Note [Temp arena]), aliased per dtype.
+  const at::Tensor arena = Empty({program.arena_bytes()}, at::kByte, device);
+  std::array<at::Tensor, 8> typed;
   for (size_t b = 0; b < buffers.size(); ++b) {
     const compiler::Buffer& buf = buffers[b];
     Holder& h = holders[b];
-    if (buf.kind == compiler::Buffer::Kind::kInput) {
+    if (buf.kind == compiler::Buffer::Kind::kTemp) {
+      at::Tensor& alias = typed[static_cast<size_t>(buf.dtype)];
+      if (!alias.defined()) alias = TypedAlias(arena, ScalarTypeOf(buf.dtype));
+      h.tensor = alias;
+      h.storage_offset = buf.arena_offset / static_cast<int64_t>(ItemSize(buf.dtype));
+      (*bases)[b] = static_cast<char*>(arena.storage().mutable_data()) + buf.arena_offset;
+    } else if (buf.kind == compiler::Buffer::Kind::kInput) {
       // The input view's offset says where the input starts in the buffer.
       const at::Tensor& t = inputs.at(buf.index);
       const int64_t offset = program.input_views()[buf.index].offset;

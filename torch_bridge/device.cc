@@ -30,6 +30,7 @@ thread_local int tls_device = 0;
 // core whose caching allocator owns its block.
 template <int I>
 void FreeOnDevice(void* ptr) {
+  if (rt::InForkedChild()) return;  // Note [Fork]
   rt::Runtime::Get().device(I).allocator().Free(ptr);
 }
 template <size_t... I>

@@ -113,7 +113,8 @@ void BindCompile(py::module_& m) {
            py::arg("storage_offset") = 0, py::arg("dims") = std::vector<int64_t>{},
            py::arg("scalar") = std::nullopt, py::arg("scalar_first") = false,
            py::arg("alpha") = 1.0, py::arg("beta") = 1.0, py::arg("eps") = 0.0,
-           py::arg("causal") = false, py::arg("conv") = std::vector<int64_t>{})
+           py::arg("causal") = false, py::arg("conv") = std::vector<int64_t>{},
+           py::arg("pool") = std::vector<int64_t>{})
       .def("set_outputs", &GraphBuilder::SetOutputs)
       .def("hash", &GraphBuilder::Hash);
   py::class_<CompiledProgram, std::shared_ptr<CompiledProgram>>(m, "_Program")
@@ -161,7 +162,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_count", [] { return DeviceCount(); });
   m.def("current_device", [] { return CurrentDevice(); });
   m.def("set_device", [](int index) { SetCurrentDevice(index); });
-  // -1: every device (torch.trn.synchronize() with no device, as the profiler calls it).
+  // -1: every device (torch.trn.synchronize(None) resolves to the current one).
   m.def(
       "synchronize",
       [](int index) {
@@ -174,6 +175,7 @@ PYBIND11_MODULE(_C, m) {
         }
       },
       py::arg("device") = -1);
+  m.def("_is_in_bad_fork", [] { return rt::InForkedChild(); });  // Note [Fork]
   m.def("current_stream_id", [](int index) { return CurrentStreamId(Resolve(index)); });
   m.def("set_stream", [](int index, int stream_id) {
     rt::Device& d = GetDevice(index);

@@ -152,14 +152,19 @@ TEST(Summary, OverlappingKernelsBusyIsTheUnion) {
   EXPECT_EQ(s.device_busy_ns, 45'000);    // [5,50)
   EXPECT_EQ(s.totals.dropped_events, 7u);
   // Device time: mm self 40 us; mul self 40 us from two kernels.
-  for (const OpStat& o : s.ops) {
-    if (o.name == "aten::mm") EXPECT_EQ(o.device_self_ns, 40'000);
-    if (o.name == "aten::mul") {
-      EXPECT_EQ(o.device_self_ns, 40'000);
-      ASSERT_EQ(o.kernels.size(), 1u);
-      EXPECT_EQ(o.kernels[0].calls, 2u);
-    }
-  }
+  auto op = [&](std::string_view name) -> const OpStat* {
+    for (const OpStat& o : s.ops)
+      if (o.name == name) return &o;
+    return nullptr;
+  };
+  const OpStat* mm = op("aten::mm");
+  const OpStat* mul = op("aten::mul");
+  ASSERT_NE(mm, nullptr);
+  ASSERT_NE(mul, nullptr);
+  EXPECT_EQ(mm->device_self_ns, 40'000);
+  EXPECT_EQ(mul->device_self_ns, 40'000);
+  ASSERT_EQ(mul->kernels.size(), 1u);
+  EXPECT_EQ(mul->kernels[0].calls, 2u);
 }
 
 TEST(Insights, MetaDrivenRules) {
@@ -471,6 +476,46 @@ TEST(Cli, ExitCodes) {
   EXPECT_NE(html.find("\"format\":\"trnscope.report\""), std::string::npos);
   EXPECT_NE(html.find("\"name\":\"cuda\""), std::string::npos);
   EXPECT_EQ(html.find("/*TRNSCOPE_DATA*/"), std::string::npos);
+}
+
+TEST(Reader, NegativeDurationIsSkippedWithAReason) {
+  const std::string doc =
+      "{\"traceEvents\":["
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"a\",\"pid\":1,\"tid\":1,\"ts\":10,\"dur\":-5},"
+      "{\"ph\":\"B\",\"cat\":\"cpu_op\",\"name\":\"b\",\"pid\":1,\"tid\":2,\"ts\":20},"
+      "{\"ph\":\"E\",\"pid\":1,\"tid\":2,\"ts\":15},"
+      "{\"ph\":\"X\",\"cat\":\"cpu_op\",\"name\":\"c\",\"pid\":1,\"tid\":1,\"ts\":30,\"dur\":4}]}";
+  LoadResult r = LoadTraceFromBuffer(doc);
+  ASSERT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(r.model->parse.skipped, 2u);
+  ASSERT_EQ(r.model->slices.size(), 1u);
+  EXPECT_EQ(r.model->Name(r.model->slices[0]), "c");
+  ASSERT_FALSE(r.model->parse.warnings.empty());
+  EXPECT_NE(r.model->parse.warnings[0].find("negative dur"), std::string::npos)
+      << r.model->parse.warnings[0];
+}
+
+// CUDA or ROCm traces get advice for their device, and a projected saving is
+// never more than the run's span.
+TEST(Insights, AdviceFitsTheTracesDevice) {
+  for (const char* file : {"cuda_style.json", "missing_flows.json"}) {
+    auto m = Load(file);
+    ASSERT_TRUE(m);
+    const Summary s = Summarize(*m);
+    const auto insights = ComputeInsights(*m, s);
+    ASSERT_FALSE(insights.empty()) << file;
+    for (const Insight& in : insights) {
+      EXPECT_EQ(in.detail.find("backend=\"trn\""), std::string::npos) << file << ": " << in.detail;
+      EXPECT_LE(in.saving_ns, s.totals.span_ns) << file << ": " << in.title;
+    }
+  }
+  auto trn = Load("trn_rmsnorm.json");
+  ASSERT_TRUE(trn);
+  const Summary s = Summarize(*trn);
+  bool names_trn = false;
+  for (const Insight& in : ComputeInsights(*trn, s))
+    names_trn = names_trn || in.detail.find("backend=\"trn\"") != std::string::npos;
+  EXPECT_TRUE(names_trn);
 }
 
 }  // namespace

@@ -27,6 +27,58 @@ bool ComputeHeavy(std::string_view name) {
   return false;
 }
 
+// Advice names what fits the device the trace came from: trnscope's own
+// traces (meta.json or trn lanes), CUDA or ROCm (their runtime calls).
+enum class Platform { kTrn, kCuda, kRocm, kOther };
+
+Platform DetectPlatform(const TraceModel& m) {
+  if (m.meta.present) return Platform::kTrn;
+  for (const Lane& l : m.lanes)
+    if (l.name.rfind("trn:", 0) == 0) return Platform::kTrn;
+  bool cuda = false;
+  for (const Slice& sl : m.slices) {
+    if (sl.kind != SliceKind::kRuntime) continue;
+    const std::string_view n = m.Name(sl);
+    if (n.rfind("hip", 0) == 0) return Platform::kRocm;
+    cuda = cuda || n.rfind("cuda", 0) == 0 || n.rfind("cu", 0) == 0;
+  }
+  return cuda ? Platform::kCuda : Platform::kOther;
+}
+
+// How to get one fused kernel for an elementwise chain.
+const char* FusionAdvice(Platform p) {
+  switch (p) {
+    case Platform::kTrn:
+      return "Use the fused op (e.g. torch.nn.functional.rms_norm) or "
+             "torch.compile(backend=\"trn\").";
+    case Platform::kCuda:
+    case Platform::kRocm:
+      return "Use the fused op (e.g. torch.nn.functional.rms_norm) or torch.compile (inductor "
+             "generates one Triton kernel for the chain).";
+    case Platform::kOther: break;
+  }
+  return "Use the fused op (e.g. torch.nn.functional.rms_norm) or torch.compile.";
+}
+
+// How to cut per-launch host cost.
+const char* LaunchAdvice(Platform p) {
+  switch (p) {
+    case Platform::kTrn:
+      return "Batch the work, fuse the ops or compile the region (torch.compile(backend=\"trn\")) "
+             "so one launch does more.";
+    case Platform::kCuda:
+      return "Batch the work, fuse the ops, or capture the region in a CUDA graph "
+             "(torch.cuda.graphs, or torch.compile(mode=\"reduce-overhead\")) so the host "
+             "launches it once.";
+    case Platform::kRocm:
+      return "Batch the work, fuse the ops, or capture the region in a HIP graph "
+             "(torch.cuda.graphs on ROCm, or torch.compile(mode=\"reduce-overhead\")) so the "
+             "host launches it once.";
+    case Platform::kOther: break;
+  }
+  return "Batch the work, fuse the ops or compile the region so one launch does more.";
+}
+
 std::string Short(std::string_view op) {
   const size_t p = op.rfind("::");
   return std::string(p == std::string_view::npos ? op : op.substr(p + 2));
@@ -213,6 +265,7 @@ std::vector<Insight> ComputeInsights(const TraceModel& m, const Summary& s) {
   const Totals& t = s.totals;
   auto severity = [](double frac) { return frac >= 0.3 ? "high" : frac >= 0.1 ? "medium" : "low"; };
   const double device_ns = static_cast<double>(std::max<int64_t>(t.device_ns, 1));
+  const Platform platform = DetectPlatform(m);
 
   // Fusion: the three chains that would save the most traffic.
   const auto chains = FindFusionChains(m);
@@ -230,10 +283,9 @@ std::vector<Insight> ComputeInsights(const TraceModel& m, const Summary& s) {
     in.detail = fmt::format(
         "{} kernels per occurrence, {} occurrence(s), move {} through device memory in {}; one "
         "fused kernel reading the inputs once and writing the result once would move {} "
-        "({} avoided, {:.0f}%). Use the fused op (e.g. torch.nn.functional.rms_norm) or "
-        "torch.compile(backend=\"trn\").",
+        "({} avoided, {:.0f}%). {}",
         c.ops.size(), c.occurrences, FormatBytes(c.bytes), FormatNs(c.device_ns),
-        FormatBytes(c.fused_bytes), FormatBytes(avoided), 100 * frac);
+        FormatBytes(c.fused_bytes), FormatBytes(avoided), 100 * frac, FusionAdvice(platform));
     std::set<std::string> seen;
     for (const auto& o : c.ops)
       if (seen.insert(o).second) in.ops.push_back(o);
@@ -267,9 +319,8 @@ std::vector<Insight> ComputeInsights(const TraceModel& m, const Summary& s) {
       }
       in.title = fmt::format("{} op(s) dominated by launch overhead", hits.size());
       in.detail = fmt::format(
-          "Device time per call is under {:.0f}% of the host time to dispatch it: {}. Batch the "
-          "work, fuse the ops or compile the region so one launch does more.",
-          100 * kLaunchRatio, fmt::join(parts, "; "));
+          "Device time per call is under {:.0f}% of the host time to dispatch it: {}. {}",
+          100 * kLaunchRatio, fmt::join(parts, "; "), LaunchAdvice(platform));
       in.saving_ns = waste;
       in.severity = severity(static_cast<double>(waste) / std::max<int64_t>(t.cpu_ops_ns, 1));
       // Divide, not multiply: a window between epoch and 0 timestamps is ~2^61 ns.
@@ -305,9 +356,9 @@ std::vector<Insight> ComputeInsights(const TraceModel& m, const Summary& s) {
           "{} of {} between the first and last device event had no kernel running while the "
           "host was not waiting for the device (dispatching ops or running Python between "
           "them); longest stretches during: {}. Queue work ahead (avoid "
-          "synchronizing reads like .item()/.cpu() in the loop), or compile to cut per-op host "
-          "cost.",
-          FormatNs(s.host_bound_ns), FormatNs(s.device_window_ns), fmt::join(names, ", "));
+          "synchronizing reads like .item()/.cpu() in the loop), or cut per-op host cost: {}",
+          FormatNs(s.host_bound_ns), FormatNs(s.device_window_ns), fmt::join(names, ", "),
+          LaunchAdvice(platform));
       in.saving_ns = s.host_bound_ns;
       in.severity = frac >= 0.5 ? "high" : frac >= 0.2 ? "medium" : "low";
       out.push_back(std::move(in));
@@ -450,6 +501,10 @@ std::vector<Insight> ComputeInsights(const TraceModel& m, const Summary& s) {
                 "or raise the buffer size in ProfileConfig.";
     out.push_back(std::move(in));
   }
+
+  // A projected saving is at most the run's span (estimates from summed host
+  // times across threads could exceed it); reports show it as a share of the span.
+  for (Insight& in : out) in.saving_ns = std::min(in.saving_ns, std::max<int64_t>(t.span_ns, 0));
 
   auto rank = [](const std::string& s) { return s == "high" ? 0 : s == "medium" ? 1 : 2; };
   std::stable_sort(out.begin(), out.end(), [&](const Insight& a, const Insight& b) {

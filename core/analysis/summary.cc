@@ -320,7 +320,12 @@ std::string FormatSummary(const TraceModel& m, const Summary& s,
   for (const Insight& in : insights) {
     line(fmt::format("  [{}] {}", in.severity, in.title));
     line(fmt::format("      {}", in.detail));
-    if (in.saving_ns > 0) line(fmt::format("      projected saving: {}", FormatNs(in.saving_ns)));
+    if (in.saving_ns > 0) {
+      line(fmt::format("      projected saving: {} ({:.1f}% of the run's span)",
+                       FormatNs(in.saving_ns),
+                       100.0 * static_cast<double>(in.saving_ns) /
+                           static_cast<double>(std::max<int64_t>(s.totals.span_ns, 1))));
+    }
   }
   if (!m.parse.warnings.empty()) {
     line("");

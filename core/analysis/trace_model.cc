@@ -457,6 +457,10 @@ bool TraceParser::ParseEvent(od::object& obj) {
   }
   // Every field was read without error: the event is well-formed.
   if (ph.empty()) return false;
+  if (has_dur && dur < 0) {  // no real event ends before it starts
+    reject_reason_ = "negative dur";
+    return false;
+  }
   if ((has_ts && (ts < kMinTsNs || ts > kMaxTsNs)) || (has_dur && dur > kMaxDurNs)) {
     reject_reason_ = has_dur && dur > kMaxDurNs ? "dur out of range (over 2^50 ns)"
                                                 : "ts out of range (|ts| over 2^60 / 2^62 ns)";
@@ -474,7 +478,11 @@ bool TraceParser::ParseEvent(od::object& obj) {
         if (stack.empty()) return true;  // an unmatched E: harmless
         Slice b = stack.back();
         stack.pop_back();
-        b.dur_ns = std::max<int64_t>(0, ts - b.start_ns);
+        if (ts < b.start_ns) {
+          reject_reason_ = "negative dur (an E event before its B)";
+          return false;
+        }
+        b.dur_ns = ts - b.start_ns;
         m_->slices.push_back(b);
         return true;
       }
@@ -489,7 +497,7 @@ bool TraceParser::ParseEvent(od::object& obj) {
                                     : SliceKind::kCopy;
       if (s.kind == SliceKind::kCopy && s.bytes_read == 0 && s.bytes_written == 0) s.bytes_read = bytes;
       s.start_ns = ts;
-      s.dur_ns = std::max<int64_t>(0, dur);
+      s.dur_ns = dur;  // >= 0: negative durations were rejected above
       s.lane = lane;
       s.name = m_->strings.Intern(name);
       if (ph[0] == 'B') {

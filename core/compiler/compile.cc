@@ -390,6 +390,15 @@ bool Compiler::RunsAsLibrary(int id) const {
       return IsFloating(out) && in(0) == out && in(1) == out &&
              (n.inputs.size() == 2 || IsFloating(in(2)));
     case Op::kLayerNorm: return IsFloating(out) && all_inputs(out);
+    case Op::kBatchNorm: {
+      bool ok = IsFloating(out) && in(0) == out;
+      for (size_t i = 1; i < n.inputs.size(); ++i) ok = ok && IsFloating(in(i));
+      return ok;
+    }
+    case Op::kMaxPool2d: return IsFloating(out) && in(0) == out;
+    case Op::kIndexPut:
+      return in(0) == out && in(2) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
+    case Op::kArange: return out != DType::kBool;
     case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
     case Op::kNeg:
     case Op::kAbs:
@@ -1435,6 +1444,7 @@ KernelImpl Compiler::Lower(const Group& g, int gi, KernelSummary& sum) {
       ki.lib_relu = g.nodes.size() > 1;
       ki.lib_causal = n.causal;
       ki.lib_conv = n.conv;
+      ki.lib_pool = n.pool;
       ki.lib_scalar = n.scalar;
       ki.lib_alpha = n.alpha;
       ki.lib_eps = n.eps;
@@ -1679,11 +1689,94 @@ Parts Compiler::Run() {
   return prog;
 }
 
+// Note [Temp arena]
+// Temp buffers share one allocation per run, placed by lifetime: a buffer
+// whose last reader has run lends its bytes to one written later. Besides
+// one allocation instead of dozens, this keeps a run's working set as small
+// as eager's (whose allocator reuses a freed block at once): a kernel then
+// writes cache-hot memory instead of fresh lines, which measured 10-35 %
+// slower kernels on Llama. Steps run in order on one stream, so a step's
+// buffers are the only ones it can touch while it runs.
+constexpr int64_t kArenaAlign = 64;  // a cache line; any dtype's alignment
+
+// First and last step index that touches each buffer (-1: never).
+std::vector<std::pair<int, int>> BufferLifetimes(const Parts& p) {
+  std::vector<std::pair<int, int>> life(p.buffers.size(), {-1, -1});
+  auto touch = [&](int buffer, int step) {
+    if (buffer < 0) return;
+    auto& l = life[static_cast<size_t>(buffer)];
+    if (l.first < 0) l.first = step;
+    l.second = step;
+  };
+  for (size_t s = 0; s < p.steps.size(); ++s) {
+    const int at = static_cast<int>(s);
+    const Step& st = p.steps[s];
+    if (st.kind == Step::Kind::kEager) {
+      const EagerStep& e = p.eager[st.index];
+      for (const View& v : e.inputs) touch(v.buffer, at);
+      touch(e.output.buffer, at);
+      continue;
+    }
+    const KernelImpl& k = p.impl->kernels[st.index];
+    for (const View* v : {&k.gemm.out, &k.gemm.a, &k.gemm.b, &k.gemm.bias, &k.copy_in,
+                          &k.copy_out, &k.lib_out}) {
+      touch(v->buffer, at);
+    }
+    for (const auto* vs : {&k.reads, &k.writes, &k.lib_ins}) {
+      for (const View& v : *vs) touch(v.buffer, at);
+    }
+    for (const Operand& o : k.prog.operands) touch(o.buffer, at);
+  }
+  return life;
+}
+
+// Places the temp buffers in the arena (largest first, lowest free offset
+// among those alive at the same time) and returns the arena's size.
+int64_t PlanTempArena(Parts& p) {
+  const std::vector<std::pair<int, int>> life = BufferLifetimes(p);
+  std::vector<int> temps;
+  for (size_t b = 0; b < p.buffers.size(); ++b) {
+    if (p.buffers[b].kind == Buffer::Kind::kTemp) temps.push_back(static_cast<int>(b));
+  }
+  auto bytes = [&](int b) {
+    const Buffer& buf = p.buffers[b];
+    const int64_t n = std::max<int64_t>(buf.numel, 1) * static_cast<int64_t>(ItemSize(buf.dtype));
+    return (n + kArenaAlign - 1) / kArenaAlign * kArenaAlign;
+  };
+  std::stable_sort(temps.begin(), temps.end(), [&](int a, int b) { return bytes(a) > bytes(b); });
+  std::vector<int> placed;
+  int64_t total = 0;
+  for (int b : temps) {
+    // Untouched buffers (none expected) stay alive for the whole run.
+    const int first = life[b].first < 0 ? 0 : life[b].first;
+    const int last = life[b].first < 0 ? static_cast<int>(p.steps.size()) : life[b].second;
+    std::vector<std::pair<int64_t, int64_t>> busy;  // [begin, end) bytes
+    for (int o : placed) {
+      const int of = life[o].first < 0 ? 0 : life[o].first;
+      const int ol = life[o].first < 0 ? static_cast<int>(p.steps.size()) : life[o].second;
+      if (of <= last && first <= ol) {
+        busy.emplace_back(p.buffers[o].arena_offset, p.buffers[o].arena_offset + bytes(o));
+      }
+    }
+    std::sort(busy.begin(), busy.end());
+    int64_t at = 0;
+    for (const auto& [begin, end] : busy) {
+      if (at + bytes(b) <= begin) break;
+      at = std::max(at, end);
+    }
+    p.buffers[b].arena_offset = at;
+    total = std::max(total, at + bytes(b));
+    placed.push_back(b);
+  }
+  return total;
+}
+
 }  // namespace
 
 Program Compile(const Graph& graph, const CompileOptions& options) {
   Parts parts = Compiler(graph, options).Run();
   Program p;
+  p.arena_bytes_ = PlanTempArena(parts);
   p.buffers_ = std::move(parts.buffers);
   p.input_views_ = std::move(parts.input_views);
   p.output_views_ = std::move(parts.output_views);

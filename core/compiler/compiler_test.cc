@@ -126,10 +126,17 @@ std::vector<TestTensor> Execute(const Program& p, const std::vector<TestTensor>&
                                 const EagerFn& eager = nullptr) {
   std::vector<void*> base(p.buffers().size());
   std::vector<TestTensor> owned;
+  // Temps live in one arena as the executor places them (Note [Temp arena]),
+  // poisoned like the other buffers.
+  owned.push_back(Empty(DType::kFloat32, {p.arena_bytes() / 4 + 1}));
+  for (int64_t e = 0; e < owned.back().numel(); ++e) owned.back().Set(e, NAN);
+  char* arena = static_cast<char*>(owned.back().ref.data);
   for (size_t i = 0; i < p.buffers().size(); ++i) {
     const Buffer& b = p.buffers()[i];
     if (b.kind == Buffer::Kind::kInput) {
       base[i] = inputs[b.index].ref.data;
+    } else if (b.kind == Buffer::Kind::kTemp) {
+      base[i] = arena + b.arena_offset;
     } else {
       owned.push_back(Empty(b.dtype, {b.numel}));
       // Poison: a value read before it is written shows up as NaN.
@@ -654,6 +661,23 @@ TEST(CompilerTest, NoFusionIsOneKernelPerNode) {
   const Program p = Compile(g, CompileOptions{false});
   EXPECT_EQ(static_cast<int>(p.kernels().size()), CountNonViewNodes(g));
   TestTensor x = Random(DType::kFloat32, {8, 64}, 30), w = Random(DType::kFloat32, {64}, 31);
+  ExpectClose(Execute(p, {x, w})[0], RmsNormRef(x, &w, DType::kFloat32), 2e-6);
+}
+
+TEST(CompilerTest, TempsWhoseLivesDoNotOverlapShareArenaBytes) {
+  // Unfused rms_norm: a chain of temps, each dead two kernels after it is made.
+  const Graph g = RmsNormGraph({8, 64}, true);
+  const Program p = Compile(g, CompileOptions{false});
+  int64_t sum = 0, temps = 0;
+  for (const Buffer& b : p.buffers()) {
+    if (b.kind != Buffer::Kind::kTemp) continue;
+    ++temps;
+    sum += b.numel * static_cast<int64_t>(ItemSize(b.dtype));
+    EXPECT_EQ(b.arena_offset % 64, 0);
+  }
+  ASSERT_GE(temps, 3);
+  EXPECT_LT(p.arena_bytes(), sum);
+  TestTensor x = Random(DType::kFloat32, {8, 64}, 32), w = Random(DType::kFloat32, {64}, 33);
   ExpectClose(Execute(p, {x, w})[0], RmsNormRef(x, &w, DType::kFloat32), 2e-6);
 }
 

@@ -63,6 +63,10 @@ const char* OpName(Op op) {
     case Op::kSdpa: return "scaled_dot_product_attention";
     case Op::kConv: return "convolution";
     case Op::kLayerNorm: return "layer_norm";
+    case Op::kBatchNorm: return "batch_norm";
+    case Op::kMaxPool2d: return "max_pool2d";
+    case Op::kIndexPut: return "index_put";
+    case Op::kArange: return "arange";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -275,6 +279,62 @@ int Graph::AddNode(Node node) {
       }
       break;
     }
+    case Op::kBatchNorm: {
+      if (n_in != 3 && n_in != 5) {
+        Fail(index, node, fmt::format("expects input, mean, var and optionally weight and bias, "
+                                      "got {} inputs", n_in));
+      }
+      const auto& x = in_sizes(0);
+      bool ok = x.size() >= 2 && out == x;
+      for (size_t i = 1; ok && i < n_in; ++i) ok = in_sizes(i) == std::vector<int64_t>{x[1]};
+      if (!ok) {
+        Fail(index, node, fmt::format("batch_norm of {} needs [C] statistics and gives {}",
+                                      Shape(x), Shape(out)));
+      }
+      break;
+    }
+    case Op::kIndexPut: {
+      arity(3);
+      const auto& self = in_sizes(0);
+      const int64_t d = node.dims.size() == 1 ? node.dims[0] : -1;
+      bool ok = out == self && d >= 0 && d < static_cast<int64_t>(self.size()) &&
+                in_sizes(1).size() == 1;
+      if (ok) {
+        std::vector<int64_t> slice = self;
+        slice[d] = in_sizes(1)[0];
+        ok = Broadcasts(in_sizes(2), slice);
+      }
+      if (!ok) {
+        Fail(index, node, fmt::format("index_put into {} on dim {} by index {} of values {} "
+                                      "cannot give {}", Shape(self), d, Shape(in_sizes(1)),
+                                      Shape(in_sizes(2)), Shape(out)));
+      }
+      break;
+    }
+    case Op::kArange:
+      arity(0);
+      if (out_nd != 1) Fail(index, node, fmt::format("arange gives 1-D, not {}", Shape(out)));
+      break;
+    case Op::kMaxPool2d: {
+      arity(1);
+      const auto& x = in_sizes(0);
+      const auto& p = node.pool;
+      bool ok = x.size() == 4 && out.size() == 4 && out[0] == x[0] && out[1] == x[1];
+      for (int d = 0; ok && d < 2; ++d) {
+        // ceil_mode may add one window, which must start inside the padded input.
+        const int64_t span = p.dilation[d] * (p.kernel[d] - 1) + 1;
+        ok = p.kernel[d] > 0 && p.stride[d] > 0 && p.dilation[d] > 0 && p.padding[d] >= 0 &&
+             p.padding[d] <= p.kernel[d] / 2 && out[2 + d] > 0 &&
+             (out[2 + d] - 1) * p.stride[d] - p.padding[d] < x[2 + d] &&
+             out[2 + d] <= (x[2 + d] + 2 * p.padding[d] - span) / p.stride[d] + 2;
+      }
+      if (!ok) {
+        Fail(index, node, fmt::format("max_pool2d of {} (kernel {}x{}, stride {}x{}) cannot give {}",
+                                      Shape(x), p.kernel[0], p.kernel[1], p.stride[0],
+                                      p.stride[1], Shape(out)));
+      }
+      break;
+    }
     case Op::kLayerNorm: {
       arity(3);
       const auto& x = in_sizes(0);
@@ -416,6 +476,11 @@ uint64_t Graph::Hash() const {
       h.Mix(static_cast<uint64_t>(n.conv.dilation[d]));
     }
     h.Mix(static_cast<uint64_t>(n.conv.groups));
+    for (int d = 0; d < 2; ++d) {
+      for (int64_t a : {n.pool.kernel[d], n.pool.stride[d], n.pool.padding[d], n.pool.dilation[d]}) {
+        h.Mix(static_cast<uint64_t>(a));
+      }
+    }
   }
   h.Mix(outputs_.size());
   for (int o : outputs_) h.Mix(static_cast<uint64_t>(o));

@@ -49,6 +49,18 @@ enum class Op : uint8_t {
   kConv,
   // layer_norm over the last attr dims[0] dims: inputs x, weight, bias; attr eps.
   kLayerNorm,
+  // Batch norm with running statistics (inference): inputs x [N,C,*], mean,
+  // var [C], then optionally weight, bias [C]; attr eps.
+  kBatchNorm,
+  // Max pooling over H, W of x [N,C,H,W]; attr pool (output sizes already
+  // apply ceil_mode). The indices output stays an eager op.
+  kMaxPool2d,
+  // out = self with out[..., index[i], ...] = values[..., i, ...] on dim
+  // dims[0] (index_put with one index tensor, a static KV cache's update):
+  // inputs self, 1-D int32/int64 index, values broadcasting to that slice.
+  kIndexPut,
+  // out[i] = scalar + i * alpha, 1-D, no inputs (an arange of constants).
+  kArange,
   kEager,  // anything else: attr target names the aten op
 };
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)
@@ -77,6 +89,9 @@ struct Node {
     int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
     int64_t groups = 1;
   } conv;
+  struct PoolAttrs {  // kMaxPool2d, per spatial dim (H, W); padding on both sides
+    int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
+  } pool;
 };
 
 // Builder and container. Node ids are dense, in topological order.

@@ -12,7 +12,9 @@
 #include "core/compiler/program_internal.h"
 #include "core/kernels/attention.h"
 #include "core/kernels/conv.h"
+#include "core/kernels/indexing.h"
 #include "core/kernels/kernels.h"
+#include "core/kernels/vision.h"
 
 namespace trn::compiler {
 using internal::KernelImpl;
@@ -146,6 +148,40 @@ kernels::BinaryOp BinaryOf(Op op) {
   return kernels::BinaryOp::kAdd;
 }
 
+// `t` with dim d moved to the front.
+TensorRef DimFirst(TensorRef t, int d) {
+  for (int i = d; i > 0; --i) {
+    std::swap(t.sizes[i], t.sizes[i - 1]);
+    std::swap(t.strides[i], t.strides[i - 1]);
+  }
+  return t;
+}
+
+// out = self, then out[..., index[i], ...] = values[..., i, ...] on dim d: the
+// indexing kernel sees the indexed dim first (kernels/indexing.h).
+Status RunIndexPut(const TensorRef& out, const TensorRef& self, const TensorRef& index,
+                   const TensorRef& values, int d) {
+  if (out.data != self.data) {
+    Status s = kernels::Copy(out, self);
+    if (!s.ok()) return s;
+  }
+  TensorRef slice = out;  // the sizes values broadcast to
+  slice.sizes[d] = index.sizes[0];
+  return kernels::IndexPut(DimFirst(out, d), {index}, DimFirst(Expand(values, slice), d), false,
+                           {d});
+}
+
+kernels::PoolParams PoolParamsOf(const KernelImpl& ki) {
+  kernels::PoolParams p;
+  for (int d = 0; d < 2; ++d) {
+    p.kernel[d] = ki.lib_pool.kernel[d];
+    p.stride[d] = ki.lib_pool.stride[d];
+    p.padding[d] = ki.lib_pool.padding[d];
+    p.dilation[d] = ki.lib_pool.dilation[d];
+  }
+  return p;
+}
+
 // The library ops and integer/bool elementwise math (Note [Library kernels]).
 Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
   const TensorRef out = BindOrNull(ki.lib_out, base);
@@ -193,6 +229,15 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kLayerNorm:
       return kernels::LayerNorm(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]),
                                 ki.lib_eps, TensorRef{}, TensorRef{});
+    case Op::kBatchNorm: {
+      const bool affine = ki.lib_ins.size() == 5;
+      return kernels::BatchNormInference(out, in(0), in(1), in(2),
+                                         affine ? in(3) : TensorRef{}, affine ? in(4) : TensorRef{},
+                                         ki.lib_eps);
+    }
+    case Op::kMaxPool2d: return kernels::MaxPool2d(out, TensorRef{}, in(0), PoolParamsOf(ki));
+    case Op::kIndexPut: return RunIndexPut(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]));
+    case Op::kArange: return kernels::Arange(out, ki.lib_scalar, ki.lib_alpha);
     case Op::kConv: {
       kernels::ConvParams p;
       for (int d = 0; d < 2; ++d) {

@@ -26,6 +26,8 @@ struct Buffer {
   int index = 0;  // graph input / output number for kInput / kOutput
   DType dtype = DType::kFloat32;
   int64_t numel = 0;  // elements to allocate (kInput: of the input's storage extent)
+  // kTemp: byte offset in the run's temp arena (Note [Temp arena]).
+  int64_t arena_offset = 0;
 };
 
 // A view of a buffer: how a graph value lives in memory.
@@ -76,6 +78,8 @@ class Program {
   const std::vector<KernelSummary>& kernels() const { return kernels_; }
   const std::vector<EagerStep>& eager() const { return eager_; }
   uint64_t graph_hash() const { return graph_hash_; }
+  // Bytes of the one allocation all kTemp buffers share (Note [Temp arena]).
+  int64_t arena_bytes() const { return arena_bytes_; }
 
   // Runs kernel k on the calling thread (a core's worker) over buffer base
   // pointers indexed like buffers(). Never throws. packed_b: a pack of the
@@ -109,6 +113,7 @@ class Program {
   std::vector<KernelSummary> kernels_;
   std::vector<EagerStep> eager_;
   uint64_t graph_hash_ = 0;
+  int64_t arena_bytes_ = 0;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -168,6 +168,7 @@ struct KernelImpl {
   bool lib_causal = false;  // kSdpa
   bool lib_relu = false;    // kConv with a joined relu
   Node::ConvAttrs lib_conv;  // kConv
+  Node::PoolAttrs lib_pool;  // kMaxPool2d
   // What the kernel reads and writes in memory (JSON shapes, bytes).
   std::vector<View> reads, writes;
 };

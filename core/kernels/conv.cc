@@ -7,23 +7,35 @@
 //  - the weight, converted and reordered once per call into the K order of col;
 //  - the bias (f32), loaded by Matmul as the accumulator start (fused bias);
 //  - col, rebuilt per (n, g). Its layout follows the input: NCHW input gives
-//    rows of one (c, kh, kw) over all pixels (loads along W), channels-last
+//    rows of one (c, kh, kw) over all pixels (row copies out of per-channel
+//    phase planes, Note [im2col from phase planes]), channels-last
 //    input gives rows of one pixel over (kh, kw, c) (loads along C). Matmul's
 //    packers take either orientation, so no transpose is ever materialised;
 //  - col covers a band of output rows at a time (about kColBytes), so it is
 //    still in cache when the GEMM packs it; the weight is repacked per band,
 //    1/band-pixels of the band's GEMM work;
 //  - a 1x1 / stride-1 / unpadded f32 convolution skips im2col: the input
-//    itself is the K x P operand.
+//    itself is the K x P operand;
+//  - small NCHW images (under kMergePixels outputs, all cols within one band)
+//    sit side by side in one col [K][N*P]: one GEMM over N*P pixels instead
+//    of N skinny ones, its f32 tile then stored into out.
 // The GEMM orientation follows the output: out with unit W stride is computed
 // as W @ col, channels-last out as col^T @ W^T, both straight into out when it
 // is f32; other dtypes and odd strides go through an f32 tile in the workspace
 // that is converted while stored. The activation runs on that tile / the
 // freshly written output rows of the same kernel, while they are in cache.
 // Depthwise convolutions (one input channel per group) are no GEMM at all
-// (M = 1 per group): they run directly, each input plane copied once into a
-// zero-bordered f32 plane and each output row accumulated as KH*KW scaled
-// input rows (unit-stride loops the compiler vectorizes).
+// (M = 1 per group): they run directly, each input plane copied once into
+// zero-bordered f32 phase planes (Note [im2col from phase planes]) and each
+// output row summed over its KH*KW taps in registers (conv-inl.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/conv.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "core/kernels/conv-inl.h"
+#include "hwy/highway.h"
+
+#if HWY_ONCE
 #include "core/kernels/conv.h"
 
 #include <algorithm>
@@ -34,10 +46,24 @@
 #include "core/kernels/kernels.h"
 
 namespace trn::kernels {
+namespace conv {
+HWY_EXPORT(DepthwiseRow);
+}  // namespace conv
 namespace {
 
-// Target size of one band of col (Note [conv as GEMM]): half a Zen L2.
-constexpr int64_t kColBytes = int64_t{256} << 10;
+// Slack after phase-plane rows and the depthwise output row, read in pairs of
+// whole vectors by DepthwiseRow (the widest Highway vector holds 64 floats).
+constexpr int64_t kVecPad = 128;
+
+// Target size of one band of col (Note [conv as GEMM]): a Zen 4 L2. Smaller
+// bands cut small images into GEMMs with more partial NR panels and weight
+// repacks (256 KiB made ResNet's 3x3 convs at 12x12 and 24x24 1.2-1.3x slower).
+constexpr int64_t kColBytes = int64_t{1024} << 10;
+
+// Images with fewer output pixels than this share one GEMM when their cols fit
+// in one band: a GEMM over 144 pixels runs well below peak (ResNet's 3x3 conv
+// at 12x12: 64x576x144 twice took 0.35 ms, 64x576x288 once 0.23 ms).
+constexpr int64_t kMergePixels = 512;
 
 // Every size and layout decision of one call, shared by ConvWorkspaceBytes
 // and Conv2d so they agree on the workspace.
@@ -48,12 +74,14 @@ struct Plan {
   bool transposed;   // out^T = col^T @ W^T (channels-last output)
   bool direct_out;   // GEMM writes straight into out
   bool depthwise;    // one input channel per group: direct loops, no GEMM
-  int64_t hp, wp;    // zero-bordered input plane (depthwise)
+  bool merge_n;      // all images in one GEMM (Note [conv as GEMM])
+  int64_t hp, wp;    // zero-bordered input plane (depthwise, phase planes)
+  int64_t wq;        // phase plane row: ceil(wp / stride_w) + slack (Note [im2col from phase planes])
   int64_t band;      // output rows per GEMM (col band), bp = band * ow pixels
   int64_t bp;
   int64_t out_ps;    // out's stride over the merged pixel dim (direct_out)
   // Workspace offsets in floats.
-  int64_t w_off, b_off, col_off, tile_off, total;
+  int64_t w_off, b_off, col_off, tile_off, phase_off, total;
 };
 
 bool PixelsMerge(const TensorRef& t, int64_t* ps) {  // dims 2, 3 as one dim
@@ -104,20 +132,28 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   p.depthwise = p.cg == 1 && p.groups > 1;
   p.hp = p.h + prm.pad_begin[0] + prm.pad_end[0];
   p.wp = p.w + prm.pad_begin[1] + prm.pad_end[1];
+  // Only DepthwiseRow reads past a row; im2col copies exact runs, and dense
+  // rows keep the zero fill and the planes small (slack made them 6x larger
+  // than ResNet's 24x24 images, a 512 KiB fill per call).
+  p.wq = (p.wp + prm.stride[1] - 1) / prm.stride[1] + (p.depthwise ? kVecPad : 0);
   p.w_off = 0;
   p.b_off = p.cout * p.k;
   p.col_off = p.b_off + p.cout;
-  if (p.depthwise) {  // col holds the padded plane, tile one output row
-    p.tile_off = p.col_off + p.hp * p.wp;
-    p.total = p.tile_off + p.ow;
+  if (p.depthwise) {  // col holds one channel's phase planes, tile one output row
+    p.tile_off = p.col_off + prm.stride[1] * p.hp * p.wq;
+    p.total = p.tile_off + p.ow + kVecPad;
     return p;
   }
   p.band = p.direct_in ? p.oh
                        : std::clamp<int64_t>(kColBytes / (4 * std::max<int64_t>(p.k * p.ow, 1)),
                                              1, std::max<int64_t>(p.oh, 1));
   p.bp = p.band * p.ow;
+  p.merge_n = p.n > 1 && p.groups == 1 && !p.direct_in && !p.cl_in && !p.transposed &&
+              p.p < kMergePixels && 4 * p.k * p.n * p.p <= kColBytes;
+  if (p.merge_n) p.bp = p.n * p.p;
   p.tile_off = p.col_off + (p.direct_in ? 0 : p.k * p.bp);
-  p.total = p.tile_off + (p.direct_out ? 0 : p.og * p.bp);
+  p.phase_off = p.tile_off + (p.direct_out && !p.merge_n ? 0 : p.og * p.bp);
+  p.total = p.phase_off + (p.direct_in || p.cl_in ? 0 : p.cg * prm.stride[1] * p.hp * p.wq);
   return p;
 }
 
@@ -130,6 +166,12 @@ const char* At(const TensorRef& t, int64_t i0, int64_t i1, int64_t i2, int64_t i
 // Weight as f32 [Cout][K] in col's K order: (c, kh, kw), or (kh, kw, c) for
 // channels-last col.
 void PackWeight(const Plan& p, const TensorRef& weight, float* dst) {
+  const bool kck_order = !(p.cl_in && !p.direct_in);
+  if (kck_order && weight.strides[3] == 1 && weight.strides[2] == p.kw &&
+      weight.strides[1] == p.kh * p.kw && weight.strides[0] == p.k) {
+    internal::LoadAsF32(weight.dtype, weight.data, 1, p.cout * p.k, dst);  // already [Cout][K]
+    return;
+  }
   for (int64_t o = 0; o < p.cout; ++o) {
     float* row = dst + o * p.k;
     if (p.cl_in && !p.direct_in) {
@@ -162,8 +204,7 @@ void ValidRange(int64_t out, int64_t stride, int64_t off, int64_t size, int64_t*
 
 // col for image n, group g, output rows [y0, y1) (Note [conv as GEMM]).
 void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n, int64_t g,
-            int64_t y0, int64_t y1, float* col) {
-  const int64_t np = (y1 - y0) * p.ow;
+            int64_t y0, int64_t y1, const float* phases, float* col, int64_t ld) {
   const int64_t sh = prm.stride[0], sw = prm.stride[1];
   const int64_t dh = prm.dilation[0], dw = prm.dilation[1];
   const int64_t ph = prm.pad_begin[0], pw = prm.pad_begin[1];
@@ -188,25 +229,42 @@ void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n
     }
     return;
   }
-  // rows of one (c, kh, kw): [(c, kh, kw)][P]
+  // rows of one (c, kh, kw): [(c, kh, kw)][P], plain row copies out of the
+  // phase planes (Note [im2col from phase planes]).
   for (int64_t c = 0; c < p.cg; ++c) {
+    const float* plane = phases + c * sw * p.hp * p.wq;
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       for (int64_t kx = 0; kx < p.kw; ++kx) {
-        float* row = col + ((c * p.kh + ky) * p.kw + kx) * np;
-        int64_t lo, hi;
-        ValidRange(p.ow, sw, kx * dw - pw, p.w, &lo, &hi);
+        float* row = col + ((c * p.kh + ky) * p.kw + kx) * ld;
+        const float* src = plane + (kx * dw % sw) * p.hp * p.wq + kx * dw / sw;
         for (int64_t y = y0; y < y1; ++y) {
-          float* dst = row + (y - y0) * p.ow;
-          const int64_t iy = y * sh - ph + ky * dh;
-          if (iy < 0 || iy >= p.h || lo >= hi) {
-            std::fill(dst, dst + p.ow, 0.0f);
-            continue;
-          }
-          std::fill(dst, dst + lo, 0.0f);
-          internal::LoadAsF32(in.dtype, At(in, n, c0 + c, iy, lo * sw - pw + kx * dw),
-                              in.strides[3] * sw, hi - lo, dst + lo);
-          std::fill(dst + hi, dst + p.ow, 0.0f);
+          const float* s = src + (y * sh + ky * dh) * p.wq;
+          std::copy(s, s + p.ow, row + (y - y0) * p.ow);
         }
+      }
+    }
+  }
+}
+
+// Note [im2col from phase planes]: for NCHW input, each channel of image n,
+// group g is converted once into f32 planes with a zero border (the padding),
+// split by column phase: phase q of a stride-s row holds padded columns
+// q, q + s, q + 2s, ... Then every col row segment -- input columns
+// x*s - pad + kx*dilation for x < OW -- is one contiguous run of phase
+// (kx*dilation) % s, copied without bounds checks, conversion or strided
+// loads (the stem's 7x7/2 conv read each input element 49/4 times strided).
+void BuildPhases(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n,
+                 int64_t g, float* phases) {
+  const int64_t sw = prm.stride[1], pw = prm.pad_begin[1], ph = prm.pad_begin[0];
+  for (int64_t c = 0; c < p.cg; ++c) {
+    for (int64_t q = 0; q < sw; ++q) {
+      int64_t lo, hi;  // phase columns j whose input column j*sw + q - pw is inside
+      ValidRange(p.wq, sw, q - pw, p.w, &lo, &hi);
+      if (lo >= hi) continue;
+      float* dst = phases + ((c * sw + q) * p.hp + ph) * p.wq;
+      for (int64_t y = 0; y < p.h; ++y) {
+        internal::LoadAsF32(in.dtype, At(in, n, g * p.cg + c, y, lo * sw + q - pw),
+                            in.strides[3] * sw, hi - lo, dst + y * p.wq + lo);
       }
     }
   }
@@ -229,37 +287,29 @@ void Relu(float* x, int64_t n, int64_t stride) {
 }
 
 // Note [conv as GEMM]: the depthwise path. wf is [Cout][KH*KW], bf the bias
-// or null, plane the (hp x wp) workspace, row one output row.
+// or null, plane the channel's phase planes, row one output row.
 void Depthwise(const Plan& p, const ConvParams& prm, const TensorRef& out, const TensorRef& in,
                const float* wf, const float* bf, float* plane, float* row) {
   const int64_t sh = prm.stride[0], sw = prm.stride[1];
   const int64_t dh = prm.dilation[0], dw = prm.dilation[1];
-  const int64_t ph = prm.pad_begin[0], pw = prm.pad_begin[1];
-  std::fill(plane, plane + p.hp * p.wp, 0.0f);  // borders stay zero, interiors are rewritten
+  std::fill(plane, row, 0.0f);  // borders stay zero, interiors are rewritten
+  thread_local std::vector<const float*> taps;
+  taps.resize(static_cast<size_t>(p.kh * p.kw));
+  const auto row_fn = HWY_DYNAMIC_DISPATCH(conv::DepthwiseRow);
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t c = 0; c < p.c; ++c) {
-      for (int64_t y = 0; y < p.h; ++y) {
-        internal::LoadAsF32(in.dtype, At(in, n, c, y, 0), in.strides[3], p.w,
-                            plane + (y + ph) * p.wp + pw);
-      }
-      for (int64_t m = 0; m < p.og; ++m) {
-        const int64_t o = c * p.og + m;
-        const float* wk = wf + o * p.k;
-        for (int64_t y = 0; y < p.oh; ++y) {
-          std::fill(row, row + p.ow, bf ? bf[o] : 0.0f);
-          for (int64_t ky = 0; ky < p.kh; ++ky) {
-            const float* src = plane + (y * sh + ky * dh) * p.wp;
-            for (int64_t kx = 0; kx < p.kw; ++kx) {
-              const float wv = wk[ky * p.kw + kx];
-              const float* __restrict s = src + kx * dw;
-              float* __restrict r = row;
-              if (sw == 1) {
-                for (int64_t x = 0; x < p.ow; ++x) r[x] += wv * s[x];
-              } else {
-                for (int64_t x = 0; x < p.ow; ++x) r[x] += wv * s[x * sw];
-              }
-            }
+      BuildPhases(p, prm, in, n, c, plane);
+      for (int64_t y = 0; y < p.oh; ++y) {
+        for (int64_t ky = 0; ky < p.kh; ++ky) {
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            taps[ky * p.kw + kx] = plane + (kx * dw % sw) * p.hp * p.wq +
+                                   (y * sh + ky * dh) * p.wq + kx * dw / sw;
           }
+        }
+        for (int64_t m = 0; m < p.og; ++m) {
+          const int64_t o = c * p.og + m;
+          row_fn(taps.data(), wf + o * p.k, taps.size(), static_cast<size_t>(p.ow),
+                 bf ? bf[o] : 0.0f, row);
           if (prm.activation == Activation::kRelu) Relu(row, p.ow, 1);
           internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, o, y, 0)),
                                  out.strides[3], p.ow, row);
@@ -274,6 +324,34 @@ void Depthwise(const Plan& p, const ConvParams& prm, const TensorRef& out, const
 size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
                           const ConvParams& p) {
   return static_cast<size_t>(MakePlan(out, in, weight, p).total) * sizeof(float);
+}
+
+// Note [conv as GEMM]: small NCHW images side by side, col [K][N*P] and the
+// f32 tile [Cout][N*P], then the tile into out.
+Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
+                    const TensorRef& in, const float* wf, const float* bf, float* col,
+                    float* tile, float* phases) {
+  const int64_t np = p.n * p.p;
+  for (int64_t n = 0; n < p.n; ++n) {
+    BuildPhases(p, prm, in, n, 0, phases);
+    Im2Col(p, prm, in, n, 0, 0, p.oh, phases, col + n * p.p, np);
+  }
+  TensorRef bias_ref;
+  if (bf != nullptr) bias_ref = Mat2(const_cast<float*>(bf), DType::kFloat32, p.cout, np, 1, 0);
+  const Status st = Matmul(Mat2(tile, DType::kFloat32, p.cout, np, np, 1),
+                           Mat2(const_cast<float*>(wf), DType::kFloat32, p.cout, p.k, p.k, 1),
+                           Mat2(col, DType::kFloat32, p.k, np, np, 1), bias_ref);
+  if (!st.ok()) return st;
+  for (int64_t o = 0; o < p.cout; ++o) {
+    if (prm.activation == Activation::kRelu) Relu(tile + o * np, np, 1);
+    for (int64_t n = 0; n < p.n; ++n) {
+      for (int64_t y = 0; y < p.oh; ++y) {
+        internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, o, y, 0)),
+                               out.strides[3], p.ow, tile + o * np + n * p.p + y * p.ow);
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
@@ -294,6 +372,7 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   float* bf = ws + p.b_off;
   float* col = ws + p.col_off;
   float* tile = ws + p.tile_off;
+  float* phases = ws + p.phase_off;
   const bool has_bias = bias.data != nullptr;
   if (has_bias) {
     TRN_ASSERT(bias.numel() == p.cout && IsFloating(bias.dtype), "conv2d bias must be [Cout]");
@@ -314,9 +393,15 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     return Status::Ok();
   }
   PackWeight(p, weight, wf);
+  if (!p.depthwise && !p.direct_in && !p.cl_in) {  // borders stay zero, interiors are rewritten
+    std::fill(phases, ws + p.total, 0.0f);
+  }
   if (p.depthwise) {
     Depthwise(p, prm, out, in, wf, has_bias ? bf : nullptr, col, tile);
     return Status::Ok();
+  }
+  if (p.merge_n) {
+    return MergedImages(p, prm, out, in, wf, has_bias ? bf : nullptr, col, tile, phases);
   }
   char* const out_base = static_cast<char*>(out.data);
   const int64_t osz = static_cast<int64_t>(ItemSize(out.dtype));
@@ -333,7 +418,8 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
           kp = Mat2(const_cast<char*>(At(in, n, g * p.cg, 0, 0)), DType::kFloat32, p.k, np,
                     in.strides[1], in_ps);
         } else {
-          Im2Col(p, prm, in, n, g, y0, y1, col);
+          if (y0 == 0 && !p.cl_in) BuildPhases(p, prm, in, n, g, phases);
+          Im2Col(p, prm, in, n, g, y0, y1, phases, col, np);
           kp = p.cl_in ? Mat2(col, DType::kFloat32, p.k, np, 1, p.k)
                        : Mat2(col, DType::kFloat32, p.k, np, np, 1);
         }
@@ -414,3 +500,4 @@ rt::KernelInfo DescribeConv2d(const TensorRef& out, const TensorRef& in,
 }
 
 }  // namespace trn::kernels
+#endif  // HWY_ONCE

@@ -77,8 +77,15 @@ std::vector<Case> Cases() {
       {{2, 16, 5, 6}, 8, 1, 1, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},  // 1x1 direct
       {{1, 3, 1, 19}, 4, 1, 5, Params(1, 2, 0, 2, 0, 2, 1, 1, 1)},  // conv1d as H = 1
       {{1, 3, 16, 16}, 8, 4, 4, Params(4, 4, 0, 0, 0, 0, 1, 1, 1)}, // patch embedding
-      // K * OW * 4 bytes = 87 KiB: col covers 2 output rows, 5 bands.
-      {{1, 64, 12, 40}, 8, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      // Phase planes (Note [im2col from phase planes]): the ResNet stem, 7x7/2 pad 3
+      // with odd W; stride 3 in W with a pad wider than the stride and dilation 2.
+      {{2, 3, 13, 11}, 4, 7, 7, Params(2, 2, 3, 3, 3, 3, 1, 1, 1)},
+      {{1, 2, 10, 14}, 3, 3, 5, Params(1, 3, 1, 4, 0, 4, 1, 2, 1)},
+      // Depthwise rows of several vectors and a tail: stride 2 and dilation 2 in W,
+      // channel multiplier 2.
+      {{1, 4, 6, 70}, 8, 3, 3, Params(1, 2, 1, 1, 1, 1, 1, 2, 4)},
+      // K * OW * 4 bytes = 456 KiB: col covers 2 output rows, 5 bands.
+      {{1, 64, 12, 200}, 8, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
   };
 }
 
@@ -162,7 +169,7 @@ TEST(Conv2d, GeometryF32) {
 
 TEST(Conv2d, Layouts) {
   const std::vector<Lay> lays = {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided};
-  for (const Case& c : {Cases()[1], Cases()[3], Cases()[4], Cases()[5]}) {
+  for (const Case& c : {Cases()[1], Cases()[3], Cases()[4], Cases()[5], Cases()[10]}) {
     for (Lay in : lays) {
       for (Lay out : lays) {
         SCOPED_TRACE("layouts in " + std::to_string(static_cast<int>(in)) + " out " +
@@ -176,16 +183,35 @@ TEST(Conv2d, Layouts) {
 
 TEST(Conv2d, BandsOfOutputRows) {
   const Case c = Cases().back();
+  {  // the workspace holds a band of col, less than the whole image's K x OH*OW
+    const TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 0);
+    const TestTensor w = Make4d(DType::kFloat32, {c.cout, c.in[1], c.kh, c.kw}, Lay::kNchw, 0);
+    const TestTensor out = Make4d(DType::kFloat32, {1, c.cout, 10, 198}, Lay::kNchw, 0);
+    EXPECT_LT(ConvWorkspaceBytes(out.ref, in.ref, w.ref, c.p), size_t{576} * 10 * 198 * 4 / 2);
+  }
   for (Lay lay : {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided}) {
     RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, true, true);
     RunConv(c, DType::kBFloat16, lay, Lay::kNchw, Lay::kChannelsLast, true, false, true);
   }
 }
 
+TEST(Conv2d, SmallImagesShareOneGemm) {
+  const Case c = Cases()[1];  // batch 2, 5 x 4 output pixels each
+  const TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 0);
+  const TestTensor w = Make4d(DType::kFloat32, {5, 3, 3, 3}, Lay::kNchw, 0);
+  const TestTensor out = Make4d(DType::kFloat32, {2, 5, 5, 4}, Lay::kNchw, 0);
+  // col [K][N*P] and the tile [Cout][N*P] (Note [conv as GEMM]).
+  EXPECT_GE(ConvWorkspaceBytes(out.ref, in.ref, w.ref, c.p), size_t{4} * (27 + 5) * 2 * 20);
+  for (Lay lay : {Lay::kNchw, Lay::kStrided}) {
+    RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, true, true);
+    RunConv(c, DType::kFloat16, lay, Lay::kNchw, lay, false, false, false);
+  }
+}
+
 TEST(Conv2d, Dtypes) {
   for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
     SCOPED_TRACE(DTypeName(dt));
-    for (const Case& c : {Cases()[1], Cases()[4], Cases()[5]}) {
+    for (const Case& c : {Cases()[1], Cases()[4], Cases()[5], Cases()[8]}) {
       RunConv(c, dt, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, false, true);
       RunConv(c, dt, Lay::kChannelsLast, Lay::kNchw, Lay::kChannelsLast, true, true, true);
     }

@@ -4,6 +4,14 @@
 // row is converted while stored. Index math follows torch's CPU kernels
 // (aten/src/ATen/native/cpu/*Pool*, UpSample.h) so results match bit for bit
 // in float32 up to summation order.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/vision.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "core/kernels/vision-inl.h"
+#include "hwy/highway.h"
+
+#if HWY_ONCE
 #include "core/kernels/vision.h"
 
 #include <algorithm>
@@ -16,7 +24,16 @@
 #include "core/kernels/strided.h"
 
 namespace trn::kernels {
+namespace vision {
+HWY_EXPORT(MaxPoolRow);
+HWY_EXPORT(Deinterleave2);
+HWY_EXPORT(GatherRow);
+}  // namespace vision
 namespace {
+
+// Slack after scratch rows that row kernels read in pairs of whole vectors
+// (the widest Highway vector holds 64 floats).
+constexpr int64_t kVecPad = 128;
 
 char* At4(const TensorRef& t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
   const int64_t off =
@@ -40,7 +57,8 @@ void CheckPlanes(const TensorRef& out, const TensorRef& in) {
 }
 
 // Calls f(plane, n, c, out_row) for each (n, c): plane = in[n, c] as f32
-// [H][W]; f fills out_row(y) (an f32 row of OW) and the row is stored.
+// [H][W]; f fills out_row(y) (an f32 row of OW; unchanged, it still holds
+// row y - 1 of this plane) and the row is stored.
 template <typename F>
 void ForEachPlane(const TensorRef& out, const TensorRef& in, F&& f) {
   const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
@@ -136,13 +154,17 @@ Status BatchNormInference(const TensorRef& out, const TensorRef& in, const Tenso
   return Status::Ok();
 }
 
-// Note [max pool layout]: each input plane is copied into an f32 plane with a
-// -inf border wide enough for every window (padding and ceil_mode overhang),
-// so the window loops have no bounds checks and run over whole output rows
-// (kernel row, kernel column outer; output column inner, branch-free selects
-// the compiler vectorizes). A border cell never wins (strict >), so indices
-// and NaN handling are torch's: the first maximum in window order, a NaN
-// replaces anything, a later NaN replaces an earlier one.
+// Note [max pool layout]: each input plane is copied into f32 "phase" planes
+// with a -inf border wide enough for every window (padding and ceil_mode
+// overhang): phase q of a stride-s row holds padded columns q, q + s, q + 2s,
+// ... so window cell (ky, kx) of all outputs of a row is one contiguous run of
+// phase (kx*dilation) % s. MaxPoolRow (vision-inl.h) then takes the window
+// cells as whole vectors with compare-and-select, no bounds checks, no index
+// math: with indices it tracks only the winning window slot, and the flat
+// index is rebuilt once per output. A border cell never wins (strict >), so
+// indices and NaN handling are torch's: the first maximum in window order, a
+// NaN replaces anything, a later NaN replaces an earlier one; when nothing
+// beats -inf the index is the window's first in-input cell.
 Status MaxPool2d(const TensorRef& out, const TensorRef& indices, const TensorRef& in,
                  const PoolParams& p) {
   CheckPlanes(out, in);
@@ -152,53 +174,82 @@ Status MaxPool2d(const TensorRef& out, const TensorRef& indices, const TensorRef
   const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
   if (out.numel() == 0) return Status::Ok();
   const int64_t ph = p.padding[0], pw = p.padding[1];
-  const int64_t hp = std::max((oh - 1) * p.stride[0] + (p.kernel[0] - 1) * p.dilation[0] + 1,
-                              h + ph);
-  const int64_t wp = std::max((ow - 1) * p.stride[1] + (p.kernel[1] - 1) * p.dilation[1] + 1,
-                              w + pw);
-  float* plane = Scratch(0, hp * wp);
-  float* row = Scratch(1, ow);
-  thread_local std::vector<int64_t> arg_buf;
-  if (static_cast<int64_t>(arg_buf.size()) < ow) arg_buf.resize(static_cast<size_t>(ow));
-  int64_t* arg = arg_buf.data();
-  std::fill(plane, plane + hp * wp, -std::numeric_limits<float>::infinity());
-  const int64_t sw = p.stride[1], dw = p.dilation[1];
+  const int64_t sh = p.stride[0], sw = p.stride[1], dh = p.dilation[0], dw = p.dilation[1];
+  const int64_t kh = p.kernel[0], kw = p.kernel[1];
+  const int64_t hp = std::max((oh - 1) * sh + (kh - 1) * dh + 1, h + ph);
+  const int64_t wp = std::max((ow - 1) * sw + (kw - 1) * dw + 1, w + pw);
+  const int64_t wq = (wp + sw - 1) / sw + kVecPad;  // phase row, readable in whole vectors
+  float* plane = Scratch(0, sw * hp * wq);
+  float* row = Scratch(1, ow + kVecPad);
+  std::fill(plane, plane + sw * hp * wq, -std::numeric_limits<float>::infinity());
+  thread_local std::vector<const float*> src;
+  thread_local std::vector<int32_t> win, slot;
+  thread_local std::vector<int64_t> first_x, cell;
+  src.resize(static_cast<size_t>(kh * kw));
+  win.resize(src.size());
+  cell.resize(src.size());  // window slot -> its input offset from the window origin
+  for (int64_t k = 0; k < kh * kw; ++k) cell[k] = (k / kw) * dh * w + (k % kw) * dw;
+  thread_local std::vector<int64_t> col_at;  // window column -> its offset in the phase planes
+  col_at.resize(static_cast<size_t>(kw));
+  for (int64_t kx = 0; kx < kw; ++kx) col_at[kx] = (kx * dw % sw) * hp * wq + kx * dw / sw;
+  const bool want_idx = indices.data != nullptr;
+  if (want_idx) {
+    slot.resize(static_cast<size_t>(ow + kVecPad));
+    first_x.resize(static_cast<size_t>(ow));
+    for (int64_t x = 0; x < ow; ++x) {
+      int64_t x0 = x * sw - pw;
+      while (x0 < 0) x0 += dw;
+      first_x[x] = x0;
+    }
+  }
   for (int64_t n = 0; n < in.sizes[0]; ++n) {
     for (int64_t c = 0; c < in.sizes[1]; ++c) {
-      for (int64_t y = 0; y < h; ++y) {
-        internal::LoadAsF32(in.dtype, At4(in, n, c, y, 0), in.strides[3], w,
-                            plane + (y + ph) * wp + pw);
-      }
-      for (int64_t y = 0; y < oh; ++y) {
-        // torch starts from the first in-input cell of the window.
-        int64_t y0 = y * p.stride[0] - ph;
-        while (y0 < 0) y0 += p.dilation[0];
-        for (int64_t x = 0; x < ow; ++x) {
-          int64_t x0 = x * sw - pw;
-          while (x0 < 0) x0 += dw;
-          row[x] = -std::numeric_limits<float>::infinity();
-          arg[x] = y0 * w + x0;
+      if (sw == 2) {  // rows as f32, split into the two phases by vector shuffles
+        float* tmp = Scratch(2, w);
+        // Input column 2i goes to phase pw % 2 at column pw / 2 + i, 2i + 1 to the other one.
+        const int64_t q0 = pw % 2, j0 = pw / 2;
+        for (int64_t y = 0; y < h; ++y) {
+          internal::LoadAsF32(in.dtype, At4(in, n, c, y, 0), in.strides[3], w, tmp);
+          float* even = plane + (q0 * hp + y + ph) * wq + j0;
+          float* odd = plane + ((1 - q0) * hp + y + ph) * wq + j0 + q0;
+          HWY_DYNAMIC_DISPATCH(vision::Deinterleave2)(tmp, static_cast<size_t>(w / 2), even, odd);
+          if (w % 2 != 0) even[w / 2] = tmp[w - 1];
         }
-        for (int64_t ky = 0; ky < p.kernel[0]; ++ky) {
-          const int64_t py = y * p.stride[0] + ky * p.dilation[0];
-          if (py < ph || py >= ph + h) continue;  // a border row never wins
-          const float* src = plane + py * wp;
-          for (int64_t kx = 0; kx < p.kernel[1]; ++kx) {
-            const int64_t off = kx * dw;
-            const int64_t base = (py - ph) * w + off - pw;  // input index of x = 0
-            for (int64_t x = 0; x < ow; ++x) {
-              const float v = src[x * sw + off];
-              const bool take = v > row[x] || v != v;
-              row[x] = take ? v : row[x];
-              arg[x] = take ? base + x * sw : arg[x];
-            }
+      } else {
+        for (int64_t q = 0; q < sw; ++q) {
+          int64_t lo = 0, hi = (wp - q + sw - 1) / sw;  // phase columns j, input j*sw + q - pw
+          while (lo < hi && lo * sw + q - pw < 0) ++lo;
+          while (hi > lo && (hi - 1) * sw + q - pw >= w) --hi;
+          if (lo >= hi) continue;
+          for (int64_t y = 0; y < h; ++y) {
+            internal::LoadAsF32(in.dtype, At4(in, n, c, y, lo * sw + q - pw),
+                                in.strides[3] * sw, hi - lo, plane + (q * hp + y + ph) * wq + lo);
           }
         }
+      }
+      for (int64_t y = 0; y < oh; ++y) {
+        size_t nwin = 0;
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          const int64_t py = y * sh + ky * dh;
+          if (py < ph || py >= ph + h) continue;  // a border row never wins
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            src[nwin] = plane + py * wq + col_at[kx];
+            win[nwin++] = static_cast<int32_t>(ky * kw + kx);
+          }
+        }
+        HWY_DYNAMIC_DISPATCH(vision::MaxPoolRow)(src.data(), win.data(), nwin,
+                                                 static_cast<size_t>(ow), row,
+                                                 want_idx ? slot.data() : nullptr);
         internal::StoreFromF32(out.dtype, At4(out, n, c, y, 0), out.strides[3], ow, row);
-        if (indices.data != nullptr) {
-          int64_t* dst = reinterpret_cast<int64_t*>(At4(indices, n, c, y, 0));
-          const int64_t st = indices.strides[3];
-          for (int64_t x = 0; x < ow; ++x) dst[x * st] = arg[x];
+        if (!want_idx) continue;
+        int64_t y0 = y * sh - ph;  // torch's start: the first in-input cell of the window
+        while (y0 < 0) y0 += dh;
+        int64_t* dst = reinterpret_cast<int64_t*>(At4(indices, n, c, y, 0));
+        const int64_t st = indices.strides[3];
+        const int64_t origin = (y * sh - ph) * w - pw;
+        for (int64_t x = 0; x < ow; ++x) {
+          const int32_t k = slot[x];
+          dst[x * st] = k < 0 ? y0 * w + first_x[x] : origin + x * sw + cell[k];
         }
       }
     }
@@ -315,11 +366,16 @@ Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
   const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
   if (out.numel() == 0) return Status::Ok();
   if (mode == UpsampleMode::kNearest) {
-    std::vector<int64_t> xs(static_cast<size_t>(ow));
-    for (int64_t x = 0; x < ow; ++x) xs[x] = NearestIndex(x, w, ow, scale_w);
+    TRN_ASSERT(w <= std::numeric_limits<int32_t>::max(), "upsample_nearest2d: W fits int32");
+    std::vector<int32_t> xs(static_cast<size_t>(ow));
+    for (int64_t x = 0; x < ow; ++x) xs[x] = static_cast<int32_t>(NearestIndex(x, w, ow, scale_w));
+    const auto gather = HWY_DYNAMIC_DISPATCH(vision::GatherRow);
+    int64_t last = -1;  // input row that row holds: an upscaled row repeats it
     ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
-      const float* src = plane + NearestIndex(y, h, oh, scale_h) * w;
-      for (int64_t x = 0; x < ow; ++x) row[x] = src[xs[x]];
+      const int64_t iy = NearestIndex(y, h, oh, scale_h);
+      if (y != 0 && iy == last) return;
+      gather(plane + iy * w, xs.data(), static_cast<size_t>(ow), row);
+      last = iy;
     });
     return Status::Ok();
   }
@@ -392,3 +448,4 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
 }
 
 }  // namespace trn::kernels
+#endif  // HWY_ONCE

@@ -113,8 +113,9 @@ const std::vector<PoolCase> kPools = {
 TEST(MaxPool2d, AgainstReference) {
   for (const PoolCase& pc : kPools) {
     for (int lay : {0, 1, 2}) {
+      // 10 columns fit one vector; 37 take several, stride 2 reaches the shuffle split.
+      for (const auto [h, w] : {std::pair<int64_t, int64_t>{9, 10}, {5, 37}})
       for (DType dt : kFloatTypes) {
-        const int64_t h = 9, w = 10;
         const int64_t oh = PoolOut(h, pc.k[0], pc.pad[0], pc.s[0], pc.dil[0], pc.ceil);
         const int64_t ow = PoolOut(w, pc.k[1], pc.pad[1], pc.s[1], pc.dil[1], pc.ceil);
         TestTensor in = Make4d(dt, {2, 3, h, w}, lay, 7);
@@ -150,6 +151,9 @@ TEST(MaxPool2d, AgainstReference) {
           p.dilation[i] = pc.dil[i];
         }
         ForEachTarget([&](const char*) {
+          ASSERT_TRUE(MaxPool2d(out.ref, TensorRef{}, in.ref, p).ok());  // values only
+          ExpectClose(out, want, 0.0);
+          FillRandom(out, 9);
           ASSERT_TRUE(MaxPool2d(out.ref, idx.ref, in.ref, p).ok());
           ExpectClose(out, want, 0.0);
           for (int64_t i = 0; i < idx.numel(); ++i) ASSERT_EQ(idx.AtInt(i), want_idx[i]) << i;
@@ -245,7 +249,9 @@ TEST(Upsample2d, NearestAndBilinear) {
     double sh, sw;
   };
   for (const U& u : {U{12, 10, 2.0, 2.0}, U{9, 12, 1.5, 2.5}, U{7, 5, 0, 0}, U{3, 2, 0.5, 0.5},
-                     U{13, 3, 0, 0}}) {
+                     U{13, 3, 0, 0},
+                     // Rows of several vectors plus a tail (nearest gathers whole vectors).
+                     U{12, 40, 2.0, 8.0}, U{13, 37, 0, 0}}) {
     for (int mode = 0; mode < 3; ++mode) {  // nearest, bilinear, bilinear align_corners
       for (DType dt : {DType::kFloat32, DType::kFloat16}) {
         const int64_t h = 6, w = 5;

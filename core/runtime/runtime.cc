@@ -896,7 +896,29 @@ struct Runtime::Impl {
   std::vector<std::unique_ptr<Device>> devices;
 };
 
+// Note [Fork]: a child forked after the runtime started has its memory but
+// not its core threads, and may have copied a lock mid-use; like torch.cuda,
+// it gets a clear error on any device use instead of a hang. Memory freed in
+// the child is left alone (a copy of the parent's, reclaimed at exit).
+namespace {
+std::atomic<bool> g_forked_child{false};
+void MarkForkedChild() { g_forked_child.store(true, std::memory_order_relaxed); }
+}  // namespace
+
+bool InForkedChild() { return g_forked_child.load(std::memory_order_relaxed); }
+
+void CheckNotForkedChild() {
+  if (InForkedChild()) {
+    throw DeviceError(
+        "trn cannot be used in a process forked after the trn runtime started (its core "
+        "threads do not survive fork); start worker processes with multiprocessing's "
+        "'spawn' or 'forkserver' method, or touch trn only after the fork");
+  }
+}
+
 Runtime::Runtime() : impl_(std::make_unique<Impl>()) {
+  static std::once_flag fork_handler;
+  std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, MarkForkedChild); });
   const char* cores = std::getenv("TRN_VISIBLE_CORES");
   impl_->cores_spec = cores != nullptr ? cores : "0-1";
   const std::vector<int> physical = ParseVisibleCores(impl_->cores_spec);
@@ -921,6 +943,7 @@ Runtime& Runtime::Get() {
 int Runtime::device_count() const { return static_cast<int>(impl_->devices.size()); }
 
 Device& Runtime::device(int index) {
+  CheckNotForkedChild();
   const int n = device_count();
   if (index < 0 || index >= n) {
     throw InvalidArgument(fmt::format(
@@ -931,6 +954,7 @@ Device& Runtime::device(int index) {
 }
 
 void Runtime::SynchronizeAll() {
+  CheckNotForkedChild();
   // Drain every device even if one failed, then report the first failure.
   std::string error;
   for (auto& d : impl_->devices) {
@@ -944,6 +968,7 @@ void Runtime::SynchronizeAll() {
 }
 
 void Runtime::WaitIdleAll() {
+  CheckNotForkedChild();
   for (auto& d : impl_->devices) d->WaitIdle();
 }
 

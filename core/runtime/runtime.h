@@ -305,6 +305,11 @@ class Runtime {
   std::unique_ptr<Impl> impl_;
 };
 
+// True in a child forked after the runtime started (Note [Fork]); device use
+// there throws DeviceError.
+bool InForkedChild();
+void CheckNotForkedChild();
+
 // Wall clock used for all timestamps: ns since the Unix epoch (CLOCK_REALTIME),
 // consistent with c10::getTime().
 int64_t NowNs();

@@ -54,7 +54,9 @@ def is_initialized() -> bool:
 
 
 def _is_in_bad_fork() -> bool:
-    return False
+    """True in a child forked after the trn runtime started (torch.cuda's name):
+    device use there raises; start workers with 'spawn' or 'forkserver'."""
+    return _C._is_in_bad_fork()
 
 
 def device_count() -> int:
@@ -94,11 +96,10 @@ class device:
 
 
 def synchronize(device: _DeviceLike = None) -> None:
-    """Wait for every queued command; device=None waits for all cores.
-
-    Raises the first kernel failure since the last synchronizing call.
-    """
-    _C.synchronize(_index(device))
+    """Wait for every command queued on `device` (None: the current device, as
+    torch.cuda.synchronize). Raises the first kernel failure since the last
+    synchronizing call."""
+    _C.synchronize(_resolved(device))
 
 
 class Stream(torch.Stream):
@@ -111,9 +112,19 @@ class Stream(torch.Stream):
 
 
 class Event(torch.Event):
-    """A point in a stream (a torch.Event of type trn); always records timestamps."""
+    """A point in a stream (a torch.Event of type trn); always records timestamps.
+
+    Waiting on an event always puts the host thread to sleep (torch.cuda's
+    blocking=True behaviour), so both values of `blocking` are honoured as far as
+    results go; interprocess events do not exist on trn and are rejected.
+    """
 
     def __new__(cls, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False):
+        if interprocess:
+            raise ValueError(
+                "torch.trn.Event(interprocess=True): trn events cannot be shared between "
+                "processes (every process has its own software device); use interprocess=False"
+            )
         return super().__new__(
             cls, device=torch.device("trn", _C.current_device()), enable_timing=enable_timing
         )

@@ -174,6 +174,10 @@ def _is_view_op(target) -> bool:
     )
 
 
+def _legacy_empty(v) -> bool:
+    return isinstance(v, torch.Tensor) and v.dim() == 1 and v.numel() == 0
+
+
 def _is_number(x) -> bool:
     return isinstance(x, (int, float, bool)) and not isinstance(x, torch.Tensor)
 
@@ -286,7 +290,10 @@ class _Lowering:
             sv = self.vals[src]
             if isinstance(sv, (tuple, list)) and isinstance(sv[idx], torch.Tensor):
                 fused = {aten.native_layer_norm.default: self._lower_layer_norm,
-                         _SDPA_OVERRIDEABLE: self._lower_sdpa}.get(src.target)
+                         _SDPA_OVERRIDEABLE: self._lower_sdpa,
+                         aten._native_batch_norm_legit_no_training.default: self._lower_batch_norm,
+                         aten.native_batch_norm.default: self._lower_batch_norm,
+                         aten.max_pool2d_with_indices.default: self._lower_max_pool}.get(src.target)
                 if fused is not None and idx == 0:
                     try:
                         gid = fused(node, src)
@@ -352,6 +359,60 @@ class _Lowering:
             dims=[k], eps=float(self._value(eps)),
         )
 
+    def _lower_batch_norm(self, node: fx.Node, src: fx.Node) -> int | None:
+        """getitem 0 of batch norm with running statistics in inference -> the batch_norm
+        kernel (or None: training, or only one of weight and bias)."""
+        if src.target is aten.native_batch_norm.default:
+            x, w, b, mean, var, training, _, eps = (list(src.args) + [None] * 8)[:8]
+            if self._value(training):
+                return None
+        else:
+            x, w, b, mean, var, _, eps = (list(src.args) + [None] * 7)[:7]
+        if not all(self._tensor(t) for t in (x, mean, var)) or (w is None) != (b is None):
+            return None
+        affine = [w, b] if w is not None else []
+        if not all(self._tensor(t) for t in affine):
+            return None
+        inputs = [x, mean, var] + affine
+        return self._add(
+            node, "batch_norm", inputs, target="aten.batch_norm", call=(src, inputs, 0),
+            eps=float(self._value(eps)),
+        )
+
+    def _lower_max_pool(self, node: fx.Node, src: fx.Node) -> int | None:
+        """getitem 0 of max_pool2d_with_indices on a 4-D input -> the max_pool2d kernel
+        (the indices, when used, come from the eager op)."""
+        x, kernel, stride, padding, dilation = (list(src.args) + [None] * 5)[:5]
+        if not self._tensor(x) or self.vals[x].dim() != 4:
+            return None
+
+        def pair(a, default):
+            a = self._value(a) if a is not None else default
+            a = [int(e) for e in (a if isinstance(a, (list, tuple)) else [a])] or default
+            return a * 2 if len(a) == 1 else a
+
+        k = pair(kernel, None)
+        attrs = k + pair(stride, k) + pair(padding, [0]) + pair(dilation, [1])
+        if len(attrs) != 8:
+            return None
+        return self._add(
+            node, "max_pool2d", [x], target="aten.max_pool2d", call=(src, [x], 0), pool=attrs
+        )
+
+    def _lower_index_put(self, node: fx.Node, args, kw) -> int | None:
+        """index_put(self, indices, values) with one 1-D integer index tensor (the others
+        None) and no accumulate -> the index_put kernel (or None: run it eagerly)."""
+        self_, indices, values = args[:3]
+        accumulate = kw.get("accumulate", args[3] if len(args) > 3 else False)
+        given = [(d, i) for d, i in enumerate(indices) if i is not None]
+        if self._value(accumulate) or len(given) != 1 or not self._tensor(values):
+            return None
+        dim, index = given[0]
+        iv = self.vals.get(index)
+        if not (self._tensor(index) and iv.dim() == 1 and iv.dtype in (torch.int32, torch.int64)):
+            return None
+        return self._add(node, "index_put", [self_, index, values], dims=[dim])
+
     def _lower_conv(self, node: fx.Node, args, kw) -> int | None:
         names = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
                  "output_padding", "groups")
@@ -411,12 +472,25 @@ class _Lowering:
             ):  # masks: `a & b`, `a | b`, `~a` on bool tensors
                 return self._add(node, _BITWISE_ON_BOOL[t], list(args))
             if t is aten.cat.default:
-                parts = list(args[0])
+                # torch.cat skips 1-D empty parts (a KV cache's first concat).
+                parts = [p for p in args[0] if not _legacy_empty(self.vals.get(p))]
                 dim = int(self._value(kw.get("dim", args[1] if len(args) > 1 else 0)))
+                if len(parts) == 1 and self._tensor(parts[0]) and self.vals[parts[0]].shape == v.shape:
+                    op = "cast" if v.dtype != self.vals[parts[0]].dtype else "clone"
+                    return self._add(node, op, parts)
                 if parts and all(
                     self._tensor(p) and self.vals[p].dim() == v.dim() for p in parts
                 ):
                     return self._add(node, "cat", parts, dims=[dim % max(v.dim(), 1)])
+            if t is aten.index_put.default:
+                gid = self._lower_index_put(node, args, kw)
+                if gid is not None:
+                    return gid
+            if t in (aten.arange.default, aten.arange.start, aten.arange.start_step):
+                ends = [self._value(a) for a in args]
+                start, step = (0, 1) if len(ends) == 1 else (ends[0], ends[2] if len(ends) > 2 else 1)
+                if all(_is_number(e) for e in ends) and v.dim() == 1 and v.device.type == "trn":
+                    return self._add(node, "arange", [], scalar=float(start), alpha=float(step))
             if t is aten.embedding.default and self._tensor(args[0]) and self._tensor(args[1]):
                 weight, index = args[0], args[1]
                 if self.vals[weight].dim() == 2 and self.vals[index].is_contiguous():
@@ -441,7 +515,7 @@ class _Lowering:
             if t in (aten._softmax.default, aten._log_softmax.default):
                 op = "softmax" if t is aten._softmax.default else "log_softmax"
                 return self._add(node, op, [args[0]], dims=[int(self._value(args[1]))])
-            if t in (aten._to_copy.default, aten.clone.default):
+            if t in (aten._to_copy.default, aten.clone.default, aten.lift_fresh_copy.default):
                 x = args[0]
                 dev = kw.get("device")
                 if dev is not None and torch.device(dev).type != "trn":

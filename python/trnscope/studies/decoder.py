@@ -121,7 +121,7 @@ def run(argv=None) -> DecoderStudy:
     )
     peaks = common.measure_host_peaks()
     print(
-        f"host peaks (meta.json): copy {peaks['copy_bandwidth_gb_s']} GB/s read+write, "
+        f"host peaks (meta.json): streaming {peaks['copy_bandwidth_gb_s']} GB/s read+write, "
         f"GEMM {peaks['gemm_gflop_s']} GFLOP/s"
     )
 
@@ -139,7 +139,7 @@ def run(argv=None) -> DecoderStudy:
     peak = common.peak_bandwidth(ordered)
     print(
         f"\n=== comparison: median call of {args.rounds} rounds x {args.iters}; bytes = kernels' "
-        f"bytes read + written (trace.json args); host peak copy bandwidth {peak} GB/s "
+        f"bytes read + written (trace.json args); host peak streaming bandwidth {peak} GB/s "
         "(meta.json) ==="
     )
     print(common.comparison_table(ordered, peak))

@@ -1,0 +1,41 @@
+// Row kernel of the depthwise convolution, compiled once per Highway target.
+// Included by conv.cc through hwy/foreach_target.h (Note [conv as GEMM]).
+
+#if defined(TRN_KERNELS_CONV_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef TRN_KERNELS_CONV_INL_H_
+#undef TRN_KERNELS_CONV_INL_H_
+#else
+#define TRN_KERNELS_CONV_INL_H_
+#endif
+
+#include <cstddef>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace trn::kernels::conv::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// dst[x] = init + sum_t wt[t] * src[t][x] for x < n rounded up to an even
+// number of vectors (src rows are readable that far); the sum stays in
+// registers over all taps, two independent chains per pass.
+void DepthwiseRow(const float* const* src, const float* wt, size_t ntaps, size_t n, float init,
+                  float* dst) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  for (size_t x = 0; x < n; x += 2 * N) {
+    auto a0 = hn::Set(d, init), a1 = a0;
+    for (size_t t = 0; t < ntaps; ++t) {
+      const auto w = hn::Set(d, wt[t]);
+      a0 = hn::MulAdd(w, hn::LoadU(d, src[t] + x), a0);
+      a1 = hn::MulAdd(w, hn::LoadU(d, src[t] + x + N), a1);
+    }
+    hn::StoreU(a0, d, dst + x);
+    hn::StoreU(a1, d, dst + x + N);
+  }
+}
+
+}  // namespace trn::kernels::conv::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // TRN_KERNELS_CONV_INL_H_
