@@ -5,7 +5,7 @@ BUILD    ?= build
 JOBS     ?= 2
 export MAX_JOBS := $(JOBS)
 
-.PHONY: all setup build install test test-core test-python fuzz-smoke demo bench clean
+.PHONY: all setup build install wheel test test-core test-python fuzz-smoke demo bench clean
 
 all: build
 
@@ -20,7 +20,8 @@ build: setup $(BUILD)/CMakeCache.txt
 
 # Editable install: registers the entry points (torch.backends autoload,
 # torch_dynamo_backends) and points at python/trnscope, where the build puts
-# _C.so. Redone when pyproject.toml changes or trnscope resolves elsewhere.
+# _C.so and bin/trnscope (pip runs no CMake here: the editable override in
+# pyproject.toml). Redone when pyproject.toml changes or trnscope resolves elsewhere.
 install: build $(BUILD)/.installed
 	@$(PY) -c "import importlib.util as u, os, sys; s = u.find_spec('trnscope'); \
 	  sys.exit(s is None or not os.path.samefile(os.path.dirname(s.origin), 'python/trnscope'))" \
@@ -29,6 +30,10 @@ install: build $(BUILD)/.installed
 $(BUILD)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-build-isolation --no-deps -e .
 	@touch $@
+
+# A wheel built by pip through scikit-build-core (pyproject.toml, Note [CMake-driven build]).
+wheel: setup
+	$(PY) -m pip wheel --no-build-isolation --no-deps -w $(BUILD)/dist .
 
 test-core: build
 	cd $(BUILD) && ctest --output-on-failure
@@ -77,4 +82,4 @@ bench: install
 	$(PY) bench/bench_device.py
 
 clean:
-	rm -rf $(BUILD) python/trnscope/_C*.so
+	rm -rf $(BUILD) build-wheel python/trnscope/_C*.so python/trnscope/bin

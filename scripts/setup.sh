@@ -36,6 +36,8 @@ need=()
 for mod in pytest numpy transformers; do
   $PY -c "import $mod" 2>/dev/null || need+=("$mod")
 done
+# The build backend (pyproject.toml); pip runs it without build isolation.
+$PY -c "import scikit_build_core" 2>/dev/null || need+=(scikit-build-core)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   $PY -m pip install -q -c "$CONSTRAINTS" "${need[@]}"
