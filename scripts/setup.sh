@@ -37,7 +37,9 @@ for mod in pytest numpy transformers; do
   $PY -c "import $mod" 2>/dev/null || need+=("$mod")
 done
 # The build backend (pyproject.toml); pip runs it without build isolation.
-$PY -c "import scikit_build_core" 2>/dev/null || need+=(scikit-build-core)
+skbc=$(sed -n 's/^scikit-build-core==//p' "$CONSTRAINTS")
+$PY -c "import scikit_build_core as s, sys; sys.exit(s.__version__ != '$skbc')" 2>/dev/null \
+  || need+=("scikit-build-core==$skbc")
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   $PY -m pip install -q -c "$CONSTRAINTS" "${need[@]}"
