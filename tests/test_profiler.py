@@ -562,6 +562,21 @@ def test_host_peaks_are_the_best_of_several_streaming_kernels():
 
     peaks = host_peaks()
     by = peaks["bandwidth_by"]
-    assert set(by) == {"copy", "add", "scale_in_place"}
+    assert set(by) == {"memcpy", "copy_nontemporal", "copy", "add"}
     assert peaks["copy_bandwidth_gb_s"] == max(by.values()) > 0
     assert host_peaks() == peaks  # measured once per process
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"nbytes": 10}, "nbytes must be a multiple of 4 and at least 4096, got 10"),
+        ({"nbytes": 4098}, "got 4098"),
+        ({"repeats": 0}, "repeats must be in 1..1000, got 0"),
+    ],
+)
+def test_host_bandwidth_rejects_bad_sizes(kwargs, message):
+    from trnscope import _C
+
+    with pytest.raises(ValueError, match=message):
+        _C.host_bandwidth(0, **kwargs)

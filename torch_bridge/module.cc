@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/export/chrome_trace.h"
+#include "core/kernels/bandwidth.h"
 #include "torch_bridge/bridge.h"
 #include "torch_bridge/compile.h"
 #include "torch_bridge/device.h"
@@ -24,6 +25,37 @@ py::dict MemoryStats(int device_index) {
   d["num_allocs"] = s.num_allocs;
   d["num_frees"] = s.num_frees;
   d["capacity_bytes"] = s.capacity;
+  return d;
+}
+
+// {method: GB/s} of kernels::MeasureBandwidth, run on the device's core thread
+// through its current stream (Note [Host peak] in core/kernels/bandwidth.cc).
+py::dict HostBandwidth(int device_index, int64_t nbytes, int repeats) {
+  TORCH_CHECK_VALUE(nbytes >= 4096 && nbytes % 4 == 0,
+                    "host_bandwidth: nbytes must be a multiple of 4 and at least 4096, got ",
+                    nbytes);
+  TORCH_CHECK_VALUE(repeats >= 1 && repeats <= 1000,
+                    "host_bandwidth: repeats must be in 1..1000, got ", repeats);
+  const int index = Resolve(device_index);
+  const int64_t count = nbytes / 4;
+  at::Tensor a = Empty({count}, at::kFloat, index), b = Empty({count}, at::kFloat, index),
+             c = Empty({count}, at::kFloat, index);
+  auto samples = std::make_shared<std::vector<kernels::BandwidthSample>>();
+  rt::KernelInfo info;
+  info.name = "host_bandwidth_probe";
+  info.op = "trnscope::host_bandwidth";
+  Launch(index, info,
+         [samples, pa = a.data_ptr<float>(), pb = b.data_ptr<float>(), pc = c.data_ptr<float>(),
+          count, repeats] {
+           *samples = kernels::MeasureBandwidth(pa, pb, pc, static_cast<size_t>(count), repeats);
+           return Status::Ok();
+         });
+  {
+    py::gil_scoped_release no_gil;
+    SyncCurrentStream(index);  // a, b, c stay alive until the probe has run
+  }
+  py::dict d;
+  for (const kernels::BandwidthSample& s : *samples) d[s.method] = s.bytes_per_s / 1e9;
   return d;
 }
 
@@ -175,6 +207,8 @@ PYBIND11_MODULE(_C, m) {
         }
       },
       py::arg("device") = -1);
+  m.def("host_bandwidth", &HostBandwidth, py::arg("device") = -1,
+        py::arg("nbytes") = int64_t{32} << 20, py::arg("repeats") = 5);
   m.def("_is_in_bad_fork", [] { return rt::InForkedChild(); });  // Note [Fork]
   m.def("current_stream_id", [](int index) { return CurrentStreamId(Resolve(index)); });
   m.def("set_stream", [](int index, int stream_id) {

@@ -270,18 +270,10 @@ def _measure_peaks() -> dict:
     stream = torch.trn.Stream(0)
     with torch.trn.stream(stream):
         n_bytes = 32 << 20
-        src = torch.empty(n_bytes // 4, dtype=torch.float32, device="trn:0").fill_(1.0)
-        dst = torch.empty_like(src)
-        other = torch.empty_like(src).fill_(2.0)
-        stream.synchronize()
-        # Bytes moved per second (read + write) by each way of streaming memory;
-        # the peak is the best of them, so our own kernels stay at or under it.
-        moved = {
-            "copy": (lambda: dst.copy_(src), 2 * n_bytes),
-            "add": (lambda: torch.add(src, other, out=dst), 3 * n_bytes),
-            "scale_in_place": (lambda: dst.mul_(1.0), 2 * n_bytes),
-        }
-        rates = {k: b / _best_seconds(fn, stream) / 1e9 for k, (fn, b) in moved.items()}
+        # Bytes moved per second (read + write) by memcpy, a non-temporal copy and
+        # our own copy and add kernels, on trn:0's core thread; the peak is the
+        # best of them (Note [Host peak] in core/kernels/bandwidth.cc).
+        rates = dict(_C.host_bandwidth(0, n_bytes, 5))
         n = 512
         a = torch.randn(n, n, device="trn:0")
         b = torch.randn(n, n, device="trn:0")
