@@ -1,101 +1,53 @@
 #include "core/isa/isa.h"
 
 #include <cstring>
+#include <iterator>
 
 #include "core/common/assert.h"
 
 namespace trn::isa {
 
-const char* TargetName(Target t) {
-  switch (t) {
-    case Target::kTrn1: return "trn1";
-    case Target::kTrn2: return "trn2";
-  }
-  TRN_ASSERT(false, "unknown Target");
-  return "";
+// Names in enum order (the static_asserts catch an enum that grew).
+const char* TargetName(Target v) {
+  static constexpr const char* kNames[] = {"trn1", "trn2"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Target::kTrn2) + 1);
+  TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown Target");
+  return kNames[static_cast<size_t>(v)];
 }
 
-const char* EngineName(Engine e) {
-  switch (e) {
-    case Engine::kTensor: return "tensor";
-    case Engine::kVector: return "vector";
-    case Engine::kScalar: return "scalar";
-    case Engine::kGpSimd: return "gpsimd";
-    case Engine::kSync: return "sync";
-    case Engine::kDma: return "dma";
-  }
-  TRN_ASSERT(false, "unknown Engine");
-  return "";
+const char* EngineName(Engine v) {
+  static constexpr const char* kNames[] = {"tensor", "vector", "scalar", "gpsimd", "sync", "dma"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Engine::kDma) + 1);
+  TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown Engine");
+  return kNames[static_cast<size_t>(v)];
 }
 
-const char* MemoryName(Memory m) {
-  switch (m) {
-    case Memory::kHbm: return "hbm";
-    case Memory::kSbuf: return "sbuf";
-    case Memory::kPsum: return "psum";
-  }
-  TRN_ASSERT(false, "unknown Memory");
-  return "";
+const char* MemoryName(Memory v) {
+  static constexpr const char* kNames[] = {"hbm", "sbuf", "psum"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Memory::kPsum) + 1);
+  TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown Memory");
+  return kNames[static_cast<size_t>(v)];
 }
 
-const char* OpcodeName(Opcode op) {
-  switch (op) {
-    case Opcode::kLoadStationary: return "load_stationary";
-    case Opcode::kMultiplyMoving: return "multiply_moving";
-    case Opcode::kTranspose: return "nc_transpose";
-    case Opcode::kTensorTensor: return "tensor_tensor";
-    case Opcode::kTensorScalar: return "tensor_scalar";
-    case Opcode::kTensorReduce: return "tensor_reduce";
-    case Opcode::kTensorCopy: return "tensor_copy";
-    case Opcode::kMemset: return "memset";
-    case Opcode::kBnStats: return "bn_stats";
-    case Opcode::kBnAggr: return "bn_aggr";
-    case Opcode::kActivation: return "activation";
-    case Opcode::kActivationReduce: return "activation_reduce";
-    case Opcode::kIota: return "iota";
-    case Opcode::kSemaphoreWait: return "semaphore_wait";
-    case Opcode::kSemaphoreSignal: return "semaphore_signal";
-    case Opcode::kDmaCopy: return "dma_copy";
-  }
-  TRN_ASSERT(false, "unknown Opcode");
-  return "";
+const char* OpcodeName(Opcode v) {
+  static constexpr const char* kNames[] = {"load_stationary", "multiply_moving", "nc_transpose", "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset", "bn_stats", "bn_aggr", "activation", "activation_reduce", "iota", "semaphore_wait", "semaphore_signal", "dma_copy"};
+  static_assert(std::size(kNames) == static_cast<size_t>(Opcode::kDmaCopy) + 1);
+  TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown Opcode");
+  return kNames[static_cast<size_t>(v)];
 }
 
-const char* AluOpName(AluOp op) {
-  switch (op) {
-    case AluOp::kBypass: return "bypass";
-    case AluOp::kAdd: return "add";
-    case AluOp::kSubtract: return "subtract";
-    case AluOp::kMultiply: return "multiply";
-    case AluOp::kDivide: return "divide";
-    case AluOp::kMax: return "max";
-    case AluOp::kMin: return "min";
-    case AluOp::kPow: return "pow";
-    case AluOp::kIsEqual: return "is_equal";
-    case AluOp::kIsGreater: return "is_greater";
-  }
-  TRN_ASSERT(false, "unknown AluOp");
-  return "";
+const char* AluOpName(AluOp v) {
+  static constexpr const char* kNames[] = {"bypass", "add", "subtract", "multiply", "divide", "max", "min", "pow", "is_equal", "is_greater"};
+  static_assert(std::size(kNames) == static_cast<size_t>(AluOp::kIsGreater) + 1);
+  TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown AluOp");
+  return kNames[static_cast<size_t>(v)];
 }
 
-const char* ActivationFuncName(ActivationFunc f) {
-  switch (f) {
-    case ActivationFunc::kCopy: return "copy";
-    case ActivationFunc::kExp: return "exp";
-    case ActivationFunc::kLog: return "log";
-    case ActivationFunc::kTanh: return "tanh";
-    case ActivationFunc::kSigmoid: return "sigmoid";
-    case ActivationFunc::kRelu: return "relu";
-    case ActivationFunc::kGelu: return "gelu";
-    case ActivationFunc::kGeluTanh: return "gelu_apprx_tanh";
-    case ActivationFunc::kSilu: return "silu";
-    case ActivationFunc::kSquare: return "square";
-    case ActivationFunc::kSqrt: return "sqrt";
-    case ActivationFunc::kRsqrt: return "rsqrt";
-    case ActivationFunc::kReciprocal: return "reciprocal";
-  }
-  TRN_ASSERT(false, "unknown ActivationFunc");
-  return "";
+const char* ActivationFuncName(ActivationFunc v) {
+  static constexpr const char* kNames[] = {"copy", "exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_apprx_tanh", "silu", "square", "sqrt", "rsqrt", "reciprocal"};
+  static_assert(std::size(kNames) == static_cast<size_t>(ActivationFunc::kReciprocal) + 1);
+  TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown ActivationFunc");
+  return kNames[static_cast<size_t>(v)];
 }
 
 bool Tile::operator==(const Tile& o) const {
