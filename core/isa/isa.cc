@@ -71,43 +71,6 @@ bool Instruction::operator==(const Instruction& o) const {
          src1 == o.src1 && source == o.source;
 }
 
-Operands OperandsOf(const Instruction& ins) {
-  Operands r;
-  switch (ins.opcode) {
-    case Opcode::kLoadStationary:
-      r.reads_src0 = true;
-      break;
-    case Opcode::kMultiplyMoving:
-      r.writes_dst = r.reads_src0 = r.reads_src1 = true;
-      r.reads_dst = ins.accumulate;
-      break;
-    case Opcode::kTensorTensor:
-      r.writes_dst = r.reads_src0 = r.reads_src1 = true;
-      break;
-    case Opcode::kTranspose:
-    case Opcode::kTensorScalar:
-    case Opcode::kTensorReduce:
-    case Opcode::kTensorCopy:
-    case Opcode::kBnStats:
-    case Opcode::kBnAggr:
-    case Opcode::kActivation:
-    case Opcode::kDmaCopy:
-      r.writes_dst = r.reads_src0 = true;
-      break;
-    case Opcode::kActivationReduce:
-      r.writes_dst = r.reads_src0 = r.writes_src1 = true;
-      break;
-    case Opcode::kMemset:
-    case Opcode::kIota:
-      r.writes_dst = true;
-      break;
-    case Opcode::kSemaphoreWait:
-    case Opcode::kSemaphoreSignal:
-      break;
-  }
-  return r;
-}
-
 Engine DefaultEngine(Opcode op) {
   switch (op) {
     case Opcode::kLoadStationary:

@@ -167,7 +167,35 @@ struct Operands {
   bool reads_src1 = false;
   bool writes_src1 = false;  // kActivationReduce's row sums
 };
-Operands OperandsOf(const Instruction& ins);
+inline Operands OperandsOf(const Instruction& ins) {
+  Operands r;
+  switch (ins.opcode) {
+    case Opcode::kLoadStationary:
+      r.reads_src0 = true;
+      break;
+    case Opcode::kMultiplyMoving:
+      r.writes_dst = r.reads_src0 = r.reads_src1 = true;
+      r.reads_dst = ins.accumulate;
+      break;
+    case Opcode::kTensorTensor:
+      r.writes_dst = r.reads_src0 = r.reads_src1 = true;
+      break;
+    case Opcode::kActivationReduce:
+      r.writes_dst = r.reads_src0 = r.writes_src1 = true;
+      break;
+    case Opcode::kMemset:
+    case Opcode::kIota:
+      r.writes_dst = true;
+      break;
+    case Opcode::kSemaphoreWait:
+    case Opcode::kSemaphoreSignal:
+      break;
+    default:  // one input, one output
+      r.writes_dst = r.reads_src0 = true;
+      break;
+  }
+  return r;
+}
 
 // The engine an opcode runs on when the kernel does not choose (NKI's default).
 Engine DefaultEngine(Opcode op);

@@ -19,16 +19,17 @@ Cost ComputeCost(const isa::Instruction& ins, const isa::TargetSpec& spec);
 
 double EngineGhz(isa::Engine e, const isa::TargetSpec& spec);
 
-// How a dma_copy moves: rows grouped by the DMA engine that serves their
-// partition, each row split into contiguous runs.
+// How a dma_copy moves: `partitions` rows starting at core partition `first`
+// (the on-chip side's; an HBM -> HBM copy uses the destination's rows), each
+// row_bytes long in runs_per_row contiguous runs. Rows go to the DMA engine
+// serving their partition (dma_partitions_per_engine each).
 inline constexpr int kDmaEngines = 16;
-struct DmaPlan {
-  int64_t bytes_per_engine[kDmaEngines] = {};
-  int64_t runs_per_engine[kDmaEngines] = {};
-  int64_t total_bytes = 0;
-  int64_t total_runs = 0;
+struct DmaRows {
+  int first = 0;
+  int partitions = 0;
+  int64_t row_bytes = 0;
+  int64_t runs_per_row = 0;
 };
-DmaPlan PlanDma(const isa::Instruction& ins, const isa::Executable& exe,
-                const isa::TargetSpec& spec);
+DmaRows PlanDma(const isa::Instruction& ins, const isa::Executable& exe);
 
 }  // namespace trn::model

@@ -23,7 +23,6 @@
 #include "core/model/simulator.h"
 
 #include <algorithm>
-#include <unordered_map>
 
 #include "core/common/assert.h"
 #include "core/isa/target.h"
@@ -47,88 +46,137 @@ const char* DepKindName(DepKind k) {
 
 namespace {
 
+// What an operand touches. On-chip: a partition range x a byte range of its
+// allocation. HBM: a block of rows x columns of a row-major view with `pitch`
+// elements per row when the tile is one (pitch > 0), else an element range
+// (rows [0, 1), pitch 0). Two HBM boxes of different pitches compare as
+// element ranges: conservative, never a missed dependency.
 struct Box {
-  int32_t p0, p1;  // partitions [p0, p1)
-  int64_t b0, b1;  // bytes (HBM: elements) [b0, b1]
+  int64_t pitch;
+  int64_t p0, p1;  // partitions / rows [p0, p1)
+  int64_t b0, b1;  // bytes / columns / elements [b0, b1]
+  int64_t First() const { return p0 * pitch + b0; }
+  int64_t Last() const { return (p1 - 1) * pitch + b1; }
   bool Overlaps(const Box& o) const {
-    return p0 < o.p1 && o.p0 < p1 && b0 <= o.b1 && o.b0 <= b1;
+    if (pitch == o.pitch) return p0 < o.p1 && o.p0 < p1 && b0 <= o.b1 && o.b0 <= b1;
+    return First() <= o.Last() && o.First() <= Last();
   }
   bool Covers(const Box& o) const {
-    return p0 <= o.p0 && o.p1 <= p1 && b0 <= o.b0 && o.b1 <= b1;
+    if (pitch == o.pitch) return p0 <= o.p0 && o.p1 <= p1 && b0 <= o.b0 && o.b1 <= b1;
+    return pitch == 0 && p1 == 1 && b0 <= o.First() && o.Last() <= b1;
   }
 };
 
 Box BoxOf(const isa::Tile& t) {
   int64_t last = t.offset;
   for (int d = 0; d < t.ndim; ++d) last += (t.sizes[d] - 1) * t.strides[d];
-  if (t.memory == Memory::kHbm) {
-    last += (t.partitions - 1) * t.partition_stride;
-    return {0, 1, t.offset, last};
+  if (t.memory != Memory::kHbm) {
+    const int64_t item = static_cast<int64_t>(ItemSize(t.dtype));
+    return {-1, t.partition_start, t.partition_start + t.partitions, t.offset * item,
+            (last + 1) * item - 1};
   }
-  const int64_t item = static_cast<int64_t>(ItemSize(t.dtype));
-  return {t.partition_start, t.partition_start + t.partitions, t.offset * item,
-          (last + 1) * item - 1};
-}
-
-uint64_t BufferKey(const isa::Tile& t) {
-  return static_cast<uint64_t>(t.memory) << 32 | t.buffer;
+  const int64_t pitch = t.partition_stride;
+  const int64_t width = last - t.offset;  // columns spanned within a row, minus one
+  if (pitch > 0 && t.offset % pitch + width < pitch) {
+    const int64_t row = t.offset / pitch, col = t.offset % pitch;
+    return {pitch, row, row + t.partitions, col, col + width};
+  }
+  return {0, 0, 1, t.offset, last + (t.partitions - 1) * t.partition_stride};
 }
 
 struct Access {
   Box box;
   uint32_t instruction;
   Engine engine;
-  bool write;
 };
 
-// The dependency rules of Note [Simulator], step 1.
+// The dependency rules of Note [Simulator], step 1. Reads and writes of a
+// buffer are kept apart: a read scans only the writes, a write both.
 class Tracker {
  public:
-  // Calls dep(producer, kind) for each dependency of instruction `i`'s access.
+  explicit Tracker(const isa::Executable& exe)
+      : hbm_(exe.tensors.size()), chip_(exe.allocations.size()) {}
+
+  // Calls dep(producer, kind) for each dependency of instruction i's access.
   template <typename F>
   void Read(const isa::Tile& t, uint32_t i, Engine e, F&& dep) {
-    std::vector<Access>& list = buffers_[BufferKey(t)];
+    Lists& l = ListsOf(t);
     const Box box = BoxOf(t);
-    for (const Access& a : list) {
-      if (a.write && a.box.Overlaps(box)) dep(a.instruction, DepKind::kRaw);
+    for (const Access& a : l.writes) {
+      if (a.box.Overlaps(box)) dep(a.instruction, DepKind::kRaw);
     }
-    std::erase_if(list, [&](const Access& a) {
-      return !a.write && a.engine == e && box.Covers(a.box);
-    });
-    list.push_back({box, i, e, false});
+    // The same engine re-reading what it read last: one record is enough.
+    if (!l.reads.empty() && l.reads.back().engine == e && box.Covers(l.reads.back().box)) {
+      l.reads.back() = {box, i, e};
+    } else {
+      l.reads.push_back({box, i, e});
+    }
   }
   template <typename F>
   void Write(const isa::Tile& t, uint32_t i, Engine e, F&& dep) {
-    std::vector<Access>& list = buffers_[BufferKey(t)];
+    Lists& l = ListsOf(t);
     const Box box = BoxOf(t);
-    for (const Access& a : list) {
-      if (a.instruction != i && a.box.Overlaps(box)) {
-        dep(a.instruction, a.write ? DepKind::kWaw : DepKind::kWar);
-      }
+    for (const Access& a : l.writes) {
+      if (a.box.Overlaps(box)) dep(a.instruction, DepKind::kWaw);
     }
-    std::erase_if(list, [&](const Access& a) { return box.Covers(a.box); });
-    list.push_back({box, i, e, true});
+    for (const Access& a : l.reads) {
+      if (a.instruction != i && a.box.Overlaps(box)) dep(a.instruction, DepKind::kWar);
+    }
+    std::erase_if(l.writes, [&](const Access& a) { return box.Covers(a.box); });
+    std::erase_if(l.reads, [&](const Access& a) { return box.Covers(a.box); });
+    l.writes.push_back({box, i, e});
   }
 
  private:
-  std::unordered_map<uint64_t, std::vector<Access>> buffers_;
+  struct Lists {
+    std::vector<Access> reads, writes;
+  };
+  Lists& ListsOf(const isa::Tile& t) {
+    return t.memory == Memory::kHbm ? hbm_[t.buffer] : chip_[t.buffer];
+  }
+  std::vector<Lists> hbm_, chip_;
 };
 
 class Simulator {
  public:
   Simulator(const isa::Executable& exe, const SimOptions& o, Timeline* out)
-      : exe_(exe), spec_(isa::Spec(exe.target)), options_(o), t_(*out) {}
+      : exe_(exe),
+        spec_(isa::Spec(exe.target)),
+        options_(o),
+        t_(*out),
+        tracker_(exe),
+        ns_per_byte_(1.0 / spec_.dma_engine_bytes_per_ns) {}
 
   void Run() {
     const size_t n = exe_.instructions.size();
-    t_ = Timeline{};
+    Reset();
     t_.start_ns.resize(n);
     t_.end_ns.resize(n);
+    size_t dmas = 0;
+    for (const isa::Instruction& ins : exe_.instructions) dmas += ins.engine == Engine::kDma;
+    if (options_.record_transfers) t_.transfers.reserve(dmas * 4);
     for (uint32_t i = 0; i < n; ++i) Issue(i);
     Finish();
   }
 
  private:
+  // A fresh timeline that keeps the vectors' capacity (a re-simulation
+  // allocates nothing).
+  void Reset() {
+    Timeline fresh;
+    std::swap(fresh.start_ns, t_.start_ns);
+    std::swap(fresh.end_ns, t_.end_ns);
+    std::swap(fresh.transfers, t_.transfers);
+    std::swap(fresh.dependencies, t_.dependencies);
+    std::swap(fresh.occupancy, t_.occupancy);
+    fresh.start_ns.clear();
+    fresh.end_ns.clear();
+    fresh.transfers.clear();
+    fresh.dependencies.clear();
+    fresh.occupancy.clear();
+    t_ = std::move(fresh);
+  }
+
   // Latency between producer p's end and consumer i's start.
   double Latency(uint32_t p, Engine consumer, DepKind kind) const {
     const Engine producer = exe_.instructions[p].engine;
@@ -187,36 +235,47 @@ class Simulator {
 
   void IssueDma(uint32_t i, double ready) {
     const isa::Instruction& ins = exe_.instructions[i];
-    const DmaPlan plan = PlanDma(ins, exe_, spec_);
+    TRN_ASSERT(spec_.dma_queues == kDmaEngines, "a core has 16 DMA engines");
+    const DmaRows rows = PlanDma(ins, exe_);
+    const double row_ns = rows.runs_per_row * spec_.timing.dma_chunk_overhead_ns +
+                          rows.row_bytes * ns_per_byte_;
+    const int per = spec_.timing.dma_partitions_per_engine;
+    const int end_row = rows.first + rows.partitions;
     double start = 1e300, end = ready;
-    for (int q = 0; q < kDmaEngines; ++q) {
-      if (plan.bytes_per_engine[q] == 0) continue;
+    for (int p = rows.first; p < end_row;) {  // one group of rows per engine
+      const int group_end = std::min((p / per + 1) * per, end_row);
+      const int q = (p / per) % kDmaEngines;
+      const int n = group_end - p;
       const double s = std::max(ready, dma_free_[q]);
-      const double dur = plan.runs_per_engine[q] * spec_.timing.dma_chunk_overhead_ns +
-                         plan.bytes_per_engine[q] / spec_.dma_engine_bytes_per_ns;
-      dma_free_[q] = s + dur;
-      t_.transfers.push_back({i, static_cast<uint8_t>(q), plan.bytes_per_engine[q],
-                              plan.runs_per_engine[q], s, s + dur});
+      const double e = s + n * row_ns;
+      dma_free_[q] = e;
+      if (options_.record_transfers) {
+        t_.transfers.push_back({i, static_cast<uint8_t>(q), n * rows.row_bytes,
+                                n * rows.runs_per_row, s, e});
+      }
       start = std::min(start, s);
-      end = std::max(end, s + dur);
+      end = std::max(end, e);
+      p = group_end;
     }
-    if (start > end) start = end;  // an empty copy cannot happen (Validate), but stay sane
-    t_.start_ns[i] = start;
+    const int64_t bytes = rows.row_bytes * rows.partitions;
+    t_.start_ns[i] = std::min(start, end);
     t_.end_ns[i] = end;
     t_.instruction_counts[static_cast<int>(Engine::kDma)] += 1;
     t_.dma_count += 1;
-    t_.dma_bytes += plan.total_bytes;
-    if (ins.dst.memory == Memory::kHbm || ins.src0.memory == Memory::kHbm) {
-      t_.hbm_bytes += plan.total_bytes;
-    }
+    t_.dma_bytes += bytes;
+    if (ins.dst.memory == Memory::kHbm || ins.src0.memory == Memory::kHbm) t_.hbm_bytes += bytes;
   }
 
   void Finish() {
     for (double e : t_.end_ns) t_.total_ns = std::max(t_.total_ns, e);
-    // DMA active time: the union of its engines' transfers.
-    std::vector<std::pair<double, double>> spans;
-    spans.reserve(t_.transfers.size());
-    for (const DmaTransfer& x : t_.transfers) spans.emplace_back(x.start_ns, x.end_ns);
+    // DMA active time: the union of the dma_copy instructions' spans.
+    std::vector<std::pair<double, double>>& spans = spans_;
+    spans.clear();
+    for (size_t i = 0; i < exe_.instructions.size(); ++i) {
+      if (exe_.instructions[i].engine == Engine::kDma) {
+        spans.emplace_back(t_.start_ns[i], t_.end_ns[i]);
+      }
+    }
     std::sort(spans.begin(), spans.end());
     double active = 0, lo = 0, hi = -1;
     for (const auto& [s, e] : spans) {
@@ -285,6 +344,8 @@ class Simulator {
   double engine_free_[isa::kNumEngines] = {};
   double dma_free_[kDmaEngines] = {};
   double warm_ns_ = 0;
+  const double ns_per_byte_;
+  std::vector<std::pair<double, double>> spans_;
 };
 
 }  // namespace

@@ -19,6 +19,7 @@ namespace trn::model {
 struct SimOptions {
   bool tensor_throttle = false;     // Trn2's dI/dt limit on the Tensor engine
   bool record_dependencies = true;  // fill Timeline::dependencies (the trace's flows)
+  bool record_transfers = true;     // fill Timeline::transfers (the trace's DMA lanes)
 };
 
 enum class DepKind : uint8_t { kRaw, kWar, kWaw };
@@ -53,7 +54,7 @@ struct Timeline {
   std::vector<OccupancyPoint> occupancy;
   double total_ns = 0;
   // Per isa::Engine: time with an instruction in flight (semaphore waits
-  // excluded; DMA: the union over its 16 engines) and hardware instruction
+  // excluded; DMA: the union of its instructions) and hardware instruction
   // counts (an fp32 matmul issues two passes: 2).
   double engine_active_ns[isa::kNumEngines] = {};
   int64_t instruction_counts[isa::kNumEngines] = {};
