@@ -115,6 +115,33 @@ struct Tile {
   bool operator==(const Tile& o) const;
 };
 
+// A [partitions, free] tile at the start of an SBUF/PSUM allocation.
+inline Tile OnChipTile(Memory memory, uint32_t allocation, int32_t partitions, int64_t free,
+                       DType dtype = DType::kFloat32) {
+  Tile t;
+  t.memory = memory;
+  t.dtype = dtype;
+  t.buffer = allocation;
+  t.partitions = partitions;
+  t.sizes[0] = free;
+  return t;
+}
+
+// Rows [row, row + rows) x columns [col, col + cols) of a row-major HBM tensor
+// with `pitch` elements per row.
+inline Tile HbmTile(uint32_t tensor, int64_t pitch, int64_t row, int32_t rows, int64_t col,
+                    int64_t cols, DType dtype = DType::kFloat32) {
+  Tile t;
+  t.memory = Memory::kHbm;
+  t.dtype = dtype;
+  t.buffer = tensor;
+  t.partitions = rows;
+  t.partition_stride = pitch;
+  t.offset = row * pitch + col;
+  t.sizes[0] = cols;
+  return t;
+}
+
 // No operand.
 inline constexpr uint32_t kNone = 0xffffffffu;
 

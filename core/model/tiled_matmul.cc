@@ -11,31 +11,6 @@ using isa::Tile;
 
 namespace {
 
-Tile OnChip(Memory mem, uint32_t alloc, int partitions, int64_t free, DType dt) {
-  Tile t;
-  t.memory = mem;
-  t.dtype = dt;
-  t.buffer = alloc;
-  t.partitions = partitions;
-  t.sizes[0] = free;
-  return t;
-}
-
-// Rows [row0, row0 + rows) x columns [col0, col0 + cols) of a row-major HBM
-// tensor with `width` columns.
-Tile Hbm(uint32_t tensor, int64_t width, int64_t row0, int rows, int64_t col0, int64_t cols,
-         DType dt) {
-  Tile t;
-  t.memory = Memory::kHbm;
-  t.dtype = dt;
-  t.buffer = tensor;
-  t.partitions = rows;
-  t.partition_stride = width;
-  t.offset = row0 * width + col0;
-  t.sizes[0] = cols;
-  return t;
-}
-
 Instruction Op(Opcode op, const Tile& dst, const Tile& src0, const Tile& src1 = Tile{}) {
   Instruction ins;
   ins.opcode = op;
@@ -83,12 +58,15 @@ isa::Executable BasicTiledMatmul(int64_t m, int64_t k, int64_t n, DType dt, isa:
   int64_t step = 0, tile = 0;
   for (int64_t mi = 0; mi < m / kTm; ++mi) {
     for (int64_t ni = 0; ni < n / kTn; ++ni, ++tile) {
-      const Tile acc = OnChip(Memory::kPsum, acc_buf[tile % 2], kTm, kTn, DType::kFloat32);
+      const Tile acc =
+          isa::OnChipTile(Memory::kPsum, acc_buf[tile % 2], kTm, kTn, DType::kFloat32);
       for (int64_t ki = 0; ki < k / kTk; ++ki, ++step) {
-        const Tile lhs = OnChip(Memory::kSbuf, lhs_buf[step % buffers], kTk, kTm, dt);
-        const Tile rhs = OnChip(Memory::kSbuf, rhs_buf[step % buffers], kTk, kTn, dt);
-        Instruction load_l = Op(Opcode::kDmaCopy, lhs, Hbm(0, m, ki * kTk, kTk, mi * kTm, kTm, dt));
-        Instruction load_r = Op(Opcode::kDmaCopy, rhs, Hbm(1, n, ki * kTk, kTk, ni * kTn, kTn, dt));
+        const Tile lhs = isa::OnChipTile(Memory::kSbuf, lhs_buf[step % buffers], kTk, kTm, dt);
+        const Tile rhs = isa::OnChipTile(Memory::kSbuf, rhs_buf[step % buffers], kTk, kTn, dt);
+        Instruction load_l =
+            Op(Opcode::kDmaCopy, lhs, isa::HbmTile(0, m, ki * kTk, kTk, mi * kTm, kTm, dt));
+        Instruction load_r =
+            Op(Opcode::kDmaCopy, rhs, isa::HbmTile(1, n, ki * kTk, kTk, ni * kTn, kTn, dt));
         load_l.queue = static_cast<uint8_t>(step % 16);
         load_r.queue = static_cast<uint8_t>((step + 8) % 16);
         load_l.source = load_r.source = 0;
@@ -98,11 +76,12 @@ isa::Executable BasicTiledMatmul(int64_t m, int64_t k, int64_t n, DType dt, isa:
         stationary.source = mm.source = 1;
         x.instructions.insert(x.instructions.end(), {load_l, load_r, stationary, mm});
       }
-      const Tile out = OnChip(Memory::kSbuf, out_buf[tile % 2], kTm, kTn, DType::kFloat32);
+      const Tile out =
+          isa::OnChipTile(Memory::kSbuf, out_buf[tile % 2], kTm, kTn, DType::kFloat32);
       Instruction copy = Op(Opcode::kTensorCopy, out, acc);
       copy.source = 2;
       Instruction store = Op(Opcode::kDmaCopy,
-                             Hbm(2, n, mi * kTm, kTm, ni * kTn, kTn, DType::kFloat32), out);
+                             isa::HbmTile(2, n, mi * kTm, kTm, ni * kTn, kTn, DType::kFloat32), out);
       store.source = 3;
       x.instructions.insert(x.instructions.end(), {copy, store});
     }
