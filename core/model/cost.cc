@@ -62,7 +62,8 @@ Cost ComputeCost(const isa::Instruction& ins, const isa::TargetSpec& spec) {
       }
       break;
     case Opcode::kTensorTensor: {
-      const bool one_psum = (ins.src0.memory == Memory::kPsum) != (ins.src1.memory == Memory::kPsum);
+      const bool one_psum =
+          (ins.src0.memory == Memory::kPsum) != (ins.src1.memory == Memory::kPsum);
       const bool fast_sbuf = ins.src0.memory == Memory::kSbuf &&
                              ins.src1.memory == Memory::kSbuf && Is16Bit(ins.src0.dtype) &&
                              Is16Bit(ins.src1.dtype) &&

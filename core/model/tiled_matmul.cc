@@ -80,8 +80,8 @@ isa::Executable BasicTiledMatmul(int64_t m, int64_t k, int64_t n, DType dt, isa:
           isa::OnChipTile(Memory::kSbuf, out_buf[tile % 2], kTm, kTn, DType::kFloat32);
       Instruction copy = Op(Opcode::kTensorCopy, out, acc);
       copy.source = 2;
-      Instruction store = Op(Opcode::kDmaCopy,
-                             isa::HbmTile(2, n, mi * kTm, kTm, ni * kTn, kTn, DType::kFloat32), out);
+      const Tile dst = isa::HbmTile(2, n, mi * kTm, kTm, ni * kTn, kTn, DType::kFloat32);
+      Instruction store = Op(Opcode::kDmaCopy, dst, out);
       store.source = 3;
       x.instructions.insert(x.instructions.end(), {copy, store});
     }
