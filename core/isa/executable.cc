@@ -393,7 +393,8 @@ Status Parse(const uint8_t* data, size_t size, Executable* out) {
         payload_bytes, size - kHeaderBytes));
   }
   const uint8_t* payload = data + kHeaderBytes;
-  const uint32_t actual = static_cast<uint32_t>(crc32(0L, payload, static_cast<uInt>(payload_bytes)));
+  const uint32_t actual =
+      static_cast<uint32_t>(crc32(0L, payload, static_cast<uInt>(payload_bytes)));
   if (actual != crc) {
     return Status::Error(fmt::format(
         "corrupt executable: payload checksum {:08x}, the header says {:08x}", actual, crc));

@@ -30,21 +30,28 @@ const char* MemoryName(Memory v) {
 }
 
 const char* OpcodeName(Opcode v) {
-  static constexpr const char* kNames[] = {"load_stationary", "multiply_moving", "nc_transpose", "tensor_tensor", "tensor_scalar", "tensor_reduce", "tensor_copy", "memset", "bn_stats", "bn_aggr", "activation", "activation_reduce", "iota", "semaphore_wait", "semaphore_signal", "dma_copy"};
+  static constexpr const char* kNames[] = {
+      "load_stationary", "multiply_moving", "nc_transpose", "tensor_tensor", "tensor_scalar",
+      "tensor_reduce", "tensor_copy", "memset", "bn_stats", "bn_aggr", "activation",
+      "activation_reduce", "iota", "semaphore_wait", "semaphore_signal", "dma_copy"};
   static_assert(std::size(kNames) == static_cast<size_t>(Opcode::kDmaCopy) + 1);
   TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown Opcode");
   return kNames[static_cast<size_t>(v)];
 }
 
 const char* AluOpName(AluOp v) {
-  static constexpr const char* kNames[] = {"bypass", "add", "subtract", "multiply", "divide", "max", "min", "pow", "is_equal", "is_greater"};
+  static constexpr const char* kNames[] = {
+      "bypass", "add", "subtract", "multiply", "divide", "max", "min", "pow", "is_equal",
+      "is_greater"};
   static_assert(std::size(kNames) == static_cast<size_t>(AluOp::kIsGreater) + 1);
   TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown AluOp");
   return kNames[static_cast<size_t>(v)];
 }
 
 const char* ActivationFuncName(ActivationFunc v) {
-  static constexpr const char* kNames[] = {"copy", "exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_apprx_tanh", "silu", "square", "sqrt", "rsqrt", "reciprocal"};
+  static constexpr const char* kNames[] = {
+      "copy", "exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_apprx_tanh", "silu",
+      "square", "sqrt", "rsqrt", "reciprocal"};
   static_assert(std::size(kNames) == static_cast<size_t>(ActivationFunc::kReciprocal) + 1);
   TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown ActivationFunc");
   return kNames[static_cast<size_t>(v)];
@@ -69,43 +76,6 @@ bool Instruction::operator==(const Instruction& o) const {
          std::memcmp(&imm0, &o.imm0, sizeof imm0) == 0 &&
          std::memcmp(&imm1, &o.imm1, sizeof imm1) == 0 && dst == o.dst && src0 == o.src0 &&
          src1 == o.src1 && source == o.source;
-}
-
-Operands OperandsOf(const Instruction& ins) {
-  Operands r;
-  switch (ins.opcode) {
-    case Opcode::kLoadStationary:
-      r.reads_src0 = true;
-      break;
-    case Opcode::kMultiplyMoving:
-      r.writes_dst = r.reads_src0 = r.reads_src1 = true;
-      r.reads_dst = ins.accumulate;
-      break;
-    case Opcode::kTensorTensor:
-      r.writes_dst = r.reads_src0 = r.reads_src1 = true;
-      break;
-    case Opcode::kTranspose:
-    case Opcode::kTensorScalar:
-    case Opcode::kTensorReduce:
-    case Opcode::kTensorCopy:
-    case Opcode::kBnStats:
-    case Opcode::kBnAggr:
-    case Opcode::kActivation:
-    case Opcode::kDmaCopy:
-      r.writes_dst = r.reads_src0 = true;
-      break;
-    case Opcode::kActivationReduce:
-      r.writes_dst = r.reads_src0 = r.writes_src1 = true;
-      break;
-    case Opcode::kMemset:
-    case Opcode::kIota:
-      r.writes_dst = true;
-      break;
-    case Opcode::kSemaphoreWait:
-    case Opcode::kSemaphoreSignal:
-      break;
-  }
-  return r;
 }
 
 Engine DefaultEngine(Opcode op) {

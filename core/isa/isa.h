@@ -115,6 +115,33 @@ struct Tile {
   bool operator==(const Tile& o) const;
 };
 
+// A [partitions, free] tile at the start of an SBUF/PSUM allocation.
+inline Tile OnChipTile(Memory memory, uint32_t allocation, int32_t partitions, int64_t free,
+                       DType dtype = DType::kFloat32) {
+  Tile t;
+  t.memory = memory;
+  t.dtype = dtype;
+  t.buffer = allocation;
+  t.partitions = partitions;
+  t.sizes[0] = free;
+  return t;
+}
+
+// Rows [row, row + rows) x columns [col, col + cols) of a row-major HBM tensor
+// with `pitch` elements per row.
+inline Tile HbmTile(uint32_t tensor, int64_t pitch, int64_t row, int32_t rows, int64_t col,
+                    int64_t cols, DType dtype = DType::kFloat32) {
+  Tile t;
+  t.memory = Memory::kHbm;
+  t.dtype = dtype;
+  t.buffer = tensor;
+  t.partitions = rows;
+  t.partition_stride = pitch;
+  t.offset = row * pitch + col;
+  t.sizes[0] = cols;
+  return t;
+}
+
 // No operand.
 inline constexpr uint32_t kNone = 0xffffffffu;
 
@@ -167,7 +194,35 @@ struct Operands {
   bool reads_src1 = false;
   bool writes_src1 = false;  // kActivationReduce's row sums
 };
-Operands OperandsOf(const Instruction& ins);
+inline Operands OperandsOf(const Instruction& ins) {
+  Operands r;
+  switch (ins.opcode) {
+    case Opcode::kLoadStationary:
+      r.reads_src0 = true;
+      break;
+    case Opcode::kMultiplyMoving:
+      r.writes_dst = r.reads_src0 = r.reads_src1 = true;
+      r.reads_dst = ins.accumulate;
+      break;
+    case Opcode::kTensorTensor:
+      r.writes_dst = r.reads_src0 = r.reads_src1 = true;
+      break;
+    case Opcode::kActivationReduce:
+      r.writes_dst = r.reads_src0 = r.writes_src1 = true;
+      break;
+    case Opcode::kMemset:
+    case Opcode::kIota:
+      r.writes_dst = true;
+      break;
+    case Opcode::kSemaphoreWait:
+    case Opcode::kSemaphoreSignal:
+      break;
+    default:  // one input, one output
+      r.writes_dst = r.reads_src0 = true;
+      break;
+  }
+  return r;
+}
 
 // The engine an opcode runs on when the kernel does not choose (NKI's default).
 Engine DefaultEngine(Opcode op);

@@ -9,24 +9,14 @@ namespace trn::isa::testing {
 
 inline Tile Sbuf(uint32_t alloc, int partitions, int64_t free, DType dt = DType::kFloat32,
                  Memory m = Memory::kSbuf) {
-  Tile t;
-  t.memory = m;
-  t.dtype = dt;
-  t.buffer = alloc;
-  t.partitions = partitions;
-  t.sizes[0] = free;
-  return t;
+  return OnChipTile(m, alloc, partitions, free, dt);
 }
 
+// Rows [0, partitions) of a tensor with `row_stride` elements per row, from `offset`.
 inline Tile Hbm(uint32_t tensor, int partitions, int64_t free, int64_t row_stride,
                 int64_t offset = 0) {
-  Tile t;
-  t.memory = Memory::kHbm;
-  t.buffer = tensor;
-  t.partitions = partitions;
-  t.partition_stride = row_stride;
+  Tile t = HbmTile(tensor, row_stride, 0, partitions, 0, free);
   t.offset = offset;
-  t.sizes[0] = free;
   return t;
 }
 

@@ -11,6 +11,17 @@
 
 namespace trn::isa {
 
+// Timing constants of the model (core/model), target.cc cites their sources.
+struct TimingSpec {
+  int min_ii_cycles;                // MIN_II, ~64 cycles
+  int dependent_latency_cycles;     // a RAW dependency on the same engine
+  int cross_engine_latency_cycles;  // a semaphore between two compute engines
+  double dma_trigger_latency_ns;    // from the semaphore to the transfer's start
+  int dma_partitions_per_engine;    // each DMA engine serves 8 partitions
+  double dma_chunk_overhead_ns;     // per contiguous run (descriptor element)
+  double tensor_throttle_ramp_ns;   // dI/dt throttling: 50 % -> 100 % over this busy time
+};
+
 struct TargetSpec {
   Target target;
   const char* name;  // "trn1" / "trn2"
@@ -34,7 +45,7 @@ struct TargetSpec {
   double dma_engine_bytes_per_ns;  // 17 (NC-v2), 23 (NC-v3)
   double hbm_peak_gb_s;            // MBU's peak: one HBM stack, ~716 GB/s (calibration section)
   double tensor_peak_flops;        // raw PE-array peak: 128 * 128 * 2 * tensor clock
-
+  TimingSpec timing;
   int64_t psum_bank_bytes() const { return psum_partition_bytes / psum_banks; }
 };
 

@@ -80,7 +80,9 @@ class Checker {
 
   // The layout of one operand against its buffer.
   std::string CheckTile(const char* what, const Tile& t) const {
-    const auto bad = [&](const std::string& e) { return fmt::format("{} {}: {}", what, Shape(t), e); };
+    const auto bad = [&](const std::string& e) {
+      return fmt::format("{} {}: {}", what, Shape(t), e);
+    };
     if (t.ndim < 1 || t.ndim > kMaxFreeDims) {
       return bad(fmt::format("{} free dims; a tile has 1..{}", t.ndim, kMaxFreeDims));
     }

@@ -136,7 +136,8 @@ TEST(Validate, PsumFreeSizeAtMost4K) {
 }
 
 TEST(Validate, EngineMustRunTheOpcode) {
-  const std::string e = ErrorAfter([](Executable& x) { x.instructions[4].engine = Engine::kTensor; });
+  const std::string e =
+      ErrorAfter([](Executable& x) { x.instructions[4].engine = Engine::kTensor; });
   EXPECT_EQ(e, "instruction 4 (tensor_copy on tensor): tensor_copy does not run on the tensor "
                "engine");
   EXPECT_TRUE(RunsOn(Opcode::kTensorCopy, Engine::kScalar));

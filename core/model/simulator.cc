@@ -1,0 +1,375 @@
+// Note [Simulator]
+// One pass over the program in issue order. For instruction i:
+//  1. Dependencies: each operand is a box (a partition range x a byte range of
+//     its buffer; HBM tiles: an element range). i depends on the last writes
+//     its reads overlap (RAW) and, if it writes, on every earlier access its
+//     write overlaps (WAR, WAW). A write that covers earlier accesses replaces
+//     them (later accesses reach them through it), and a read replaces the
+//     same engine's earlier read of a box it covers (engines retire in order),
+//     so the access lists stay short.
+//  2. Ready time: the latest end of its dependencies plus a latency — a RAW on
+//     the same engine waits dependent_latency_cycles, a dependency across
+//     engines a semaphore (cross_engine_latency_cycles of the consumer), and a
+//     DMA starts dma_trigger_latency_ns after its trigger. Same-engine WAR/WAW
+//     cost nothing (in order).
+//  3. Start: max(ready, the engine's free time); a compute instruction then
+//     holds its engine for cost cycles / clock (cost.h). A dma_copy's rows go
+//     to the DMA engines serving their partitions (8 each); each engine moves
+//     its rows run by run (dma_chunk_overhead_ns + bytes / bandwidth per run),
+//     and the copy ends when its last engine does.
+//  4. With tensor_throttle, MultiplyMoving runs at 50 % speed ramping to 100 %
+//     over tensor_throttle_ramp_ns of busy time; an idle gap of half the ramp
+//     re-engages the limit.
+#include "core/model/simulator.h"
+
+#include <algorithm>
+
+#include "core/common/assert.h"
+#include "core/isa/target.h"
+#include "core/model/cost.h"
+
+namespace trn::model {
+
+using isa::Engine;
+using isa::Memory;
+using isa::Opcode;
+
+const char* DepKindName(DepKind k) {
+  switch (k) {
+    case DepKind::kRaw: return "raw";
+    case DepKind::kWar: return "war";
+    case DepKind::kWaw: return "waw";
+  }
+  TRN_ASSERT(false, "unknown DepKind");
+  return "";
+}
+
+namespace {
+
+// What an operand touches. On-chip: a partition range x a byte range of its
+// allocation. HBM: a block of rows x columns of a row-major view with `pitch`
+// elements per row when the tile is one (pitch > 0), else an element range
+// (rows [0, 1), pitch 0). Two HBM boxes of different pitches compare as
+// element ranges: conservative, never a missed dependency.
+struct Box {
+  int64_t pitch;
+  int64_t p0, p1;  // partitions / rows [p0, p1)
+  int64_t b0, b1;  // bytes / columns / elements [b0, b1]
+  int64_t First() const { return p0 * pitch + b0; }
+  int64_t Last() const { return (p1 - 1) * pitch + b1; }
+  bool Overlaps(const Box& o) const {
+    if (pitch == o.pitch) return p0 < o.p1 && o.p0 < p1 && b0 <= o.b1 && o.b0 <= b1;
+    return First() <= o.Last() && o.First() <= Last();
+  }
+  bool Covers(const Box& o) const {
+    if (pitch == o.pitch) return p0 <= o.p0 && o.p1 <= p1 && b0 <= o.b0 && o.b1 <= b1;
+    return pitch == 0 && p1 == 1 && b0 <= o.First() && o.Last() <= b1;
+  }
+};
+
+Box BoxOf(const isa::Tile& t) {
+  int64_t last = t.offset;
+  for (int d = 0; d < t.ndim; ++d) last += (t.sizes[d] - 1) * t.strides[d];
+  if (t.memory != Memory::kHbm) {
+    const int64_t item = static_cast<int64_t>(ItemSize(t.dtype));
+    return {-1, t.partition_start, t.partition_start + t.partitions, t.offset * item,
+            (last + 1) * item - 1};
+  }
+  const int64_t pitch = t.partition_stride;
+  const int64_t width = last - t.offset;  // columns spanned within a row, minus one
+  if (pitch > 0 && t.offset % pitch + width < pitch) {
+    const int64_t row = t.offset / pitch, col = t.offset % pitch;
+    return {pitch, row, row + t.partitions, col, col + width};
+  }
+  return {0, 0, 1, t.offset, last + (t.partitions - 1) * t.partition_stride};
+}
+
+struct Access {
+  Box box;
+  uint32_t instruction;
+  Engine engine;
+};
+
+// The dependency rules of Note [Simulator], step 1. Reads and writes of a
+// buffer are kept apart: a read scans only the writes, a write both.
+class Tracker {
+ public:
+  explicit Tracker(const isa::Executable& exe)
+      : hbm_(exe.tensors.size()), chip_(exe.allocations.size()) {}
+
+  // Calls dep(producer, kind) for each dependency of instruction i's access.
+  template <typename F>
+  void Read(const isa::Tile& t, uint32_t i, Engine e, F&& dep) {
+    Lists& l = ListsOf(t);
+    const Box box = BoxOf(t);
+    for (const Access& a : l.writes) {
+      if (a.box.Overlaps(box)) dep(a.instruction, DepKind::kRaw);
+    }
+    // The same engine re-reading what it read last: one record is enough.
+    if (!l.reads.empty() && l.reads.back().engine == e && box.Covers(l.reads.back().box)) {
+      l.reads.back() = {box, i, e};
+    } else {
+      l.reads.push_back({box, i, e});
+    }
+  }
+  template <typename F>
+  void Write(const isa::Tile& t, uint32_t i, Engine e, F&& dep) {
+    Lists& l = ListsOf(t);
+    const Box box = BoxOf(t);
+    for (const Access& a : l.writes) {
+      if (a.box.Overlaps(box)) dep(a.instruction, DepKind::kWaw);
+    }
+    for (const Access& a : l.reads) {
+      if (a.instruction != i && a.box.Overlaps(box)) dep(a.instruction, DepKind::kWar);
+    }
+    std::erase_if(l.writes, [&](const Access& a) { return box.Covers(a.box); });
+    std::erase_if(l.reads, [&](const Access& a) { return box.Covers(a.box); });
+    l.writes.push_back({box, i, e});
+  }
+
+ private:
+  struct Lists {
+    std::vector<Access> reads, writes;
+  };
+  Lists& ListsOf(const isa::Tile& t) {
+    return t.memory == Memory::kHbm ? hbm_[t.buffer] : chip_[t.buffer];
+  }
+  std::vector<Lists> hbm_, chip_;
+};
+
+class Simulator {
+ public:
+  Simulator(const isa::Executable& exe, const SimOptions& o, Timeline* out)
+      : exe_(exe),
+        spec_(isa::Spec(exe.target)),
+        options_(o),
+        t_(*out),
+        tracker_(exe),
+        ns_per_byte_(1.0 / spec_.dma_engine_bytes_per_ns) {}
+
+  void Run() {
+    const size_t n = exe_.instructions.size();
+    Reset();
+    t_.start_ns.resize(n);
+    t_.end_ns.resize(n);
+    size_t dmas = 0;
+    for (const isa::Instruction& ins : exe_.instructions) dmas += ins.engine == Engine::kDma;
+    if (options_.record_transfers) t_.transfers.reserve(dmas * 4);
+    for (uint32_t i = 0; i < n; ++i) Issue(i);
+    Finish();
+  }
+
+ private:
+  // A fresh timeline that keeps the vectors' capacity (a re-simulation
+  // allocates nothing).
+  void Reset() {
+    Timeline fresh;
+    std::swap(fresh.start_ns, t_.start_ns);
+    std::swap(fresh.end_ns, t_.end_ns);
+    std::swap(fresh.transfers, t_.transfers);
+    std::swap(fresh.dependencies, t_.dependencies);
+    std::swap(fresh.occupancy, t_.occupancy);
+    fresh.start_ns.clear();
+    fresh.end_ns.clear();
+    fresh.transfers.clear();
+    fresh.dependencies.clear();
+    fresh.occupancy.clear();
+    t_ = std::move(fresh);
+  }
+
+  // Latency between producer p's end and consumer i's start.
+  double Latency(uint32_t p, Engine consumer, DepKind kind) const {
+    const Engine producer = exe_.instructions[p].engine;
+    if (consumer == Engine::kDma) return 0;  // the trigger latency is added once
+    const double ghz = EngineGhz(consumer, spec_);
+    if (producer != consumer) return spec_.timing.cross_engine_latency_cycles / ghz;
+    return kind == DepKind::kRaw ? spec_.timing.dependent_latency_cycles / ghz : 0.0;
+  }
+
+  double Ready(uint32_t i) {
+    const isa::Instruction& ins = exe_.instructions[i];
+    const isa::Operands io = isa::OperandsOf(ins);
+    double ready = 0;
+    const auto dep = [&](uint32_t p, DepKind kind) {
+      ready = std::max(ready, t_.end_ns[p] + Latency(p, ins.engine, kind));
+      if (options_.record_dependencies) t_.dependencies.push_back({p, i, kind});
+    };
+    if (io.reads_src0) tracker_.Read(ins.src0, i, ins.engine, dep);
+    if (io.reads_src1) tracker_.Read(ins.src1, i, ins.engine, dep);
+    if (io.reads_dst) tracker_.Read(ins.dst, i, ins.engine, dep);
+    if (io.writes_dst) tracker_.Write(ins.dst, i, ins.engine, dep);
+    if (io.writes_src1) tracker_.Write(ins.src1, i, ins.engine, dep);
+    // The stationary operand a MultiplyMoving multiplies is the one the Tensor
+    // engine loaded last: in order on the same engine, no extra dependency.
+    if (ins.engine == Engine::kDma) ready += spec_.timing.dma_trigger_latency_ns;
+    return ready;
+  }
+
+  void Issue(uint32_t i) {
+    const isa::Instruction& ins = exe_.instructions[i];
+    const double ready = Ready(i);
+    const int e = static_cast<int>(ins.engine);
+    if (ins.engine == Engine::kDma) {
+      IssueDma(i, ready);
+      return;
+    }
+    const Cost cost = ComputeCost(ins, spec_);
+    double dur = cost.cycles / EngineGhz(ins.engine, spec_);
+    const double start = std::max(ready, engine_free_[e]);
+    if (options_.tensor_throttle && ins.opcode == Opcode::kMultiplyMoving) {
+      if (start - engine_free_[e] > spec_.timing.tensor_throttle_ramp_ns / 2) warm_ns_ = 0;
+      const double speed =
+          0.5 + 0.5 * std::min(1.0, warm_ns_ / spec_.timing.tensor_throttle_ramp_ns);
+      dur /= speed;
+      warm_ns_ += dur;
+    }
+    t_.start_ns[i] = start;
+    t_.end_ns[i] = start + dur;
+    engine_free_[e] = start + dur;
+    t_.engine_active_ns[e] += dur;
+    t_.instruction_counts[e] += cost.hw_instructions;
+    t_.tensor_flops += cost.flops;
+    if (ins.opcode == Opcode::kMultiplyMoving) t_.useful_flops += cost.flops;
+    if (ins.opcode == Opcode::kTranspose) t_.transpose_flops += cost.flops;
+  }
+
+  void IssueDma(uint32_t i, double ready) {
+    const isa::Instruction& ins = exe_.instructions[i];
+    TRN_ASSERT(spec_.dma_queues == kDmaEngines, "a core has 16 DMA engines");
+    const DmaRows rows = PlanDma(ins, exe_);
+    const double row_ns = rows.runs_per_row * spec_.timing.dma_chunk_overhead_ns +
+                          rows.row_bytes * ns_per_byte_;
+    const int per = spec_.timing.dma_partitions_per_engine;
+    const int end_row = rows.first + rows.partitions;
+    double start = 1e300, end = ready;
+    for (int p = rows.first; p < end_row;) {  // one group of rows per engine
+      const int group_end = std::min((p / per + 1) * per, end_row);
+      const int q = (p / per) % kDmaEngines;
+      const int n = group_end - p;
+      const double s = std::max(ready, dma_free_[q]);
+      const double e = s + n * row_ns;
+      dma_free_[q] = e;
+      if (options_.record_transfers) {
+        t_.transfers.push_back({i, static_cast<uint8_t>(q), n * rows.row_bytes,
+                                n * rows.runs_per_row, s, e});
+      }
+      start = std::min(start, s);
+      end = std::max(end, e);
+      p = group_end;
+    }
+    const int64_t bytes = rows.row_bytes * rows.partitions;
+    t_.start_ns[i] = std::min(start, end);
+    t_.end_ns[i] = end;
+    t_.instruction_counts[static_cast<int>(Engine::kDma)] += 1;
+    t_.dma_count += 1;
+    t_.dma_bytes += bytes;
+    if (ins.dst.memory == Memory::kHbm || ins.src0.memory == Memory::kHbm) t_.hbm_bytes += bytes;
+  }
+
+  void Finish() {
+    for (double e : t_.end_ns) t_.total_ns = std::max(t_.total_ns, e);
+    // DMA active time: the union of the dma_copy instructions' spans.
+    std::vector<std::pair<double, double>>& spans = spans_;
+    spans.clear();
+    for (size_t i = 0; i < exe_.instructions.size(); ++i) {
+      if (exe_.instructions[i].engine == Engine::kDma) {
+        spans.emplace_back(t_.start_ns[i], t_.end_ns[i]);
+      }
+    }
+    std::sort(spans.begin(), spans.end());
+    double active = 0, lo = 0, hi = -1;
+    for (const auto& [s, e] : spans) {
+      if (s > hi) {
+        if (hi > lo) active += hi - lo;
+        lo = s;
+        hi = e;
+      } else {
+        hi = std::max(hi, e);
+      }
+    }
+    if (hi > lo) active += hi - lo;
+    t_.engine_active_ns[static_cast<int>(Engine::kDma)] = active;
+    Occupancy();
+  }
+
+  // An allocation holds its bytes from its first access's start to its last
+  // access's end.
+  void Occupancy() {
+    const size_t na = exe_.allocations.size();
+    std::vector<double> first(na, 1e300), last(na, -1);
+    for (size_t i = 0; i < exe_.instructions.size(); ++i) {
+      const isa::Instruction& ins = exe_.instructions[i];
+      const isa::Operands io = isa::OperandsOf(ins);
+      const isa::Tile* tiles[] = {io.writes_dst || io.reads_dst ? &ins.dst : nullptr,
+                                  io.reads_src0 ? &ins.src0 : nullptr,
+                                  io.reads_src1 || io.writes_src1 ? &ins.src1 : nullptr};
+      for (const isa::Tile* t : tiles) {
+        if (t == nullptr || t->memory == Memory::kHbm) continue;
+        first[t->buffer] = std::min(first[t->buffer], t_.start_ns[i]);
+        last[t->buffer] = std::max(last[t->buffer], t_.end_ns[i]);
+      }
+    }
+    struct Event {
+      double t;
+      int64_t sbuf, psum;
+    };
+    std::vector<Event> events;
+    for (size_t a = 0; a < na; ++a) {
+      if (last[a] < 0) continue;
+      const isa::Allocation& al = exe_.allocations[a];
+      const int64_t bytes = al.bytes * al.partitions;
+      const bool sbuf = al.memory == Memory::kSbuf;
+      events.push_back({first[a], sbuf ? bytes : 0, sbuf ? 0 : bytes});
+      events.push_back({last[a], sbuf ? -bytes : 0, sbuf ? 0 : -bytes});
+    }
+    std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) {
+      return x.t < y.t;
+    });
+    int64_t sbuf = 0, psum = 0;
+    for (size_t k = 0; k < events.size();) {
+      const double t = events[k].t;
+      for (; k < events.size() && events[k].t == t; ++k) {
+        sbuf += events[k].sbuf;
+        psum += events[k].psum;
+      }
+      t_.occupancy.push_back({t, sbuf, psum});
+    }
+  }
+
+  const isa::Executable& exe_;
+  const isa::TargetSpec& spec_;
+  const SimOptions& options_;
+  Timeline& t_;
+  Tracker tracker_;
+  double engine_free_[isa::kNumEngines] = {};
+  double dma_free_[kDmaEngines] = {};
+  double warm_ns_ = 0;
+  const double ns_per_byte_;
+  std::vector<std::pair<double, double>> spans_;
+};
+
+}  // namespace
+
+Status Simulate(const isa::Executable& exe, const SimOptions& options, Timeline* out) {
+  if (Status s = isa::Validate(exe); !s.ok()) return s;
+  Simulator(exe, options, out).Run();
+  return Status::Ok();
+}
+
+Metrics ComputeMetrics(const isa::Executable& exe, const Timeline& t) {
+  const isa::TargetSpec& spec = isa::Spec(exe.target);
+  Metrics m;
+  const double seconds = t.total_ns * 1e-9;
+  if (seconds > 0) {
+    m.hfu = t.tensor_flops / (spec.tensor_peak_flops * seconds);
+    m.mfu = t.useful_flops / (spec.tensor_peak_flops * seconds);
+    m.mbu = static_cast<double>(t.hbm_bytes) / seconds / (spec.hbm_peak_gb_s * 1e9);
+  }
+  m.ridge_point = spec.tensor_peak_flops / (spec.hbm_peak_gb_s * 1e9);
+  m.arithmetic_intensity = t.hbm_bytes > 0 ? t.tensor_flops / t.hbm_bytes : 0;
+  m.memory_bound = m.arithmetic_intensity < m.ridge_point;
+  m.average_dma_bytes = t.dma_count > 0 ? static_cast<double>(t.dma_bytes) / t.dma_count : 0;
+  return m;
+}
+
+}  // namespace trn::model
