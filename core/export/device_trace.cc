@@ -179,8 +179,9 @@ class Writer {
   void Flow(const char* ph, const model::Dependency& d, uint64_t id, uint32_t at) {
     const auto [tid, ts] = Anchor(at);
     Begin();
-    sink_.Raw(fmt::format(R"({{"ph":"{}","name":"{}","cat":"dependency","id":{},"pid":{},"tid":{},)",
-                          ph, model::DepKindName(d.kind), id, kPid, tid));
+    sink_.Raw(fmt::format(
+        R"({{"ph":"{}","name":"{}","cat":"dependency","id":{},"pid":{},"tid":{},)", ph,
+        model::DepKindName(d.kind), id, kPid, tid));
     if (ph[0] == 'f') sink_.Raw("\"bp\":\"e\",");
     sink_.Raw("\"ts\":");
     sink_.Milli(Ns(ts));

@@ -12,7 +12,8 @@ namespace trn::isa {
 // their operands and source lines.
 std::string FormatInspect(const Executable& exe, int first);
 
-// One instruction: "multiply_moving dst=psum acc[128, 512] float32 src0=... (matmul.py:9 nisa.nc_matmul)".
+// One instruction with its operands and source, e.g.
+// "multiply_moving dst=psum acc[128, 512] float32 src0=... (matmul.py:9 nisa.nc_matmul)".
 std::string FormatInstruction(const Executable& exe, const Instruction& ins);
 
 }  // namespace trn::isa
