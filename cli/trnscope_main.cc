@@ -1,4 +1,5 @@
-// `trnscope`: the analyzer's command line (summary, compare, report, export).
+// `trnscope`: the analyzer's command line (summary, compare, report, export) and the
+// device-level view (inspect, device-profile: cli/device_commands.cc).
 // Exit codes (docs/analyzer.md): 0 ok, 1 usage error, 2 unreadable or invalid
 // input, 3 partial input (output written from what was recovered), 4 cannot
 // write the output.
@@ -11,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/device_commands.h"
 #include "core/analysis/compare.h"
 #include "core/analysis/insights.h"
 #include "core/analysis/report_data.h"
@@ -180,6 +182,9 @@ int main(int argc, char** argv) {
   exp->add_option("--meta", meta, "meta.json (default: beside the trace)");
   exp->add_option("--name", name, "run name");
 
+  trn::cli::DeviceCommands device;
+  trn::cli::AddDeviceCommands(app, &device);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -189,6 +194,7 @@ int main(int argc, char** argv) {
     return kUsage;
   }
 
+  if (const int code = trn::cli::RunDeviceCommands(device); code >= 0) return code;
   bool partial = false;
   if (summary->parsed() || exp->parsed()) {
     Run run;

@@ -184,7 +184,11 @@ Summary Summarize(const TraceModel& m) {
     std::sort(tops.begin(), tops.end(),
               [](const Slice* a, const Slice* b) { return a->start_ns < b->start_ns; });
     size_t h = 0;
-    for (size_t i = 1; i < dev.size(); ++i) {
+    // Without host events (a modelled device trace, a kernels-only export)
+    // nothing says the host was dispatching: no host-bound stretches.
+    const bool has_host = std::any_of(m.slices.begin(), m.slices.end(),
+                                      [](const Slice& s) { return !s.on_device(); });
+    for (size_t i = 1; i < dev.size() && has_host; ++i) {
       const int64_t gs = dev[i - 1].second, ge = dev[i].first;
       if (ge - gs < Summary::kMinGapNs) continue;
       while (h < host.size() && host[h].second <= gs) ++h;

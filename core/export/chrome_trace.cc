@@ -25,6 +25,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "core/export/json_sink.h"
 #include "core/runtime/runtime.h"
 
 namespace trn::exporter {
@@ -33,175 +34,11 @@ namespace {
 using trace::Record;
 using trace::RecordKind;
 
-constexpr size_t kBufferBytes = size_t{4} << 20;
 constexpr int64_t kDevicePidBase = 1'000'000;
 constexpr uint64_t kSyntheticFlowBase = uint64_t{1} << 52;
 constexpr uint32_t kNone = ~uint32_t{0};
 // c10::DeviceType::PrivateUse1, what torch.profiler writes as "Device Type".
 constexpr int kPrivateUse1DeviceType = 20;
-
-// Owns the temporary output file and a large text buffer; renames the file to
-// its final path only in Commit(), and deletes it otherwise. One thread.
-class Sink {
- public:
-  explicit Sink(const std::string& path)
-      : path_(path), tmp_path_(path + ".tmp"), buf_(new char[kBufferBytes]) {
-    file_ = std::fopen(tmp_path_.c_str(), "wb");
-    if (file_ == nullptr) Fail();
-  }
-  ~Sink() {
-    if (file_ != nullptr) std::fclose(file_);
-    if (!committed_) std::remove(tmp_path_.c_str());
-  }
-  Sink(const Sink&) = delete;
-  Sink& operator=(const Sink&) = delete;
-
-  void Raw(std::string_view s) {
-    if (len_ + s.size() > kBufferBytes) {
-      Flush();
-      if (s.size() > kBufferBytes) return Write(s.data(), s.size());
-    }
-    std::memcpy(buf_.get() + len_, s.data(), s.size());
-    len_ += s.size();
-  }
-  void Char(char c) {
-    Reserve(1);
-    buf_[len_++] = c;
-  }
-  void Int(int64_t v) {
-    fmt::format_int f(v);
-    Raw(std::string_view(f.data(), f.size()));
-  }
-  void Uint(uint64_t v) {
-    fmt::format_int f(v);
-    Raw(std::string_view(f.data(), f.size()));
-  }
-  // value / 1000 as fixed point with exactly 3 decimals, no floating point:
-  // ns -> "µs.nnn", milli-units -> "units.mmm".
-  void Milli(int64_t v) {
-    uint64_t mag = static_cast<uint64_t>(v);
-    if (v < 0) {
-      Char('-');
-      mag = ~mag + 1;  // also right for INT64_MIN
-    }
-    Uint(mag / 1000);
-    const unsigned frac = static_cast<unsigned>(mag % 1000);
-    Reserve(4);
-    char* p = buf_.get() + len_;
-    p[0] = '.';
-    p[1] = static_cast<char>('0' + frac / 100);
-    p[2] = static_cast<char>('0' + frac / 10 % 10);
-    p[3] = static_cast<char>('0' + frac % 10);
-    len_ += 4;
-  }
-  void Str(std::string_view s);  // a quoted, escaped JSON string
-
-  // Flushes, closes and renames onto the final path.
-  void Commit() {
-    Flush();
-    FILE* f = file_;
-    file_ = nullptr;
-    if (std::fclose(f) != 0) Fail();
-    if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) Fail();
-    committed_ = true;
-  }
-  uint64_t bytes() const { return written_ + len_; }
-
- private:
-  void Reserve(size_t n) {
-    if (len_ + n > kBufferBytes) Flush();
-  }
-  void Flush() {
-    Write(buf_.get(), len_);
-    len_ = 0;
-  }
-  void Write(const char* data, size_t n) {
-    if (n != 0 && std::fwrite(data, 1, n, file_) != n) Fail();
-    written_ += n;
-  }
-  [[noreturn]] void Fail() {
-    throw std::runtime_error(
-        fmt::format("cannot write Chrome trace '{}': {}", path_, std::strerror(errno)));
-  }
-
-  std::string path_, tmp_path_;
-  std::unique_ptr<char[]> buf_;
-  size_t len_ = 0;
-  uint64_t written_ = 0;
-  FILE* file_ = nullptr;
-  bool committed_ = false;
-};
-
-// 1 for bytes that end a plain run inside a JSON string: control characters,
-// '"', '\\', DEL (Perfetto's key reader rejects it raw) and non-ASCII (checked
-// as UTF-8).
-constexpr auto kSpecial = [] {
-  std::array<bool, 256> t{};
-  for (int c = 0; c < 256; ++c) t[c] = c < 0x20 || c == '"' || c == '\\' || c >= 0x7f;
-  return t;
-}();
-
-// Length of the well-formed UTF-8 sequence at s (RFC 3629: no overlongs, no
-// surrogates, nothing past U+10FFFF), 0 if there is none.
-size_t Utf8Length(const unsigned char* s, size_t n) {
-  const unsigned c = s[0];
-  auto cont = [&](size_t i) { return i < n && (s[i] & 0xC0) == 0x80; };
-  if (c >= 0xC2 && c <= 0xDF) return cont(1) ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    if (!cont(1) || !cont(2)) return 0;
-    if (c == 0xE0 && s[1] < 0xA0) return 0;  // overlong
-    if (c == 0xED && s[1] > 0x9F) return 0;  // surrogate
-    return 3;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    if (!cont(1) || !cont(2) || !cont(3)) return 0;
-    if (c == 0xF0 && s[1] < 0x90) return 0;  // overlong
-    if (c == 0xF4 && s[1] > 0x8F) return 0;  // > U+10FFFF
-    return 4;
-  }
-  return 0;
-}
-
-void Sink::Str(std::string_view s) {
-  Char('"');
-  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
-  const size_t n = s.size();
-  size_t run = 0;  // start of the pending plain run
-  for (size_t i = 0; i < n;) {
-    if (!kSpecial[p[i]]) {
-      ++i;
-      continue;
-    }
-    const unsigned char c = p[i];
-    if (c >= 0x80) {
-      if (size_t len = Utf8Length(p + i, n - i)) {
-        i += len;  // valid UTF-8 passes through inside the run
-        continue;
-      }
-    }
-    Raw(s.substr(run, i - run));
-    switch (c) {
-      case '"': Raw("\\\""); break;
-      case '\\': Raw("\\\\"); break;
-      case '\n': Raw("\\n"); break;
-      case '\r': Raw("\\r"); break;
-      case '\t': Raw("\\t"); break;
-      case '\b': Raw("\\b"); break;
-      case '\f': Raw("\\f"); break;
-      default:
-        if (c >= 0x80) {
-          Raw("\xEF\xBF\xBD");  // U+FFFD for each byte of invalid UTF-8
-        } else {
-          constexpr char kHex[] = "0123456789abcdef";
-          const char esc[6] = {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 15]};
-          Raw(std::string_view(esc, 6));
-        }
-    }
-    run = ++i;
-  }
-  Raw(s.substr(run));
-  Char('"');
-}
 
 std::string_view NameOf(const char* s) { return s != nullptr ? std::string_view(s) : ""; }
 

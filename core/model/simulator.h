@@ -16,6 +16,10 @@
 
 namespace trn::model {
 
+// The error bound printed next to every modelled number (docs/device_model.md,
+// the calibration table: the modelled-vs-published errors stay within it).
+inline constexpr int kErrorBoundPct = 10;
+
 struct SimOptions {
   bool tensor_throttle = false;     // Trn2's dI/dt limit on the Tensor engine
   bool record_dependencies = true;  // fill Timeline::dependencies (the trace's flows)
