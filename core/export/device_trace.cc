@@ -210,8 +210,8 @@ class Writer {
 
   void Counters() {
     for (const model::OccupancyPoint& p : t_.occupancy) {
-      Counter("SBUF bytes", p.t_ns, "bytes", static_cast<double>(p.sbuf_bytes));
-      Counter("PSUM bytes", p.t_ns, "bytes", static_cast<double>(p.psum_bytes));
+      Counter("SBUF bytes", p.t_ns, "used", static_cast<double>(p.sbuf_bytes));
+      Counter("PSUM bytes", p.t_ns, "used", static_cast<double>(p.psum_bytes));
     }
     if (t_.total_ns <= 0 || t_.transfers.empty()) return;
     // Bytes per bin, a transfer's bytes spread evenly over its duration.

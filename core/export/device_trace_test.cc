@@ -109,7 +109,7 @@ TEST(DeviceTrace, CountersFollowTheOccupancy) {
     if (e.Find("ph")->text != "C") continue;
     names.insert(e.Find("name")->text);
     if (e.Find("name")->text == "PSUM bytes") {
-      peak_psum = std::max<int64_t>(peak_psum, std::stoll(e.Find("args")->Find("bytes")->text));
+      peak_psum = std::max<int64_t>(peak_psum, std::stoll(e.Find("args")->Find("used")->text));
     }
   }
   EXPECT_EQ(names, (std::set<std::string>{"SBUF bytes", "PSUM bytes", "DMA GB/s"}));
@@ -205,6 +205,15 @@ TEST(DeviceCli, InspectProfileAndSummarize) {
   EXPECT_EQ(summary.code, 0) << summary.out;
   EXPECT_NE(summary.out.find("kernels 3 | copies 48 |"), std::string::npos) << summary.out;
   EXPECT_NE(summary.out.find("idle while the host dispatches 0 ns"), std::string::npos);
+  // Its counters reach the analyzer (an arg named "bytes" would be read as a
+  // kernel's bytes, not a counter value).
+  const std::string html = TempPath("cli_device.html"), json = TempPath("cli_device.report.json");
+  const Ran report = Cli("report " + trace + " -o " + html + " --json " + json);
+  EXPECT_EQ(report.code, 0) << report.out;
+  const std::string data = ReadFile(json);
+  for (const char* counter : {"\"SBUF bytes\"", "\"PSUM bytes\"", "\"DMA GB/s\""}) {
+    EXPECT_NE(data.find(counter), std::string::npos) << counter;
+  }
 }
 
 TEST(DeviceCli, BadArtifactsExitWithAReason) {
