@@ -8,6 +8,7 @@
 #include "core/kernels/bandwidth.h"
 #include "torch_bridge/bridge.h"
 #include "torch_bridge/compile.h"
+#include "torch_bridge/device_model.h"
 #include "torch_bridge/device.h"
 #include "torch_bridge/profiler.h"
 
@@ -191,6 +192,7 @@ PYBIND11_MODULE(_C, m) {
   namespace rt = trn::rt;
   m.doc() = "trnscope device runtime bindings";
   BindCompile(m);
+  BindDeviceModel(m);
   m.def("device_count", [] { return DeviceCount(); });
   m.def("current_device", [] { return CurrentDevice(); });
   m.def("set_device", [](int index) { SetCurrentDevice(index); });

@@ -57,6 +57,37 @@ const char* ActivationFuncName(ActivationFunc v) {
   return kNames[static_cast<size_t>(v)];
 }
 
+namespace {
+
+template <typename E>
+bool ParseName(std::string_view name, E last, const char* (*name_of)(E), E* out) {
+  for (int v = 0; v <= static_cast<int>(last); ++v) {
+    if (name == name_of(static_cast<E>(v))) {
+      *out = static_cast<E>(v);
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+bool ParseEngine(std::string_view n, Engine* out) {
+  return ParseName(n, Engine::kDma, EngineName, out);
+}
+bool ParseMemory(std::string_view n, Memory* out) {
+  return ParseName(n, Memory::kPsum, MemoryName, out);
+}
+bool ParseOpcode(std::string_view n, Opcode* out) {
+  return ParseName(n, Opcode::kDmaCopy, OpcodeName, out);
+}
+bool ParseAluOp(std::string_view n, AluOp* out) {
+  return ParseName(n, AluOp::kIsGreater, AluOpName, out);
+}
+bool ParseActivationFunc(std::string_view n, ActivationFunc* out) {
+  return ParseName(n, ActivationFunc::kReciprocal, ActivationFuncName, out);
+}
+
 bool Tile::operator==(const Tile& o) const {
   if (memory != o.memory || dtype != o.dtype || buffer != o.buffer ||
       partition_start != o.partition_start || partitions != o.partitions ||

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include "core/common/tensor_ref.h"
 
@@ -83,6 +84,12 @@ const char* MemoryName(Memory m);  // "hbm", "sbuf", "psum"
 const char* OpcodeName(Opcode op);  // NKI's names: "nc_matmul", "tensor_tensor", ...
 const char* AluOpName(AluOp op);
 const char* ActivationFuncName(ActivationFunc f);
+// The value with that name (the names above); false if there is none.
+bool ParseEngine(std::string_view name, Engine* out);
+bool ParseMemory(std::string_view name, Memory* out);
+bool ParseOpcode(std::string_view name, Opcode* out);
+bool ParseAluOp(std::string_view name, AluOp* out);
+bool ParseActivationFunc(std::string_view name, ActivationFunc* out);
 
 inline constexpr int kMaxFreeDims = 4;
 

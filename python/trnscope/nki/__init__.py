@@ -1,0 +1,134 @@
+"""trnscope.nki: NKI's kernel language on trnscope's modelled NeuronCore.
+
+    import trnscope.nki as nki
+    import trnscope.nki.language as nl
+    import trnscope.nki.isa as nisa
+
+    @nki.jit
+    def kernel(a, b): ...              # written as for AWS's NKI
+
+    out = kernel(a_np, b_np)           # runs on numpy: the real result
+    p = nki.profile(kernel, a_np, b_np, target="trn2")   # modelled device profile
+    p.total_ns, p.engine_active_ns["tensor"], p.hfu, p.bound, p.recommendations
+    p.save("kernel.trnx"); p.export_trace("device.json")
+
+A profile is **modelled** (docs/device_model.md): an engine program traced from the
+kernel (Note [NKI tracing] in _trace.py), simulated by core/model with its error
+bound; never a measurement. The supported subset is listed in language.py and isa.py;
+anything else raises UnsupportedError naming it.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from trnscope.nki import _trace
+from trnscope.nki._trace import NkiError, UnsupportedError
+
+__all__ = ["DeviceProfile", "NkiError", "UnsupportedError", "jit", "profile"]
+
+
+def _as_array(x, i: int):
+    """(numpy array, dtype name) of a kernel argument: numpy or a CPU tensor."""
+    if isinstance(x, np.ndarray):
+        return x, x.dtype.name
+    if type(x).__module__.startswith("torch"):
+        if x.device.type != "cpu":
+            raise NkiError(f"nki: argument {i} is on {x.device}; pass a CPU tensor or numpy array")
+        name = str(x.dtype).replace("torch.", "")
+        return x.detach().float().numpy() if name == "bfloat16" else x.detach().numpy(), name
+    raise NkiError(f"nki: argument {i} is a {type(x).__name__}; expected a numpy array or tensor")
+
+
+def _trace_call(fn, args, target: str, numerics: bool) -> tuple:
+    trace = _trace.Trace(fn.__name__, target, numerics)
+    tensors = []
+    for i, a in enumerate(args):
+        data, dtype = _as_array(a, i)
+        tensors.append(_trace.Tensor(trace, f"arg{i}", "input", data.shape,
+                                     _trace.dtype_of(dtype), data if numerics else None))
+    previous, _trace._current = _trace._current, trace
+    try:
+        result = fn(*tensors)
+    finally:
+        _trace._current = previous
+    return trace, result
+
+
+class Kernel:
+    """An @nki.jit kernel: calling it on numpy arrays or CPU tensors runs it."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        functools.update_wrapper(self, fn)
+
+    def __call__(self, *args):
+        trace, result = _trace_call(self.fn, args, "trn2", numerics=True)
+        outputs = result if isinstance(result, tuple) else (result,)
+        arrays = []
+        for r in outputs:
+            if not isinstance(r, _trace.Tensor):
+                raise NkiError(f"nki: {self.fn.__name__} must return HBM tensors "
+                               f"(nl.ndarray(..., buffer=nl.shared_hbm)), got {type(r).__name__}")
+            arrays.append(r.data)
+        return tuple(arrays) if isinstance(result, tuple) else arrays[0]
+
+
+def jit(fn=None, **options):
+    """Decorator: `@nki.jit` or `@nki.jit(mode=...)` (options are accepted and ignored)."""
+    if fn is None:
+        return lambda f: Kernel(f)
+    return Kernel(fn)
+
+
+class DeviceProfile:
+    """The modelled profile of one kernel call on a target (docs/device_model.md)."""
+
+    def __init__(self, program: dict, result: dict, tensor_throttle: bool):
+        self._program, self._throttle = program, tensor_throttle
+        self.target = result["target"]
+        self.total_ns = result["total_ns"]
+        self.engine_active_ns = dict(result["engine_active_ns"])
+        self.instruction_counts = dict(result["instruction_counts"])
+        self.hfu, self.mfu, self.mbu = result["hfu"], result["mfu"], result["mbu"]
+        self.arithmetic_intensity = result["arithmetic_intensity"]
+        self.ridge_point = result["ridge_point"]
+        self.bound = result["bound"]
+        self.average_dma_bytes = result["average_dma_bytes"]
+        self.hbm_bytes = result["hbm_bytes"]
+        self.recommendations = list(result["recommendations"])
+        self.summary = result["summary"]
+        self.error_bound_pct = result["error_bound_pct"]
+
+    def save(self, path: str) -> str:
+        """Writes the executable artifact (`trnscope inspect` / `device-profile` read it)."""
+        from trnscope import _C
+
+        _C._device_model_run(self._program, save_path=str(path), tensor_throttle=self._throttle)
+        return str(path)
+
+    def export_trace(self, path: str) -> str:
+        """Writes the device trace (Chrome JSON: Perfetto, `trnscope summary`, the explorer)."""
+        from trnscope import _C
+
+        _C._device_model_run(self._program, trace_path=str(path), tensor_throttle=self._throttle)
+        return str(path)
+
+    def __repr__(self):
+        return (f"DeviceProfile({self._program['name']}, modelled {self.target} "
+                f"\u00b1{self.error_bound_pct} %: {self.total_ns / 1e3:.3f} us, {self.bound}-bound)")
+
+
+def profile(kernel, *args, target: str = "trn2", tensor_throttle: bool = False,
+            numerics: bool = False) -> DeviceProfile:
+    """Traces `kernel` on these arguments' shapes and dtypes (numerics=False skips the
+    numpy work, so large kernels trace in seconds) and simulates it on `target`."""
+    from trnscope import _C
+
+    fn = kernel.fn if isinstance(kernel, Kernel) else kernel
+    trace, _ = _trace_call(fn, args, target, numerics)
+    program = trace.program()
+    result = _C._device_model_run(program, tensor_throttle=tensor_throttle)
+    return DeviceProfile(program, result, tensor_throttle)
