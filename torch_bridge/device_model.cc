@@ -127,9 +127,13 @@ isa::Executable Build(const py::dict& p) {
   return exe;
 }
 
-py::dict Run(const py::dict& program, const std::string& save_path,
-             const std::string& trace_path, bool tensor_throttle) {
+py::object Run(const py::dict& program, const std::string& save_path,
+               const std::string& trace_path, bool tensor_throttle, bool simulate) {
   const isa::Executable exe = Build(program);
+  if (!simulate) {
+    if (Status s = isa::Validate(exe); !s.ok()) throw py::value_error(s.error);
+    return py::none();
+  }
   model::SimOptions options;
   options.tensor_throttle = tensor_throttle;
   options.record_dependencies = !trace_path.empty();
@@ -179,8 +183,9 @@ py::dict Run(const py::dict& program, const std::string& save_path,
 void BindDeviceModel(py::module_& m) {
   m.def("_device_model_run", &Run, py::arg("program"), py::arg("save_path") = "",
         py::arg("trace_path") = "", py::arg("tensor_throttle") = false,
+        py::arg("simulate") = true,
         "Build, validate and simulate an engine program (trnscope.nki); optionally save the "
-        "executable and write the device trace.");
+        "executable and write the device trace. simulate=False only validates.");
 }
 
 }  // namespace trn::bridge

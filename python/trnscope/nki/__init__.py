@@ -65,7 +65,11 @@ class Kernel:
         functools.update_wrapper(self, fn)
 
     def __call__(self, *args):
+        from trnscope import _C
+
         trace, result = _trace_call(self.fn, args, "trn2", numerics=True)
+        # What the hardware would reject is an error here too, not a silent result.
+        _C._device_model_run(trace.program(), simulate=False)
         outputs = result if isinstance(result, tuple) else (result,)
         arrays = []
         for r in outputs:

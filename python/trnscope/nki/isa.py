@@ -138,7 +138,7 @@ def nc_transpose(data, engine="tensor", **unsupported):
     memory = "psum" if engine == "tensor" else "sbuf"
     values = data_of(v).T if data_of(v) is not None else None
     return _emit_into(None, v.shape[::-1], v.tile.dtype, memory, "nc_transpose", "nc_transpose",
-                      engine, values)
+                      engine, values, src0=v)
 
 
 def tensor_copy(src, dst=None, dtype=None, engine="vector"):

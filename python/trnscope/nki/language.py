@@ -139,12 +139,20 @@ add, subtract, multiply, divide, maximum, minimum = (
     _binary(f) for f in (np.add, np.subtract, np.multiply, np.divide, np.maximum, np.minimum))
 
 
-def _unsupported(name):
-    def f(*args, **kwargs):
-        raise UnsupportedError(f"nki: nl.{name} is not supported yet by trnscope.nki")
+class _Unsupported:
+    """A name of NKI's language trnscope.nki does not implement yet: using it says so."""
 
-    f.__name__ = name
-    return f
+    def __init__(self, name):
+        self.name = name
+
+    def _fail(self, *args, **kwargs):
+        raise UnsupportedError(f"nki: nl.{self.name} is not supported yet by trnscope.nki")
+
+    __call__ = __getitem__ = _fail
+
+
+def _unsupported(name):
+    return _Unsupported(name)
 
 
 mgrid = _unsupported("mgrid")
