@@ -24,15 +24,16 @@ int Fail(int code, const std::string& message) {
 }  // namespace
 
 void AddDeviceCommands(CLI::App& app, DeviceCommands* d) {
-  d->inspect = app.add_subcommand(
-      "inspect", "List an executable artifact: header, I/O tensors, SBUF/PSUM plan, "
-                 "instructions per engine with operands and source lines");
+  d->inspect =
+      app.add_subcommand("inspect",
+                         "List an executable artifact: header, I/O tensors, SBUF/PSUM plan, "
+                         "instructions per engine with operands and source lines");
   d->inspect->add_option("ARTIFACT", d->artifact, "executable (.trnx)")->required();
   d->inspect->add_option("--first", d->first, "instructions to list per engine")
       ->capture_default_str();
-  d->profile = app.add_subcommand(
-      "device-profile", "Simulate an executable on a modelled NeuronCore and print a "
-                        "Neuron-Explorer-style summary (modelled, not measured)");
+  d->profile = app.add_subcommand("device-profile",
+                                  "Simulate an executable on a modelled NeuronCore and print a "
+                                  "Neuron-Explorer-style summary (modelled, not measured)");
   d->profile->add_option("ARTIFACT", d->artifact, "executable (.trnx)")->required();
   d->profile->add_option("-o,--output", d->trace_out, "write the device trace (Chrome JSON)");
   d->profile->add_option("--target", d->target, "trn1 or trn2 (default: the artifact's)");
@@ -50,15 +51,15 @@ int RunDeviceCommands(const DeviceCommands& d) {
   if (!d.target.empty()) {
     isa::Target t;
     if (!isa::ParseTarget(d.target, &t)) {
-      return Fail(kUsage, fmt::format("--target '{}' is not a target; expected trn1 or trn2",
-                                      d.target));
+      return Fail(kUsage,
+                  fmt::format("--target '{}' is not a target; expected trn1 or trn2", d.target));
     }
     exe.target = t;
   }
   model::Timeline timeline;
   if (Status s = model::Simulate(exe, {}, &timeline); !s.ok()) {
-    return Fail(kBadInput, fmt::format("{} on {}: {}", d.artifact,
-                                       isa::Spec(exe.target).name, s.error));
+    return Fail(kBadInput,
+                fmt::format("{} on {}: {}", d.artifact, isa::Spec(exe.target).name, s.error));
   }
   const std::string text = model::FormatDeviceProfile(exe, timeline);
   std::fwrite(text.data(), 1, text.size(), stdout);

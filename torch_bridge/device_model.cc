@@ -61,7 +61,8 @@ isa::Tile TileOf(const py::handle& h) {
   const auto sizes = x[7].cast<std::vector<int64_t>>();
   const auto strides = x[8].cast<std::vector<int64_t>>();
   if (sizes.empty() || sizes.size() > isa::kMaxFreeDims || sizes.size() != strides.size()) {
-    Bad(fmt::format("device model: a tile has 1..{} free dims with one stride each, got {} "
+    Bad(
+        fmt::format("device model: a tile has 1..{} free dims with one stride each, got {} "
                     "sizes and {} strides",
                     isa::kMaxFreeDims, sizes.size(), strides.size()));
   }
@@ -82,22 +83,20 @@ isa::Executable Build(const py::dict& p) {
   }
   for (const py::handle& h : p["tensors"]) {
     const py::tuple x = h.cast<py::tuple>();
-    exe.tensors.push_back({x[0].cast<std::string>(),
-                           Parse(ParseKind, x[1].cast<std::string>(), "tensor kind"),
-                           Parse(ParseDType, x[2].cast<std::string>(), "dtype"),
-                           x[3].cast<std::vector<int64_t>>()});
+    exe.tensors.push_back(
+        {x[0].cast<std::string>(), Parse(ParseKind, x[1].cast<std::string>(), "tensor kind"),
+         Parse(ParseDType, x[2].cast<std::string>(), "dtype"), x[3].cast<std::vector<int64_t>>()});
   }
   for (const py::handle& h : p["allocations"]) {
     const py::tuple x = h.cast<py::tuple>();
-    exe.allocations.push_back({x[0].cast<std::string>(),
-                               Parse(isa::ParseMemory, x[1].cast<std::string>(), "memory"),
-                               x[2].cast<int32_t>(), x[3].cast<int32_t>(), x[4].cast<int64_t>(),
-                               x[5].cast<int64_t>()});
+    exe.allocations.push_back(
+        {x[0].cast<std::string>(), Parse(isa::ParseMemory, x[1].cast<std::string>(), "memory"),
+         x[2].cast<int32_t>(), x[3].cast<int32_t>(), x[4].cast<int64_t>(), x[5].cast<int64_t>()});
   }
   for (const py::handle& h : p["sources"]) {
     const py::tuple x = h.cast<py::tuple>();
-    exe.sources.push_back({x[0].cast<std::string>(), x[1].cast<int32_t>(),
-                           x[2].cast<std::string>(), x[3].cast<int64_t>()});
+    exe.sources.push_back({x[0].cast<std::string>(), x[1].cast<int32_t>(), x[2].cast<std::string>(),
+                           x[3].cast<int64_t>()});
   }
   // (opcode, engine, op0, op1, func, accumulate, queue, semaphore, value, imm0,
   //  imm1, dst, src0, src1, source)
@@ -127,8 +126,8 @@ isa::Executable Build(const py::dict& p) {
   return exe;
 }
 
-py::object Run(const py::dict& program, const std::string& save_path,
-               const std::string& trace_path, bool tensor_throttle, bool simulate) {
+py::object Run(const py::dict& program, const std::string& save_path, const std::string& trace_path,
+               bool tensor_throttle, bool simulate) {
   const isa::Executable exe = Build(program);
   if (!simulate) {
     if (Status s = isa::Validate(exe); !s.ok()) throw py::value_error(s.error);
@@ -182,8 +181,7 @@ py::object Run(const py::dict& program, const std::string& save_path,
 
 void BindDeviceModel(py::module_& m) {
   m.def("_device_model_run", &Run, py::arg("program"), py::arg("save_path") = "",
-        py::arg("trace_path") = "", py::arg("tensor_throttle") = false,
-        py::arg("simulate") = true,
+        py::arg("trace_path") = "", py::arg("tensor_throttle") = false, py::arg("simulate") = true,
         "Build, validate and simulate an engine program (trnscope.nki); optionally save the "
         "executable and write the device trace. simulate=False only validates.");
 }

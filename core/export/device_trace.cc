@@ -21,9 +21,15 @@ constexpr int kDmaTidBase = 100;
 constexpr int kCounterBins = 400;  // "DMA GB/s" samples over the run
 // Chrome's reserved colour names (chrome://tracing honours "cname"; Perfetto
 // colours by name): one per source op, cycling.
-constexpr const char* kColours[] = {"thread_state_running", "rail_response", "rail_animation",
-                                    "rail_load",            "cq_build_passed", "startup",
-                                    "good",                 "yellow",          "olive",
+constexpr const char* kColours[] = {"thread_state_running",
+                                    "rail_response",
+                                    "rail_animation",
+                                    "rail_load",
+                                    "cq_build_passed",
+                                    "startup",
+                                    "good",
+                                    "yellow",
+                                    "olive",
                                     "generic_work"};
 
 int64_t Ns(double ns) { return std::llround(ns); }
@@ -124,7 +130,7 @@ class Writer {
 
   std::string Operand(const isa::Tile& t) const {
     const std::string& buffer = t.memory == isa::Memory::kHbm ? exe_.tensors[t.buffer].name
-                                                             : exe_.allocations[t.buffer].name;
+                                                              : exe_.allocations[t.buffer].name;
     std::string shape = fmt::format("{}", t.partitions);
     for (int d = 0; d < t.ndim; ++d) shape += fmt::format(", {}", t.sizes[d]);
     return fmt::format("{} {}[{}] {}", isa::MemoryName(t.memory), buffer, shape,
@@ -140,8 +146,7 @@ class Writer {
   void Args(uint32_t i) {
     const isa::Instruction& ins = exe_.instructions[i];
     const isa::Operands io = isa::OperandsOf(ins);
-    sink_.Raw(fmt::format("\"instruction\":{},\"engine\":\"{}\"", i,
-                          isa::EngineName(ins.engine)));
+    sink_.Raw(fmt::format("\"instruction\":{},\"engine\":\"{}\"", i, isa::EngineName(ins.engine)));
     if (io.writes_dst || io.reads_dst) Field("dst", Operand(ins.dst));
     if (io.reads_src0) Field("src0", Operand(ins.src0));
     if (io.reads_src1 || io.writes_src1) Field("src1", Operand(ins.src1));
@@ -154,9 +159,8 @@ class Writer {
 
   void Instruction(uint32_t i) {
     const isa::Instruction& ins = exe_.instructions[i];
-    const char* cname = ins.source == isa::kNone
-                            ? nullptr
-                            : kColours[ins.source % std::size(kColours)];
+    const char* cname =
+        ins.source == isa::kNone ? nullptr : kColours[ins.source % std::size(kColours)];
     if (ins.engine == Engine::kDma) {
       for (; transfers_at_ < t_.transfers.size() && t_.transfers[transfers_at_].instruction == i;
            ++transfers_at_) {
@@ -179,9 +183,9 @@ class Writer {
   void Flow(const char* ph, const model::Dependency& d, uint64_t id, uint32_t at) {
     const auto [tid, ts] = Anchor(at);
     Begin();
-    sink_.Raw(fmt::format(
-        R"({{"ph":"{}","name":"{}","cat":"dependency","id":{},"pid":{},"tid":{},)", ph,
-        model::DepKindName(d.kind), id, kPid, tid));
+    sink_.Raw(
+        fmt::format(R"({{"ph":"{}","name":"{}","cat":"dependency","id":{},"pid":{},"tid":{},)", ph,
+                    model::DepKindName(d.kind), id, kPid, tid));
     if (ph[0] == 'f') sink_.Raw("\"bp\":\"e\",");
     sink_.Raw("\"ts\":");
     sink_.Milli(Ns(ts));
@@ -237,11 +241,11 @@ class Writer {
         R"({{"modelled":true,"target":"{}","core":"{}","error_bound_pct":{},"executable":)",
         spec_.name, spec_.core, model::kErrorBoundPct));
     sink_.Str(exe_.name);
-    sink_.Raw(fmt::format(
-        R"(,"total_ns":{},"hfu":{},"mfu":{},"mbu":{},"arithmetic_intensity":{},)"
-        R"("ridge_point":{},"bound":"{}","flows_truncated":{}}})",
-        t_.total_ns, m.hfu, m.mfu, m.mbu, m.arithmetic_intensity, m.ridge_point,
-        m.memory_bound ? "memory" : "compute", stats_.flows_truncated ? "true" : "false"));
+    sink_.Raw(fmt::format(R"(,"total_ns":{},"hfu":{},"mfu":{},"mbu":{},"arithmetic_intensity":{},)"
+                          R"("ridge_point":{},"bound":"{}","flows_truncated":{}}})",
+                          t_.total_ns, m.hfu, m.mfu, m.mbu, m.arithmetic_intensity, m.ridge_point,
+                          m.memory_bound ? "memory" : "compute",
+                          stats_.flows_truncated ? "true" : "false"));
   }
 
   const isa::Executable& exe_;

@@ -4,7 +4,6 @@
 #include "core/export/device_trace.h"
 
 #include <gtest/gtest.h>
-
 #include <sys/wait.h>
 
 #include <cmath>
@@ -127,7 +126,8 @@ TEST(DeviceTrace, AnUnwritablePathIsAnError) {
 TEST(DeviceReport, SummaryAndRecommendations) {
   const Written w = Write();
   const std::string text = model::FormatDeviceProfile(w.exe, w.t);
-  EXPECT_NE(text.find("modelled (trn2, NC-v3), error bound \xc2\xb1" "10 %; not a measurement"),
+  EXPECT_NE(text.find("modelled (trn2, NC-v3), error bound \xc2\xb1"
+                      "10 %; not a measurement"),
             std::string::npos)
       << text;
   EXPECT_NE(text.find("memory-bound"), std::string::npos) << text;

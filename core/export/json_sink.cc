@@ -56,13 +56,27 @@ void Sink::Str(std::string_view s) {
     }
     Raw(s.substr(run, i - run));
     switch (c) {
-      case '"': Raw("\\\""); break;
-      case '\\': Raw("\\\\"); break;
-      case '\n': Raw("\\n"); break;
-      case '\r': Raw("\\r"); break;
-      case '\t': Raw("\\t"); break;
-      case '\b': Raw("\\b"); break;
-      case '\f': Raw("\\f"); break;
+      case '"':
+        Raw("\\\"");
+        break;
+      case '\\':
+        Raw("\\\\");
+        break;
+      case '\n':
+        Raw("\\n");
+        break;
+      case '\r':
+        Raw("\\r");
+        break;
+      case '\t':
+        Raw("\\t");
+        break;
+      case '\b':
+        Raw("\\b");
+        break;
+      case '\f':
+        Raw("\\f");
+        break;
       default:
         if (c >= 0x80) {
           Raw("\xEF\xBF\xBD");  // U+FFFD for each byte of invalid UTF-8

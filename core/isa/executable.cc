@@ -30,9 +30,12 @@ namespace trn::isa {
 
 const char* TensorKindName(TensorKind k) {
   switch (k) {
-    case TensorKind::kInput: return "input";
-    case TensorKind::kOutput: return "output";
-    case TensorKind::kInternal: return "internal";
+    case TensorKind::kInput:
+      return "input";
+    case TensorKind::kOutput:
+      return "output";
+    case TensorKind::kInternal:
+      return "internal";
   }
   TRN_ASSERT(false, "unknown TensorKind");
   return "";
@@ -380,8 +383,8 @@ Status Parse(const uint8_t* data, size_t size, Executable* out) {
   const uint32_t crc = h.U32();
   if (version > Executable::kFormatVersion || version == 0) {
     return Status::Error(fmt::format(
-        "executable format version {} is not supported: this trnscope reads version {}{}",
-        version, Executable::kFormatVersion, version > 1 ? " (written by a newer trnscope)" : ""));
+        "executable format version {} is not supported: this trnscope reads version {}{}", version,
+        Executable::kFormatVersion, version > 1 ? " (written by a newer trnscope)" : ""));
   }
   if (header_bytes != kHeaderBytes) {
     return Status::Error(

@@ -88,8 +88,9 @@ TEST(Executable, RejectsANewerFormatVersion) {
   std::vector<uint8_t> b = Serialize(MatmulTile());
   const uint32_t v = Executable::kFormatVersion + 1;
   std::memcpy(b.data() + 8, &v, 4);
-  EXPECT_EQ(ParseError(b), "executable format version 2 is not supported: this trnscope reads "
-                           "version 1 (written by a newer trnscope)");
+  EXPECT_EQ(ParseError(b),
+            "executable format version 2 is not supported: this trnscope reads "
+            "version 1 (written by a newer trnscope)");
 }
 
 TEST(Executable, RejectsTruncationAndCorruption) {
@@ -147,9 +148,10 @@ TEST(Executable, ParseValidatesTheProgram) {
   Executable x = MatmulTile();
   x.allocations[3].bytes = 20 << 10;  // PSUM overflow
   const std::vector<uint8_t> b = Serialize(x);
-  EXPECT_EQ(ParseError(b), "invalid executable: allocation 3 ('acc'): needs 20480 bytes per "
-                           "partition at offset 0 of psum; a partition of trn2 has 16384 (PSUM "
-                           "overflow)");
+  EXPECT_EQ(ParseError(b),
+            "invalid executable: allocation 3 ('acc'): needs 20480 bytes per "
+            "partition at offset 0 of psum; a partition of trn2 has 16384 (PSUM "
+            "overflow)");
   EXPECT_NE(Save(x, ::testing::TempDir() + "/bad.trnx").error.find("PSUM overflow"),
             std::string::npos);
 }

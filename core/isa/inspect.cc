@@ -14,8 +14,8 @@ std::string Operand(const Executable& exe, const Tile& t) {
       t.memory == Memory::kHbm ? exe.tensors[t.buffer].name : exe.allocations[t.buffer].name;
   std::string shape = fmt::format("{}", t.partitions);
   for (int d = 0; d < t.ndim; ++d) shape += fmt::format(", {}", t.sizes[d]);
-  std::string s = fmt::format("{} {}[{}] {}", MemoryName(t.memory), buffer, shape,
-                              DTypeName(t.dtype));
+  std::string s =
+      fmt::format("{} {}[{}] {}", MemoryName(t.memory), buffer, shape, DTypeName(t.dtype));
   if (t.memory != Memory::kHbm && t.partition_start != 0) {
     s += fmt::format(" @p{}", t.partition_start);
   }

@@ -31,18 +31,18 @@ const char* MemoryName(Memory v) {
 
 const char* OpcodeName(Opcode v) {
   static constexpr const char* kNames[] = {
-      "load_stationary", "multiply_moving", "nc_transpose", "tensor_tensor", "tensor_scalar",
-      "tensor_reduce", "tensor_copy", "memset", "bn_stats", "bn_aggr", "activation",
-      "activation_reduce", "iota", "semaphore_wait", "semaphore_signal", "dma_copy"};
+      "load_stationary", "multiply_moving",   "nc_transpose", "tensor_tensor",  "tensor_scalar",
+      "tensor_reduce",   "tensor_copy",       "memset",       "bn_stats",       "bn_aggr",
+      "activation",      "activation_reduce", "iota",         "semaphore_wait", "semaphore_signal",
+      "dma_copy"};
   static_assert(std::size(kNames) == static_cast<size_t>(Opcode::kDmaCopy) + 1);
   TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown Opcode");
   return kNames[static_cast<size_t>(v)];
 }
 
 const char* AluOpName(AluOp v) {
-  static constexpr const char* kNames[] = {
-      "bypass", "add", "subtract", "multiply", "divide", "max", "min", "pow", "is_equal",
-      "is_greater"};
+  static constexpr const char* kNames[] = {"bypass", "add", "subtract", "multiply", "divide",
+                                           "max",    "min", "pow",      "is_equal", "is_greater"};
   static_assert(std::size(kNames) == static_cast<size_t>(AluOp::kIsGreater) + 1);
   TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown AluOp");
   return kNames[static_cast<size_t>(v)];
@@ -50,8 +50,8 @@ const char* AluOpName(AluOp v) {
 
 const char* ActivationFuncName(ActivationFunc v) {
   static constexpr const char* kNames[] = {
-      "copy", "exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_apprx_tanh", "silu",
-      "square", "sqrt", "rsqrt", "reciprocal"};
+      "copy", "exp",    "log",  "tanh",  "sigmoid",   "relu", "gelu", "gelu_apprx_tanh",
+      "silu", "square", "sqrt", "rsqrt", "reciprocal"};
   static_assert(std::size(kNames) == static_cast<size_t>(ActivationFunc::kReciprocal) + 1);
   TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown ActivationFunc");
   return kNames[static_cast<size_t>(v)];

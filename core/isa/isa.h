@@ -78,9 +78,9 @@ enum class ActivationFunc : uint8_t {
   kReciprocal,
 };
 
-const char* TargetName(Target t);  // "trn1", "trn2"
-const char* EngineName(Engine e);  // "tensor", "vector", "scalar", "gpsimd", "sync", "dma"
-const char* MemoryName(Memory m);  // "hbm", "sbuf", "psum"
+const char* TargetName(Target t);   // "trn1", "trn2"
+const char* EngineName(Engine e);   // "tensor", "vector", "scalar", "gpsimd", "sync", "dma"
+const char* MemoryName(Memory m);   // "hbm", "sbuf", "psum"
 const char* OpcodeName(Opcode op);  // NKI's names: "nc_matmul", "tensor_tensor", ...
 const char* AluOpName(AluOp op);
 const char* ActivationFuncName(ActivationFunc f);
@@ -105,7 +105,7 @@ struct Tile {
   Memory memory = Memory::kSbuf;
   DType dtype = DType::kFloat32;
   uint32_t buffer = 0;
-  int32_t partition_start = 0;   // SBUF/PSUM only
+  int32_t partition_start = 0;  // SBUF/PSUM only
   int32_t partitions = 1;
   int64_t partition_stride = 0;  // HBM only
   int64_t offset = 0;

@@ -31,14 +31,24 @@ constexpr TimingSpec kTiming = {
 
 // ../shared/reference/neuroncore.md, rows cited in target.h.
 constexpr TargetSpec kTrn1 = {
-    Target::kTrn1, "trn1", "NC-v2",
-    /*partitions=*/128, /*sbuf_partition_bytes=*/192 << 10, /*psum_partition_bytes=*/16 << 10,
+    Target::kTrn1,
+    "trn1",
+    "NC-v2",
+    /*partitions=*/128,
+    /*sbuf_partition_bytes=*/192 << 10,
+    /*psum_partition_bytes=*/16 << 10,
     /*psum_banks=*/8,
-    /*matmul_stationary_free_max=*/128, /*matmul_moving_free_max=*/512,
-    /*sbuf_free_max=*/64 << 10, /*psum_free_max=*/4 << 10, /*bn_stats_free_max=*/512,
+    /*matmul_stationary_free_max=*/128,
+    /*matmul_moving_free_max=*/512,
+    /*sbuf_free_max=*/64 << 10,
+    /*psum_free_max=*/4 << 10,
+    /*bn_stats_free_max=*/512,
     /*dma_queues=*/16,
     /*semaphores=*/256,  // an assumption: no published count; programs use a few
-    /*tensor_ghz=*/2.8, /*vector_ghz=*/1.12, /*scalar_ghz=*/1.4, /*gpsimd_ghz=*/1.4,
+    /*tensor_ghz=*/2.8,
+    /*vector_ghz=*/1.12,
+    /*scalar_ghz=*/1.4,
+    /*gpsimd_ghz=*/1.4,
     /*dma_engine_bytes_per_ns=*/17.0,
     /*hbm_peak_gb_s=*/820.0 / 2,  // Trn1: 820 GB/s per chip of 2 cores
     /*tensor_peak_flops=*/128.0 * 128 * 2 * 2.8e9,
@@ -46,14 +56,24 @@ constexpr TargetSpec kTrn1 = {
 };
 
 constexpr TargetSpec kTrn2 = {
-    Target::kTrn2, "trn2", "NC-v3",
-    /*partitions=*/128, /*sbuf_partition_bytes=*/224 << 10, /*psum_partition_bytes=*/16 << 10,
+    Target::kTrn2,
+    "trn2",
+    "NC-v3",
+    /*partitions=*/128,
+    /*sbuf_partition_bytes=*/224 << 10,
+    /*psum_partition_bytes=*/16 << 10,
     /*psum_banks=*/8,
-    /*matmul_stationary_free_max=*/128, /*matmul_moving_free_max=*/512,
-    /*sbuf_free_max=*/64 << 10, /*psum_free_max=*/4 << 10, /*bn_stats_free_max=*/512,
+    /*matmul_stationary_free_max=*/128,
+    /*matmul_moving_free_max=*/512,
+    /*sbuf_free_max=*/64 << 10,
+    /*psum_free_max=*/4 << 10,
+    /*bn_stats_free_max=*/512,
     /*dma_queues=*/16,
     /*semaphores=*/256,
-    /*tensor_ghz=*/2.4, /*vector_ghz=*/0.96, /*scalar_ghz=*/1.2, /*gpsimd_ghz=*/1.2,
+    /*tensor_ghz=*/2.4,
+    /*vector_ghz=*/0.96,
+    /*scalar_ghz=*/1.2,
+    /*gpsimd_ghz=*/1.2,
     /*dma_engine_bytes_per_ns=*/23.0,
     /*hbm_peak_gb_s=*/716.0,  // the calibration section: MBU's peak, one HBM stack
     /*tensor_peak_flops=*/128.0 * 128 * 2 * 2.4e9,
@@ -64,8 +84,10 @@ constexpr TargetSpec kTrn2 = {
 
 const TargetSpec& Spec(Target t) {
   switch (t) {
-    case Target::kTrn1: return kTrn1;
-    case Target::kTrn2: return kTrn2;
+    case Target::kTrn1:
+      return kTrn1;
+    case Target::kTrn2:
+      return kTrn2;
   }
   TRN_ASSERT(false, "unknown Target");
   return kTrn2;

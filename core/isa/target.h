@@ -27,10 +27,10 @@ struct TargetSpec {
   const char* name;  // "trn1" / "trn2"
   const char* core;  // "NC-v2" / "NC-v3"
   // Memories ("Per core" and "Tile and memory constraints").
-  int partitions;                  // 128
-  int64_t sbuf_partition_bytes;    // 192 KiB (NC-v2), 224 KiB (NC-v3)
-  int64_t psum_partition_bytes;    // 16 KiB
-  int psum_banks;                  // 8 banks of 2 KiB (512 fp32) per partition
+  int partitions;                // 128
+  int64_t sbuf_partition_bytes;  // 192 KiB (NC-v2), 224 KiB (NC-v3)
+  int64_t psum_partition_bytes;  // 16 KiB
+  int psum_banks;                // 8 banks of 2 KiB (512 fp32) per partition
   // Instruction limits ("Tile and memory constraints").
   int matmul_stationary_free_max;  // M <= 128 (nl.tile_size.gemm_stationary_fmax)
   int matmul_moving_free_max;      // N <= 512 (nl.tile_size.gemm_moving_fmax)

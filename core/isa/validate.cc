@@ -24,64 +24,64 @@ class Checker {
 
   Status Run() {
     for (size_t i = 0; i < exe_.tensors.size(); ++i) {
-      if (std::string e = CheckTensor(exe_.tensors[i]); !e.empty()) {
-        return Status::Error(fmt::format("tensor {} ('{}'): {}", i, exe_.tensors[i].name, e));
+      if (!CheckTensor(exe_.tensors[i])) {
+        return Status::Error(fmt::format("tensor {} ('{}'): {}", i, exe_.tensors[i].name, error_));
       }
     }
     for (size_t i = 0; i < exe_.allocations.size(); ++i) {
-      if (std::string e = CheckAllocation(exe_.allocations[i]); !e.empty()) {
+      if (!CheckAllocation(exe_.allocations[i])) {
         return Status::Error(
-            fmt::format("allocation {} ('{}'): {}", i, exe_.allocations[i].name, e));
+            fmt::format("allocation {} ('{}'): {}", i, exe_.allocations[i].name, error_));
       }
     }
     for (size_t i = 0; i < exe_.instructions.size(); ++i) {
       const Instruction& ins = exe_.instructions[i];
-      if (std::string e = CheckInstruction(ins); !e.empty()) {
-        return Status::Error(fmt::format("instruction {} ({} on {}): {}", i,
-                                         OpcodeName(ins.opcode), EngineName(ins.engine), e));
+      if (!CheckInstruction(ins)) {
+        return Status::Error(fmt::format("instruction {} ({} on {}): {}", i, OpcodeName(ins.opcode),
+                                         EngineName(ins.engine), error_));
       }
     }
     return Status::Ok();
   }
 
  private:
-  std::string CheckTensor(const TensorDecl& t) const {
-    if (t.name.empty()) return "a tensor needs a name";
-    if (t.shape.empty()) return "shape is empty; a tensor has at least one dim";
+  bool CheckTensor(const TensorDecl& t) {
+    if (t.name.empty()) return Fail("a tensor needs a name");
+    if (t.shape.empty()) return Fail("shape is empty; a tensor has at least one dim");
     for (int64_t s : t.shape) {
-      if (s <= 0) return fmt::format("shape has a dim of {}; dims are >= 1", s);
+      if (s <= 0) return Fail(fmt::format("shape has a dim of {}; dims are >= 1", s));
     }
-    return "";
+    return true;
   }
 
-  std::string CheckAllocation(const Allocation& a) const {
-    if (a.memory == Memory::kHbm) return "HBM is not allocated here (declare a tensor)";
-    const int64_t cap = a.memory == Memory::kSbuf ? spec_.sbuf_partition_bytes
-                                                  : spec_.psum_partition_bytes;
+  bool CheckAllocation(const Allocation& a) {
+    if (a.memory == Memory::kHbm) return Fail("HBM is not allocated here (declare a tensor)");
+    const int64_t cap =
+        a.memory == Memory::kSbuf ? spec_.sbuf_partition_bytes : spec_.psum_partition_bytes;
     if (a.partition_start < 0 || a.partitions < 1 ||
         a.partition_start + a.partitions > spec_.partitions) {
-      return fmt::format("partitions [{}, {}) are outside the {} partitions of {}",
-                         a.partition_start, a.partition_start + a.partitions, spec_.partitions,
-                         spec_.name);
+      return Fail(fmt::format("partitions [{}, {}) are outside the {} partitions of {}",
+                              a.partition_start, a.partition_start + a.partitions, spec_.partitions,
+                              spec_.name));
     }
     if (a.byte_offset < 0 || a.bytes < 1) {
-      return fmt::format("needs bytes >= 1 at an offset >= 0, got {} at {}", a.bytes,
-                         a.byte_offset);
+      return Fail(
+          fmt::format("needs bytes >= 1 at an offset >= 0, got {} at {}", a.bytes, a.byte_offset));
     }
     if (a.byte_offset + a.bytes > cap) {
-      return fmt::format(
+      return Fail(fmt::format(
           "needs {} bytes per partition at offset {} of {}; a partition of {} has {} ({} "
           "overflow)",
           a.bytes, a.byte_offset, MemoryName(a.memory), spec_.name, cap,
-          a.memory == Memory::kSbuf ? "SBUF" : "PSUM");
+          a.memory == Memory::kSbuf ? "SBUF" : "PSUM"));
     }
-    return "";
+    return true;
   }
 
   // The layout of one operand against its buffer.
-  std::string CheckTile(const char* what, const Tile& t) const {
+  bool CheckTile(const char* what, const Tile& t) {
     const auto bad = [&](const std::string& e) {
-      return fmt::format("{} {}: {}", what, Shape(t), e);
+      return Fail(fmt::format("{} {}: {}", what, Shape(t), e));
     };
     if (t.ndim < 1 || t.ndim > kMaxFreeDims) {
       return bad(fmt::format("{} free dims; a tile has 1..{}", t.ndim, kMaxFreeDims));
@@ -93,17 +93,18 @@ class Checker {
     int64_t last = t.offset;  // the farthest element reached within a partition
     for (int d = 0; d < t.ndim; ++d) {
       if (t.sizes[d] < 1 || t.strides[d] < 0) {
-        return bad(fmt::format("free dim {} has size {} and stride {}; sizes are >= 1 and "
-                               "strides >= 0",
-                               d, t.sizes[d], t.strides[d]));
+        return bad(
+            fmt::format("free dim {} has size {} and stride {}; sizes are >= 1 and "
+                        "strides >= 0",
+                        d, t.sizes[d], t.strides[d]));
       }
       last += (t.sizes[d] - 1) * t.strides[d];
     }
     if (t.offset < 0) return bad(fmt::format("offset {} is negative", t.offset));
     if (t.memory == Memory::kHbm) {
       if (t.buffer >= exe_.tensors.size()) {
-        return bad(fmt::format("names tensor {}, the executable has {}", t.buffer,
-                               exe_.tensors.size()));
+        return bad(
+            fmt::format("names tensor {}, the executable has {}", t.buffer, exe_.tensors.size()));
       }
       const TensorDecl& decl = exe_.tensors[t.buffer];
       if (t.dtype != decl.dtype) {
@@ -113,10 +114,10 @@ class Checker {
       if (t.partition_stride < 0) return bad("partition stride is negative");
       last += (t.partitions - 1) * t.partition_stride;
       if (last >= decl.numel()) {
-        return bad(fmt::format("reaches element {} of tensor '{}', which has {}", last,
-                               decl.name, decl.numel()));
+        return bad(fmt::format("reaches element {} of tensor '{}', which has {}", last, decl.name,
+                               decl.numel()));
       }
-      return "";
+      return true;
     }
     if (t.buffer >= exe_.allocations.size()) {
       return bad(fmt::format("names allocation {}, the executable has {}", t.buffer,
@@ -137,67 +138,71 @@ class Checker {
       return bad(fmt::format("reaches byte {} of each partition of allocation '{}', which has {}",
                              end, a.name, a.bytes));
     }
-    return "";
+    return true;
   }
 
   // Vector / Scalar / GpSimd read and write SBUF or PSUM, within free-size limits.
-  std::string CheckComputeOperand(const char* what, const Tile& t) const {
+  bool CheckComputeOperand(const char* what, const Tile& t) {
     if (t.memory == Memory::kHbm) {
-      return fmt::format("{} is in HBM; compute engines read and write SBUF or PSUM only "
-                         "(move it with dma_copy)",
-                         what);
+      return Fail(
+          fmt::format("{} is in HBM; compute engines read and write SBUF or PSUM only "
+                      "(move it with dma_copy)",
+                      what));
     }
     const int64_t limit = t.memory == Memory::kSbuf ? spec_.sbuf_free_max : spec_.psum_free_max;
     if (t.free_size() > limit) {
-      return fmt::format("{} {} has free size {} in {}; the limit is {}", what, Shape(t),
-                         t.free_size(), MemoryName(t.memory), limit);
+      return Fail(fmt::format("{} {} has free size {} in {}; the limit is {}", what, Shape(t),
+                              t.free_size(), MemoryName(t.memory), limit));
     }
-    return "";
+    return true;
   }
 
-  static std::string SameShape(const char* a, const Tile& x, const char* b, const Tile& y) {
+  bool SameShape(const char* a, const Tile& x, const char* b, const Tile& y) {
     if (x.partitions != y.partitions || x.free_size() != y.free_size()) {
-      return fmt::format("{} {} and {} {} differ in shape", a, Shape(x), b, Shape(y));
+      return Fail(fmt::format("{} {} and {} {} differ in shape", a, Shape(x), b, Shape(y)));
     }
-    return "";
+    return true;
   }
 
-  std::string CheckMatmul(const Instruction& ins) const {
+  bool CheckMatmul(const Instruction& ins) {
     if (ins.opcode == Opcode::kLoadStationary) {
       const Tile& s = ins.src0;
-      if (s.memory != Memory::kSbuf) return "the stationary operand must be in SBUF";
+      if (s.memory != Memory::kSbuf) return Fail("the stationary operand must be in SBUF");
       if (s.free_size() > spec_.matmul_stationary_free_max) {
-        return fmt::format("stationary {} has free size {}; the limit is {} "
-                           "(nl.tile_size.gemm_stationary_fmax)",
-                           Shape(s), s.free_size(), spec_.matmul_stationary_free_max);
+        return Fail(
+            fmt::format("stationary {} has free size {}; the limit is {} "
+                        "(nl.tile_size.gemm_stationary_fmax)",
+                        Shape(s), s.free_size(), spec_.matmul_stationary_free_max));
       }
-      return "";
+      return true;
     }
     const Tile &d = ins.dst, &m = ins.src0, &s = ins.src1;
     if (m.memory != Memory::kSbuf || s.memory != Memory::kSbuf) {
-      return "the moving and stationary operands must be in SBUF";
+      return Fail("the moving and stationary operands must be in SBUF");
     }
     if (m.free_size() > spec_.matmul_moving_free_max) {
-      return fmt::format("moving {} has free size {}; the limit is {} "
-                         "(nl.tile_size.gemm_moving_fmax)",
-                         Shape(m), m.free_size(), spec_.matmul_moving_free_max);
+      return Fail(
+          fmt::format("moving {} has free size {}; the limit is {} "
+                      "(nl.tile_size.gemm_moving_fmax)",
+                      Shape(m), m.free_size(), spec_.matmul_moving_free_max));
     }
     if (s.free_size() > spec_.matmul_stationary_free_max) {
-      return fmt::format("stationary {} has free size {}; the limit is {}", Shape(s),
-                         s.free_size(), spec_.matmul_stationary_free_max);
+      return Fail(fmt::format("stationary {} has free size {}; the limit is {}", Shape(s),
+                              s.free_size(), spec_.matmul_stationary_free_max));
     }
     if (m.partitions != s.partitions) {
-      return fmt::format("contraction sizes differ: stationary {} has K = {}, moving {} has "
-                         "K = {}",
-                         Shape(s), s.partitions, Shape(m), m.partitions);
+      return Fail(
+          fmt::format("contraction sizes differ: stationary {} has K = {}, moving {} has "
+                      "K = {}",
+                      Shape(s), s.partitions, Shape(m), m.partitions));
     }
     if (d.memory != Memory::kPsum || d.dtype != DType::kFloat32) {
-      return fmt::format("the result must be a float32 PSUM tile, got {} {}",
-                         MemoryName(d.memory), DTypeName(d.dtype));
+      return Fail(fmt::format("the result must be a float32 PSUM tile, got {} {}",
+                              MemoryName(d.memory), DTypeName(d.dtype)));
     }
     if (d.partitions != s.free_size() || d.free_size() != m.free_size()) {
-      return fmt::format("result {} must be [M = {}, N = {}]", Shape(d), s.free_size(),
-                         m.free_size());
+      return Fail(fmt::format("result {} must be [M = {}, N = {}]", Shape(d), s.free_size(),
+                              m.free_size()));
     }
     // One matmul accumulates into one PSUM bank (2 KiB = 512 fp32 per partition).
     const Allocation& a = exe_.allocations[d.buffer];
@@ -205,30 +210,31 @@ class Checker {
     const int64_t first = a.byte_offset + d.offset * 4;
     const int64_t last = first + d.free_size() * 4 - 1;
     if (d.ndim != 1 || d.strides[0] != 1 || first / bank != last / bank) {
-      return fmt::format("result {} spans PSUM bytes [{}, {}] of each partition, crossing a "
-                         "{}-byte bank; a matmul writes one contiguous range within a bank",
-                         Shape(d), first, last, bank);
+      return Fail(
+          fmt::format("result {} spans PSUM bytes [{}, {}] of each partition, crossing a "
+                      "{}-byte bank; a matmul writes one contiguous range within a bank",
+                      Shape(d), first, last, bank));
     }
-    return "";
+    return true;
   }
 
-  std::string CheckShapes(const Instruction& ins) const {
+  bool CheckShapes(const Instruction& ins) {
     const Tile &d = ins.dst, &a = ins.src0, &b = ins.src1;
     switch (ins.opcode) {
       case Opcode::kTranspose:
         if (d.partitions != a.free_size() || d.free_size() != a.partitions) {
-          return fmt::format("dst {} must be the transpose of src0 {}", Shape(d), Shape(a));
+          return Fail(fmt::format("dst {} must be the transpose of src0 {}", Shape(d), Shape(a)));
         }
         if (ins.engine == Engine::kVector && (a.partitions > 32 || a.free_size() > 32)) {
-          return fmt::format("src0 {}: the Vector engine transposes 32x32 blocks at most",
-                             Shape(a));
+          return Fail(
+              fmt::format("src0 {}: the Vector engine transposes 32x32 blocks at most", Shape(a)));
         }
         if (ins.engine == Engine::kTensor && d.memory != Memory::kPsum) {
-          return "a Tensor-engine transpose writes PSUM";
+          return Fail("a Tensor-engine transpose writes PSUM");
         }
-        return "";
+        return true;
       case Opcode::kTensorTensor:
-        if (std::string e = SameShape("src0", a, "src1", b); !e.empty()) return e;
+        if (!SameShape("src0", a, "src1", b)) return false;
         return SameShape("dst", d, "src0", a);
       case Opcode::kTensorScalar:
       case Opcode::kTensorCopy:
@@ -236,64 +242,64 @@ class Checker {
         return SameShape("dst", d, "src0", a);
       case Opcode::kActivationReduce:
         if (b.partitions != a.partitions || b.free_size() != 1) {
-          return fmt::format("the row sums src1 {} must be [{}, 1]", Shape(b), a.partitions);
+          return Fail(fmt::format("the row sums src1 {} must be [{}, 1]", Shape(b), a.partitions));
         }
         return SameShape("dst", d, "src0", a);
       case Opcode::kTensorReduce:
         if (d.partitions != a.partitions || d.free_size() != 1) {
-          return fmt::format("dst {} must be [{}, 1]", Shape(d), a.partitions);
+          return Fail(fmt::format("dst {} must be [{}, 1]", Shape(d), a.partitions));
         }
-        return "";
+        return true;
       case Opcode::kBnStats:
         if (a.free_size() > spec_.bn_stats_free_max) {
-          return fmt::format("src0 {} has free size {}; bn_stats takes at most {}", Shape(a),
-                             a.free_size(), spec_.bn_stats_free_max);
+          return Fail(fmt::format("src0 {} has free size {}; bn_stats takes at most {}", Shape(a),
+                                  a.free_size(), spec_.bn_stats_free_max));
         }
         if (d.partitions != a.partitions || d.free_size() != 6) {
-          return fmt::format("dst {} must be [{}, 6]", Shape(d), a.partitions);
+          return Fail(fmt::format("dst {} must be [{}, 6]", Shape(d), a.partitions));
         }
-        return "";
+        return true;
       case Opcode::kBnAggr:
         if (a.free_size() % 6 != 0) {
-          return fmt::format("src0 {} must hold whole bn_stats rows (a multiple of 6)",
-                             Shape(a));
+          return Fail(
+              fmt::format("src0 {} must hold whole bn_stats rows (a multiple of 6)", Shape(a)));
         }
         if (d.partitions != a.partitions || d.free_size() != 2) {
-          return fmt::format("dst {} must be [{}, 2]", Shape(d), a.partitions);
+          return Fail(fmt::format("dst {} must be [{}, 2]", Shape(d), a.partitions));
         }
-        return "";
+        return true;
       default:
-        return "";
+        return true;
     }
   }
 
-  std::string CheckAlu(const Instruction& ins) const {
+  bool CheckAlu(const Instruction& ins) {
     if (ins.opcode == Opcode::kTensorTensor && ins.op0 == AluOp::kBypass) {
-      return "tensor_tensor needs an operation (op0 is bypass)";
+      return Fail("tensor_tensor needs an operation (op0 is bypass)");
     }
-    if (ins.opcode == Opcode::kTensorReduce && ins.op0 != AluOp::kAdd &&
-        ins.op0 != AluOp::kMax && ins.op0 != AluOp::kMin && ins.op0 != AluOp::kMultiply) {
-      return fmt::format("tensor_reduce reduces with add, max, min or multiply, not {}",
-                         AluOpName(ins.op0));
+    if (ins.opcode == Opcode::kTensorReduce && ins.op0 != AluOp::kAdd && ins.op0 != AluOp::kMax &&
+        ins.op0 != AluOp::kMin && ins.op0 != AluOp::kMultiply) {
+      return Fail(fmt::format("tensor_reduce reduces with add, max, min or multiply, not {}",
+                              AluOpName(ins.op0)));
     }
-    return "";
+    return true;
   }
 
-  std::string CheckInstruction(const Instruction& ins) const {
+  bool CheckInstruction(const Instruction& ins) {
     if (!RunsOn(ins.opcode, ins.engine)) {
-      return fmt::format("{} does not run on the {} engine", OpcodeName(ins.opcode),
-                         EngineName(ins.engine));
+      return Fail(fmt::format("{} does not run on the {} engine", OpcodeName(ins.opcode),
+                              EngineName(ins.engine)));
     }
     if (ins.source != kNone && ins.source >= exe_.sources.size()) {
-      return fmt::format("names source {}, the executable has {}", ins.source,
-                         exe_.sources.size());
+      return Fail(
+          fmt::format("names source {}, the executable has {}", ins.source, exe_.sources.size()));
     }
     if (ins.opcode == Opcode::kSemaphoreWait || ins.opcode == Opcode::kSemaphoreSignal) {
       if (ins.semaphore >= spec_.semaphores) {
-        return fmt::format("semaphore {} is out of range; {} has {}", ins.semaphore, spec_.name,
-                           spec_.semaphores);
+        return Fail(fmt::format("semaphore {} is out of range; {} has {}", ins.semaphore,
+                                spec_.name, spec_.semaphores));
       }
-      return "";
+      return true;
     }
     const Operands io = OperandsOf(ins);
     const struct {
@@ -305,33 +311,40 @@ class Checker {
                     {io.reads_src1 || io.writes_src1, "src1", &ins.src1}};
     for (const auto& o : operands) {
       if (!o.used) continue;
-      if (std::string e = CheckTile(o.name, *o.tile); !e.empty()) return e;
+      if (!CheckTile(o.name, *o.tile)) return false;
       if (ins.engine != Engine::kDma) {
-        if (std::string e = CheckComputeOperand(o.name, *o.tile); !e.empty()) return e;
+        if (!CheckComputeOperand(o.name, *o.tile)) return false;
       }
     }
     if (ins.opcode == Opcode::kDmaCopy) {
       if (ins.queue >= spec_.dma_queues) {
-        return fmt::format("DMA queue {} is out of range; a core has {}", ins.queue,
-                           spec_.dma_queues);
+        return Fail(fmt::format("DMA queue {} is out of range; a core has {}", ins.queue,
+                                spec_.dma_queues));
       }
       if (ins.dst.numel() != ins.src0.numel() || ins.dst.dtype != ins.src0.dtype) {
-        return fmt::format("dst {} {} and src0 {} {} differ; dma_copy moves bytes (cast with "
-                           "tensor_copy)",
-                           Shape(ins.dst), DTypeName(ins.dst.dtype), Shape(ins.src0),
-                           DTypeName(ins.src0.dtype));
+        return Fail(fmt::format(
+            "dst {} {} and src0 {} {} differ; dma_copy moves bytes (cast with "
+            "tensor_copy)",
+            Shape(ins.dst), DTypeName(ins.dst.dtype), Shape(ins.src0), DTypeName(ins.src0.dtype)));
       }
-      return "";
+      return true;
     }
     if (ins.engine == Engine::kTensor && ins.opcode != Opcode::kTranspose) {
       return CheckMatmul(ins);
     }
-    if (std::string e = CheckAlu(ins); !e.empty()) return e;
+    if (!CheckAlu(ins)) return false;
     return CheckShapes(ins);
+  }
+
+  // Records the first failure's message; returns false for `return Fail(...)`.
+  bool Fail(std::string e) {
+    error_ = std::move(e);
+    return false;
   }
 
   const Executable& exe_;
   const TargetSpec& spec_;
+  std::string error_;
 };
 
 }  // namespace

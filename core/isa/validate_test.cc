@@ -32,8 +32,9 @@ TEST(Validate, PartitionsAtMost128) {
     x.instructions[4].dst.partitions = 129;
     x.instructions[4].src0.partitions = 129;
   });
-  EXPECT_EQ(e, "instruction 4 (tensor_copy on vector): dst [129, 512]: 129 partitions; the limit "
-               "is 128 (nl.tile_size.pmax)");
+  EXPECT_EQ(e,
+            "instruction 4 (tensor_copy on vector): dst [129, 512]: 129 partitions; the limit "
+            "is 128 (nl.tile_size.pmax)");
 }
 
 TEST(Validate, MovingFreeSizeAtMost512) {
@@ -60,8 +61,9 @@ TEST(Validate, StationaryFreeSizeAtMost128) {
 
 TEST(Validate, PsumOverflowNamesTheAllocation) {
   const std::string e = ErrorAfter([](Executable& x) { x.allocations[3].bytes = 20 << 10; });
-  EXPECT_EQ(e, "allocation 3 ('acc'): needs 20480 bytes per partition at offset 0 of psum; a "
-               "partition of trn2 has 16384 (PSUM overflow)");
+  EXPECT_EQ(e,
+            "allocation 3 ('acc'): needs 20480 bytes per partition at offset 0 of psum; a "
+            "partition of trn2 has 16384 (PSUM overflow)");
 }
 
 TEST(Validate, SbufCapacityDependsOnTheTarget) {
@@ -83,12 +85,12 @@ TEST(Validate, MatmulStaysInOnePsumBank) {
 }
 
 TEST(Validate, MatmulResultIsFloat32Psum) {
-  EXPECT_NE(ErrorAfter([](Executable& x) { x.instructions[3].dst.memory = Memory::kSbuf; })
-                .find("is in sbuf but allocation 'acc' is psum"),
+  EXPECT_NE(ErrorAfter([](Executable& x) {
+              x.instructions[3].dst.memory = Memory::kSbuf;
+            }).find("is in sbuf but allocation 'acc' is psum"),
             std::string::npos);
-  const std::string e = ErrorAfter([](Executable& x) {
-    x.instructions[3].dst.dtype = DType::kBFloat16;
-  });
+  const std::string e =
+      ErrorAfter([](Executable& x) { x.instructions[3].dst.dtype = DType::kBFloat16; });
   EXPECT_NE(e.find("the result must be a float32 PSUM tile, got psum bfloat16"), std::string::npos)
       << e;
 }
@@ -102,11 +104,11 @@ TEST(Validate, MatmulContractionSizesAgree) {
 }
 
 TEST(Validate, ComputeEnginesDoNotReadHbm) {
-  const std::string e = ErrorAfter([](Executable& x) {
-    x.instructions[4].src0 = testing::Hbm(1, 128, 512, 512);
-  });
-  EXPECT_EQ(e, "instruction 4 (tensor_copy on vector): src0 is in HBM; compute engines read and "
-               "write SBUF or PSUM only (move it with dma_copy)");
+  const std::string e =
+      ErrorAfter([](Executable& x) { x.instructions[4].src0 = testing::Hbm(1, 128, 512, 512); });
+  EXPECT_EQ(e,
+            "instruction 4 (tensor_copy on vector): src0 is in HBM; compute engines read and "
+            "write SBUF or PSUM only (move it with dma_copy)");
 }
 
 TEST(Validate, PsumFreeSizeAtMost4K) {
@@ -138,8 +140,9 @@ TEST(Validate, PsumFreeSizeAtMost4K) {
 TEST(Validate, EngineMustRunTheOpcode) {
   const std::string e =
       ErrorAfter([](Executable& x) { x.instructions[4].engine = Engine::kTensor; });
-  EXPECT_EQ(e, "instruction 4 (tensor_copy on tensor): tensor_copy does not run on the tensor "
-               "engine");
+  EXPECT_EQ(e,
+            "instruction 4 (tensor_copy on tensor): tensor_copy does not run on the tensor "
+            "engine");
   EXPECT_TRUE(RunsOn(Opcode::kTensorCopy, Engine::kScalar));
   EXPECT_TRUE(RunsOn(Opcode::kTensorCopy, Engine::kGpSimd));
   EXPECT_FALSE(RunsOn(Opcode::kActivation, Engine::kVector));
@@ -148,25 +151,31 @@ TEST(Validate, EngineMustRunTheOpcode) {
 
 TEST(Validate, ShapesOfElementwiseOperandsAgree) {
   const std::string e = ErrorAfter([](Executable& x) { x.instructions[4].dst.sizes[0] = 256; });
-  EXPECT_EQ(e, "instruction 4 (tensor_copy on vector): dst [128, 256] and src0 [128, 512] differ "
-               "in shape");
+  EXPECT_EQ(e,
+            "instruction 4 (tensor_copy on vector): dst [128, 256] and src0 [128, 512] differ "
+            "in shape");
 }
 
 TEST(Validate, TileMustFitItsBuffer) {
-  EXPECT_NE(ErrorAfter([](Executable& x) { x.instructions[0].src0.offset = 1; })
-                .find("reaches element 16384 of tensor 'lhsT', which has 16384"),
+  EXPECT_NE(ErrorAfter([](Executable& x) {
+              x.instructions[0].src0.offset = 1;
+            }).find("reaches element 16384 of tensor 'lhsT', which has 16384"),
             std::string::npos);
-  EXPECT_NE(ErrorAfter([](Executable& x) { x.instructions[0].dst.buffer = 9; })
-                .find("names allocation 9, the executable has 4"),
+  EXPECT_NE(ErrorAfter([](Executable& x) {
+              x.instructions[0].dst.buffer = 9;
+            }).find("names allocation 9, the executable has 4"),
             std::string::npos);
-  EXPECT_NE(ErrorAfter([](Executable& x) { x.instructions[0].src0.buffer = 7; })
-                .find("names tensor 7, the executable has 3"),
+  EXPECT_NE(ErrorAfter([](Executable& x) {
+              x.instructions[0].src0.buffer = 7;
+            }).find("names tensor 7, the executable has 3"),
             std::string::npos);
-  EXPECT_NE(ErrorAfter([](Executable& x) { x.instructions[0].src0.strides[0] = -1; })
-                .find("sizes are >= 1 and strides >= 0"),
+  EXPECT_NE(ErrorAfter([](Executable& x) {
+              x.instructions[0].src0.strides[0] = -1;
+            }).find("sizes are >= 1 and strides >= 0"),
             std::string::npos);
-  EXPECT_NE(ErrorAfter([](Executable& x) { x.instructions[0].src0.ndim = 5; })
-                .find("5 free dims; a tile has 1..4"),
+  EXPECT_NE(ErrorAfter([](Executable& x) {
+              x.instructions[0].src0.ndim = 5;
+            }).find("5 free dims; a tile has 1..4"),
             std::string::npos);
 }
 
@@ -183,14 +192,14 @@ TEST(Validate, DmaMovesBytesOnAQueueOfTheCore) {
 TEST(Validate, InstructionLimits) {
   Executable x = MatmulTile();
   x.allocations.push_back({"stats", Memory::kSbuf, 0, 128, 2000 * 4, 8 * 4});
-  Instruction bn = testing::Make(Opcode::kBnStats, testing::Sbuf(4, 128, 6),
-                                 testing::Sbuf(2, 128, 512));
+  Instruction bn =
+      testing::Make(Opcode::kBnStats, testing::Sbuf(4, 128, 6), testing::Sbuf(2, 128, 512));
   x.instructions.push_back(bn);
   EXPECT_EQ(Validate(x).error, "");
   x.instructions.back().dst.sizes[0] = 5;
   EXPECT_NE(Validate(x).error.find("dst [128, 5] must be [128, 6]"), std::string::npos);
-  x.instructions.back() = testing::Make(Opcode::kTensorReduce, testing::Sbuf(4, 128, 1),
-                                        testing::Sbuf(2, 128, 512));
+  x.instructions.back() =
+      testing::Make(Opcode::kTensorReduce, testing::Sbuf(4, 128, 1), testing::Sbuf(2, 128, 512));
   x.instructions.back().op0 = AluOp::kDivide;
   EXPECT_NE(Validate(x).error.find("tensor_reduce reduces with add, max, min or multiply, not "
                                    "divide"),
@@ -212,8 +221,8 @@ TEST(Validate, InstructionLimits) {
 TEST(Validate, Transposes) {
   Executable x = MatmulTile();
   x.allocations.push_back({"t", Memory::kSbuf, 0, 128, 2000 * 4, 32 * 4});
-  Instruction t = testing::Make(Opcode::kTranspose, testing::Sbuf(4, 32, 32),
-                                testing::Sbuf(2, 32, 32));
+  Instruction t =
+      testing::Make(Opcode::kTranspose, testing::Sbuf(4, 32, 32), testing::Sbuf(2, 32, 32));
   t.engine = Engine::kVector;
   x.instructions.push_back(t);
   EXPECT_EQ(Validate(x).error, "");

@@ -12,12 +12,18 @@ using isa::Opcode;
 
 double EngineGhz(Engine e, const isa::TargetSpec& spec) {
   switch (e) {
-    case Engine::kTensor: return spec.tensor_ghz;
-    case Engine::kVector: return spec.vector_ghz;
-    case Engine::kScalar: return spec.scalar_ghz;
-    case Engine::kGpSimd: return spec.gpsimd_ghz;
-    case Engine::kSync: return spec.vector_ghz;  // semaphore ops: a few cycles of some clock
-    case Engine::kDma: return 1.0;                // DMA time is bytes / bandwidth
+    case Engine::kTensor:
+      return spec.tensor_ghz;
+    case Engine::kVector:
+      return spec.vector_ghz;
+    case Engine::kScalar:
+      return spec.scalar_ghz;
+    case Engine::kGpSimd:
+      return spec.gpsimd_ghz;
+    case Engine::kSync:
+      return spec.vector_ghz;  // semaphore ops: a few cycles of some clock
+    case Engine::kDma:
+      return 1.0;  // DMA time is bytes / bandwidth
   }
   TRN_ASSERT(false, "unknown Engine");
   return 1.0;
@@ -64,13 +70,12 @@ Cost ComputeCost(const isa::Instruction& ins, const isa::TargetSpec& spec) {
     case Opcode::kTensorTensor: {
       const bool one_psum =
           (ins.src0.memory == Memory::kPsum) != (ins.src1.memory == Memory::kPsum);
-      const bool fast_sbuf = ins.src0.memory == Memory::kSbuf &&
-                             ins.src1.memory == Memory::kSbuf && Is16Bit(ins.src0.dtype) &&
-                             Is16Bit(ins.src1.dtype) &&
+      const bool fast_sbuf = ins.src0.memory == Memory::kSbuf && ins.src1.memory == Memory::kSbuf &&
+                             Is16Bit(ins.src0.dtype) && Is16Bit(ins.src1.dtype) &&
                              (ins.op0 == isa::AluOp::kAdd || ins.op0 == isa::AluOp::kMultiply ||
                               ins.op0 == isa::AluOp::kSubtract) &&
-                             ins.src0.ndim == 1 && ins.src0.strides[0] == 1 &&
-                             ins.src1.ndim == 1 && ins.src1.strides[0] == 1;
+                             ins.src0.ndim == 1 && ins.src0.strides[0] == 1 && ins.src1.ndim == 1 &&
+                             ins.src1.strides[0] == 1;
       c.cycles = std::max(min_ii, one_psum || fast_sbuf ? n : 2 * n);
       break;
     }

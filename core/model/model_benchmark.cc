@@ -10,8 +10,7 @@ namespace trn::model {
 namespace {
 
 void BM_SimulateBasicTiledMatmul(benchmark::State& state) {
-  const isa::Executable x =
-      BasicTiledMatmul(4096, 8192, 8192, DType::kFloat32, isa::Target::kTrn2);
+  const isa::Executable x = BasicTiledMatmul(4096, 8192, 8192, DType::kFloat32, isa::Target::kTrn2);
   SimOptions o;
   o.record_dependencies = o.record_transfers = state.range(0) != 0;
   Timeline t;

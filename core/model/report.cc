@@ -12,12 +12,12 @@ namespace {
 using isa::Engine;
 using isa::Opcode;
 
-constexpr double kSmallRunBytes = 2048;     // "at least 2 KiB per partition to be efficient"
-constexpr double kSmallRunShare = 0.25;     // of DMA bytes
-constexpr double kTargetDmaBytes = 32768;   // "average DMA size (target >= 32 KiB)"
-constexpr double kTransposeShare = 0.10;    // "transposes over 10 % of hardware FLOPs"
-constexpr double kUsefulShare = 0.50;       // "useful FLOPs under 50 % of active FLOPs"
-constexpr double kBusyShare = 0.80;         // an engine this busy bounds the run
+constexpr double kSmallRunBytes = 2048;    // "at least 2 KiB per partition to be efficient"
+constexpr double kSmallRunShare = 0.25;    // of DMA bytes
+constexpr double kTargetDmaBytes = 32768;  // "average DMA size (target >= 32 KiB)"
+constexpr double kTransposeShare = 0.10;   // "transposes over 10 % of hardware FLOPs"
+constexpr double kUsefulShare = 0.50;      // "useful FLOPs under 50 % of active FLOPs"
+constexpr double kBusyShare = 0.80;        // an engine this busy bounds the run
 
 double Active(const Timeline& t, Engine e) { return t.engine_active_ns[static_cast<int>(e)]; }
 
@@ -63,15 +63,17 @@ std::vector<std::string> Recommendations(const isa::Executable& exe, const Timel
         100 * small / t.dma_bytes));
   }
   if (t.dma_count > 0 && m.average_dma_bytes < kTargetDmaBytes) {
-    r.push_back(fmt::format("the average dma_copy moves {} (target >= 32 KiB): merge small "
-                            "transfers into larger tiles",
-                            Bytes(m.average_dma_bytes)));
+    r.push_back(
+        fmt::format("the average dma_copy moves {} (target >= 32 KiB): merge small "
+                    "transfers into larger tiles",
+                    Bytes(m.average_dma_bytes)));
   }
   if (t.tensor_flops > 0 && t.transpose_flops / t.tensor_flops > kTransposeShare) {
-    r.push_back(fmt::format("transposes are {:.0f} % of the Tensor engine's FLOPs: load operands "
-                            "already transposed (a DMA transpose) or keep them in the layout the "
-                            "matmul wants",
-                            100 * t.transpose_flops / t.tensor_flops));
+    r.push_back(
+        fmt::format("transposes are {:.0f} % of the Tensor engine's FLOPs: load operands "
+                    "already transposed (a DMA transpose) or keep them in the layout the "
+                    "matmul wants",
+                    100 * t.transpose_flops / t.tensor_flops));
   }
   if (t.tensor_flops > 0 && t.useful_flops / t.tensor_flops < kUsefulShare) {
     r.push_back(fmt::format("only {:.0f} % of the Tensor engine's FLOPs are matmul work",
@@ -90,9 +92,10 @@ std::vector<std::string> Recommendations(const isa::Executable& exe, const Timel
         100.0 * fp32 / matmuls));
   }
   if (!m.memory_bound && tensor < kBusyShare && t.useful_flops > 0) {
-    r.push_back(fmt::format("compute-bound but the Tensor engine is active only {:.1f} %: "
-                            "overlap loads with matmuls (more buffers) so it never waits",
-                            100 * tensor));
+    r.push_back(
+        fmt::format("compute-bound but the Tensor engine is active only {:.1f} %: "
+                    "overlap loads with matmuls (more buffers) so it never waits",
+                    100 * tensor));
   }
   if (r.empty()) {
     r.push_back("no threshold crossed: the engines are balanced for this program");
@@ -121,8 +124,8 @@ std::string FormatDeviceProfile(const isa::Executable& exe, const Timeline& t) {
   s += fmt::format("{:<22}{} per dma_copy ({} dma_copy, {} from/to HBM)\n", "average DMA size",
                    Bytes(m.average_dma_bytes), Count(t.dma_count),
                    Bytes(static_cast<double>(t.hbm_bytes)));
-  s += fmt::format("\n{:<8}{:>12}{:>10}{:>15}\n", "engine", "active ms", "active %",
-                   "instructions");
+  s +=
+      fmt::format("\n{:<8}{:>12}{:>10}{:>15}\n", "engine", "active ms", "active %", "instructions");
   for (int e = 0; e < isa::kNumEngines; ++e) {
     const double a = t.engine_active_ns[e];
     s += fmt::format("{:<8}{:>12.3f}{:>9.1f} %{:>15}\n", isa::EngineName(static_cast<Engine>(e)),

@@ -36,9 +36,12 @@ using isa::Opcode;
 
 const char* DepKindName(DepKind k) {
   switch (k) {
-    case DepKind::kRaw: return "raw";
-    case DepKind::kWar: return "war";
-    case DepKind::kWaw: return "waw";
+    case DepKind::kRaw:
+      return "raw";
+    case DepKind::kWar:
+      return "war";
+    case DepKind::kWaw:
+      return "waw";
   }
   TRN_ASSERT(false, "unknown DepKind");
   return "";
@@ -237,8 +240,8 @@ class Simulator {
     const isa::Instruction& ins = exe_.instructions[i];
     TRN_ASSERT(spec_.dma_queues == kDmaEngines, "a core has 16 DMA engines");
     const DmaRows rows = PlanDma(ins, exe_);
-    const double row_ns = rows.runs_per_row * spec_.timing.dma_chunk_overhead_ns +
-                          rows.row_bytes * ns_per_byte_;
+    const double row_ns =
+        rows.runs_per_row * spec_.timing.dma_chunk_overhead_ns + rows.row_bytes * ns_per_byte_;
     const int per = spec_.timing.dma_partitions_per_engine;
     const int end_row = rows.first + rows.partitions;
     double start = 1e300, end = ready;
@@ -250,8 +253,8 @@ class Simulator {
       const double e = s + n * row_ns;
       dma_free_[q] = e;
       if (options_.record_transfers) {
-        t_.transfers.push_back({i, static_cast<uint8_t>(q), n * rows.row_bytes,
-                                n * rows.runs_per_row, s, e});
+        t_.transfers.push_back(
+            {i, static_cast<uint8_t>(q), n * rows.row_bytes, n * rows.runs_per_row, s, e});
       }
       start = std::min(start, s);
       end = std::max(end, e);
@@ -322,9 +325,8 @@ class Simulator {
       events.push_back({first[a], sbuf ? bytes : 0, sbuf ? 0 : bytes});
       events.push_back({last[a], sbuf ? -bytes : 0, sbuf ? 0 : -bytes});
     }
-    std::sort(events.begin(), events.end(), [](const Event& x, const Event& y) {
-      return x.t < y.t;
-    });
+    std::sort(events.begin(), events.end(),
+              [](const Event& x, const Event& y) { return x.t < y.t; });
     int64_t sbuf = 0, psum = 0;
     for (size_t k = 0; k < events.size();) {
       const double t = events[k].t;

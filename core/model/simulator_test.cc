@@ -60,8 +60,8 @@ TEST(Cost, PublishedFormulas) {
   EXPECT_EQ(cycles(mm), 2048);  // fp32: 4x, two passes
   EXPECT_EQ(ComputeCost(mm, kTrn2).hw_instructions, 2);
 
-  Instruction tt = Make(Opcode::kTensorTensor, Sbuf(0, 128, 1000), Sbuf(1, 128, 1000),
-                        Sbuf(2, 128, 1000));
+  Instruction tt =
+      Make(Opcode::kTensorTensor, Sbuf(0, 128, 1000), Sbuf(1, 128, 1000), Sbuf(2, 128, 1000));
   tt.op0 = AluOp::kAdd;
   EXPECT_EQ(cycles(tt), 2000);  // two SBUF fp32 inputs: 2N
   tt.src1.memory = Memory::kPsum;
@@ -83,8 +83,8 @@ TEST(Cost, PublishedFormulas) {
   EXPECT_EQ(cycles(Make(Opcode::kBnAggr, Sbuf(0, 128, 2), Sbuf(1, 128, 60))), 260);  // 13N/3
   EXPECT_EQ(cycles(Make(Opcode::kBnAggr, Sbuf(0, 128, 2), Sbuf(1, 128, 6))), 64);
   EXPECT_EQ(cycles(Make(Opcode::kIota, Sbuf(0, 128, 100), {})), 250);  // 150 + N
-  Instruction act = Make(Opcode::kActivationReduce, Sbuf(0, 128, 300), Sbuf(1, 128, 300),
-                         Sbuf(2, 128, 1));
+  Instruction act =
+      Make(Opcode::kActivationReduce, Sbuf(0, 128, 300), Sbuf(1, 128, 300), Sbuf(2, 128, 1));
   EXPECT_EQ(cycles(act), 364);  // max(MIN_II, N) + MIN_II
   Instruction ms = Make(Opcode::kMemset, Sbuf(0, 128, 1000, DType::kBFloat16), {});
   EXPECT_EQ(cycles(ms), 500);  // zero, bf16: N/2
@@ -171,8 +171,7 @@ TEST(Simulator, DmaSpreadsPartitionsOverItsEngines) {
   x.target = Target::kTrn2;
   x.tensors = {{"in", isa::TensorKind::kInput, DType::kFloat32, {128, 1024}},
                {"small", isa::TensorKind::kInput, DType::kBFloat16, {4, 4096}}};
-  x.allocations = {{"t", Memory::kSbuf, 0, 128, 0, 4096},
-                   {"u", Memory::kSbuf, 0, 128, 4096, 8192}};
+  x.allocations = {{"t", Memory::kSbuf, 0, 128, 0, 4096}, {"u", Memory::kSbuf, 0, 128, 4096, 8192}};
   // [128, 1024] fp32: 16 engines x 8 rows of 4 KiB, one run each.
   x.instructions.push_back(Make(Opcode::kDmaCopy, Sbuf(0, 128, 1024), Hbm(0, 128, 1024, 1024)));
   const Timeline t = Simulated(x);
@@ -188,8 +187,8 @@ TEST(Simulator, DmaSpreadsPartitionsOverItsEngines) {
   EXPECT_EQ(t.hbm_bytes, 128 * 4096);
 
   // reference/neuroncore.md: one DMA engine, HBM -> SBUF, [4, 4096] bf16 (32 KiB): 1,416 ns.
-  Instruction small = Make(Opcode::kDmaCopy, Sbuf(1, 4, 4096, DType::kBFloat16),
-                           Hbm(1, 4, 4096, 4096));
+  Instruction small =
+      Make(Opcode::kDmaCopy, Sbuf(1, 4, 4096, DType::kBFloat16), Hbm(1, 4, 4096, 4096));
   small.src0.dtype = DType::kBFloat16;
   x.instructions = {small};
   const Timeline s = Simulated(x);

@@ -58,8 +58,7 @@ isa::Executable BasicTiledMatmul(int64_t m, int64_t k, int64_t n, DType dt, isa:
   int64_t step = 0, tile = 0;
   for (int64_t mi = 0; mi < m / kTm; ++mi) {
     for (int64_t ni = 0; ni < n / kTn; ++ni, ++tile) {
-      const Tile acc =
-          isa::OnChipTile(Memory::kPsum, acc_buf[tile % 2], kTm, kTn, DType::kFloat32);
+      const Tile acc = isa::OnChipTile(Memory::kPsum, acc_buf[tile % 2], kTm, kTn, DType::kFloat32);
       for (int64_t ki = 0; ki < k / kTk; ++ki, ++step) {
         const Tile lhs = isa::OnChipTile(Memory::kSbuf, lhs_buf[step % buffers], kTk, kTm, dt);
         const Tile rhs = isa::OnChipTile(Memory::kSbuf, rhs_buf[step % buffers], kTk, kTn, dt);
@@ -76,8 +75,7 @@ isa::Executable BasicTiledMatmul(int64_t m, int64_t k, int64_t n, DType dt, isa:
         stationary.source = mm.source = 1;
         x.instructions.insert(x.instructions.end(), {load_l, load_r, stationary, mm});
       }
-      const Tile out =
-          isa::OnChipTile(Memory::kSbuf, out_buf[tile % 2], kTm, kTn, DType::kFloat32);
+      const Tile out = isa::OnChipTile(Memory::kSbuf, out_buf[tile % 2], kTm, kTn, DType::kFloat32);
       Instruction copy = Op(Opcode::kTensorCopy, out, acc);
       copy.source = 2;
       const Tile dst = isa::HbmTile(2, n, mi * kTm, kTm, ni * kTn, kTn, DType::kFloat32);

@@ -12,7 +12,7 @@
 
 namespace trn::model {
 
-isa::Executable BasicTiledMatmul(int64_t m, int64_t k, int64_t n, DType dtype,
-                                 isa::Target target, int buffers = 4);
+isa::Executable BasicTiledMatmul(int64_t m, int64_t k, int64_t n, DType dtype, isa::Target target,
+                                 int buffers = 4);
 
 }  // namespace trn::model
