@@ -43,10 +43,11 @@ test-python: install
 
 test: test-core test-python fuzz-smoke
 
-# libFuzzer smoke run on the trace reader (cli/fuzz_trace_reader.cc): clang++
-# with ASan + UBSan, outside the g++/CMake build. FUZZ_SECONDS of fuzzing from
-# the testdata seeds; a crash, sanitizer report, leak or hang fails the target
-# and leaves the input in $(FUZZ_DIR)/crash-* (or leak-*, timeout-*).
+# libFuzzer smoke runs on the trace reader (cli/fuzz_trace_reader.cc) and the
+# executable reader (cli/fuzz_executable_reader.cc): clang++ with ASan + UBSan,
+# outside the g++/CMake build. FUZZ_SECONDS of fuzzing each from the testdata
+# seeds; a crash, sanitizer report, leak or hang fails the target and leaves
+# the input in $(FUZZ_DIR)/crash-* or exe-crash-* (or leak-*, timeout-*).
 FUZZ_SECONDS ?= 30
 FUZZ_DIR     := $(BUILD)/fuzz
 # Deferred (=): evaluated after `setup` has installed clang.
@@ -57,22 +58,33 @@ FUZZ_SRCS    := cli/fuzz_trace_reader.cc $(filter-out %_test.cc %_benchmark.cc \
                 core/analysis/sqlite_export.cc,$(wildcard core/analysis/*.cc))
 FUZZ_OBJS    := $(patsubst %.cc,$(FUZZ_DIR)/obj/%.o,$(FUZZ_SRCS))
 FUZZ_SEEDS   := $(wildcard core/analysis/testdata/*.json core/analysis/testdata/*.bin)
+FUZZ_EXE_SRCS := cli/fuzz_executable_reader.cc $(filter-out %_test.cc %_benchmark.cc,\
+                 $(wildcard core/isa/*.cc core/model/*.cc))
+FUZZ_EXE_OBJS := $(patsubst %.cc,$(FUZZ_DIR)/obj/%.o,$(FUZZ_EXE_SRCS))
 
 $(FUZZ_DIR)/obj/%.o: %.cc Makefile
 	@mkdir -p $(@D)
 	$(FUZZ_CXX) -std=c++20 -O1 -gline-tables-only -fsanitize=fuzzer-no-link $(FUZZ_SAN) -I. -MMD -MP -c $< -o $@
--include $(FUZZ_OBJS:.o=.d)
+-include $(FUZZ_OBJS:.o=.d) $(FUZZ_EXE_OBJS:.o=.d)
 
 $(FUZZ_DIR)/fuzz_trace_reader: $(FUZZ_OBJS)
 	$(FUZZ_CLANG) -fsanitize=fuzzer $(FUZZ_SAN) $^ -lsimdjson -lfmt -lz -o $@
 
+$(FUZZ_DIR)/fuzz_executable_reader: $(FUZZ_EXE_OBJS)
+	$(FUZZ_CLANG) -fsanitize=fuzzer $(FUZZ_SAN) $^ -lfmt -lz -o $@
+
 fuzz-smoke: setup
 	@test -n "$(FUZZ_CLANG)" || { echo "fuzz-smoke: clang++ not found (scripts/setup.sh installs clang-14)"; exit 1; }
-	@$(MAKE) --no-print-directory -j $(JOBS) $(FUZZ_DIR)/fuzz_trace_reader
+	@$(MAKE) --no-print-directory -j $(JOBS) $(FUZZ_DIR)/fuzz_trace_reader \
+	  $(FUZZ_DIR)/fuzz_executable_reader
 	@mkdir -p $(FUZZ_DIR)/corpus && cp $(FUZZ_SEEDS) $(FUZZ_DIR)/corpus/
 	UBSAN_OPTIONS=print_stacktrace=1 $(FUZZ_DIR)/fuzz_trace_reader $(FUZZ_DIR)/corpus \
 	  -dict=cli/fuzz_trace_reader.dict -max_total_time=$(FUZZ_SECONDS) -max_len=32768 \
 	  -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/
+	@mkdir -p $(FUZZ_DIR)/exe_corpus && cp core/isa/testdata/*.trnx core/isa/testdata/*.bin $(FUZZ_DIR)/exe_corpus/
+	UBSAN_OPTIONS=print_stacktrace=1 $(FUZZ_DIR)/fuzz_executable_reader $(FUZZ_DIR)/exe_corpus \
+	  -max_total_time=$(FUZZ_SECONDS) -max_len=65536 -timeout=10 -rss_limit_mb=2048 \
+	  -print_final_stats=1 -artifact_prefix=$(FUZZ_DIR)/exe-
 
 demo: install
 	$(PY) -m trnscope.demo

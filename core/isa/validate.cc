@@ -4,6 +4,8 @@
 // line (the instruction's SourceLoc) and fix it.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include <string>
 
 #include "core/isa/executable.h"
@@ -12,11 +14,18 @@
 namespace trn::isa {
 namespace {
 
-std::string Shape(const Tile& t) {
+std::string Shape(const Tile& t) {  // t.ndim may be out of range: say so
   std::string s = fmt::format("[{}", t.partitions);
-  for (int d = 0; d < t.ndim; ++d) s += fmt::format(", {}", t.sizes[d]);
+  for (int d = 0; d < std::min(t.ndim, kMaxFreeDims); ++d) s += fmt::format(", {}", t.sizes[d]);
   return s + "]";
 }
+
+// Bounds that keep every offset computation below in int64 (a corrupt file may
+// hold any value): a free dim is at most 2^20 elements, a stride or offset 2^40,
+// a tensor 2^48 elements.
+constexpr int64_t kMaxFreeSize = int64_t{1} << 20;
+constexpr int64_t kMaxStride = int64_t{1} << 40;
+constexpr int64_t kMaxNumel = int64_t{1} << 48;
 
 class Checker {
  public:
@@ -48,8 +57,13 @@ class Checker {
   bool CheckTensor(const TensorDecl& t) {
     if (t.name.empty()) return Fail("a tensor needs a name");
     if (t.shape.empty()) return Fail("shape is empty; a tensor has at least one dim");
+    int64_t numel = 1;
     for (int64_t s : t.shape) {
       if (s <= 0) return Fail(fmt::format("shape has a dim of {}; dims are >= 1", s));
+      if (s > kMaxNumel / numel) {
+        return Fail(fmt::format("has more than {} elements", kMaxNumel));
+      }
+      numel *= s;
     }
     return true;
   }
@@ -58,17 +72,18 @@ class Checker {
     if (a.memory == Memory::kHbm) return Fail("HBM is not allocated here (declare a tensor)");
     const int64_t cap =
         a.memory == Memory::kSbuf ? spec_.sbuf_partition_bytes : spec_.psum_partition_bytes;
-    if (a.partition_start < 0 || a.partitions < 1 ||
-        a.partition_start + a.partitions > spec_.partitions) {
+    if (a.partition_start < 0 || a.partition_start > spec_.partitions || a.partitions < 1 ||
+        a.partitions > spec_.partitions || a.partition_start + a.partitions > spec_.partitions) {
       return Fail(fmt::format("partitions [{}, {}) are outside the {} partitions of {}",
-                              a.partition_start, a.partition_start + a.partitions, spec_.partitions,
+                              a.partition_start, int64_t{a.partition_start} + a.partitions,
+                              spec_.partitions,
                               spec_.name));
     }
     if (a.byte_offset < 0 || a.bytes < 1) {
       return Fail(
           fmt::format("needs bytes >= 1 at an offset >= 0, got {} at {}", a.bytes, a.byte_offset));
     }
-    if (a.byte_offset + a.bytes > cap) {
+    if (a.bytes > cap || a.byte_offset > cap - a.bytes) {  // no int64 overflow
       return Fail(fmt::format(
           "needs {} bytes per partition at offset {} of {}; a partition of {} has {} ({} "
           "overflow)",
@@ -90,8 +105,19 @@ class Checker {
       return bad(fmt::format("{} partitions; the limit is {} (nl.tile_size.pmax)", t.partitions,
                              spec_.partitions));
     }
+    if (t.offset < 0 || t.offset > kMaxStride || t.partition_stride < 0 ||
+        t.partition_stride > kMaxStride || t.partition_start < 0 ||
+        t.partition_start > spec_.partitions) {
+      return bad(fmt::format("offset {}, partition start {} and partition stride {} must be in "
+                             "[0, 2^40]",
+                             t.offset, t.partition_start, t.partition_stride));
+    }
     int64_t last = t.offset;  // the farthest element reached within a partition
     for (int d = 0; d < t.ndim; ++d) {
+      if (t.sizes[d] > kMaxFreeSize || t.strides[d] > kMaxStride) {
+        return bad(fmt::format("free dim {} has size {} and stride {}; at most 2^20 and 2^40", d,
+                               t.sizes[d], t.strides[d]));
+      }
       if (t.sizes[d] < 1 || t.strides[d] < 0) {
         return bad(
             fmt::format("free dim {} has size {} and stride {}; sizes are >= 1 and "
@@ -100,7 +126,6 @@ class Checker {
       }
       last += (t.sizes[d] - 1) * t.strides[d];
     }
-    if (t.offset < 0) return bad(fmt::format("offset {} is negative", t.offset));
     if (t.memory == Memory::kHbm) {
       if (t.buffer >= exe_.tensors.size()) {
         return bad(
@@ -111,7 +136,6 @@ class Checker {
         return bad(fmt::format("is {} but tensor '{}' is {}", DTypeName(t.dtype), decl.name,
                                DTypeName(decl.dtype)));
       }
-      if (t.partition_stride < 0) return bad("partition stride is negative");
       last += (t.partitions - 1) * t.partition_stride;
       if (last >= decl.numel()) {
         return bad(fmt::format("reaches element {} of tensor '{}', which has {}", last, decl.name,

@@ -259,3 +259,33 @@ TEST(Isa, NamesAreDistinctAndStreamsSplitTheProgram) {
 
 }  // namespace
 }  // namespace trn::isa
+
+namespace trn::isa {
+namespace {
+
+// A corrupt file may hold any value: none of these may overflow int64 on the way
+// to its error (UBSan would catch it in the fuzz target).
+TEST(Validate, HugeValuesAreErrorsNotOverflows) {
+  EXPECT_NE(ErrorAfter([](Executable& x) { x.tensors[0].shape = {int64_t{1} << 40, 1 << 20}; })
+                .find("has more than 281474976710656 elements"),
+            std::string::npos);
+  EXPECT_NE(ErrorAfter([](Executable& x) { x.allocations[0].partition_start = 0x7fffffff; })
+                .find("are outside the 128 partitions"),
+            std::string::npos);
+  EXPECT_NE(ErrorAfter([](Executable& x) {
+              x.allocations[0].byte_offset = INT64_MAX - 1;
+            }).find("(SBUF overflow)"),
+            std::string::npos);
+  EXPECT_NE(ErrorAfter([](Executable& x) { x.instructions[0].src0.sizes[0] = INT64_MAX; })
+                .find("at most 2^20 and 2^40"),
+            std::string::npos);
+  EXPECT_NE(ErrorAfter([](Executable& x) { x.instructions[0].src0.partition_stride = INT64_MAX; })
+                .find("must be in [0, 2^40]"),
+            std::string::npos);
+  EXPECT_NE(ErrorAfter([](Executable& x) { x.instructions[4].dst.partition_start = -5; })
+                .find("must be in [0, 2^40]"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace trn::isa

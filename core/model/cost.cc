@@ -37,7 +37,10 @@ bool Is16Bit(DType d) { return d == DType::kBFloat16 || d == DType::kFloat16; }
 
 Cost ComputeCost(const isa::Instruction& ins, const isa::TargetSpec& spec) {
   const double min_ii = spec.timing.min_ii_cycles;
-  const double n = static_cast<double>(ins.src0.free_size());  // N: elements per partition
+  // N: elements per partition of the input; an operand the opcode does not use
+  // was never validated and may hold anything.
+  const double n =
+      isa::OperandsOf(ins).reads_src0 ? static_cast<double>(ins.src0.free_size()) : 0.0;
   Cost c;
   switch (ins.opcode) {
     case Opcode::kLoadStationary:
