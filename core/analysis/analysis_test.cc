@@ -13,12 +13,13 @@
 #include <random>
 #include <sstream>
 
-#include "core/analysis/compare.h"
-#include "core/analysis/insights.h"
-#include "core/analysis/report_data.h"
-#include "core/analysis/sqlite_export.h"
-#include "core/analysis/summary.h"
-#include "core/analysis/trace_model.h"
+#include "core/analysis/analyses/insights.h"
+#include "core/analysis/analyses/summary.h"
+#include "core/analysis/reader/trace_model.h"
+#include "core/analysis/reports/compare.h"
+#include "core/analysis/reports/report_data.h"
+#include "core/analysis/reports/sqlite_export.h"
+#include "core/analysis/reports/summary_text.h"
 
 namespace trn::analysis {
 namespace {
@@ -124,9 +125,9 @@ TEST(Model, LinkingByExternalIdCorrelationAndFlow) {
   const Slice* sig = FindSlice(*m, "sigmoid_kernel");
   const Slice* orphan = FindSlice(*m, "orphan_kernel");
   ASSERT_TRUE(relu && sig && orphan);
-  EXPECT_EQ(relu->link, 2);  // correlation -> cudaLaunchKernel -> aten::relu
+  EXPECT_EQ(relu->link, LinkVia::kCorrelation);  // correlation -> cudaLaunchKernel -> aten::relu
   EXPECT_EQ(m->Name(m->slices[relu->op]), "aten::relu");
-  EXPECT_EQ(sig->link, 3);  // string flow id "0x55"
+  EXPECT_EQ(sig->link, LinkVia::kFlow);  // string flow id "0x55"
   EXPECT_EQ(m->Name(m->slices[sig->op]), "aten::sigmoid");
   EXPECT_EQ(orphan->op, kNone);
   EXPECT_EQ(m->unlinked_device, 1u);
@@ -134,7 +135,7 @@ TEST(Model, LinkingByExternalIdCorrelationAndFlow) {
   auto c = Load("cuda_style.json");
   const Slice* pow = FindSlice(*c, "vectorized_elementwise_kernel<pow>");
   ASSERT_TRUE(pow);
-  EXPECT_EQ(pow->link, 1);
+  EXPECT_EQ(pow->link, LinkVia::kExternalId);
   EXPECT_EQ(c->Name(c->slices[pow->op]), "aten::pow");
   EXPECT_EQ(c->lanes[pow->lane].name, "GPU 0 stream 7");
   const Slice* copy = FindSlice(*c, "Memcpy DtoH (Device -> Pageable)");

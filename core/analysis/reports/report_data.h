@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/analysis/insights.h"
-#include "core/analysis/summary.h"
-#include "core/analysis/trace_model.h"
+#include "core/analysis/analyses/insights.h"
+#include "core/analysis/analyses/summary.h"
+#include "core/analysis/reader/trace_model.h"
 
 namespace trn::analysis {
 

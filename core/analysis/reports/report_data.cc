@@ -1,4 +1,4 @@
-#include "core/analysis/report_data.h"
+#include "core/analysis/reports/report_data.h"
 
 #include <fmt/format.h>
 
