@@ -479,6 +479,35 @@ TEST(Cli, ExitCodes) {
   EXPECT_EQ(html.find("/*TRNSCOPE_DATA*/"), std::string::npos);
 }
 
+// The explorer is compiled in: the binary copied alone into an empty folder
+// writes a whole report, and names no template path in the source tree.
+TEST(Cli, BinaryAloneWritesAReport) {
+  const std::string dir = ::testing::TempDir() + "/trnscope_alone";
+  ASSERT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + dir + " && cp " +
+                         std::string(TRN_CLI_PATH) + " " + dir + "/trnscope")
+                            .c_str()),
+            0);
+  const std::string binary = Read(dir + "/trnscope");
+  ASSERT_FALSE(binary.empty());
+  EXPECT_EQ(binary.find("explorer/explorer.html"), std::string::npos);
+  const std::string trace = Path("trn_rmsnorm.json");
+  const int st = std::system(("cd " + dir + " && ./trnscope report " + trace +
+                              " -o report.html >/dev/null 2>&1")
+                                 .c_str());
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0);
+  const std::string html = Read(dir + "/report.html");
+  ASSERT_FALSE(html.empty()) << "no report.html in " << dir;
+  // The explorer's own page, with this trace's data in place of the placeholder.
+  const std::string tpl = Read(kData + "/../reports/explorer/explorer.html");
+  ASSERT_FALSE(tpl.empty());
+  const std::string head = tpl.substr(0, tpl.find(kDataPlaceholder));
+  EXPECT_EQ(html.compare(0, head.size(), head), 0);
+  EXPECT_EQ(html.find(kDataPlaceholder), std::string::npos);
+  EXPECT_NE(html.find("\"format\":\"trnscope.report\""), std::string::npos);
+  EXPECT_NE(html.find("\"name\":\"pow_f32\""), std::string::npos);  // a kernel of the trace
+}
+
 TEST(Reader, NegativeDurationIsSkippedWithAReason) {
   const std::string doc =
       "{\"traceEvents\":["

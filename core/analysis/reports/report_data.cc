@@ -245,12 +245,4 @@ bool EmbedReport(std::string_view html, std::string_view json, std::string* out)
   return true;
 }
 
-std::string DefaultTemplatePath() {
-#ifdef TRN_EXPLORER_TEMPLATE
-  return TRN_EXPLORER_TEMPLATE;
-#else
-  return "";
-#endif
-}
-
 }  // namespace trn::analysis

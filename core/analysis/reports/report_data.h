@@ -35,7 +35,4 @@ std::string JsonString(std::string_view s);
 // False if the template has no placeholder.
 bool EmbedReport(std::string_view html, std::string_view json, std::string* out);
 
-// Where the build says the explorer template lives ("" if not configured).
-std::string DefaultTemplatePath();
-
 }  // namespace trn::analysis
