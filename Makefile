@@ -55,7 +55,7 @@ FUZZ_CLANG    = $(shell command -v clang++-14 || command -v clang++)
 FUZZ_CXX      = $(if $(shell command -v ccache),ccache )$(FUZZ_CLANG)
 FUZZ_SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_SRCS    := cli/fuzz_trace_reader.cc $(filter-out %_test.cc %_benchmark.cc \
-                core/analysis/sqlite_export.cc,$(wildcard core/analysis/*.cc))
+                core/analysis/reports/sqlite_export.cc,$(wildcard core/analysis/*/*.cc))
 FUZZ_OBJS    := $(patsubst %.cc,$(FUZZ_DIR)/obj/%.o,$(FUZZ_SRCS))
 FUZZ_SEEDS   := $(wildcard core/analysis/testdata/*.json core/analysis/testdata/*.bin)
 FUZZ_EXE_SRCS := cli/fuzz_executable_reader.cc $(filter-out %_test.cc %_benchmark.cc,\

@@ -16,11 +16,12 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "core/analysis/compare.h"
-#include "core/analysis/insights.h"
-#include "core/analysis/report_data.h"
-#include "core/analysis/summary.h"
-#include "core/analysis/trace_model.h"
+#include "core/analysis/analyses/insights.h"
+#include "core/analysis/analyses/summary.h"
+#include "core/analysis/reader/trace_model.h"
+#include "core/analysis/reports/compare.h"
+#include "core/analysis/reports/report_data.h"
+#include "core/analysis/reports/summary_text.h"
 
 namespace {
 

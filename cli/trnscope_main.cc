@@ -7,18 +7,22 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "cli/device_commands.h"
-#include "core/analysis/compare.h"
-#include "core/analysis/insights.h"
-#include "core/analysis/report_data.h"
-#include "core/analysis/sqlite_export.h"
-#include "core/analysis/summary.h"
-#include "core/analysis/trace_model.h"
+#include "core/analysis/analyses/insights.h"
+#include "core/analysis/analyses/summary.h"
+#include "core/analysis/reader/trace_model.h"
+#include "core/analysis/reports/compare.h"
+#include "core/analysis/reports/explorer_template.h"
+#include "core/analysis/reports/report_data.h"
+#include "core/analysis/reports/sqlite_export.h"
+#include "core/analysis/reports/summary_text.h"
 
 namespace {
 
@@ -114,34 +118,6 @@ bool WriteFile(const std::string& path, std::string_view data) {
   return true;
 }
 
-std::string ExeDir() {
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  if (n <= 0) return ".";
-  std::string p(buf, static_cast<size_t>(n));
-  return p.substr(0, p.rfind('/'));
-}
-
-// --template, $TRNSCOPE_EXPLORER_TEMPLATE, beside the binary (installed
-// package), the source tree relative to python/trnscope/bin, the build's path.
-bool FindTemplate(const std::string& flag, std::string* html, std::string* tried) {
-  std::vector<std::string> paths;
-  if (!flag.empty()) {
-    paths.push_back(flag);
-  } else {
-    if (const char* env = std::getenv("TRNSCOPE_EXPLORER_TEMPLATE")) paths.push_back(env);
-    const std::string dir = ExeDir();
-    paths.push_back(dir + "/explorer.html");
-    paths.push_back(dir + "/../../../core/analysis/explorer/explorer.html");
-    if (!DefaultTemplatePath().empty()) paths.push_back(DefaultTemplatePath());
-  }
-  for (const std::string& p : paths) {
-    if (ReadFile(p, html)) return true;
-    *tried += (tried->empty() ? "" : ", ") + p;
-  }
-  return false;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -173,7 +149,8 @@ int main(int argc, char** argv) {
   report->add_option("TRACES", traces, "one or more traces")->required()->expected(1, -1);
   report->add_option("-o,--output", report_out, "output HTML file")->required();
   report->add_option("--names", names, "run names, in order")->delimiter(',');
-  report->add_option("--template", template_path, "explorer template HTML");
+  report->add_option("--template", template_path,
+                     "explorer template HTML (default: the built-in explorer)");
   report->add_option("--json", json_out, "also write the report data as JSON");
 
   auto* exp = app.add_subcommand("export", "Export ops, kernels, flows, counters, metadata");
@@ -235,9 +212,11 @@ int main(int argc, char** argv) {
   std::vector<ReportRun> rr;
   for (const Run& r : runs) rr.push_back({r.model.get(), &r.summary, &r.insights});
   const std::string json = BuildReportJson(rr, kVersion);
-  std::string html, tried, page;
-  if (!FindTemplate(template_path, &html, &tried)) {
-    fmt::print(stderr, "trnscope: error: explorer template not found (tried {})\n", tried);
+  // The built-in explorer, or --template (to try an edited explorer.html).
+  std::string html(ExplorerTemplate()), page;
+  if (!template_path.empty() && !ReadFile(template_path, &html)) {
+    fmt::print(stderr, "trnscope: error: cannot read the template '{}': {}\n", template_path,
+               std::strerror(errno));
     return kBadInput;
   }
   if (!EmbedReport(html, json, &page)) {

@@ -15,8 +15,8 @@ import json
 import pathlib
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
-TEMPLATE = ROOT / "core/analysis/explorer/explorer.html"
-SAMPLE = ROOT / "core/analysis/explorer/sample_data.json"
+TEMPLATE = ROOT / "core/analysis/reports/explorer/explorer.html"
+SAMPLE = ROOT / "core/analysis/reports/explorer/sample_data.json"
 PLACEHOLDER = "/*TRNSCOPE_DATA*/null"
 
 

@@ -13,9 +13,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "core/analysis/insights.h"
-#include "core/analysis/summary.h"
-#include "core/analysis/trace_model.h"
+#include "core/analysis/analyses/insights.h"
+#include "core/analysis/analyses/summary.h"
+#include "core/analysis/reader/trace_model.h"
 
 namespace trn::analysis {
 

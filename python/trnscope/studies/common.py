@@ -7,21 +7,22 @@ round, each call inside a `record_function(label)` span, with CPU + PrivateUse1 
 through ProfileConfig/Profiler. On this shared 2-core host a noisy neighbour slows whatever
 runs while it is busy; taking turns spreads that over all variants, and the device time of
 a call is the median over all rounds. The last round of each variant is exported
-(trace.json, summary.txt, meta.json) and read back: `read_trace` assigns every device event
-(kernel or copy) to its call, since the event's correlation id names the op that launched
-it and that op lies inside one of the label spans on the host. Earlier rounds contribute
+(trace.json, summary.txt, meta.json) and read back through the analyzer: `read_trace` takes
+its SQLite export, where every device event (kernel or copy) is linked to the op that
+launched it, and assigns the event to the label span that op lies in. Earlier rounds contribute
 their per-call device time as PyTorch reports it (the span's device_time_total).
 """
 
 from __future__ import annotations
 
 import argparse
-import bisect
 import json
 import os
+import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -56,8 +57,6 @@ __all__ = [
     "report_or_skip",
     "write_report",
 ]
-
-DEVICE_CATEGORIES = ("kernel", "gpu_memcpy")  # what core/export writes on the core lanes
 
 DTYPES = {
     "float32": torch.float32,
@@ -262,45 +261,75 @@ def profile_variants(
     return {name: runs[name] for name, _, _ in variants}
 
 
+# Every device event (kernel or copy) of the analyzer's export with the label span (call) its
+# op lies in: the analyzer linked it to its op (docs/analyzer.md, Note [Linking]); climb that
+# op's parents to the first span named :label. span_id is NULL for unlinked work or work
+# outside every call.
+_DEVICE_WORK_SQL = """
+WITH RECURSIVE up(kernel_id, op_id) AS (
+  SELECT id, op_id FROM kernels WHERE op_id IS NOT NULL
+  UNION ALL
+  SELECT up.kernel_id, ops.parent_id FROM up JOIN ops ON ops.id = up.op_id
+  WHERE ops.name != :label AND ops.parent_id IS NOT NULL
+)
+SELECT k.name, k.kind, k.dur_ns, k.bytes_read + k.bytes_written, k.flops, k.op_name, span.id
+FROM kernels k
+LEFT JOIN (SELECT up.kernel_id, ops.id FROM up JOIN ops ON ops.id = up.op_id
+           WHERE ops.name = :label AND ops.kind = 'op') span ON span.kernel_id = k.id
+ORDER BY k.id
+"""
+
+
+def export_analysis(trace: str, db_path: str, timeout: float = 600) -> None:
+    """`trnscope export trace --sqlite db_path`: the analyzer's ops, kernels and links.
+
+    The analyzer is required (Profiler.export_trace runs it for summary.txt too).
+    """
+    from trnscope.cli import binary_path
+
+    exe = binary_path()
+    cmd = [exe, "export", trace, "--sqlite", db_path]
+    proc = subprocess.run(cmd, check=False, capture_output=True, text=True, timeout=timeout)
+    if proc.returncode not in (0, 3):  # 3: partial input, recovered
+        raise StudyError(
+            f"`{' '.join(cmd)}` failed with exit code {proc.returncode}:\n"
+            f"{proc.stderr.strip() or proc.stdout.strip()}"
+        )
+
+
 def read_trace(run: VariantRun) -> VariantRun:
-    """Fill run.calls / unassigned / kernels / meta from run.folder's trace.json and meta.json."""
-    with open(run.trace) as f:
-        doc = json.load(f)
-    events = doc["traceEvents"] if isinstance(doc, dict) else doc
+    """Fill run.calls / unassigned / kernels / ops / meta from the analyzer's view of run.folder.
+
+    Which op launched each device event comes from the analyzer (`trnscope export --sqlite`),
+    not from a second reading of trace.json here.
+    """
     with open(run.meta_path) as f:
         run.meta = json.load(f)
-    spans = sorted(
-        (e["ts"], e["ts"] + e.get("dur", 0))
-        for e in events
-        if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("name") == run.label
-    )
-    starts = [s for s, _ in spans]
-    op_ts = {}  # correlation id -> host time of the op that launched it
-    for e in events:
-        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
-            corr = e.get("args", {}).get("correlation")
-            if corr is not None:
-                op_ts.setdefault(corr, e["ts"])
+    with tempfile.TemporaryDirectory(prefix="trnscope-study-") as tmp:
+        db_path = os.path.join(tmp, "analysis.sqlite")
+        export_analysis(run.trace, db_path)
+        db = sqlite3.connect(db_path)
+        try:
+            spans = db.execute(
+                "SELECT id FROM ops WHERE name = ? AND kind = 'op' ORDER BY start_ns, id",
+                (run.label,),
+            ).fetchall()
+            rows = db.execute(_DEVICE_WORK_SQL, {"label": run.label}).fetchall()
+        finally:
+            db.close()
+    call_of = {span_id: i for i, (span_id,) in enumerate(spans)}
     run.calls = [CallStats() for _ in spans]
     run.unassigned = CallStats()
     run.kernels, run.ops = {}, {}
-    for e in events:
-        if e.get("ph") != "X" or e.get("cat") not in DEVICE_CATEGORIES:
-            continue
-        args = e.get("args", {})
-        ts = op_ts.get(args.get("correlation"))
-        stats = run.unassigned
-        if ts is not None:
-            i = bisect.bisect_right(starts, ts) - 1
-            if i >= 0 and ts <= spans[i][1]:
-                stats = run.calls[i]
-        dur = float(e.get("dur", 0.0))
+    for name, kind, dur_ns, nbytes, flops, op, span_id in rows:
+        stats = run.calls[call_of[span_id]] if span_id is not None else run.unassigned
+        dur = dur_ns / 1e3
         stats.device_us += dur
-        stats.bytes += int(args.get("bytes read", 0)) + int(args.get("bytes written", 0))
-        stats.flops += int(args.get("flops", 0))
-        if e["cat"] == "kernel":
+        stats.bytes += nbytes
+        stats.flops += flops
+        if kind == "kernel":
             stats.launches += 1
-            for table, key in ((run.kernels, e["name"]), (run.ops, args.get("op") or "?")):
+            for table, key in ((run.kernels, name), (run.ops, op or "?")):
                 k = table.setdefault(key, [0, 0.0])
                 k[0] += 1
                 k[1] += dur

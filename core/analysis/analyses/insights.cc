@@ -1,6 +1,6 @@
 // Every rule here states its threshold as a constant and quantifies its
 // finding from the trace; docs/analyzer.md "Insights" describes them.
-#include "core/analysis/insights.h"
+#include "core/analysis/analyses/insights.h"
 
 #include <fmt/format.h>
 
@@ -8,6 +8,8 @@
 #include <map>
 #include <set>
 #include <unordered_map>
+
+#include "core/analysis/analyses/units.h"
 
 namespace trn::analysis {
 namespace {
@@ -220,7 +222,7 @@ std::vector<FusionChain> FindFusionChains(const TraceModel& m) {
     for (uint32_t i = l.first; i < l.last; ++i) {
       const Slice& s = m.slices[i];
       if (s.kind == SliceKind::kRuntime) {
-        if (m.Name(s).find("ynchronize") != std::string_view::npos) flush();
+        if (s.call == RuntimeCall::kSync) flush();
         continue;
       }
       auto it = bytes.find(i);

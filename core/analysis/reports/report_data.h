@@ -6,9 +6,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/analysis/insights.h"
-#include "core/analysis/summary.h"
-#include "core/analysis/trace_model.h"
+#include "core/analysis/analyses/insights.h"
+#include "core/analysis/analyses/summary.h"
+#include "core/analysis/reader/trace_model.h"
 
 namespace trn::analysis {
 
@@ -34,8 +34,5 @@ std::string JsonString(std::string_view s);
 // Replaces the placeholder in `html` with `json` made safe inside <script>.
 // False if the template has no placeholder.
 bool EmbedReport(std::string_view html, std::string_view json, std::string* out);
-
-// Where the build says the explorer template lives ("" if not configured).
-std::string DefaultTemplatePath();
 
 }  // namespace trn::analysis

@@ -10,7 +10,7 @@
 // one chunk of memory); a file that ends inside traceEvents keeps every event
 // before the cut. Only input that is not a trace at all (empty, not an object
 // or array, no traceEvents) is a fatal error.
-#include "core/analysis/json_tokenizer.h"
+#include "core/analysis/reader/json_tokenizer.h"
 
 #include <fmt/format.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "core/analysis/sqlite_export.h"
+#include "core/analysis/reports/sqlite_export.h"
 
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -112,7 +112,6 @@ bool ExportSqlite(const TraceModel& m, const Summary& s, const std::string& db_p
     Text(lane, 5, l.tid);
     if (!db.Step(lane)) return fail();
   }
-  static const char* kLinks[] = {nullptr, "external_id", "correlation", "flow"};
   for (uint32_t i = 0; i < m.slices.size(); ++i) {
     const Slice& x = m.slices[i];
     if (!x.on_device()) {
@@ -144,8 +143,7 @@ bool ExportSqlite(const TraceModel& m, const Summary& s, const std::string& db_p
       IdOrNull(kern, 9, x.op);
       if (x.op != kNone) Text(kern, 10, m.Name(m.slices[x.op]));
       else sqlite3_bind_null(kern, 10);
-      if (kLinks[x.link]) Text(kern, 11, kLinks[x.link]);
-      else sqlite3_bind_null(kern, 11);
+      TextOrNull(kern, 11, LinkViaName(x.link));
       Int(kern, 12, static_cast<int64_t>(x.flops));
       Int(kern, 13, static_cast<int64_t>(x.bytes_read));
       Int(kern, 14, static_cast<int64_t>(x.bytes_written));

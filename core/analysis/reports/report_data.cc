@@ -1,4 +1,4 @@
-#include "core/analysis/report_data.h"
+#include "core/analysis/reports/report_data.h"
 
 #include <fmt/format.h>
 
@@ -243,14 +243,6 @@ bool EmbedReport(std::string_view html, std::string_view json, std::string* out)
   }
   out->append(html.substr(at + kDataPlaceholder.size()));
   return true;
-}
-
-std::string DefaultTemplatePath() {
-#ifdef TRN_EXPLORER_TEMPLATE
-  return TRN_EXPLORER_TEMPLATE;
-#else
-  return "";
-#endif
 }
 
 }  // namespace trn::analysis

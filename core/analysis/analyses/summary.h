@@ -1,18 +1,16 @@
 // Per-run aggregates computed from a TraceModel: a key_averages()-like op
 // table with device time, top kernels, per-lane busy/idle and host-bound
-// stretches; plus the text rendering of `trnscope summary`. Pure functions of
-// a read-only model; any thread.
+// stretches (rendered as text by reports/summary_text.h). Pure functions of a
+// read-only model; any thread.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "core/analysis/trace_model.h"
+#include "core/analysis/reader/trace_model.h"
 
 namespace trn::analysis {
-
-struct Insight;
 
 struct KernelStat {
   std::string name;
@@ -69,14 +67,5 @@ struct Summary {
 };
 
 Summary Summarize(const TraceModel& m);
-
-// Human-readable numbers used in every text output (deterministic).
-std::string FormatNs(int64_t ns);
-std::string FormatBytes(uint64_t bytes);
-std::string FormatCount(double v);  // 12.6 G, 3.4 M, ...
-
-// The text of `trnscope summary`; top_ops limits the op table (0: all).
-std::string FormatSummary(const TraceModel& m, const Summary& s,
-                          const std::vector<Insight>& insights, size_t top_ops = 25);
 
 }  // namespace trn::analysis

@@ -1,8 +1,9 @@
 // The in-memory model of one Chrome trace (torch.profiler / Kineto, or
 // trnscope's combined export): slices on lanes (CPU ops, runtime calls, device
 // kernels and copies), resolved flows, counters, top-level metadata and the
-// optional meta.json. Built once by LoadTrace (the parser half of the
-// tokenizer/parser pair), then read-only: any number of threads may read it.
+// optional meta.json. Built once by LoadTrace (trace_reader.cc: the tokenizer,
+// event_parser.h, then the passes of passes.h), then read-only: any number of
+// threads may read it.
 #pragma once
 
 #include <cstdint>
@@ -12,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/analysis/json_tokenizer.h"
+#include "core/analysis/reader/json_tokenizer.h"  // TokenizeOptions
 
 namespace trn::analysis {
 
@@ -39,6 +40,15 @@ enum class LaneKind : uint8_t { kCpu, kDevice };
 
 const char* SliceKindName(SliceKind k);
 
+// How a kernel or copy found its op (Note [Linking] in linking.cc).
+enum class LinkVia : uint8_t { kNone, kExternalId, kCorrelation, kFlow };
+// "external_id", "correlation", "flow"; "" for kNone.
+const char* LinkViaName(LinkVia v);
+
+// What a runtime call does, where a rule needs it (Note [Runtime call kinds]
+// in event_parser.cc): a launch (kernel or async copy) or a synchronize.
+enum class RuntimeCall : uint8_t { kOther, kLaunch, kSync };
+
 struct Lane {
   std::string name;       // "thread 1234", "trn:0 stream 0", "device 0 stream 7"
   std::string pid, tid;   // as written in the trace (numbers or strings)
@@ -63,7 +73,8 @@ struct Slice {
   uint32_t input_dims = 0;       // string id of the raw "Input Dims" JSON, 0 if none
   uint32_t input_types = 0;      // string id of the raw "Input type" JSON
   SliceKind kind = SliceKind::kOp;
-  uint8_t link = 0;              // how `op` was found: 0 none, 1 External id, 2 correlation, 3 flow
+  LinkVia link = LinkVia::kNone;          // how `op` was found
+  RuntimeCall call = RuntimeCall::kOther;  // runtime slices only
   uint16_t depth = 0;
   bool merged = false;           // folded into its same-named parent (as key_averages does)
 
@@ -131,7 +142,7 @@ struct TraceModel {
   MetaInfo meta;
   ParseReport parse;
   uint64_t dropped_events = 0;        // trnscope_capture / meta.json
-  uint64_t runtime_launches = 0;      // runtime calls that launch work (name has "Launch"/"Memcpy")
+  uint64_t runtime_launches = 0;      // runtime calls with call == RuntimeCall::kLaunch
   uint64_t unlinked_device = 0;       // kernels/copies with no op
   int64_t t0_ns = 0, t1_ns = 0;       // first start, last end over all slices
 

@@ -1,9 +1,11 @@
-#include "core/analysis/compare.h"
+#include "core/analysis/reports/compare.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <map>
+
+#include "core/analysis/analyses/units.h"
 
 namespace trn::analysis {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "core/analysis/summary.h"
-#include "core/analysis/trace_model.h"
+#include "core/analysis/analyses/summary.h"
+#include "core/analysis/reader/trace_model.h"
 
 namespace trn::analysis {
 
