@@ -12,7 +12,7 @@
 namespace trn::analysis {
 namespace {
 
-using namespace trn::analysis::testing;
+using namespace trn::analysis::testutil;
 
 int RunCli(const std::string& args) {
   const int st = std::system((std::string(TRN_CLI_PATH) + " " + args + " >/dev/null 2>&1").c_str());
