@@ -215,8 +215,8 @@ int main(int argc, char** argv) {
   // The built-in explorer, or --template (to try an edited explorer.html).
   std::string html(ExplorerTemplate()), page;
   if (!template_path.empty() && !ReadFile(template_path, &html)) {
-    fmt::print(stderr, "trnscope: error: cannot read the template '{}': {}\n", template_path,
-               std::strerror(errno));
+    fmt::print(stderr, "trnscope: error: cannot read the template '{}' (an HTML file expected)\n",
+               template_path);
     return kBadInput;
   }
   if (!EmbedReport(html, json, &page)) {

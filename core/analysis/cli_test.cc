@@ -12,7 +12,7 @@
 namespace trn::analysis {
 namespace {
 
-using namespace trn::analysis::testing;
+using namespace trn::analysis::testutil;
 
 int RunCli(const std::string& args) {
   const int st = std::system((std::string(TRN_CLI_PATH) + " " + args + " >/dev/null 2>&1").c_str());
@@ -41,6 +41,9 @@ TEST(Cli, ExitCodes) {
   EXPECT_EQ(RunCli("report " + Path("trn_rmsnorm.json") + " " + Path("cuda_style.json") +
                    " --names naive,cuda --template " + tmp + "/tpl.html -o " + tmp + "/r.html"),
             0);
+  EXPECT_EQ(RunCli("report " + Path("trn_rmsnorm.json") + " --template " + tmp +
+                   "/no_such_template.html -o " + tmp + "/x.html"),
+            2);
   const std::string html = Read(tmp + "/r.html");
   EXPECT_NE(html.find("\"format\":\"trnscope.report\""), std::string::npos);
   EXPECT_NE(html.find("\"name\":\"cuda\""), std::string::npos);

@@ -19,7 +19,7 @@
 #include "core/analysis/reader/trace_model.h"
 #include "core/analysis/reports/summary_text.h"
 
-namespace trn::analysis::testing {
+namespace trn::analysis::testutil {
 
 inline const std::string kData = TRN_TESTDATA;
 
@@ -79,4 +79,4 @@ inline std::vector<std::vector<std::string>> Query(const std::string& db, const 
   return rows;
 }
 
-}  // namespace trn::analysis::testing
+}  // namespace trn::analysis::testutil

@@ -7,7 +7,7 @@
 namespace trn::analysis {
 namespace {
 
-using namespace trn::analysis::testing;
+using namespace trn::analysis::testutil;
 
 TEST(Summary, OverlappingKernelsBusyIsTheUnion) {
   auto m = Load("overlapping_kernels.json");

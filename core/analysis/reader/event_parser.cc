@@ -131,17 +131,50 @@ uint32_t TraceParser::LaneFor(const std::string& pid, const std::string& tid) {
   return it->second;
 }
 
-bool TraceParser::ParseEvent(od::object& obj) {
+// The fields of one event that the analyses read. Views point into
+// simdjson's string buffer and stay valid until the next event.
+struct TraceParser::Fields {
   std::string_view ph, cat, name, bp, arg_name, arg_labels;
   bool has_cat = false, has_ts = false, has_dur = false, has_id = false, has_launch_id = false;
   int64_t ts = 0, dur = 0;
   uint64_t id = 0;
-  Slice s;
-  uint64_t bytes = 0;
-  bool has_pid = false;
+  uint64_t bytes = 0;  // args "bytes" (copies that give no read/written split)
+  Slice s;             // the slice's args: ids, flops, bytes, shapes
+};
+
+bool TraceParser::ParseEvent(od::object& obj) {
+  Fields f;
   pid_.clear();
   tid_.clear();
   counter_args_.clear();
+  if (!ReadFields(obj, &f)) return false;
+  // Every field was read without error: the event is well-formed.
+  if (f.ph.empty()) return false;
+  if (f.has_dur && f.dur < 0) {  // no real event ends before it starts
+    reject_reason_ = "negative dur";
+    return false;
+  }
+  if ((f.has_ts && (f.ts < kMinTsNs || f.ts > kMaxTsNs)) || (f.has_dur && f.dur > kMaxDurNs)) {
+    reject_reason_ = f.has_dur && f.dur > kMaxDurNs ? "dur out of range (over 2^50 ns)"
+                                                    : "ts out of range (|ts| over 2^60 / 2^62 ns)";
+    return false;
+  }
+  switch (f.ph[0]) {
+    case 'X':
+    case 'B':
+    case 'E': return AddSlice(f);
+    case 'M': AddMetadata(f); return true;
+    case 's':
+    case 'f':
+    case 't': return AddFlow(f);
+    case 'C': return AddCounter(f);
+    default:
+      ++m_->parse.ignored;
+      return true;
+  }
+}
+
+bool TraceParser::ReadFields(od::object& obj, Fields* f) {
   for (auto field : obj) {
     // Raw keys: none of the keys we read has escapes, so no unescaping copy.
     od::raw_json_string raw_key;
@@ -150,170 +183,160 @@ bool TraceParser::ParseEvent(od::object& obj) {
     od::value v;
     if (field.value().get(v)) return false;
     if (Is(key, "ph")) {
-      if (v.get_string().get(ph)) return false;
+      if (v.get_string().get(f->ph)) return false;
     } else if (Is(key, "cat")) {
-      if (v.get_string().get(cat)) return false;
-      has_cat = true;
+      if (v.get_string().get(f->cat)) return false;
+      f->has_cat = true;
     } else if (Is(key, "name")) {
-      if (v.get_string().get(name)) return false;
+      if (v.get_string().get(f->name)) return false;
     } else if (Is(key, "pid")) {
       if (!GetId(v, &pid_)) return false;
-      has_pid = true;
     } else if (Is(key, "tid")) {
       if (!GetId(v, &tid_)) return false;
     } else if (Is(key, "ts")) {
-      if (!GetNs(v, &ts)) return false;
-      has_ts = true;
+      if (!GetNs(v, &f->ts)) return false;
+      f->has_ts = true;
     } else if (Is(key, "dur")) {
-      if (!GetNs(v, &dur)) return false;
-      has_dur = true;
+      if (!GetNs(v, &f->dur)) return false;
+      f->has_dur = true;
     } else if (Is(key, "id")) {
-      if (!GetU64(v, &id)) return false;
-      has_id = true;
+      if (!GetU64(v, &f->id)) return false;
+      f->has_id = true;
     } else if (Is(key, "bp")) {
-      if (v.get_string().get(bp)) return false;
+      if (v.get_string().get(f->bp)) return false;
     } else if (Is(key, "args")) {
       od::object args;
       if (v.get_object().get(args)) continue;  // args that is not an object: ignore
-      for (auto a : args) {
-        od::raw_json_string raw_k;
-        if (a.key().get(raw_k)) return false;
-        const std::string_view k = RawKey(raw_k, obj_end_);
-        od::value av;
-        if (a.value().get(av)) return false;
-        uint64_t u = 0;
-        if (Is(k, "External id")) {
-          if (GetU64(av, &u)) s.external_id = u;
-        } else if (Is(k, "correlation")) {
-          if (GetU64(av, &u)) s.correlation = u;
-        } else if (Is(k, "flops")) {
-          if (GetU64(av, &u)) s.flops = u;
-        } else if (Is(k, "bytes read")) {
-          if (GetU64(av, &u)) s.bytes_read = u;
-        } else if (Is(k, "bytes written")) {
-          if (GetU64(av, &u)) s.bytes_written = u;
-        } else if (Is(k, "bytes")) {
-          if (GetU64(av, &u)) bytes = u;
-        } else if (Is(k, "launch id")) {
-          has_launch_id = true;
-        } else if (Is(k, "Input Dims")) {
-          std::string_view raw;
-          if (!simdjson::to_json_string(av).get(raw)) s.input_dims = m_->strings.Intern(raw);
-        } else if (Is(k, "Input type")) {
-          std::string_view raw;
-          if (!simdjson::to_json_string(av).get(raw)) s.input_types = m_->strings.Intern(raw);
-        } else if (Is(k, "name")) {
-          od::json_type t;
-          if (!av.type().get(t) && t == od::json_type::string) if (av.get_string().get(arg_name)) arg_name = {};
-        } else if (Is(k, "labels")) {
-          od::json_type t;
-          if (!av.type().get(t) && t == od::json_type::string) if (av.get_string().get(arg_labels)) arg_labels = {};
-        } else if (ph == "C" || ph.empty()) {
-          double d = 0;
-          od::json_type t;
-          if (!av.type().get(t) && t == od::json_type::number && !av.get_double().get(d))
-            counter_args_.emplace_back(std::string(k), d);
-        }
-      }
+      if (!ReadArgs(args, f)) return false;
     }
   }
-  // Every field was read without error: the event is well-formed.
-  if (ph.empty()) return false;
-  if (has_dur && dur < 0) {  // no real event ends before it starts
-    reject_reason_ = "negative dur";
-    return false;
+  return true;
+}
+
+bool TraceParser::ReadArgs(od::object& args, Fields* f) {
+  Slice& s = f->s;
+  for (auto a : args) {
+    od::raw_json_string raw_k;
+    if (a.key().get(raw_k)) return false;
+    const std::string_view k = RawKey(raw_k, obj_end_);
+    od::value av;
+    if (a.value().get(av)) return false;
+    uint64_t u = 0;
+    if (Is(k, "External id")) {
+      if (GetU64(av, &u)) s.external_id = u;
+    } else if (Is(k, "correlation")) {
+      if (GetU64(av, &u)) s.correlation = u;
+    } else if (Is(k, "flops")) {
+      if (GetU64(av, &u)) s.flops = u;
+    } else if (Is(k, "bytes read")) {
+      if (GetU64(av, &u)) s.bytes_read = u;
+    } else if (Is(k, "bytes written")) {
+      if (GetU64(av, &u)) s.bytes_written = u;
+    } else if (Is(k, "bytes")) {
+      if (GetU64(av, &u)) f->bytes = u;
+    } else if (Is(k, "launch id")) {
+      f->has_launch_id = true;
+    } else if (Is(k, "Input Dims")) {
+      std::string_view raw;
+      if (!simdjson::to_json_string(av).get(raw)) s.input_dims = m_->strings.Intern(raw);
+    } else if (Is(k, "Input type")) {
+      std::string_view raw;
+      if (!simdjson::to_json_string(av).get(raw)) s.input_types = m_->strings.Intern(raw);
+    } else if (Is(k, "name")) {
+      od::json_type t;
+      if (!av.type().get(t) && t == od::json_type::string && av.get_string().get(f->arg_name))
+        f->arg_name = {};
+    } else if (Is(k, "labels")) {
+      od::json_type t;
+      if (!av.type().get(t) && t == od::json_type::string && av.get_string().get(f->arg_labels))
+        f->arg_labels = {};
+    } else if (f->ph == "C" || f->ph.empty()) {
+      double d = 0;
+      od::json_type t;
+      if (!av.type().get(t) && t == od::json_type::number && !av.get_double().get(d))
+        counter_args_.emplace_back(std::string(k), d);
+    }
   }
-  if ((has_ts && (ts < kMinTsNs || ts > kMaxTsNs)) || (has_dur && dur > kMaxDurNs)) {
-    reject_reason_ = has_dur && dur > kMaxDurNs ? "dur out of range (over 2^50 ns)"
-                                                : "ts out of range (|ts| over 2^60 / 2^62 ns)";
-    return false;
+  return true;
+}
+
+// X (complete), B (begin) and E (end) events.
+bool TraceParser::AddSlice(const Fields& f) {
+  if (!f.has_ts) return false;
+  const uint32_t lane = LaneFor(pid_, tid_);
+  if (f.ph[0] == 'E') {
+    auto& stack = open_[lane];
+    if (stack.empty()) return true;  // an unmatched E: harmless
+    Slice b = stack.back();
+    stack.pop_back();
+    if (f.ts < b.start_ns) {
+      reject_reason_ = "negative dur (an E event before its B)";
+      return false;
+    }
+    b.dur_ns = f.ts - b.start_ns;
+    m_->slices.push_back(b);
+    return true;
   }
-  // views into simdjson's string buffer stay valid until the next iterate().
-  switch (ph[0]) {
-    case 'X':
-    case 'B':
-    case 'E': {
-      if (!has_ts) return false;
-      const uint32_t lane = LaneFor(pid_, tid_);
-      if (ph[0] == 'E') {
-        auto& stack = open_[lane];
-        if (stack.empty()) return true;  // an unmatched E: harmless
-        Slice b = stack.back();
-        stack.pop_back();
-        if (ts < b.start_ns) {
-          reject_reason_ = "negative dur (an E event before its B)";
-          return false;
-        }
-        b.dur_ns = ts - b.start_ns;
-        m_->slices.push_back(b);
-        return true;
-      }
-      const Cat c = Classify(cat, has_cat);
-      if (c == Cat::kIgnore) {
-        ++m_->parse.ignored;
-        return true;
-      }
-      s.kind = c == Cat::kOp        ? SliceKind::kOp
-               : c == Cat::kRuntime ? SliceKind::kRuntime
-               : c == Cat::kKernel  ? SliceKind::kKernel
-                                    : SliceKind::kCopy;
-      if (s.kind == SliceKind::kCopy && s.bytes_read == 0 && s.bytes_written == 0) s.bytes_read = bytes;
-      if (s.kind == SliceKind::kRuntime) s.call = ClassifyRuntimeCall(name, has_launch_id);
-      s.start_ns = ts;
-      s.dur_ns = dur;  // >= 0: negative durations were rejected above
-      s.lane = lane;
-      s.name = m_->strings.Intern(name);
-      if (ph[0] == 'B') {
-        open_[lane].push_back(s);
-      } else {
-        (void)has_dur;
-        m_->slices.push_back(s);
-      }
-      return true;
-    }
-    case 'M': {
-      const std::string key = pid_ + '\0' + tid_;
-      if (name == "thread_name") {
-        labels_.thread_names[key] = std::string(arg_name);
-      } else if (name == "process_labels") {
-        labels_.process_labels[pid_] = std::string(arg_labels);
-      }
-      return true;
-    }
-    case 's':
-    case 'f':
-    case 't': {
-      if (!has_ts || !has_id) return false;
-      if (ph[0] == 't') return true;
-      const uint32_t lane = LaneFor(pid_, tid_);
-      raw_flows_.push_back({m_->strings.Intern(cat), id, ts, lane, ph[0] == 's',
-                            ph[0] == 's' || bp == "e"});
-      return true;
-    }
-    case 'C': {
-      if (!has_ts) return false;
-      for (const auto& [k, v] : counter_args_) {
-        std::string series = counter_args_.size() == 1 ? std::string(name)
-                                                        : fmt::format("{}.{}", name, k);
-        std::string key = pid_ + '\0' + series;
-        auto [it, inserted] = counter_ids_.emplace(key, m_->counters.size());
-        if (inserted) {
-          CounterSeries cs;
-          cs.name = std::move(series);
-          cs.pid = pid_;
-          m_->counters.push_back(std::move(cs));
-        }
-        m_->counters[it->second].points.emplace_back(ts, v);
-      }
-      return true;
-    }
-    default:
-      (void)has_pid;
-      ++m_->parse.ignored;
-      return true;
+  const Cat c = Classify(f.cat, f.has_cat);
+  if (c == Cat::kIgnore) {
+    ++m_->parse.ignored;
+    return true;
+  }
+  Slice s = f.s;
+  s.kind = c == Cat::kOp        ? SliceKind::kOp
+           : c == Cat::kRuntime ? SliceKind::kRuntime
+           : c == Cat::kKernel  ? SliceKind::kKernel
+                                : SliceKind::kCopy;
+  if (s.kind == SliceKind::kCopy && s.bytes_read == 0 && s.bytes_written == 0) s.bytes_read = f.bytes;
+  if (s.kind == SliceKind::kRuntime) s.call = ClassifyRuntimeCall(f.name, f.has_launch_id);
+  s.start_ns = f.ts;
+  s.dur_ns = f.dur;  // >= 0: negative durations were rejected
+  s.lane = lane;
+  s.name = m_->strings.Intern(f.name);
+  if (f.ph[0] == 'B') {
+    open_[lane].push_back(s);
+  } else {
+    m_->slices.push_back(s);
+  }
+  return true;
+}
+
+void TraceParser::AddMetadata(const Fields& f) {
+  if (f.name == "thread_name") {
+    labels_.thread_names[pid_ + '\0' + tid_] = std::string(f.arg_name);
+  } else if (f.name == "process_labels") {
+    labels_.process_labels[pid_] = std::string(f.arg_labels);
   }
 }
 
+// s (start), f (finish) and t (step) flow events; steps are not used.
+bool TraceParser::AddFlow(const Fields& f) {
+  if (!f.has_ts || !f.has_id) return false;
+  if (f.ph[0] == 't') return true;
+  const uint32_t lane = LaneFor(pid_, tid_);
+  const bool start = f.ph[0] == 's';
+  raw_flows_.push_back({m_->strings.Intern(f.cat), f.id, f.ts, lane, start, start || f.bp == "e"});
+  return true;
+}
+
+// One series per numeric arg ("name", or "name.key" when there are several).
+bool TraceParser::AddCounter(const Fields& f) {
+  if (!f.has_ts) return false;
+  for (const auto& [k, v] : counter_args_) {
+    std::string series =
+        counter_args_.size() == 1 ? std::string(f.name) : fmt::format("{}.{}", f.name, k);
+    std::string key = pid_ + '\0' + series;
+    auto [it, inserted] = counter_ids_.emplace(key, m_->counters.size());
+    if (inserted) {
+      CounterSeries cs;
+      cs.name = std::move(series);
+      cs.pid = pid_;
+      m_->counters.push_back(std::move(cs));
+    }
+    m_->counters[it->second].points.emplace_back(f.ts, v);
+  }
+  return true;
+}
 
 void TraceParser::Finish() {
   TraceModel& m = *m_;

@@ -35,8 +35,18 @@ class TraceParser final : public TokenSink {
   static bool RemoveTrailingCommas(std::string_view json, std::string* out);
 
  private:
+  struct Fields;  // what one event says (event_parser.cc)
+
   bool Parse(std::string_view json);
+  // Reads the fields, rejects malformed events, then hands them to one of the
+  // Add* below by phase.
   bool ParseEvent(simdjson::ondemand::object& obj);
+  bool ReadFields(simdjson::ondemand::object& obj, Fields* f);
+  bool ReadArgs(simdjson::ondemand::object& args, Fields* f);
+  bool AddSlice(const Fields& f);
+  void AddMetadata(const Fields& f);
+  bool AddFlow(const Fields& f);
+  bool AddCounter(const Fields& f);
   uint32_t LaneFor(const std::string& pid, const std::string& tid);
 
   TraceModel* m_;

@@ -13,7 +13,7 @@
 namespace trn::analysis {
 namespace {
 
-using namespace trn::analysis::testing;
+using namespace trn::analysis::testutil;
 
 TEST(Model, NestingSelfTimeAndIds) {
   auto m = Load("nested_ops.json");

@@ -13,7 +13,7 @@
 namespace trn::analysis {
 namespace {
 
-using namespace trn::analysis::testing;
+using namespace trn::analysis::testutil;
 
 class GoldenSummary : public ::testing::TestWithParam<const char*> {};
 
