@@ -199,7 +199,7 @@ namespace kx = trn::kernels::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// Note [Streamed outputs]: a value stored only to a huge output (compile.cc's
+// Note [Streamed outputs]: a value stored only to a huge output (lower_rows.cc's
 // kStreamBytes) is computed straight into it with non-temporal stores, so the
 // output costs one DRAM write per line and no read-for-ownership; computing
 // into a chunk register and streaming a copy measured 1.3-1.5x slower on
