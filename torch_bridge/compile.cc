@@ -158,8 +158,8 @@ class LaunchRunner : public compiler::StepRunner {
     std::shared_ptr<kernels::PackedB> packed;
     const int w = program_.GemmWeightInput(index);
     if (w >= 0 && !inputs_[w].is_inference() && inputs_[w].has_storage()) {
-      packed = kernels::AcquirePackedB(program_.GemmB(index, bindings_->base), inputs_[w].storage().data(),
-                                       inputs_[w]._version());
+      packed = kernels::AcquirePackedB(program_.GemmB(index, bindings_->base),
+                                       inputs_[w].storage().data(), inputs_[w]._version());
     }
     // The launch outlives this call: it keeps the program and the bindings.
     ops::Launch(device_, k.info, [keep = compiled_.program, index, b = bindings_, packed] {

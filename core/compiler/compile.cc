@@ -19,7 +19,8 @@ Program Compile(const Graph& graph, const CompileOptions& options) {
   const std::vector<Step> step_of_group =
       Lower(ir, p.buffers_, &p.kernels_, &p.impl_->kernels, &p.eager_);  // lower.cc, lower_rows.cc
   p.steps_ = Schedule(ir, step_of_group);                                // schedule.cc
-  p.arena_bytes_ = PlanTempArena(p.steps_, p.eager_, p.impl_->kernels, &p.buffers_);  // memory_plan.cc
+  p.arena_bytes_ =
+      PlanTempArena(p.steps_, p.eager_, p.impl_->kernels, &p.buffers_);  // memory_plan.cc
   return p;
 }
 

@@ -46,7 +46,8 @@ void BindBuffers(const Program& p, const InputFn& input_memory, void* arena, Bin
   bindings->storage_offset.resize(p.buffers().size());
   for (size_t b = 0; b < p.buffers().size(); ++b) {
     const Buffer& buf = p.buffers()[b];
-    const InputMemory in = buf.kind == Buffer::Kind::kInput ? input_memory(buf.index) : InputMemory{};
+    const InputMemory in =
+        buf.kind == Buffer::Kind::kInput ? input_memory(buf.index) : InputMemory{};
     internal::BindBuffer(p, b, in, arena, bindings);
   }
 }

@@ -371,7 +371,9 @@ int RowLowering::OperandFor(const View& view, int key_value, ReadAs as, bool wri
   const auto key = std::make_pair(write ? -1 - key_value : key_value, as);
   auto it = op_of_.find(key);
   if (it != op_of_.end()) return it->second;
-  const Sizes& sizes = as == ReadAs::kFull ? g_.S : as == ReadAs::kRowKeepdim ? row_keep_ : row_drop_;
+  const Sizes& sizes = as == ReadAs::kFull         ? g_.S
+                       : as == ReadAs::kRowKeepdim ? row_keep_
+                                                   : row_drop_;
   p_.operands.push_back(MakeOperand(view, sizes));
   op_of_[key] = static_cast<int>(p_.operands.size()) - 1;
   return op_of_[key];
