@@ -1,4 +1,4 @@
-// Pass 3, materialize and assign buffers: a value gets memory only when
+// Passes 3 and 4, materialize and assign buffers: a value gets memory only when
 // something outside its kernel reads it or it is a graph output; each
 // materialized root value gets one buffer, which its views share.
 #include <map>

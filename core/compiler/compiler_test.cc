@@ -1,7 +1,8 @@
 // The compiler against independent double-precision references: graphs built
 // by hand as the torch frontend builds them (aten sequences of AOTAutograd),
-// compiled, run kernel by kernel on host buffers in step order (eager steps
-// by a scalar reference of their node), on every compiled SIMD target.
+// compiled, run kernel by kernel on host buffers in step order through the
+// executor the torch bridge uses (eager steps by a scalar reference of their
+// node), on every compiled SIMD target.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -40,7 +40,7 @@ void BindBuffer(const Program& p, size_t buffer, const InputMemory& input, void*
 // Binds every buffer of `p`. input_memory(i): the InputMemory of graph input
 // i. arena: at least arena_bytes() (unused when that is 0). The caller
 // allocates the kOutput buffers and sets their entries of bindings->base
-// (sized like buffers()) first. Allocation-free (the run path calls it).
+// (sized like buffers()) first. Allocates nothing but bindings->storage_offset.
 template <typename InputFn>
 void BindBuffers(const Program& p, const InputFn& input_memory, void* arena, Bindings* bindings) {
   bindings->storage_offset.resize(p.buffers().size());

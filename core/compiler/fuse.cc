@@ -22,6 +22,7 @@
 // trailing k dims, and no input it reads from memory depends on the group
 // (that would be a cycle). Softmax over the last dim is a row group too. A
 // matmul kernel is a group whose first value is the GEMM result (full over
+// the output, elementwise epilogue only).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -326,7 +327,8 @@ void Fuser::ResolveView(int id) {
   }
   if (ok) return;
   // kClone + view (Note [Views]): copy the source to a contiguous buffer.
-  if (Numel(n.meta.sizes) != Numel(ir_.N(src).meta.sizes) || n.meta.dtype != ir_.N(src).meta.dtype) {
+  if (Numel(n.meta.sizes) != Numel(ir_.N(src).meta.sizes) ||
+      n.meta.dtype != ir_.N(src).meta.dtype) {
     throw std::invalid_argument(fmt::format(
         "trn compiler: node {} (view {}): sizes/strides/offset do not describe memory of its "
         "source (value {})",
@@ -376,7 +378,9 @@ bool Fuser::TryJoin(int id, int gi) {
     const int p = ir_.Producer(v);
     if (p == gi || ir_.DependsOn(p, gi)) return false;
   }
-  auto in_group = [&](int v) { return !ir_.IsConst(v) && ir_.IsComputed(v) && ir_.group_of[v] == gi; };
+  auto in_group = [&](int v) {
+    return !ir_.IsConst(v) && ir_.IsComputed(v) && ir_.group_of[v] == gi;
+  };
   bool out_row = false;
   int new_k = g.k;
   if (red || smax) {

@@ -60,6 +60,7 @@ struct Group {
   std::set<int> deps;       // groups whose memory this one reads
 };
 
+// The IR itself: owns copies of the graph's nodes and the passes' results.
 struct KernelGraph {
   const Graph* graph = nullptr;
   CompileOptions options;

@@ -1,4 +1,4 @@
-// Pass 4, lower: each group becomes a kernel (a row program, a matmul with
+// Pass 5, lower: each group becomes a kernel (a row program, a matmul with
 // an optional epilogue, a copy, a library kernel) with its summary (name,
 // covered aten ops, FLOPs, bytes), or an eager step.
 #include <fmt/format.h>
@@ -46,7 +46,9 @@ std::string AtenName(const Node& n) {  // "aten.mul.Tensor" -> "aten::mul.Tensor
 std::string EagerReason(const KernelGraph& ir, const Node& n) {
   if (n.op == Op::kEager) return "";
   std::string dtypes = DTypeName(n.meta.dtype);
-  for (int v : n.inputs) dtypes += std::string(v == n.inputs[0] ? " from " : ", ") + DTypeName(ir.N(v).meta.dtype);
+  for (int v : n.inputs) {
+    dtypes += std::string(v == n.inputs[0] ? " from " : ", ") + DTypeName(ir.N(v).meta.dtype);
+  }
   if (IsMatmulOp(n.op)) {
     for (int v : n.inputs) {
       if (ir.IsConst(v)) return "a matmul operand is a constant";

@@ -1,5 +1,5 @@
-// Pass 5, lower rows: a row group (or a matmul's epilogue) becomes a row
-// program (Note [Row programs]), in stages:
+// Pass 5a, lower rows (called by Lower): a row group (or a matmul's
+// epilogue) becomes a row program (Note [Row programs]), in stages:
 //   SplitRows      the domain S split into outer dims walked as rows and the row;
 //   BuildMicroOps  each member node as micro-ops over chunks and per-row scalars,
 //                  with peepholes (x*y*z, sum of squares, exp(x - max));
@@ -18,7 +18,6 @@
 
 namespace trn::compiler::internal {
 namespace {
-
 
 // Outputs at least this large are streamed past the cache (as rms_norm does).
 constexpr uint64_t kStreamBytes = uint64_t{64} << 20;
@@ -224,7 +223,8 @@ void RowLowering::SplitRows() {
     }
     for (int id : g_.nodes) {
       for (int v : ir_.N(id).inputs) {
-        if (ir_.IsConst(v) || (ir_.group_of[v] == ir_.group_of[id] && !ir_.vals[v].is_view && ir_.IsComputed(v))) {
+        if (ir_.IsConst(v) || (ir_.group_of[v] == ir_.group_of[id] && !ir_.vals[v].is_view &&
+                               ir_.IsComputed(v))) {
           continue;
         }
         collect(ir_.vals[v].view, g_.S);
