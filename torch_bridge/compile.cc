@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/compiler/executor.h"
 #include "torch_bridge/bridge.h"
 #include "torch_bridge/device.h"
 #include "torch_bridge/ops_util.h"
@@ -113,13 +114,6 @@ at::ScalarType ScalarTypeOf(DType d) {
   TORCH_INTERNAL_ASSERT(false, "unknown DType");
 }
 
-// A buffer's memory seen from torch: a tensor sharing its storage, and the
-// element offset of the buffer's start within that storage.
-struct Holder {
-  at::Tensor tensor;
-  int64_t storage_offset = 0;
-};
-
 // Strides of size-1 dims do not matter; empty strides mean contiguous.
 bool SameStrides(const at::Tensor& t, const std::vector<int64_t>& strides) {
   if (strides.empty()) return t.is_contiguous();
@@ -138,9 +132,59 @@ at::Tensor TypedAlias(const at::Tensor& arena, at::ScalarType dtype) {
                                                   c10::scalarTypeToTypeMeta(dtype));
 }
 
-at::Tensor ViewOf(const Holder& h, const compiler::View& v) {
-  return at::as_strided(h.tensor, v.sizes, v.strides, h.storage_offset + v.offset);
+// A view over the storage of the tensor holding its buffer (Note [Buffer binding]).
+at::Tensor ViewOf(const std::vector<at::Tensor>& holders, const compiler::Bindings& bindings,
+                  const compiler::View& v) {
+  return at::as_strided(holders[v.buffer], v.sizes, v.strides, StorageOffset(bindings, v));
 }
+
+// Runs the steps on trn: a kernel is one launch on `device`'s current stream,
+// an eager step calls the frontend on tensors over the program's buffers.
+class LaunchRunner : public compiler::StepRunner {
+ public:
+  LaunchRunner(const CompiledProgram& compiled, const std::vector<at::Tensor>& inputs, int device,
+               std::shared_ptr<const compiler::Bindings> bindings,
+               const std::vector<at::Tensor>& holders, const EagerFn& eager)
+      : compiled_(compiled), program_(*compiled.program), inputs_(inputs), device_(device),
+        bindings_(std::move(bindings)), holders_(holders), eager_(eager) {}
+
+  void RunKernel(int index) override {
+    const compiler::KernelSummary& k = program_.kernels()[index];
+    // A span named after the kernel lets key_averages() show its device
+    // time as "trn::<kernel>"; RECORD_FUNCTION costs a check when no profiler runs.
+    RECORD_FUNCTION(compiled_.span_names[index], std::vector<c10::IValue>());
+    // A weight read as a GEMM's B operand: its pack is cached across calls
+    // as in eager matmuls (Note [Packed weight cache]).
+    std::shared_ptr<kernels::PackedB> packed;
+    const int w = program_.GemmWeightInput(index);
+    if (w >= 0 && !inputs_[w].is_inference() && inputs_[w].has_storage()) {
+      packed = kernels::AcquirePackedB(program_.GemmB(index, bindings_->base),
+                                       inputs_[w].storage().data(), inputs_[w]._version());
+    }
+    // The launch outlives this call: it keeps the program and the bindings.
+    ops::Launch(device_, k.info, [keep = compiled_.program, index, b = bindings_, packed] {
+      return keep->RunKernel(index, b->base, packed.get());
+    });
+    program_launches.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void RunEager(int index) override {
+    const compiler::EagerStep& e = program_.eager()[index];
+    std::vector<at::Tensor> args;
+    args.reserve(e.inputs.size());
+    for (const compiler::View& v : e.inputs) args.push_back(ViewOf(holders_, *bindings_, v));
+    eager_(index, args, ViewOf(holders_, *bindings_, e.output));
+  }
+
+ private:
+  const CompiledProgram& compiled_;
+  const compiler::Program& program_;
+  const std::vector<at::Tensor>& inputs_;
+  const int device_;
+  const std::shared_ptr<const compiler::Bindings> bindings_;
+  const std::vector<at::Tensor>& holders_;
+  const EagerFn& eager_;
+};
 
 }  // namespace
 
@@ -261,70 +305,45 @@ std::vector<at::Tensor> RunProgram(const CompiledProgram& compiled,
   }
   if (device < 0) device = CurrentDevice();
 
+  // Tensors sharing each buffer's storage (for eager steps and outputs) and
+  // the memory the executor binds the buffers to (Note [Buffer binding]).
   const std::vector<compiler::Buffer>& buffers = program.buffers();
-  auto bases = std::make_shared<std::vector<void*>>(buffers.size(), nullptr);
-  std::vector<Holder> holders(buffers.size());
+  std::vector<at::Tensor> holders(buffers.size());
+  auto bindings = std::make_shared<compiler::Bindings>();
+  bindings->base.assign(buffers.size(), nullptr);
   // One allocation for every temp (Note [Temp arena]), aliased per dtype.
   const at::Tensor arena = Empty({program.arena_bytes()}, at::kByte, device);
   std::array<at::Tensor, 8> typed;
   for (size_t b = 0; b < buffers.size(); ++b) {
     const compiler::Buffer& buf = buffers[b];
-    Holder& h = holders[b];
     if (buf.kind == compiler::Buffer::Kind::kTemp) {
       at::Tensor& alias = typed[static_cast<size_t>(buf.dtype)];
       if (!alias.defined()) alias = TypedAlias(arena, ScalarTypeOf(buf.dtype));
-      h.tensor = alias;
-      h.storage_offset = buf.arena_offset / static_cast<int64_t>(ItemSize(buf.dtype));
-      (*bases)[b] = static_cast<char*>(arena.storage().mutable_data()) + buf.arena_offset;
+      holders[b] = alias;
     } else if (buf.kind == compiler::Buffer::Kind::kInput) {
-      // The input view's offset says where the input starts in the buffer.
-      const at::Tensor& t = inputs.at(buf.index);
-      const int64_t offset = program.input_views()[buf.index].offset;
-      h.tensor = t;
-      h.storage_offset = t.storage_offset() - offset;
-      (*bases)[b] = static_cast<char*>(t.storage().mutable_data()) +
-                    h.storage_offset * static_cast<int64_t>(t.element_size());
+      holders[b] = inputs[buf.index];
     } else {
-      h.tensor = Empty({buf.numel}, ScalarTypeOf(buf.dtype), device);
-      (*bases)[b] = h.tensor.numel() == 0 ? nullptr : h.tensor.data_ptr();
+      holders[b] = Empty({buf.numel}, ScalarTypeOf(buf.dtype), device);
+      bindings->base[b] = holders[b].numel() == 0 ? nullptr : holders[b].data_ptr();
     }
   }
+  compiler::BindBuffers(
+      program,
+      [&](int i) {
+        return compiler::InputMemory{inputs[i].storage().mutable_data(),
+                                     inputs[i].storage_offset()};
+      },
+      arena.storage().mutable_data(), bindings.get());
 
   for (const char* op : compiled.float64_ops) NoteFloat64(op);
 
-  std::shared_ptr<const compiler::Program> keep = compiled.program;
-  for (const compiler::Step& step : program.steps()) {
-    if (step.kind == compiler::Step::Kind::kKernel) {
-      const compiler::KernelSummary& k = program.kernels()[step.index];
-      // A span named after the kernel lets key_averages() show its device
-      // time as "trn::<kernel>"; RECORD_FUNCTION costs a check when no profiler runs.
-      RECORD_FUNCTION(compiled.span_names[step.index], std::vector<c10::IValue>());
-      const int index = step.index;
-      // A weight read as a GEMM's B operand: its pack is cached across calls
-      // as in eager matmuls (Note [Packed weight cache]).
-      std::shared_ptr<kernels::PackedB> packed;
-      const int w = program.GemmWeightInput(index);
-      if (w >= 0 && !inputs[w].is_inference() && inputs[w].has_storage()) {
-        packed = kernels::AcquirePackedB(program.GemmB(index, *bases), inputs[w].storage().data(),
-                                         inputs[w]._version());
-      }
-      ops::Launch(device, k.info, [keep, index, bases, packed] {
-        return keep->RunKernel(index, *bases, packed.get());
-      });
-      program_launches.fetch_add(1, std::memory_order_relaxed);
-    } else {
-      const compiler::EagerStep& e = program.eager()[step.index];
-      std::vector<at::Tensor> args;
-      args.reserve(e.inputs.size());
-      for (const compiler::View& v : e.inputs) args.push_back(ViewOf(holders[v.buffer], v));
-      eager(step.index, args, ViewOf(holders[e.output.buffer], e.output));
-    }
-  }
+  LaunchRunner runner(compiled, inputs, device, bindings, holders, eager);
+  compiler::RunSteps(program, runner);
 
   std::vector<at::Tensor> outputs;
   outputs.reserve(program.output_views().size());
   for (const compiler::View& v : program.output_views()) {
-    outputs.push_back(ViewOf(holders[v.buffer], v));
+    outputs.push_back(ViewOf(holders, *bindings, v));
   }
   return outputs;
 }

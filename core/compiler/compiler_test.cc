@@ -1,7 +1,8 @@
 // The compiler against independent double-precision references: graphs built
 // by hand as the torch frontend builds them (aten sequences of AOTAutograd),
-// compiled, run kernel by kernel on host buffers in step order (eager steps
-// by a scalar reference of their node), on every compiled SIMD target.
+// compiled, run kernel by kernel on host buffers in step order through the
+// executor the torch bridge uses (eager steps by a scalar reference of their
+// node), on every compiled SIMD target.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -15,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/compiler/executor.h"
 #include "core/compiler/graph.h"
 #include "core/compiler/program.h"
 #include "core/kernels/kernels_test_util.h"
@@ -121,46 +123,65 @@ int Where(Graph& g, int cond, int a, int b, const Sizes& out) {
 using EagerFn = std::function<void(const EagerStep&, const std::vector<TensorRef>& in,
                                    const TensorRef& out)>;
 
-// Runs `p` over `inputs` (bound in place) and returns the outputs.
+// The memory of a test tensor as torch describes it: its storage and the
+// element offset of its data there.
+InputMemory MemoryOf(const TestTensor& t) {
+  char* storage = reinterpret_cast<char*>(t.storage->data());
+  const int64_t bytes = static_cast<char*>(t.ref.data) - storage;
+  return {storage, bytes / static_cast<int64_t>(ItemSize(t.dtype()))};
+}
+
+// Runs each step in place on the calling thread (eager steps through `eager`).
+class HostRunner : public StepRunner {
+ public:
+  HostRunner(const Program& p, const Bindings& b, const EagerFn& eager)
+      : p_(p), b_(b), eager_(eager) {}
+  void RunKernel(int k) override {
+    const Status s = p_.RunKernel(k, b_.base);
+    EXPECT_TRUE(s.ok()) << s.error;
+  }
+  void RunEager(int index) override {
+    const EagerStep& e = p_.eager()[index];
+    std::vector<TensorRef> in;
+    for (const View& v : e.inputs) in.push_back(BindView(b_, v));
+    EXPECT_TRUE(eager_) << "unexpected eager step " << e.target;
+    if (eager_) eager_(e, in, BindView(b_, e.output));
+  }
+
+ private:
+  const Program& p_;
+  const Bindings& b_;
+  const EagerFn& eager_;
+};
+
+// Runs `p` over `inputs` (bound in place, through the executor as the bridge
+// binds torch tensors) and returns the outputs.
 std::vector<TestTensor> Execute(const Program& p, const std::vector<TestTensor>& inputs,
                                 const EagerFn& eager = nullptr) {
-  std::vector<void*> base(p.buffers().size());
   std::vector<TestTensor> owned;
-  // Temps live in one arena as the executor places them (Note [Temp arena]),
-  // poisoned like the other buffers.
+  // Temps live in one arena (Note [Temp arena]), poisoned like the outputs:
+  // a value read before it is written shows up as NaN.
   owned.push_back(Empty(DType::kFloat32, {p.arena_bytes() / 4 + 1}));
   for (int64_t e = 0; e < owned.back().numel(); ++e) owned.back().Set(e, NAN);
-  char* arena = static_cast<char*>(owned.back().ref.data);
+  void* arena = owned.back().ref.data;
+  Bindings base;
+  base.base.assign(p.buffers().size(), nullptr);
   for (size_t i = 0; i < p.buffers().size(); ++i) {
     const Buffer& b = p.buffers()[i];
-    if (b.kind == Buffer::Kind::kInput) {
-      base[i] = inputs[b.index].ref.data;
-    } else if (b.kind == Buffer::Kind::kTemp) {
-      base[i] = arena + b.arena_offset;
-    } else {
-      owned.push_back(Empty(b.dtype, {b.numel}));
-      // Poison: a value read before it is written shows up as NaN.
-      for (int64_t e = 0; e < b.numel; ++e) owned.back().Set(e, NAN);
-      base[i] = owned.back().ref.data;
-    }
+    if (b.kind != Buffer::Kind::kOutput) continue;
+    owned.push_back(Empty(b.dtype, {b.numel}));
+    for (int64_t e = 0; e < b.numel; ++e) owned.back().Set(e, NAN);
+    base.base[i] = owned.back().ref.data;
   }
-  for (const Step& st : p.steps()) {
-    if (st.kind == Step::Kind::kKernel) {
-      const Status s = p.RunKernel(st.index, base);
-      EXPECT_TRUE(s.ok()) << s.error;
-    } else {
-      const EagerStep& e = p.eager()[st.index];
-      std::vector<TensorRef> in;
-      for (const View& v : e.inputs) in.push_back(v.Bind(base[v.buffer]));
-      EXPECT_TRUE(eager) << "unexpected eager step " << e.target;
-      if (eager) eager(e, in, e.output.Bind(base[e.output.buffer]));
-    }
-  }
+  EXPECT_EQ(inputs.size(), p.input_views().size());
+  BindBuffers(p, [&](int i) { return MemoryOf(inputs.at(i)); }, arena, &base);
+  HostRunner runner(p, base, eager);
+  RunSteps(p, runner);
   std::vector<TestTensor> outs;
   for (const View& v : p.output_views()) {
     TestTensor t;
     t.storage = owned.empty() ? nullptr : owned.front().storage;  // keep something alive
-    t.ref = v.Bind(base[v.buffer]);
+    t.ref = BindView(base, v);
     outs.push_back(t);
   }
   // Outputs must outlive `owned`: copy them into fresh contiguous tensors.
@@ -1166,7 +1187,60 @@ TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
   }
 }
 
+// ---- the executor's buffer binding (Note [Buffer binding]) ---------------------------------
 
+TEST(ExecutorTest, InputViewWithStorageOffsetIsReadInPlace) {
+  // x = big[1:, ::2] of a 5x8 storage: storage offset 8, strides (8, 2).
+  const TestTensor big = Random(DType::kFloat32, {5, 8}, 11);
+  const TestTensor x = big.Slice(0, 1, 1, 4).Slice(1, 0, 2, 4);
+  Graph g;
+  Meta mx = MetaOf(x);
+  mx.storage_offset = 8;
+  const int in = g.AddInput(mx);
+  g.SetOutputs({BinS(g, Op::kAdd, in, 1.0, {4, 4}, "aten.add.Tensor")});
+  const Program p = Compile(g);
+  const InputMemory memory = MemoryOf(x);
+  ASSERT_EQ(memory.storage_offset, MemoryOf(big).storage_offset + 8);
+  Bindings b;
+  b.base.assign(p.buffers().size(), nullptr);
+  BindBuffers(p, [&](int) { return memory; }, nullptr, &b);
+  const int buffer = p.input_views()[0].buffer;
+  ASSERT_EQ(p.buffers()[buffer].kind, Buffer::Kind::kInput);
+  EXPECT_EQ(b.base[buffer], x.ref.data);
+  EXPECT_EQ(StorageOffset(b, p.input_views()[0]), memory.storage_offset);
+  std::vector<double> ref;
+  for (int64_t i = 0; i < 4; ++i) {
+    for (int64_t j = 0; j < 4; ++j) ref.push_back(big.At((1 + i) * 8 + 2 * j) + 1.0);
+  }
+  ForEachTarget([&](const char*) { ExpectClose(Execute(p, {x})[0], ref, 1e-6, 0); });
+}
+
+TEST(ExecutorTest, OutputAliasingAnotherOutputSharesItsBuffer) {
+  // y = 2x and z = y[1::2]: z is a view into y's buffer at offset 1.
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {6}));
+  const int y = BinS(g, Op::kMul, x, 2.0, {6}, "aten.mul.Tensor");
+  const int z = ViewOf(g, y, {3}, {2}, 1);
+  g.SetOutputs({y, z});
+  const Program p = Compile(g);
+  const View& vy = p.output_views()[0];
+  const View& vz = p.output_views()[1];
+  ASSERT_EQ(vz.buffer, vy.buffer);
+  ASSERT_EQ(p.buffers()[vy.buffer].kind, Buffer::Kind::kOutput);
+  std::vector<float> memory(6);
+  Bindings b;
+  b.base.assign(p.buffers().size(), nullptr);
+  b.base[vy.buffer] = memory.data();
+  const TestTensor tx = Random(DType::kFloat32, {6}, 12);
+  BindBuffers(p, [&](int) { return MemoryOf(tx); }, nullptr, &b);
+  EXPECT_EQ(StorageOffset(b, vy), 0);
+  EXPECT_EQ(StorageOffset(b, vz), 1);
+  EXPECT_EQ(BindView(b, vz).data, memory.data() + 1);
+  const auto out = Execute(p, {tx});
+  ExpectClose(out[0], {2 * tx.At(0), 2 * tx.At(1), 2 * tx.At(2), 2 * tx.At(3), 2 * tx.At(4),
+                       2 * tx.At(5)}, 0, 0);
+  ExpectClose(out[1], {2 * tx.At(1), 2 * tx.At(3), 2 * tx.At(5)}, 0, 0);
+}
 
 }  // namespace
 }  // namespace trn::compiler

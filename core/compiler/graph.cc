@@ -127,6 +127,328 @@ bool Broadcasts(const std::vector<int64_t>& in, const std::vector<int64_t>& out)
   return true;
 }
 
+// Checks one node against the graph before it: input ids, arity, and the
+// shapes its op requires (reductions get their dims normalised). Throws
+// std::invalid_argument naming the node.
+class NodeCheck {
+ public:
+  NodeCheck(const std::vector<Node>& nodes, Node& node)
+      : nodes_(nodes), node_(node), index_(nodes.size()), n_in_(node.inputs.size()),
+        out_(node.meta.sizes), out_nd_(static_cast<int>(node.meta.sizes.size())) {}
+  void Run();
+
+ private:
+  [[noreturn]] void Fail(const std::string& problem) const {
+    compiler::Fail(index_, node_, problem);
+  }
+  void Arity(size_t want) const {
+    if (n_in_ != want) Fail(fmt::format("expects {} tensor input(s), got {}", want, n_in_));
+  }
+  const std::vector<int64_t>& InSizes(size_t i) const { return nodes_[node_.inputs[i]].meta.sizes; }
+  void Matmul();
+  void Cat();
+  void Sdpa();
+  void Conv();
+  void BatchNorm();
+  void IndexPut();
+  void MaxPool2d();
+  void LayerNorm();
+  void Embedding();
+  void Reduction();
+  void Shapes();  // broadcasting of elementwise inputs, cast sizes
+
+  const std::vector<Node>& nodes_;
+  Node& node_;
+  const size_t index_;
+  const size_t n_in_;
+  const std::vector<int64_t>& out_;
+  const int out_nd_;
+};
+
+void NodeCheck::Run() {
+  CheckMeta(index_, node_);
+  for (size_t i = 0; i < n_in_; ++i) {
+    const int id = node_.inputs[i];
+    if (id < 0 || static_cast<size_t>(id) >= index_) {
+      Fail(fmt::format("input {} refers to value {}, but only values 0..{} exist", i, id,
+                       static_cast<int64_t>(index_) - 1));
+    }
+  }
+  switch (node_.op) {
+    case Op::kInput: Fail("graph inputs are added with AddInput");
+    case Op::kConstant: Arity(0); break;
+    case Op::kWhere: Arity(3); break;
+    case Op::kView:
+    case Op::kClone:
+      Arity(1);
+      if (node_.op == Op::kClone && InSizes(0) != out_) {
+        Fail(fmt::format("clone of {} cannot have sizes {}", Shape(InSizes(0)), Shape(out_)));
+      }
+      break;
+    case Op::kMm:
+    case Op::kBmm:
+    case Op::kAddmm: Matmul(); break;
+    case Op::kEager:
+      if (node_.target.empty()) Fail("eager node needs its aten target");
+      break;
+    case Op::kCat: Cat(); break;
+    case Op::kLogicalAnd:
+    case Op::kLogicalOr:
+      Arity(2);
+      for (size_t i = 0; i < 2; ++i) {
+        if (!Broadcasts(InSizes(i), out_)) {
+          Fail(fmt::format("input {} of sizes {} does not broadcast to {}", i,
+                           Shape(InSizes(i)), Shape(out_)));
+        }
+      }
+      break;
+    case Op::kLogicalNot:
+      Arity(1);
+      if (InSizes(0) != out_) Fail("output sizes must equal the input's");
+      break;
+    case Op::kSdpa: Sdpa(); break;
+    case Op::kConv: Conv(); break;
+    case Op::kBatchNorm: BatchNorm(); break;
+    case Op::kIndexPut: IndexPut(); break;
+    case Op::kArange:
+      Arity(0);
+      if (out_nd_ != 1) Fail(fmt::format("arange gives 1-D, not {}", Shape(out_)));
+      break;
+    case Op::kMaxPool2d: MaxPool2d(); break;
+    case Op::kLayerNorm: LayerNorm(); break;
+    case Op::kEmbedding: Embedding(); break;
+    default:
+      if (IsBinary(node_.op)) {
+        Arity(node_.has_scalar ? 1 : 2);
+      } else if (IsUnary(node_.op)) {
+        Arity(1);
+      } else if (IsReduction(node_.op) || node_.op == Op::kSoftmax ||
+                 node_.op == Op::kLogSoftmax) {
+        Reduction();
+      }
+      break;
+  }
+  Shapes();
+}
+
+void NodeCheck::Matmul() {
+  const size_t first = node_.op == Op::kAddmm ? 1 : 0;
+  Arity(first + 2);
+  const size_t nd = node_.op == Op::kBmm ? 3 : 2;
+  const auto& a = InSizes(first);
+  const auto& b = InSizes(first + 1);
+  if (a.size() != nd || b.size() != nd || out_.size() != nd) {
+    Fail(fmt::format("expects {}-D operands, got {} @ {} -> {}", nd, Shape(a),
+                     Shape(b), Shape(out_)));
+  }
+  const bool ok = a[nd - 1] == b[nd - 2] && out_[nd - 2] == a[nd - 2] &&
+                  out_[nd - 1] == b[nd - 1] && (nd == 2 || (a[0] == b[0] && out_[0] == a[0]));
+  if (!ok) {
+    Fail(fmt::format("shapes do not multiply: {} @ {} -> {}", Shape(a),
+                     Shape(b), Shape(out_)));
+  }
+  if (first == 1 && !Broadcasts(InSizes(0), out_)) {
+    Fail(fmt::format("bias {} does not broadcast to {}", Shape(InSizes(0)),
+                     Shape(out_)));
+  }
+}
+
+void NodeCheck::Cat() {
+  if (n_in_ == 0) Fail("cat needs at least one input");
+  if (node_.dims.size() != 1 || node_.dims[0] < 0 || node_.dims[0] >= out_nd_) {
+    Fail(fmt::format("expects one dim in [0, {}), got {} dims", out_nd_,
+                     node_.dims.size()));
+  }
+  const int64_t d = node_.dims[0];
+  int64_t total = 0;
+  for (size_t i = 0; i < n_in_; ++i) {
+    const auto& s = InSizes(i);
+    bool ok = s.size() == out_.size();
+    for (size_t k = 0; ok && k < s.size(); ++k) ok = static_cast<int64_t>(k) == d || s[k] == out_[k];
+    if (!ok) {
+      Fail(fmt::format("input {} of sizes {} does not cat into {} on dim {}", i,
+                       Shape(s), Shape(out_), d));
+    }
+    total += s[d];
+  }
+  if (total != out_[d]) {
+    Fail(fmt::format("inputs sum to {} along dim {}, output has {}", total, d,
+                     out_[d]));
+  }
+}
+
+void NodeCheck::Sdpa() {
+  if (n_in_ != 3 && n_in_ != 4) {
+    Fail(fmt::format("expects q, k, v and an optional mask, got {} inputs", n_in_));
+  }
+  const auto& q = InSizes(0);
+  const auto& k = InSizes(1);
+  const auto& v = InSizes(2);
+  const bool ok = q.size() == 4 && k.size() == 4 && v.size() == 4 && k[0] == q[0] &&
+                  v[0] == q[0] && k[1] == v[1] && k[1] > 0 && q[1] % k[1] == 0 &&
+                  k[3] == q[3] && v[2] == k[2] && out_.size() == 4 && out_[0] == q[0] &&
+                  out_[1] == q[1] && out_[2] == q[2] && out_[3] == v[3];
+  if (!ok) {
+    Fail(fmt::format("attention shapes q {} k {} v {} -> {} do not agree",
+                     Shape(q), Shape(k), Shape(v), Shape(out_)));
+  }
+  if (n_in_ == 4 && !Broadcasts(InSizes(3), {q[0], q[1], q[2], k[2]})) {
+    Fail(fmt::format("mask {} does not broadcast to [{}, {}, {}, {}]",
+                     Shape(InSizes(3)), q[0], q[1], q[2], k[2]));
+  }
+}
+
+void NodeCheck::Conv() {
+  if (n_in_ != 2 && n_in_ != 3) {
+    Fail(fmt::format("expects input, weight and an optional bias, got {}", n_in_));
+  }
+  const auto& x = InSizes(0);
+  const auto& w = InSizes(1);
+  const auto& c = node_.conv;
+  bool ok = x.size() == 4 && w.size() == 4 && out_.size() == 4 && c.groups > 0 &&
+            x[1] == w[1] * c.groups && w[0] % c.groups == 0 && out_[0] == x[0] &&
+            out_[1] == w[0] && (n_in_ == 2 || InSizes(2) == std::vector<int64_t>{w[0]});
+  for (int d = 0; ok && d < 2; ++d) {
+    ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 &&
+         out_[2 + d] == (x[2 + d] + 2 * c.padding[d] - c.dilation[d] * (w[2 + d] - 1) - 1) /
+                               c.stride[d] + 1;
+  }
+  if (!ok) {
+    Fail(fmt::format("convolution of {} by weight {} (groups {}) cannot give {}",
+                     Shape(x), Shape(w), c.groups, Shape(out_)));
+  }
+}
+
+void NodeCheck::BatchNorm() {
+  if (n_in_ != 3 && n_in_ != 5) {
+    Fail(fmt::format("expects input, mean, var and optionally weight and bias, "
+                     "got {} inputs", n_in_));
+  }
+  const auto& x = InSizes(0);
+  bool ok = x.size() >= 2 && out_ == x;
+  for (size_t i = 1; ok && i < n_in_; ++i) ok = InSizes(i) == std::vector<int64_t>{x[1]};
+  if (!ok) {
+    Fail(fmt::format("batch_norm of {} needs [C] statistics and gives {}",
+                     Shape(x), Shape(out_)));
+  }
+}
+
+void NodeCheck::IndexPut() {
+  Arity(3);
+  const auto& self = InSizes(0);
+  const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
+  bool ok = out_ == self && d >= 0 && d < static_cast<int64_t>(self.size()) &&
+            InSizes(1).size() == 1;
+  if (ok) {
+    std::vector<int64_t> slice = self;
+    slice[d] = InSizes(1)[0];
+    ok = Broadcasts(InSizes(2), slice);
+  }
+  if (!ok) {
+    Fail(fmt::format("index_put into {} on dim {} by index {} of values {} "
+                     "cannot give {}", Shape(self), d, Shape(InSizes(1)),
+                     Shape(InSizes(2)), Shape(out_)));
+  }
+}
+
+void NodeCheck::MaxPool2d() {
+  Arity(1);
+  const auto& x = InSizes(0);
+  const auto& p = node_.pool;
+  bool ok = x.size() == 4 && out_.size() == 4 && out_[0] == x[0] && out_[1] == x[1];
+  for (int d = 0; ok && d < 2; ++d) {
+    // ceil_mode may add one window, which must start inside the padded input.
+    const int64_t span = p.dilation[d] * (p.kernel[d] - 1) + 1;
+    ok = p.kernel[d] > 0 && p.stride[d] > 0 && p.dilation[d] > 0 && p.padding[d] >= 0 &&
+         p.padding[d] <= p.kernel[d] / 2 && out_[2 + d] > 0 &&
+         (out_[2 + d] - 1) * p.stride[d] - p.padding[d] < x[2 + d] &&
+         out_[2 + d] <= (x[2 + d] + 2 * p.padding[d] - span) / p.stride[d] + 2;
+  }
+  if (!ok) {
+    Fail(fmt::format("max_pool2d of {} (kernel {}x{}, stride {}x{}) cannot give {}",
+                     Shape(x), p.kernel[0], p.kernel[1], p.stride[0],
+                     p.stride[1], Shape(out_)));
+  }
+}
+
+void NodeCheck::LayerNorm() {
+  Arity(3);
+  const auto& x = InSizes(0);
+  const int64_t k = node_.dims.size() == 1 ? node_.dims[0] : -1;
+  const std::vector<int64_t> tail(x.end() - std::min<int64_t>(std::max<int64_t>(k, 0), x.size()), x.end());
+  if (k < 1 || k > static_cast<int64_t>(x.size()) || out_ != x || InSizes(1) != tail ||
+      InSizes(2) != tail) {
+    Fail(fmt::format("layer_norm of {} over the last {} dims with weight {} "
+                     "and bias {} cannot give {}", Shape(x), k,
+                     Shape(InSizes(1)), Shape(InSizes(2)), Shape(out_)));
+  }
+}
+
+void NodeCheck::Embedding() {
+  Arity(2);
+  const auto& t = InSizes(0);
+  std::vector<int64_t> want = InSizes(1);
+  want.insert(want.end(), t.begin() + (t.empty() ? 0 : 1), t.end());
+  const Meta& ix = nodes_[node_.inputs[1]].meta;
+  if (t.empty() || out_ != want) {
+    Fail(fmt::format("embedding of {} by {} cannot give {}", Shape(t),
+                     Shape(InSizes(1)), Shape(out_)));
+  }
+  if (!ix.strides.empty() && !Contiguous(ix.sizes, ix.strides)) {
+    Fail("the index must be contiguous");
+  }
+}
+
+void NodeCheck::Reduction() {
+  Arity(1);
+  const int nd = static_cast<int>(InSizes(0).size());
+  const bool softmax = node_.op == Op::kSoftmax || node_.op == Op::kLogSoftmax;
+  if (softmax && node_.dims.size() != 1) {
+    Fail(fmt::format("expects exactly one dim, got {}", node_.dims.size()));
+  }
+  uint32_t seen = 0;
+  for (int64_t& d : node_.dims) {
+    if (d < -std::max(nd, 1) || d >= std::max(nd, 1)) {
+      Fail(fmt::format("dim {} out of range for a {}-D input {}", d, nd,
+                       Shape(InSizes(0))));
+    }
+    if (d < 0) d += std::max(nd, 1);
+    if (seen & (1u << d)) Fail(fmt::format("dim {} repeated", d));
+    seen |= 1u << d;
+  }
+  if (softmax) {
+    if (out_ != InSizes(0)) Fail("output sizes must equal the input's");
+  } else {
+    const int kept = nd - static_cast<int>(node_.dims.size());
+    std::vector<int64_t> keep, drop;
+    for (int d = 0; d < nd; ++d) {
+      const bool red = node_.dims.empty() || (seen & (1u << d));
+      keep.push_back(red ? 1 : InSizes(0)[d]);
+      if (!red) drop.push_back(InSizes(0)[d]);
+    }
+    if (out_ != keep && out_ != drop) {
+      Fail(fmt::format("output {} is not {} reduced over its dims (kept {} dims)",
+                       Shape(out_), Shape(InSizes(0)), kept));
+    }
+  }
+}
+
+void NodeCheck::Shapes() {
+  if ((IsBinary(node_.op) || IsUnary(node_.op) || node_.op == Op::kWhere) &&
+      node_.op != Op::kCast) {
+    for (size_t i = 0; i < n_in_; ++i) {
+      if (!Broadcasts(InSizes(i), out_)) {
+        Fail(fmt::format("input {} of sizes {} does not broadcast to {}", i,
+                         Shape(InSizes(i)), Shape(out_)));
+      }
+    }
+  }
+  if (node_.op == Op::kCast && InSizes(0) != out_) {
+    Fail(fmt::format("cast of {} cannot have sizes {}", Shape(InSizes(0)),
+                     Shape(out_)));
+  }
+}
+
 }  // namespace
 
 int Graph::AddInput(const Meta& meta) {
@@ -140,290 +462,9 @@ int Graph::AddInput(const Meta& meta) {
 }
 
 int Graph::AddNode(Node node) {
-  const size_t index = nodes_.size();
-  CheckMeta(index, node);
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    const int id = node.inputs[i];
-    if (id < 0 || static_cast<size_t>(id) >= index) {
-      Fail(index, node, fmt::format("input {} refers to value {}, but only values 0..{} exist",
-                                    i, id, static_cast<int64_t>(index) - 1));
-    }
-  }
-  const size_t n_in = node.inputs.size();
-  auto arity = [&](size_t want) {
-    if (n_in != want) {
-      Fail(index, node, fmt::format("expects {} tensor input(s), got {}", want, n_in));
-    }
-  };
-  auto in_sizes = [&](size_t i) -> const std::vector<int64_t>& {
-    return nodes_[node.inputs[i]].meta.sizes;
-  };
-  const std::vector<int64_t>& out = node.meta.sizes;
-  const int out_nd = static_cast<int>(out.size());
-  switch (node.op) {
-    case Op::kInput: Fail(index, node, "graph inputs are added with AddInput");
-    case Op::kConstant: arity(0); break;
-    case Op::kWhere: arity(3); break;
-    case Op::kView:
-    case Op::kClone:
-      arity(1);
-      if (node.op == Op::kClone && in_sizes(0) != out) {
-        Fail(index, node, fmt::format("clone of {} cannot have sizes {}", Shape(in_sizes(0)),
-                                      Shape(out)));
-      }
-      break;
-    case Op::kMm:
-    case Op::kBmm:
-    case Op::kAddmm: {
-      const size_t first = node.op == Op::kAddmm ? 1 : 0;
-      arity(first + 2);
-      const size_t nd = node.op == Op::kBmm ? 3 : 2;
-      const auto& a = in_sizes(first);
-      const auto& b = in_sizes(first + 1);
-      if (a.size() != nd || b.size() != nd || out.size() != nd) {
-        Fail(index, node, fmt::format("expects {}-D operands, got {} @ {} -> {}", nd, Shape(a),
-                                      Shape(b), Shape(out)));
-      }
-      const bool ok = a[nd - 1] == b[nd - 2] && out[nd - 2] == a[nd - 2] &&
-                      out[nd - 1] == b[nd - 1] && (nd == 2 || (a[0] == b[0] && out[0] == a[0]));
-      if (!ok) {
-        Fail(index, node, fmt::format("shapes do not multiply: {} @ {} -> {}", Shape(a),
-                                      Shape(b), Shape(out)));
-      }
-      if (first == 1 && !Broadcasts(in_sizes(0), out)) {
-        Fail(index, node, fmt::format("bias {} does not broadcast to {}", Shape(in_sizes(0)),
-                                      Shape(out)));
-      }
-      break;
-    }
-    case Op::kEager:
-      if (node.target.empty()) Fail(index, node, "eager node needs its aten target");
-      break;
-    case Op::kCat: {
-      if (n_in == 0) Fail(index, node, "cat needs at least one input");
-      if (node.dims.size() != 1 || node.dims[0] < 0 || node.dims[0] >= out_nd) {
-        Fail(index, node, fmt::format("expects one dim in [0, {}), got {} dims", out_nd,
-                                      node.dims.size()));
-      }
-      const int64_t d = node.dims[0];
-      int64_t total = 0;
-      for (size_t i = 0; i < n_in; ++i) {
-        const auto& s = in_sizes(i);
-        bool ok = s.size() == out.size();
-        for (size_t k = 0; ok && k < s.size(); ++k) ok = static_cast<int64_t>(k) == d || s[k] == out[k];
-        if (!ok) {
-          Fail(index, node, fmt::format("input {} of sizes {} does not cat into {} on dim {}", i,
-                                        Shape(s), Shape(out), d));
-        }
-        total += s[d];
-      }
-      if (total != out[d]) {
-        Fail(index, node, fmt::format("inputs sum to {} along dim {}, output has {}", total, d,
-                                      out[d]));
-      }
-      break;
-    }
-    case Op::kLogicalAnd:
-    case Op::kLogicalOr:
-      arity(2);
-      for (size_t i = 0; i < 2; ++i) {
-        if (!Broadcasts(in_sizes(i), out)) {
-          Fail(index, node, fmt::format("input {} of sizes {} does not broadcast to {}", i,
-                                        Shape(in_sizes(i)), Shape(out)));
-        }
-      }
-      break;
-    case Op::kLogicalNot:
-      arity(1);
-      if (in_sizes(0) != out) Fail(index, node, "output sizes must equal the input's");
-      break;
-    case Op::kSdpa: {
-      if (n_in != 3 && n_in != 4) {
-        Fail(index, node, fmt::format("expects q, k, v and an optional mask, got {} inputs", n_in));
-      }
-      const auto& q = in_sizes(0);
-      const auto& k = in_sizes(1);
-      const auto& v = in_sizes(2);
-      const bool ok = q.size() == 4 && k.size() == 4 && v.size() == 4 && k[0] == q[0] &&
-                      v[0] == q[0] && k[1] == v[1] && k[1] > 0 && q[1] % k[1] == 0 &&
-                      k[3] == q[3] && v[2] == k[2] && out.size() == 4 && out[0] == q[0] &&
-                      out[1] == q[1] && out[2] == q[2] && out[3] == v[3];
-      if (!ok) {
-        Fail(index, node, fmt::format("attention shapes q {} k {} v {} -> {} do not agree",
-                                      Shape(q), Shape(k), Shape(v), Shape(out)));
-      }
-      if (n_in == 4 && !Broadcasts(in_sizes(3), {q[0], q[1], q[2], k[2]})) {
-        Fail(index, node, fmt::format("mask {} does not broadcast to [{}, {}, {}, {}]",
-                                      Shape(in_sizes(3)), q[0], q[1], q[2], k[2]));
-      }
-      break;
-    }
-    case Op::kConv: {
-      if (n_in != 2 && n_in != 3) {
-        Fail(index, node, fmt::format("expects input, weight and an optional bias, got {}", n_in));
-      }
-      const auto& x = in_sizes(0);
-      const auto& w = in_sizes(1);
-      const auto& c = node.conv;
-      bool ok = x.size() == 4 && w.size() == 4 && out.size() == 4 && c.groups > 0 &&
-                x[1] == w[1] * c.groups && w[0] % c.groups == 0 && out[0] == x[0] &&
-                out[1] == w[0] && (n_in == 2 || in_sizes(2) == std::vector<int64_t>{w[0]});
-      for (int d = 0; ok && d < 2; ++d) {
-        ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 &&
-             out[2 + d] == (x[2 + d] + 2 * c.padding[d] - c.dilation[d] * (w[2 + d] - 1) - 1) /
-                                   c.stride[d] + 1;
-      }
-      if (!ok) {
-        Fail(index, node, fmt::format("convolution of {} by weight {} (groups {}) cannot give {}",
-                                      Shape(x), Shape(w), c.groups, Shape(out)));
-      }
-      break;
-    }
-    case Op::kBatchNorm: {
-      if (n_in != 3 && n_in != 5) {
-        Fail(index, node, fmt::format("expects input, mean, var and optionally weight and bias, "
-                                      "got {} inputs", n_in));
-      }
-      const auto& x = in_sizes(0);
-      bool ok = x.size() >= 2 && out == x;
-      for (size_t i = 1; ok && i < n_in; ++i) ok = in_sizes(i) == std::vector<int64_t>{x[1]};
-      if (!ok) {
-        Fail(index, node, fmt::format("batch_norm of {} needs [C] statistics and gives {}",
-                                      Shape(x), Shape(out)));
-      }
-      break;
-    }
-    case Op::kIndexPut: {
-      arity(3);
-      const auto& self = in_sizes(0);
-      const int64_t d = node.dims.size() == 1 ? node.dims[0] : -1;
-      bool ok = out == self && d >= 0 && d < static_cast<int64_t>(self.size()) &&
-                in_sizes(1).size() == 1;
-      if (ok) {
-        std::vector<int64_t> slice = self;
-        slice[d] = in_sizes(1)[0];
-        ok = Broadcasts(in_sizes(2), slice);
-      }
-      if (!ok) {
-        Fail(index, node, fmt::format("index_put into {} on dim {} by index {} of values {} "
-                                      "cannot give {}", Shape(self), d, Shape(in_sizes(1)),
-                                      Shape(in_sizes(2)), Shape(out)));
-      }
-      break;
-    }
-    case Op::kArange:
-      arity(0);
-      if (out_nd != 1) Fail(index, node, fmt::format("arange gives 1-D, not {}", Shape(out)));
-      break;
-    case Op::kMaxPool2d: {
-      arity(1);
-      const auto& x = in_sizes(0);
-      const auto& p = node.pool;
-      bool ok = x.size() == 4 && out.size() == 4 && out[0] == x[0] && out[1] == x[1];
-      for (int d = 0; ok && d < 2; ++d) {
-        // ceil_mode may add one window, which must start inside the padded input.
-        const int64_t span = p.dilation[d] * (p.kernel[d] - 1) + 1;
-        ok = p.kernel[d] > 0 && p.stride[d] > 0 && p.dilation[d] > 0 && p.padding[d] >= 0 &&
-             p.padding[d] <= p.kernel[d] / 2 && out[2 + d] > 0 &&
-             (out[2 + d] - 1) * p.stride[d] - p.padding[d] < x[2 + d] &&
-             out[2 + d] <= (x[2 + d] + 2 * p.padding[d] - span) / p.stride[d] + 2;
-      }
-      if (!ok) {
-        Fail(index, node, fmt::format("max_pool2d of {} (kernel {}x{}, stride {}x{}) cannot give {}",
-                                      Shape(x), p.kernel[0], p.kernel[1], p.stride[0],
-                                      p.stride[1], Shape(out)));
-      }
-      break;
-    }
-    case Op::kLayerNorm: {
-      arity(3);
-      const auto& x = in_sizes(0);
-      const int64_t k = node.dims.size() == 1 ? node.dims[0] : -1;
-      const std::vector<int64_t> tail(x.end() - std::min<int64_t>(std::max<int64_t>(k, 0), x.size()), x.end());
-      if (k < 1 || k > static_cast<int64_t>(x.size()) || out != x || in_sizes(1) != tail ||
-          in_sizes(2) != tail) {
-        Fail(index, node, fmt::format("layer_norm of {} over the last {} dims with weight {} "
-                                      "and bias {} cannot give {}", Shape(x), k,
-                                      Shape(in_sizes(1)), Shape(in_sizes(2)), Shape(out)));
-      }
-      break;
-    }
-    case Op::kEmbedding: {
-      arity(2);
-      const auto& t = in_sizes(0);
-      std::vector<int64_t> want = in_sizes(1);
-      want.insert(want.end(), t.begin() + (t.empty() ? 0 : 1), t.end());
-      const Meta& ix = nodes_[node.inputs[1]].meta;
-      if (t.empty() || out != want) {
-        Fail(index, node, fmt::format("embedding of {} by {} cannot give {}", Shape(t),
-                                      Shape(in_sizes(1)), Shape(out)));
-      }
-      if (!ix.strides.empty() && !Contiguous(ix.sizes, ix.strides)) {
-        Fail(index, node, "the index must be contiguous");
-      }
-      break;
-    }
-    default:
-      if (IsBinary(node.op)) {
-        if (node.has_scalar) {
-          arity(1);
-        } else {
-          arity(2);
-        }
-      } else if (IsUnary(node.op)) {
-        arity(1);
-      } else if (IsReduction(node.op) || node.op == Op::kSoftmax ||
-                 node.op == Op::kLogSoftmax) {
-        arity(1);
-        const int nd = static_cast<int>(in_sizes(0).size());
-        const bool softmax = node.op == Op::kSoftmax || node.op == Op::kLogSoftmax;
-        if (softmax && node.dims.size() != 1) {
-          Fail(index, node, fmt::format("expects exactly one dim, got {}", node.dims.size()));
-        }
-        uint32_t seen = 0;
-        for (int64_t& d : node.dims) {
-          if (d < -std::max(nd, 1) || d >= std::max(nd, 1)) {
-            Fail(index, node, fmt::format("dim {} out of range for a {}-D input {}", d, nd,
-                                          Shape(in_sizes(0))));
-          }
-          if (d < 0) d += std::max(nd, 1);
-          if (seen & (1u << d)) Fail(index, node, fmt::format("dim {} repeated", d));
-          seen |= 1u << d;
-        }
-        if (softmax) {
-          if (out != in_sizes(0)) Fail(index, node, "output sizes must equal the input's");
-        } else {
-          const int kept = nd - static_cast<int>(node.dims.size());
-          std::vector<int64_t> keep, drop;
-          for (int d = 0; d < nd; ++d) {
-            const bool red = node.dims.empty() || (seen & (1u << d));
-            keep.push_back(red ? 1 : in_sizes(0)[d]);
-            if (!red) drop.push_back(in_sizes(0)[d]);
-          }
-          if (out != keep && out != drop) {
-            Fail(index, node, fmt::format("output {} is not {} reduced over its dims (kept {} dims)",
-                                          Shape(out), Shape(in_sizes(0)), kept));
-          }
-        }
-      }
-      break;
-  }
-  if ((IsBinary(node.op) || IsUnary(node.op) || node.op == Op::kWhere) &&
-      node.op != Op::kCast) {
-    for (size_t i = 0; i < n_in; ++i) {
-      if (!Broadcasts(in_sizes(i), out)) {
-        Fail(index, node, fmt::format("input {} of sizes {} does not broadcast to {}", i,
-                                      Shape(in_sizes(i)), Shape(out)));
-      }
-    }
-  }
-  if (node.op == Op::kCast && in_sizes(0) != out) {
-    Fail(index, node, fmt::format("cast of {} cannot have sizes {}", Shape(in_sizes(0)),
-                                  Shape(out)));
-  }
-  (void)out_nd;
+  NodeCheck(nodes_, node).Run();
   nodes_.push_back(std::move(node));
-  return static_cast<int>(index);
+  return static_cast<int>(nodes_.size()) - 1;
 }
 
 void Graph::SetOutputs(std::vector<int> outputs) {

@@ -199,7 +199,7 @@ namespace kx = trn::kernels::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
-// Note [Streamed outputs]: a value stored only to a huge output (compile.cc's
+// Note [Streamed outputs]: a value stored only to a huge output (lower_rows.cc's
 // kStreamBytes) is computed straight into it with non-temporal stores, so the
 // output costs one DRAM write per line and no read-for-ownership; computing
 // into a chunk register and streaming a copy measured 1.3-1.5x slower on
@@ -451,8 +451,10 @@ void StreamCopy(float* out, const float* HWY_RESTRICT in, size_t n) {
   for (; i < n; ++i) out[i] = in[i];
 }
 
-void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch,
-                 int64_t begin, int64_t end) {
+// Sizes the calling thread's registers for `p`, starts the row odometer
+// `idx` at row `begin` and points each operand at that row.
+Registers& PrepareRows(const RowProgram& p, void* const* buffers, const float* scratch,
+                       int64_t begin, int64_t* idx) {
   Registers& r = ThreadRegisters();
   const size_t nops = p.operands.size();
   const int64_t R = p.inner;
@@ -469,6 +471,57 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
   r.base.resize(nops);
   r.row.resize(nops);
   r.next.resize(nops);
+  int64_t rem = begin;
+  for (int dd = p.nouter - 1; dd >= 0; --dd) {
+    idx[dd] = rem % p.outer_sizes[dd];
+    rem /= p.outer_sizes[dd];
+  }
+  for (size_t k = 0; k < nops; ++k) {
+    const Operand& o = p.operands[k];
+    if (o.buffer < 0) {
+      r.base[k] = reinterpret_cast<char*>(const_cast<float*>(scratch));
+      r.row[k] = 0;
+      continue;
+    }
+    r.base[k] = static_cast<char*>(buffers[o.buffer]);
+    int64_t off = o.offset;
+    for (int dd = 0; dd < p.nouter; ++dd) off += idx[dd] * o.outer_strides[dd];
+    r.row[k] = off;
+  }
+  return r;
+}
+
+// One per-row scalar instruction (Note [Row programs]).
+HWY_INLINE void ScalarStep(const RowProgram& p, const ScalarInstr& si, char* const* base,
+                           const int64_t* rows, float* s, const float* acc) {
+  switch (si.kind) {
+    case ScalarInstr::Kind::kLoad: {
+      const Operand& o = p.operands[si.a];
+      kernels::internal::LoadAsF32(o.dtype, base[si.a] + rows[si.a] * ItemSize(o.dtype), 1, 1,
+                                   &s[si.dst]);
+      break;
+    }
+    case ScalarInstr::Kind::kStore: {
+      const Operand& o = p.operands[si.dst];
+      kernels::internal::StoreFromF32(o.dtype, base[si.dst] + rows[si.dst] * ItemSize(o.dtype),
+                                      1, 1, &s[si.a]);
+      break;
+    }
+    case ScalarInstr::Kind::kCompute:
+      s[si.dst] = ScalarOp(si.op, s[si.a], si.b >= 0 ? s[si.b] : 0.0f,
+                           si.c >= 0 ? s[si.c] : 0.0f, si.round);
+      break;
+    case ScalarInstr::Kind::kFinish: s[si.dst] = acc[si.a] * si.scale; break;
+  }
+}
+
+void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch,
+                 int64_t begin, int64_t end) {
+  int64_t idx[kMaxDims] = {};  // the row odometer
+  Registers& r = PrepareRows(p, buffers, scratch, begin, idx);
+  const size_t nops = p.operands.size();
+  const int64_t R = p.inner;
+  const int64_t C = p.chunk;
   // Plain locals: GCC rematerializes the address of a thread_local (a
   // __tls_get_addr call in a shared library) at every use in the loops.
   char** base = r.base.data();
@@ -479,28 +532,6 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
   float* s = r.scalars.data();
   float* acc = r.accs.data();
   const float** vp = r.vp.data();
-
-  // Row odometer, started at `begin`.
-  int64_t idx[kMaxDims] = {};
-  {
-    int64_t rem = begin;
-    for (int dd = p.nouter - 1; dd >= 0; --dd) {
-      idx[dd] = rem % p.outer_sizes[dd];
-      rem /= p.outer_sizes[dd];
-    }
-  }
-  for (size_t k = 0; k < nops; ++k) {
-    const Operand& o = p.operands[k];
-    if (o.buffer < 0) {
-      base[k] = reinterpret_cast<char*>(const_cast<float*>(scratch));
-      rows[k] = 0;
-      continue;
-    }
-    base[k] = static_cast<char*>(buffers[o.buffer]);
-    int64_t off = o.offset;
-    for (int dd = 0; dd < p.nouter; ++dd) off += idx[dd] * o.outer_strides[dd];
-    rows[k] = off;
-  }
   const auto aligned = [](const float* q) {
     return reinterpret_cast<uintptr_t>(q) % (hn::Lanes(DF()) * sizeof(float)) == 0;
   };
@@ -509,28 +540,7 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
     if (a.scalar) return {nullptr, s[a.reg], true};
     return {vp[a.reg], 0, false};
   };
-  auto scalar_step = [&](const ScalarInstr& si) {
-    switch (si.kind) {
-      case ScalarInstr::Kind::kLoad: {
-        const Operand& o = p.operands[si.a];
-        kernels::internal::LoadAsF32(o.dtype, base[si.a] + rows[si.a] * ItemSize(o.dtype),
-                                     1, 1, &s[si.dst]);
-        break;
-      }
-      case ScalarInstr::Kind::kStore: {
-        const Operand& o = p.operands[si.dst];
-        kernels::internal::StoreFromF32(o.dtype,
-                                        base[si.dst] + rows[si.dst] * ItemSize(o.dtype), 1,
-                                        1, &s[si.a]);
-        break;
-      }
-      case ScalarInstr::Kind::kCompute:
-        s[si.dst] = ScalarOp(si.op, s[si.a], si.b >= 0 ? s[si.b] : 0.0f,
-                             si.c >= 0 ? s[si.c] : 0.0f, si.round);
-        break;
-      case ScalarInstr::Kind::kFinish: s[si.dst] = acc[si.a] * si.scale; break;
-    }
-  };
+  auto scalar_step = [&](const ScalarInstr& si) { ScalarStep(p, si, base, rows, s, acc); };
 
   // Note [Row pipelining]: when phase 0 is one row reduction of one input
   // (rms_norm's sum of squares), it is not run on its own for row r+1: the

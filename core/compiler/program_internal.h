@@ -1,5 +1,5 @@
-// What a compiled kernel executes (Note [Row programs]): shared by compile.cc
-// (which builds it), program.cc (which runs it) and interpreter-inl.h (the
+// What a compiled kernel executes (Note [Row programs]): shared by lower_rows.cc
+// and lower.cc (which build it), program.cc (which runs it) and interpreter-inl.h (the
 // per-target SIMD loops). Immutable after Compile(); any thread may run it.
 //
 // Note [Row programs]
@@ -29,7 +29,7 @@ namespace trn::compiler::internal {
 
 // Floats per chunk register: kMaxChunk when at most one register lives in the
 // register file (the others read or write memory in place), fewer when more
-// do, so that the file stays L1-sized (Note [Chunk length] in compile.cc).
+// do, so that the file stays L1-sized (Note [Chunk length] in lower_rows.cc).
 constexpr int64_t kMinChunk = 1024;
 constexpr int64_t kMaxChunk = 4096;
 

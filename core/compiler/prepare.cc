@@ -1,0 +1,79 @@
+// Pass 1, prepare: the KernelGraph of a graph: pass-through reshapes
+// rewired (Note [Pass-through reshapes]), each value's users, and liveness
+// (dead-code elimination; eager nodes always run).
+#include <vector>
+
+#include "core/compiler/kernel_graph.h"
+
+namespace trn::compiler::internal {
+namespace {
+
+// Note [Pass-through reshapes]
+// mm -> _unsafe_view [1, M, N] -> add(residual) is the residual add of every
+// Linear. The view only adds leading size-1 dims to a contiguous result, so
+// under right-aligned broadcasting an elementwise consumer reads the same
+// element from the view and from its source: the consumer is rewired to read
+// the source itself, and can then join the source's group (a matmul
+// epilogue). Only pure re-indexings qualify: contiguous view at offset 0 of a
+// contiguous computed value, same dtype, sizes equal up to leading ones.
+void RewirePassThroughReshapes(std::vector<Node>& nodes) {
+  auto contiguous_meta = [](const Meta& m) {
+    return m.strides.empty() || IsContiguous(m.sizes, m.strides);
+  };
+  auto elementwise = [](Op op) {
+    return IsBinaryOp(op) || IsUnaryOp(op) || op == Op::kWhere || op == Op::kClone;
+  };
+  std::vector<int> source(nodes.size(), -1);
+  for (size_t id = 0; id < nodes.size(); ++id) {
+    const Node& n = nodes[id];
+    if (n.op != Op::kView || n.inputs.size() != 1) continue;
+    int src = n.inputs[0];
+    if (source[src] >= 0) src = source[src];  // a chain of such views
+    const Node& s = nodes[src];
+    const bool computed = s.op != Op::kInput && s.op != Op::kView && s.op != Op::kConstant &&
+                          s.op != Op::kEager;
+    if (!computed || n.meta.dtype != s.meta.dtype || n.meta.storage_offset != 0 ||
+        !contiguous_meta(n.meta) || !contiguous_meta(s.meta) ||
+        !SameUpToLeadingOnes(n.meta.sizes, s.meta.sizes)) {
+      continue;
+    }
+    source[id] = src;
+  }
+  for (Node& n : nodes) {
+    if (!elementwise(n.op)) continue;
+    for (int& in : n.inputs) {
+      if (source[in] < 0) continue;
+      // The consumer's output must cover the source's rank for broadcasting to agree.
+      if (n.meta.sizes.size() >= nodes[source[in]].meta.sizes.size()) in = source[in];
+    }
+  }
+}
+
+}  // namespace
+
+KernelGraph Prepare(const Graph& graph, const CompileOptions& options) {
+  KernelGraph ir;
+  ir.graph = &graph;
+  ir.options = options;
+  ir.nodes = graph.nodes();
+  if (options.fuse) RewirePassThroughReshapes(ir.nodes);
+  const size_t nn = ir.nodes.size();
+  ir.vals.assign(nn, Value());
+  ir.group_of.assign(nn, -1);
+  for (size_t id = 0; id < nn; ++id) {
+    for (int v : ir.nodes[id].inputs) ir.vals[v].users.push_back(static_cast<int>(id));
+  }
+  // Liveness from the outputs (eager nodes always run).
+  for (int o : graph.outputs()) ir.vals[o].live = true;
+  for (size_t id = 0; id < nn; ++id) {
+    const Op op = ir.nodes[id].op;
+    if (op == Op::kEager || op == Op::kInput) ir.vals[id].live = true;
+  }
+  for (int id = static_cast<int>(nn) - 1; id >= 0; --id) {
+    if (!ir.vals[id].live) continue;
+    for (int v : ir.nodes[id].inputs) ir.vals[v].live = true;
+  }
+  return ir;
+}
+
+}  // namespace trn::compiler::internal
