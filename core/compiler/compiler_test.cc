@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/names.h"
 #include "core/compiler/graph.h"
 #include "core/compiler/program.h"
 #include "core/kernels/kernels_test_util.h"

@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include "core/common/launch.h"
+#include "core/common/names.h"
 #include "core/common/tensor_ref.h"
 
 namespace trn::rt {
@@ -40,23 +42,8 @@ class DeviceError : public Error {
 };
 
 // ---- Commands ---------------------------------------------------------------
-enum class Engine : uint8_t { kTensor, kVector, kScalar, kDma };
-enum class CommandKind : uint8_t { kKernel, kCopyH2D, kCopyD2H, kCopyD2D, kCopyH2H };
-
-const char* EngineName(Engine e);
-const char* CommandKindName(CommandKind k);
-
-// What the profiler needs about one launch. name and op are static strings
-// (string literals or entries of static tables): no allocation per launch.
-struct KernelInfo {
-  const char* name = "";  // kernel, e.g. "mul_f32"
-  const char* op = "";    // aten op that launched it, e.g. "aten::mul"
-  CommandKind kind = CommandKind::kKernel;
-  Engine engine = Engine::kVector;
-  uint64_t flops = 0;
-  uint64_t bytes_read = 0;
-  uint64_t bytes_written = 0;
-};
+// KernelInfo, Engine and CommandKind: core/common/launch.h; their names:
+// core/common/names.h.
 
 // Work executed on a core's worker thread. Captures keep inputs alive (e.g. a
 // host tensor of a non_blocking H2D copy) until the command has run; they are

@@ -560,16 +560,23 @@ TEST_F(RuntimeTest, TasksHoldSmallLargeAndMoveOnlyCapturesUntilTheyRan) {
   EXPECT_TRUE(target == nullptr);
 }
 
-TEST(RuntimeNamesTest, EngineAndCommandKindNames) {
+// The names users see (Note [One name per thing]), spelled out independently.
+TEST(RuntimeNamesTest, EngineCopyAndRuntimeCallNames) {
   EXPECT_STREQ(EngineName(Engine::kTensor), "tensor");
   EXPECT_STREQ(EngineName(Engine::kVector), "vector");
   EXPECT_STREQ(EngineName(Engine::kScalar), "scalar");
   EXPECT_STREQ(EngineName(Engine::kDma), "dma");
-  EXPECT_STREQ(CommandKindName(CommandKind::kKernel), "kernel");
-  EXPECT_STREQ(CommandKindName(CommandKind::kCopyH2D), "copy_h2d");
-  EXPECT_STREQ(CommandKindName(CommandKind::kCopyD2H), "copy_d2h");
-  EXPECT_STREQ(CommandKindName(CommandKind::kCopyD2D), "copy_d2d");
-  EXPECT_STREQ(CommandKindName(CommandKind::kCopyH2H), "copy_h2h");
+  EXPECT_STREQ(CopyName(CommandKind::kCopyH2D), "Memcpy HtoD");
+  EXPECT_STREQ(CopyName(CommandKind::kCopyD2H), "Memcpy DtoH");
+  EXPECT_STREQ(CopyName(CommandKind::kCopyD2D), "Memcpy DtoD");
+  EXPECT_STREQ(CopyName(CommandKind::kCopyH2H), "Memcpy HtoH");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kLaunchKernel), "trnLaunchKernel");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kMemcpyAsync), "trnMemcpyAsync");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kStreamSynchronize), "trnStreamSynchronize");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kDeviceSynchronize), "trnDeviceSynchronize");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kEventSynchronize), "trnEventSynchronize");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kEventRecord), "trnEventRecord");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kStreamWaitEvent), "trnStreamWaitEvent");
 }
 
 TEST(RuntimeClockTest, NowNsIsUnixEpochNanoseconds) {
