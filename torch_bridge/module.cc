@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "core/export/chrome_trace.h"
+#include "core/trace/trace.h"
 #include "torch_bridge/bridge.h"
 #include "torch_bridge/compile.h"
 #include "torch_bridge/device.h"
@@ -158,6 +159,15 @@ PYBIND11_MODULE(_C, m) {
   using namespace trn::bridge;
   namespace rt = trn::rt;
   m.doc() = "trnscope device runtime bindings";
+  // Note [Errors in core]: bad input is a ValueError in Python wherever it is raised
+  // (torch ops translate through Guarded(), which also maps OutOfMemory).
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const trn::InvalidArgument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
   BindCompile(m);
   m.def("device_count", [] { return DeviceCount(); });
   m.def("current_device", [] { return CurrentDevice(); });

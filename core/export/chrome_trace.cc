@@ -22,9 +22,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <stdexcept>
 #include <string_view>
 
+#include "core/common/error.h"
 #include "core/common/names.h"
 
 namespace trn::exporter {
@@ -120,7 +120,7 @@ class Sink {
     written_ += n;
   }
   [[noreturn]] void Fail() {
-    throw std::runtime_error(
+    throw Error(
         fmt::format("cannot write Chrome trace '{}': {}", path_, std::strerror(errno)));
   }
 
@@ -694,7 +694,7 @@ ExportStats WriteChromeTrace(const ExportInput& input, const std::string& path) 
              ? std::string_view("{}")
              : meta.substr(first, meta.find_last_not_of(" \t\r\n") + 1 - first);
   if (meta.front() != '{' || meta.back() != '}')
-    throw std::invalid_argument(fmt::format(
+    throw InvalidArgument(fmt::format(
         "WriteChromeTrace: metadata_json must be a JSON object, got '{}'", meta.substr(0, 80)));
   Sink out(path);
   ExportStats stats = Writer(input, meta, out).Run();

@@ -53,8 +53,9 @@ struct ExportStats {
   uint64_t unlinked = 0;   // device records whose op is not among host_ops
 };
 
-// Writes `path`; throws std::runtime_error naming the path if it cannot be
-// written. Output is deterministic for a given input (for golden tests).
+// Writes `path`; throws trn::Error naming the path if it cannot be written and
+// trn::InvalidArgument for metadata_json that is not a JSON object (Note
+// [Errors in core]). Output is deterministic for a given input (golden tests).
 ExportStats WriteChromeTrace(const ExportInput& input, const std::string& path);
 
 // Lane naming used in every export: "trn:<device> stream <stream>".

@@ -20,6 +20,8 @@
 #include <tuple>
 #include <vector>
 
+#include "core/common/error.h"
+
 namespace trn::exporter {
 namespace {
 
@@ -691,7 +693,7 @@ TEST_F(ChromeTraceTest, UnwritablePathThrowsNamingItAndLeavesNothing) {
   try {
     WriteChromeTrace(f.input, missing);
     FAIL() << "expected an error";
-  } catch (const std::runtime_error& e) {
+  } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(missing), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos)
         << e.what();
@@ -699,12 +701,12 @@ TEST_F(ChromeTraceTest, UnwritablePathThrowsNamingItAndLeavesNothing) {
   // The final rename fails (the path is a directory): no temporary file stays.
   const std::string dir = Path("a_directory");
   fs::create_directory(dir);
-  EXPECT_THROW(WriteChromeTrace(f.input, dir), std::runtime_error);
+  EXPECT_THROW(WriteChromeTrace(f.input, dir), Error);
   EXPECT_FALSE(fs::exists(dir + ".tmp"));
   fs::remove(dir);
 
   f.input.metadata_json = "[1, 2]";
-  EXPECT_THROW(WriteChromeTrace(f.input, Path("bad_meta.json")), std::invalid_argument);
+  EXPECT_THROW(WriteChromeTrace(f.input, Path("bad_meta.json")), InvalidArgument);
 }
 
 TEST_F(ChromeTraceTest, DuplicateLaunchIdsNeverDuplicateFlows) {

@@ -8,12 +8,13 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "core/common/error.h"
 #include "core/common/launch.h"
 #include "core/common/names.h"
 #include "core/common/tensor_ref.h"
@@ -21,25 +22,11 @@
 namespace trn::rt {
 
 // ---- Errors -----------------------------------------------------------------
-// Bad user input (device index, env variable, capacity) and device failures.
-// Broken invariants abort instead (TRN_ASSERT), they are never thrown.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-class InvalidArgument : public Error {
- public:
-  using Error::Error;
-};
-class OutOfMemory : public Error {
- public:
-  using Error::Error;
-};
-// A command that failed on a core, reported at the next synchronizing call.
-class DeviceError : public Error {
- public:
-  using Error::Error;
-};
+// Note [Errors in core] (core/common/assert.h); the runtime's spelling of them.
+using ::trn::DeviceError;
+using ::trn::Error;
+using ::trn::InvalidArgument;
+using ::trn::OutOfMemory;
 
 // ---- Commands ---------------------------------------------------------------
 // KernelInfo, Engine and CommandKind: core/common/launch.h; their names:
