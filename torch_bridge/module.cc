@@ -230,9 +230,26 @@ PYBIND11_MODULE(_C, m) {
   m.def("fallback_ops", [] { return FallbackCounts(); });
   m.def("float64_downcasts", [] { return Float64Counts(); });
   m.def("reset_counters", [] { ResetCounters(); });
+  // Facts Python reads instead of copying them: limits, defaults, parsers.
+  m.attr("max_streams") = trn::trace::kMaxStreams;  // the tracer's stream mask
+  m.attr("max_devices") = rt::Runtime::kMaxVisibleCores;
+  m.attr("default_visible_cores") = rt::Runtime::kDefaultVisibleCores;
+  py::dict modes;
+  modes["device"] = static_cast<uint32_t>(trn::trace::kModeDevice);
+  modes["runtime"] = static_cast<uint32_t>(trn::trace::kModeRuntime);
+  modes["memory"] = static_cast<uint32_t>(trn::trace::kModeMemory);
+  m.attr("profile_mode_bits") = modes;
+  m.def("visible_cores_spec", [] {
+    return Guarded([&] { return rt::Runtime::Get().visible_cores_spec(); });
+  });
   m.def("parse_visible_cores", [](const std::string& spec) {
     return Guarded([&] { return rt::Runtime::ParseVisibleCores(spec); });
   });
+  m.def("parse_index_list",
+        [](const std::string& spec, const std::string& what, int max_count) {
+          return Guarded([&] { return rt::ParseIndexList(spec, what, max_count); });
+        },
+        py::arg("spec"), py::arg("what"), py::arg("max_count"));
 
   // ---- Profiler (docs/profiling.md) ----
   m.def("_profiler_last_session", &LastSessionDict);

@@ -900,7 +900,7 @@ Runtime::Runtime() : impl_(std::make_unique<Impl>()) {
   static std::once_flag fork_handler;
   std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, MarkForkedChild); });
   const char* cores = std::getenv("TRN_VISIBLE_CORES");
-  impl_->cores_spec = cores != nullptr ? cores : "0-1";
+  impl_->cores_spec = cores != nullptr ? cores : kDefaultVisibleCores;
   const std::vector<int> physical = ParseVisibleCores(impl_->cores_spec);
   const char* memory = std::getenv("TRN_DEVICE_MEMORY");
   const uint64_t capacity = memory != nullptr ? ParseMemorySize(memory) : uint64_t{4} << 30;
@@ -921,6 +921,8 @@ Runtime& Runtime::Get() {
 }
 
 int Runtime::device_count() const { return static_cast<int>(impl_->devices.size()); }
+
+const std::string& Runtime::visible_cores_spec() const { return impl_->cores_spec; }
 
 Device& Runtime::device(int index) {
   CheckNotForkedChild();
@@ -962,8 +964,6 @@ uint64_t Runtime::PendingCommandsAll() const {
 
 namespace {
 
-constexpr int kMaxVisibleCores = 64;
-
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -980,16 +980,16 @@ bool ParseUnsigned(std::string_view s, T* out) {
 
 }  // namespace
 
-std::vector<int> Runtime::ParseVisibleCores(const std::string& spec) {
+std::vector<int> ParseIndexList(const std::string& spec, std::string_view what, int max_count) {
   auto fail = [&](const std::string& why) {
     return InvalidArgument(fmt::format(
-        "TRN_VISIBLE_CORES='{}' is invalid: {}. Expected physical core ids and ascending "
-        "ranges separated by commas, e.g. '0-1', '0,2', '3' or '0-1,4' (at most {} cores)",
-        spec, why, kMaxVisibleCores));
+        "{}='{}' is invalid: {}. Expected ids and ascending ranges separated by commas, e.g. "
+        "'0-1', '0,2', '3' or '0-1,4' (at most {} ids)",
+        what, spec, why, max_count));
   };
-  std::vector<int> cores;
+  std::vector<int> ids;
   std::string_view rest = spec;
-  if (Trim(rest).empty()) throw fail("no cores listed");
+  if (Trim(rest).empty()) throw fail("nothing listed");
   for (;;) {
     const size_t comma = rest.find(',');
     const std::string_view item = Trim(rest.substr(0, comma));
@@ -1003,22 +1003,28 @@ std::vector<int> Runtime::ParseVisibleCores(const std::string& spec) {
       ok = ParseUnsigned(Trim(item.substr(0, dash)), &lo) &&
            ParseUnsigned(Trim(item.substr(dash + 1)), &hi);
     }
-    if (!ok) throw fail(fmt::format("'{}' is not a core id or a range like '0-3'", item));
+    if (!ok) throw fail(fmt::format("'{}' is not an id or a range like '0-3'", item));
     if (hi < lo) throw fail(fmt::format("range '{}' is descending", item));
-    if (static_cast<int64_t>(hi) - lo + 1 + static_cast<int64_t>(cores.size()) >
-        kMaxVisibleCores) {
-      throw fail(fmt::format("more than {} cores", kMaxVisibleCores));
+    if (static_cast<int64_t>(hi) - lo + 1 + static_cast<int64_t>(ids.size()) > max_count) {
+      throw fail(fmt::format("more than {} ids", max_count));
     }
     for (int c = lo; c <= hi; ++c) {
-      if (std::find(cores.begin(), cores.end(), c) != cores.end()) {
-        throw fail(fmt::format("core {} is listed twice", c));
+      if (std::find(ids.begin(), ids.end(), c) != ids.end()) {
+        throw fail(fmt::format("{} is listed twice", c));
       }
-      cores.push_back(c);
+      ids.push_back(c);
     }
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
-  return cores;
+  return ids;
+}
+
+static_assert(Runtime::kMaxVisibleCores <= trace::kMaxDevices,
+              "the tracer's device mask must cover every visible core");
+
+std::vector<int> Runtime::ParseVisibleCores(const std::string& spec) {
+  return ParseIndexList(spec, "TRN_VISIBLE_CORES", kMaxVisibleCores);
 }
 
 uint64_t Runtime::ParseMemorySize(const std::string& spec) {

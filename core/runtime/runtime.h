@@ -263,12 +263,17 @@ class Runtime {
  public:
   static Runtime& Get();
   int device_count() const;
+  const std::string& visible_cores_spec() const;  // TRN_VISIBLE_CORES, or the default
   Device& device(int index);  // InvalidArgument naming the index and the count
   void SynchronizeAll();
   void WaitIdleAll();                  // Device::WaitIdle on every device
   uint64_t PendingCommandsAll() const;
 
-  // Parsers exposed for tests; throw InvalidArgument naming the value.
+  static constexpr const char* kDefaultVisibleCores = "0-1";
+  static constexpr int kMaxVisibleCores = 64;
+
+  // Parsers of the environment (exposed for tests and to Python); throw
+  // InvalidArgument naming the variable and the value.
   static std::vector<int> ParseVisibleCores(const std::string& spec);
   static uint64_t ParseMemorySize(const std::string& spec);
 
@@ -278,6 +283,13 @@ class Runtime {
   Runtime();
   std::unique_ptr<Impl> impl_;
 };
+
+// Ids and ascending ranges separated by commas ("0-1", "0,2", "3", "0-1,4"),
+// in the order listed: the grammar of TRN_VISIBLE_CORES and of ProfileConfig's
+// cores and streams. Throws InvalidArgument naming `what`='spec' for an id
+// that is not a whole number, a descending range, an id listed twice or more
+// than max_count ids.
+std::vector<int> ParseIndexList(const std::string& spec, std::string_view what, int max_count);
 
 // True in a child forked after the runtime started (Note [Fork]); device use
 // there throws DeviceError.

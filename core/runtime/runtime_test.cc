@@ -611,15 +611,26 @@ TEST(ParseVisibleCoresTest, RejectsBadSpecsNamingTheValue) {
       EXPECT_CONTAINS(err.what(), "'0-1', '0,2', '3' or '0-1,4'");
     }
   }
+  auto why = [](const char* spec) {
+    try {
+      Runtime::ParseVisibleCores(spec);
+    } catch (const InvalidArgument& err) {
+      return std::string(err.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_CONTAINS(why("3-1"), "range '3-1' is descending");
+  EXPECT_CONTAINS(why("0,1,0"), "0 is listed twice");
+  EXPECT_CONTAINS(why("0-64"), "more than 64 ids");
+}
+
+TEST(ParseIndexListTest, NamesWhatItParsesAndHonoursTheLimit) {
+  EXPECT_EQ(ParseIndexList("2,0-1", "streams", 3), (std::vector<int>{2, 0, 1}));
   try {
-    Runtime::ParseVisibleCores("3-1");
+    ParseIndexList("0-3", "ProfileConfig: streams", 3);
+    ADD_FAILURE() << "accepted four ids with a limit of three";
   } catch (const InvalidArgument& err) {
-    EXPECT_CONTAINS(err.what(), "descending");
-  }
-  try {
-    Runtime::ParseVisibleCores("0,1,0");
-  } catch (const InvalidArgument& err) {
-    EXPECT_CONTAINS(err.what(), "core 0 is listed twice");
+    EXPECT_CONTAINS(err.what(), "ProfileConfig: streams='0-3' is invalid: more than 3 ids");
   }
 }
 
