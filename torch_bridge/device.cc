@@ -20,7 +20,7 @@
 namespace trn::bridge {
 namespace {
 
-constexpr int kMaxDevices = 64;
+constexpr int kMaxDevices = rt::Runtime::kMaxVisibleCores;
 constexpr c10::DeviceType kTrn = c10::DeviceType::PrivateUse1;
 
 thread_local int tls_device = 0;

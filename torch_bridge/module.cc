@@ -6,6 +6,7 @@
 
 #include "core/export/chrome_trace.h"
 #include "core/kernels/bandwidth.h"
+#include "core/trace/trace.h"
 #include "torch_bridge/bridge.h"
 #include "torch_bridge/compile.h"
 #include "torch_bridge/device_model.h"
@@ -191,6 +192,15 @@ PYBIND11_MODULE(_C, m) {
   using namespace trn::bridge;
   namespace rt = trn::rt;
   m.doc() = "trnscope device runtime bindings";
+  // Note [Errors in core]: bad input is a ValueError in Python wherever it is raised
+  // (torch ops translate through Guarded(), which also maps OutOfMemory).
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const trn::InvalidArgument& e) {
+      PyErr_SetString(PyExc_ValueError, e.what());
+    }
+  });
   BindCompile(m);
   BindDeviceModel(m);
   m.def("device_count", [] { return DeviceCount(); });
@@ -256,9 +266,26 @@ PYBIND11_MODULE(_C, m) {
   m.def("fallback_ops", [] { return FallbackCounts(); });
   m.def("float64_downcasts", [] { return Float64Counts(); });
   m.def("reset_counters", [] { ResetCounters(); });
+  // Facts Python reads instead of copying them: limits, defaults, parsers.
+  m.attr("max_streams") = trn::trace::kMaxStreams;  // the tracer's stream mask
+  m.attr("max_devices") = rt::Runtime::kMaxVisibleCores;
+  m.attr("default_visible_cores") = rt::Runtime::kDefaultVisibleCores;
+  py::dict modes;
+  modes["device"] = static_cast<uint32_t>(trn::trace::kModeDevice);
+  modes["runtime"] = static_cast<uint32_t>(trn::trace::kModeRuntime);
+  modes["memory"] = static_cast<uint32_t>(trn::trace::kModeMemory);
+  m.attr("profile_mode_bits") = modes;
+  m.def("visible_cores_spec", [] {
+    return Guarded([&] { return rt::Runtime::Get().visible_cores_spec(); });
+  });
   m.def("parse_visible_cores", [](const std::string& spec) {
     return Guarded([&] { return rt::Runtime::ParseVisibleCores(spec); });
   });
+  m.def("parse_index_list",
+        [](const std::string& spec, const std::string& what, int max_count) {
+          return Guarded([&] { return rt::ParseIndexList(spec, what, max_count); });
+        },
+        py::arg("spec"), py::arg("what"), py::arg("max_count"));
 
   // ---- Profiler (docs/profiling.md) ----
   m.def("_profiler_last_session", &LastSessionDict);

@@ -83,42 +83,6 @@ bool FindUnsigned(std::string_view text, std::string_view key, uint64_t* value) 
   return true;
 }
 
-// ---- Names ------------------------------------------------------------------------------
-// CUDA-like names for runtime spans, so tables read like a CUDA profile.
-const char* RuntimeName(const trace::Record& r) {
-  switch (r.kind) {
-    case trace::RecordKind::kLaunch:
-      return "trnLaunchKernel";
-    case trace::RecordKind::kMemcpy:
-      return "trnMemcpyAsync";
-    case trace::RecordKind::kEventRecord:
-      return "trnEventRecord";
-    case trace::RecordKind::kEventWait:
-      return "trnStreamWaitEvent";
-    case trace::RecordKind::kSynchronize:
-      if (std::strcmp(r.name, "stream_synchronize") == 0) return "trnStreamSynchronize";
-      if (std::strcmp(r.name, "event_synchronize") == 0) return "trnEventSynchronize";
-      return "trnDeviceSynchronize";
-    default:
-      return r.name;
-  }
-}
-
-const char* CopyName(const trace::Record& r) {
-  switch (static_cast<rt::CommandKind>(r.command_kind)) {
-    case rt::CommandKind::kCopyH2D:
-      return "Memcpy HtoD (trn)";
-    case rt::CommandKind::kCopyD2H:
-      return "Memcpy DtoH (trn)";
-    case rt::CommandKind::kCopyD2D:
-      return "Memcpy DtoD (trn)";
-    case rt::CommandKind::kCopyH2H:
-      return "Memcpy HtoH (trn)";
-    default:
-      return r.name;
-  }
-}
-
 // ---- Session ------------------------------------------------------------------------------
 // One torch.profiler trace with device capture. Kineto calls start/stop/
 // processTrace from the profiling thread and push/popCorrelationId from every
@@ -230,17 +194,13 @@ class TrnSession final : public libkineto::IActivityProfilerSession {
       }
       const bool has_flow =
           r.launch_id != 0 && launched.count(r.launch_id) != 0 && executed.count(r.launch_id) != 0;
-      ActivityType type;
-      const char* name;
+      ActivityType type = ActivityType::PRIVATEUSE1_RUNTIME;
       if (device) {
-        const bool kernel = r.kind == trace::RecordKind::kKernel;
-        type = kernel ? ActivityType::CONCURRENT_KERNEL : ActivityType::GPU_MEMCPY;
-        name = kernel ? r.name : CopyName(r);
-      } else {
-        type = ActivityType::PRIVATEUSE1_RUNTIME;
-        name = RuntimeName(r);
+        type = r.kind == trace::RecordKind::kKernel ? ActivityType::CONCURRENT_KERNEL
+                                                    : ActivityType::GPU_MEMCPY;
       }
-      buffer_->emplace_activity(buffer_->span, type, name);
+      // The record's name, as trace.json writes it: Note [One name per thing].
+      buffer_->emplace_activity(buffer_->span, type, r.name);
       libkineto::GenericTraceActivity& a = *buffer_->activities.back();
       a.startTime = r.start;
       a.endTime = r.end;
@@ -257,7 +217,7 @@ class TrnSession final : public libkineto::IActivityProfilerSession {
         a.addMetadataQuoted("op", r.op);
         a.addMetadata("core", r.device);
         a.addMetadata("stream", r.stream);
-        a.addMetadataQuoted("engine", rt::EngineName(static_cast<rt::Engine>(r.engine)));
+        a.addMetadataQuoted("engine", rt::EngineName(r.engine));
         a.addMetadata("flops", r.flops);
         a.addMetadata("bytes", r.bytes_read + r.bytes_written);
       } else {

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/names.h"
 #include "core/compiler/executor.h"
 #include "core/compiler/graph.h"
 #include "core/compiler/program.h"

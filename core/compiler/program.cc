@@ -9,6 +9,7 @@
 #include <unordered_set>
 
 #include "core/common/assert.h"
+#include "core/common/names.h"
 #include "core/compiler/program_internal.h"
 #include "core/kernels/attention.h"
 #include "core/kernels/conv.h"

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "core/common/launch.h"
 #include "core/common/tensor_ref.h"
 #include "core/compiler/graph.h"
-#include "core/runtime/runtime.h"
 
 namespace trn::kernels {
 struct PackedB;  // core/kernels/kernels.h: a cached pack of a GEMM's B operand

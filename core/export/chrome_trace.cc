@@ -22,11 +22,11 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
-#include <stdexcept>
 #include <string_view>
 
+#include "core/common/error.h"
+#include "core/common/names.h"
 #include "core/export/json_sink.h"
-#include "core/runtime/runtime.h"
 
 namespace trn::exporter {
 namespace {
@@ -46,23 +46,6 @@ bool IsLaunch(RecordKind k) { return k == RecordKind::kLaunch || k == RecordKind
 bool IsMemory(RecordKind k) { return k == RecordKind::kAlloc || k == RecordKind::kFree; }
 bool IsKnownKind(RecordKind k) {
   return static_cast<uint8_t>(k) <= static_cast<uint8_t>(RecordKind::kCopy);
-}
-
-std::string_view RuntimeApiName(const Record& r) {
-  switch (r.kind) {
-    case RecordKind::kLaunch: return "trnLaunchKernel";
-    case RecordKind::kMemcpy: return "trnMemcpyAsync";
-    case RecordKind::kEventRecord: return "trnEventRecord";
-    case RecordKind::kEventWait: return "trnStreamWaitEvent";
-    case RecordKind::kSynchronize: {
-      const std::string_view n = NameOf(r.name);
-      if (n == "device_synchronize") return "trnDeviceSynchronize";
-      if (n == "event_synchronize") return "trnEventSynchronize";
-      if (n == "stream_synchronize") return "trnStreamSynchronize";
-      return "trnSynchronize";
-    }
-    default: return "trnRuntime";
-  }
 }
 
 // (rounded) a * 1000 / b: a rate in milli-units for Sink::Milli.
@@ -408,8 +391,9 @@ class Writer {
     const int64_t pid = DevicePid(r.device);
     const int64_t dur = r.end > r.start ? r.end - r.start : 0;
     Begin("X");
-    out_.Raw(r.kind == RecordKind::kKernel ? ",\"cat\":\"kernel\",\"name\":"
-                                           : ",\"cat\":\"gpu_memcpy\",\"name\":");
+    out_.Raw(",\"cat\":\"");
+    out_.Raw(r.kind == RecordKind::kKernel ? rt::kKernelCategory : rt::kCopyCategory);
+    out_.Raw("\",\"name\":");
     out_.Str(NameOf(r.name));
     PidTid(pid, r.stream);
     Ts(r.start);
@@ -429,7 +413,7 @@ class Writer {
     Key("launch id");
     out_.Uint(r.launch_id);
     Key("engine");
-    out_.Str(rt::EngineName(static_cast<rt::Engine>(r.engine)));
+    out_.Str(rt::EngineName(r.engine));
     Key("flops");
     out_.Uint(r.flops);
     Key("bytes read");
@@ -455,9 +439,10 @@ class Writer {
 
   void RuntimeEvent(const Record& r, const Link& l) {
     Begin("X");
-    out_.Raw(",\"cat\":\"trn_runtime\",\"name\":\"");
-    out_.Raw(RuntimeApiName(r));
-    out_.Char('"');
+    out_.Raw(",\"cat\":\"");
+    out_.Raw(rt::kRuntimeCategory);
+    out_.Raw("\",\"name\":");
+    out_.Str(NameOf(r.name));
     PidTid(in_.pid, r.tid);
     Ts(r.start);
     Dur(r.start, r.end);
@@ -472,9 +457,10 @@ class Writer {
     if (IsLaunch(r.kind)) {
       Key("launch id");
       out_.Uint(r.launch_id);
-      // The launch record itself may carry only a generic name ("launch").
-      Key("kernel name");
-      out_.Str(NameOf(l.partner != kNone ? (*records_)[l.partner].name : r.name));
+      if (l.partner != kNone) {  // the launch's own name is the runtime call's
+        Key("kernel name");
+        out_.Str(NameOf((*records_)[l.partner].name));
+      }
       if (r.op != nullptr && *r.op != '\0') {
         Key("op");
         out_.Str(r.op);
@@ -545,7 +531,7 @@ ExportStats WriteChromeTrace(const ExportInput& input, const std::string& path) 
              ? std::string_view("{}")
              : meta.substr(first, meta.find_last_not_of(" \t\r\n") + 1 - first);
   if (meta.front() != '{' || meta.back() != '}')
-    throw std::invalid_argument(fmt::format(
+    throw InvalidArgument(fmt::format(
         "WriteChromeTrace: metadata_json must be a JSON object, got '{}'", meta.substr(0, 80)));
   Sink out(path);
   ExportStats stats = Writer(input, meta, out).Run();

@@ -8,9 +8,9 @@
 // Layout (what readers of the file may rely on): "ts"/"dur" are absolute µs
 // since the Unix epoch with 3 decimals, as Kineto writes them. The CPU process
 // is pid = ExportInput::pid ("host (pid N)"), one lane per OS thread ("thread
-// <tid>"): ops (cat "cpu_op"), runtime spans (cat "trn_runtime", names
-// trnLaunchKernel, trnMemcpyAsync, trn{Stream,Device,Event}Synchronize,
-// trnEventRecord, trnStreamWaitEvent) and "[memory]" instants. Each device seen
+// <tid>"): ops (cat "cpu_op"), runtime spans (cat "trn_runtime") and "[memory]"
+// instants. Records keep the names the runtime gave them (core/common/names.h:
+// trnLaunchKernel, "Memcpy HtoD", ...); the writer renames nothing. Each device seen
 // in kernel/copy/memory records is process "trn:<d>" (pid 1'000'000 + d, or
 // 2'000'000 + d if that would be the host pid) with lane tid = stream id named
 // LaneName() (cat "kernel" / "gpu_memcpy") and counter "trn:<d> memory".
@@ -53,8 +53,9 @@ struct ExportStats {
   uint64_t unlinked = 0;   // device records whose op is not among host_ops
 };
 
-// Writes `path`; throws std::runtime_error naming the path if it cannot be
-// written. Output is deterministic for a given input (for golden tests).
+// Writes `path`; throws trn::Error naming the path if it cannot be written and
+// trn::InvalidArgument for metadata_json that is not a JSON object (Note
+// [Errors in core]). Output is deterministic for a given input (golden tests).
 ExportStats WriteChromeTrace(const ExportInput& input, const std::string& path);
 
 // Lane naming used in every export: "trn:<device> stream <stream>".

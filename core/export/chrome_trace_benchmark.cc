@@ -59,7 +59,7 @@ const Input& BenchInput() {
         r.end = r.start + 700;
         r.correlation_id = i + 1;
         r.launch_id = ++launch;
-        r.name = "launch";
+        r.name = "trnLaunchKernel";
         r.op = kOps[k];
         r.tid = 4000 + i % 2;
         r.device = static_cast<int16_t>(i % 2);
@@ -72,7 +72,7 @@ const Input& BenchInput() {
         r.flops = 32768;
         r.bytes_read = 262144;
         r.bytes_written = 131072;
-        r.engine = 1;
+        r.engine = rt::Engine::kVector;
         r.tid = 5000;
         in->collected.records.push_back(r);
       }

@@ -13,6 +13,8 @@
 #include <string>
 #include <string_view>
 
+#include "core/common/error.h"
+
 namespace trn::exporter {
 
 inline constexpr size_t kBufferBytes = size_t{4} << 20;
@@ -97,7 +99,7 @@ class Sink {
     written_ += n;
   }
   [[noreturn]] void Fail() {
-    throw std::runtime_error(
+    throw Error(
         fmt::format("cannot write Chrome trace '{}': {}", path_, std::strerror(errno)));
   }
 

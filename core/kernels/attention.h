@@ -3,8 +3,8 @@
 // Note [fused attention] in attention.cc explains the blocking.
 #pragma once
 
+#include "core/common/launch.h"
 #include "core/common/tensor_ref.h"
-#include "core/runtime/runtime.h"
 
 namespace trn::kernels {
 

@@ -6,8 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "core/common/launch.h"
 #include "core/common/tensor_ref.h"
-#include "core/runtime/runtime.h"
 
 namespace trn::kernels {
 

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/common/launch.h"
 #include "core/common/tensor_ref.h"
-#include "core/runtime/runtime.h"
 
 namespace trn::kernels {
 

@@ -9,10 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
+#include "core/common/launch.h"
 #include "core/common/tensor_ref.h"
-#include "core/runtime/runtime.h"
 #include "core/kernels/indexing.h"
 
 namespace trn::kernels {

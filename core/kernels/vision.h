@@ -7,8 +7,8 @@
 
 #include <cstdint>
 
+#include "core/common/launch.h"
 #include "core/common/tensor_ref.h"
-#include "core/runtime/runtime.h"
 
 namespace trn::kernels {
 

@@ -26,27 +26,6 @@
 
 namespace trn::rt {
 
-const char* EngineName(Engine e) {
-  switch (e) {
-    case Engine::kTensor: return "tensor";
-    case Engine::kVector: return "vector";
-    case Engine::kScalar: return "scalar";
-    case Engine::kDma: return "dma";
-  }
-  return "?";
-}
-
-const char* CommandKindName(CommandKind k) {
-  switch (k) {
-    case CommandKind::kKernel: return "kernel";
-    case CommandKind::kCopyH2D: return "copy_h2d";
-    case CommandKind::kCopyD2H: return "copy_d2h";
-    case CommandKind::kCopyD2D: return "copy_d2d";
-    case CommandKind::kCopyH2H: return "copy_h2h";
-  }
-  return "?";
-}
-
 int64_t NowNs() { return trace::WallNs(); }  // one clock for events and traces
 
 namespace {
@@ -255,8 +234,8 @@ trace::Record TraceRecordOf(const KernelInfo& info, const Stream& s, uint64_t co
   r.flops = info.flops;
   r.bytes_read = info.bytes_read;
   r.bytes_written = info.bytes_written;
-  r.engine = static_cast<uint8_t>(info.engine);
-  r.command_kind = static_cast<uint8_t>(info.kind);
+  r.engine = info.engine;
+  r.command_kind = info.kind;
   r.device = static_cast<int16_t>(s.device_index());
   r.stream = static_cast<int16_t>(s.id());
   r.correlation_id = correlation_id;
@@ -265,11 +244,11 @@ trace::Record TraceRecordOf(const KernelInfo& info, const Stream& s, uint64_t co
 }
 
 // A host-side runtime span (synchronize) from `start` ticks to now.
-void EmitHostSpan(trace::RecordKind kind, const char* name, int device, int stream,
+void EmitHostSpan(trace::RecordKind kind, RuntimeCall call, int device, int stream,
                   int64_t start) {
   trace::Record r;
   r.kind = kind;
-  r.name = name;
+  r.name = RuntimeCallName(call);
   r.device = static_cast<int16_t>(device);
   r.stream = static_cast<int16_t>(stream);
   r.correlation_id = trace::CurrentCorrelation();
@@ -468,8 +447,7 @@ struct Device::Worker {
       return fmt::format("trn host callback failed on trn:{} stream {}: {}", s.device_index(),
                          s.id(), st.error);
     }
-    const char* what =
-        c.info.kind == CommandKind::kKernel ? "kernel" : CommandKindName(c.info.kind);
+    const char* what = c.info.kind == CommandKind::kKernel ? "kernel" : "copy";
     const char* op = c.info.op != nullptr && c.info.op[0] != '\0' ? c.info.op : "no op";
     return fmt::format("trn {} '{}' ({}) failed on trn:{} stream {}: {}", what, c.info.name, op,
                        s.device_index(), s.id(), st.error);
@@ -591,7 +569,7 @@ void Event::Record(Stream& stream) {
   c.info.name = "event_record";
   c.point = std::move(point);
   if (trace::Wants(trace::RecordKind::kEventRecord, stream.device_index(), stream.id())) {
-    EmitHostSpan(trace::RecordKind::kEventRecord, "event_record", stream.device_index(),
+    EmitHostSpan(trace::RecordKind::kEventRecord, RuntimeCall::kEventRecord, stream.device_index(),
                  stream.id(), trace::Ticks());
   }
   stream.device().worker().Push(stream, std::move(c));
@@ -615,7 +593,7 @@ void Event::Synchronize() const {
   }
   if (start != 0 &&
       trace::Wants(trace::RecordKind::kSynchronize, p->device_index, p->stream->id())) {
-    EmitHostSpan(trace::RecordKind::kSynchronize, "event_synchronize", p->device_index,
+    EmitHostSpan(trace::RecordKind::kSynchronize, RuntimeCall::kEventSynchronize, p->device_index,
                  p->stream->id(), start);
   }
   if (!error.empty()) throw DeviceError(error);
@@ -681,7 +659,7 @@ void Enqueue(Stream& s, Command&& c) {
   if (host) {
     r = TraceRecordOf(c.info, s, c.correlation_id, c.launch_id);
     r.kind = host_kind;
-    r.name = copy ? CommandKindName(c.info.kind) : "launch";
+    r.name = RuntimeCallName(copy ? RuntimeCall::kMemcpyAsync : RuntimeCall::kLaunchKernel);
     r.start = trace::Ticks();
   }
   s.device().worker().Push(s, std::move(c));
@@ -705,7 +683,7 @@ void Stream::Memcpy(void* dst, const void* src, size_t bytes, CommandKind kind, 
                     std::shared_ptr<void> keepalive) {
   Command c;
   c.type = CommandType::kMemcpy;
-  c.info.name = CommandKindName(kind);
+  c.info.name = CopyName(kind);
   c.info.op = op != nullptr ? op : "";
   c.info.kind = kind;
   c.info.engine = Engine::kDma;
@@ -726,7 +704,7 @@ void Stream::WaitEvent(const Event& event) {
   c.info.name = "event_wait";
   c.point = std::move(p);
   if (trace::Wants(trace::RecordKind::kEventWait, device_index_, id_)) {
-    EmitHostSpan(trace::RecordKind::kEventWait, "event_wait", device_index_, id_,
+    EmitHostSpan(trace::RecordKind::kEventWait, RuntimeCall::kStreamWaitEvent, device_index_, id_,
                  trace::Ticks());
   }
   device_->worker().Push(*this, std::move(c));
@@ -758,7 +736,8 @@ void Stream::Synchronize() {
     error = Device::Worker::TakeError(*this);
   }
   if (start != 0 && trace::Wants(trace::RecordKind::kSynchronize, device_index_, id_)) {
-    EmitHostSpan(trace::RecordKind::kSynchronize, "stream_synchronize", device_index_, id_, start);
+    EmitHostSpan(trace::RecordKind::kSynchronize, RuntimeCall::kStreamSynchronize, device_index_,
+                 id_, start);
   }
   if (!error.empty()) throw DeviceError(error);
 }
@@ -881,7 +860,8 @@ void Device::Synchronize() {
     }
   }
   if (start != 0 && trace::Wants(trace::RecordKind::kSynchronize, index_, -1)) {
-    EmitHostSpan(trace::RecordKind::kSynchronize, "device_synchronize", index_, -1, start);
+    EmitHostSpan(trace::RecordKind::kSynchronize, RuntimeCall::kDeviceSynchronize, index_, -1,
+                 start);
   }
   if (failed > 1) {
     error += fmt::format(" (and {} more failed streams on trn:{})", failed - 1, index_);
@@ -920,7 +900,7 @@ Runtime::Runtime() : impl_(std::make_unique<Impl>()) {
   static std::once_flag fork_handler;
   std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, MarkForkedChild); });
   const char* cores = std::getenv("TRN_VISIBLE_CORES");
-  impl_->cores_spec = cores != nullptr ? cores : "0-1";
+  impl_->cores_spec = cores != nullptr ? cores : kDefaultVisibleCores;
   const std::vector<int> physical = ParseVisibleCores(impl_->cores_spec);
   const char* memory = std::getenv("TRN_DEVICE_MEMORY");
   const uint64_t capacity = memory != nullptr ? ParseMemorySize(memory) : uint64_t{4} << 30;
@@ -941,6 +921,8 @@ Runtime& Runtime::Get() {
 }
 
 int Runtime::device_count() const { return static_cast<int>(impl_->devices.size()); }
+
+const std::string& Runtime::visible_cores_spec() const { return impl_->cores_spec; }
 
 Device& Runtime::device(int index) {
   CheckNotForkedChild();
@@ -982,8 +964,6 @@ uint64_t Runtime::PendingCommandsAll() const {
 
 namespace {
 
-constexpr int kMaxVisibleCores = 64;
-
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
@@ -1000,16 +980,16 @@ bool ParseUnsigned(std::string_view s, T* out) {
 
 }  // namespace
 
-std::vector<int> Runtime::ParseVisibleCores(const std::string& spec) {
+std::vector<int> ParseIndexList(const std::string& spec, std::string_view what, int max_count) {
   auto fail = [&](const std::string& why) {
     return InvalidArgument(fmt::format(
-        "TRN_VISIBLE_CORES='{}' is invalid: {}. Expected physical core ids and ascending "
-        "ranges separated by commas, e.g. '0-1', '0,2', '3' or '0-1,4' (at most {} cores)",
-        spec, why, kMaxVisibleCores));
+        "{}='{}' is invalid: {}. Expected ids and ascending ranges separated by commas, e.g. "
+        "'0-1', '0,2', '3' or '0-1,4' (at most {} ids)",
+        what, spec, why, max_count));
   };
-  std::vector<int> cores;
+  std::vector<int> ids;
   std::string_view rest = spec;
-  if (Trim(rest).empty()) throw fail("no cores listed");
+  if (Trim(rest).empty()) throw fail("nothing listed");
   for (;;) {
     const size_t comma = rest.find(',');
     const std::string_view item = Trim(rest.substr(0, comma));
@@ -1023,22 +1003,28 @@ std::vector<int> Runtime::ParseVisibleCores(const std::string& spec) {
       ok = ParseUnsigned(Trim(item.substr(0, dash)), &lo) &&
            ParseUnsigned(Trim(item.substr(dash + 1)), &hi);
     }
-    if (!ok) throw fail(fmt::format("'{}' is not a core id or a range like '0-3'", item));
+    if (!ok) throw fail(fmt::format("'{}' is not an id or a range like '0-3'", item));
     if (hi < lo) throw fail(fmt::format("range '{}' is descending", item));
-    if (static_cast<int64_t>(hi) - lo + 1 + static_cast<int64_t>(cores.size()) >
-        kMaxVisibleCores) {
-      throw fail(fmt::format("more than {} cores", kMaxVisibleCores));
+    if (static_cast<int64_t>(hi) - lo + 1 + static_cast<int64_t>(ids.size()) > max_count) {
+      throw fail(fmt::format("more than {} ids", max_count));
     }
     for (int c = lo; c <= hi; ++c) {
-      if (std::find(cores.begin(), cores.end(), c) != cores.end()) {
-        throw fail(fmt::format("core {} is listed twice", c));
+      if (std::find(ids.begin(), ids.end(), c) != ids.end()) {
+        throw fail(fmt::format("{} is listed twice", c));
       }
-      cores.push_back(c);
+      ids.push_back(c);
     }
     if (comma == std::string_view::npos) break;
     rest.remove_prefix(comma + 1);
   }
-  return cores;
+  return ids;
+}
+
+static_assert(Runtime::kMaxVisibleCores <= trace::kMaxDevices,
+              "the tracer's device mask must cover every visible core");
+
+std::vector<int> Runtime::ParseVisibleCores(const std::string& spec) {
+  return ParseIndexList(spec, "TRN_VISIBLE_CORES", kMaxVisibleCores);
 }
 
 uint64_t Runtime::ParseMemorySize(const std::string& spec) {

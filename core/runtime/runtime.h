@@ -8,55 +8,29 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "core/common/error.h"
+#include "core/common/launch.h"
+#include "core/common/names.h"
 #include "core/common/tensor_ref.h"
 
 namespace trn::rt {
 
 // ---- Errors -----------------------------------------------------------------
-// Bad user input (device index, env variable, capacity) and device failures.
-// Broken invariants abort instead (TRN_ASSERT), they are never thrown.
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-class InvalidArgument : public Error {
- public:
-  using Error::Error;
-};
-class OutOfMemory : public Error {
- public:
-  using Error::Error;
-};
-// A command that failed on a core, reported at the next synchronizing call.
-class DeviceError : public Error {
- public:
-  using Error::Error;
-};
+// Note [Errors in core] (core/common/assert.h); the runtime's spelling of them.
+using ::trn::DeviceError;
+using ::trn::Error;
+using ::trn::InvalidArgument;
+using ::trn::OutOfMemory;
 
 // ---- Commands ---------------------------------------------------------------
-enum class Engine : uint8_t { kTensor, kVector, kScalar, kDma };
-enum class CommandKind : uint8_t { kKernel, kCopyH2D, kCopyD2H, kCopyD2D, kCopyH2H };
-
-const char* EngineName(Engine e);
-const char* CommandKindName(CommandKind k);
-
-// What the profiler needs about one launch. name and op are static strings
-// (string literals or entries of static tables): no allocation per launch.
-struct KernelInfo {
-  const char* name = "";  // kernel, e.g. "mul_f32"
-  const char* op = "";    // aten op that launched it, e.g. "aten::mul"
-  CommandKind kind = CommandKind::kKernel;
-  Engine engine = Engine::kVector;
-  uint64_t flops = 0;
-  uint64_t bytes_read = 0;
-  uint64_t bytes_written = 0;
-};
+// KernelInfo, Engine and CommandKind: core/common/launch.h; their names:
+// core/common/names.h.
 
 // Work executed on a core's worker thread. Captures keep inputs alive (e.g. a
 // host tensor of a non_blocking H2D copy) until the command has run; they are
@@ -289,12 +263,17 @@ class Runtime {
  public:
   static Runtime& Get();
   int device_count() const;
+  const std::string& visible_cores_spec() const;  // TRN_VISIBLE_CORES, or the default
   Device& device(int index);  // InvalidArgument naming the index and the count
   void SynchronizeAll();
   void WaitIdleAll();                  // Device::WaitIdle on every device
   uint64_t PendingCommandsAll() const;
 
-  // Parsers exposed for tests; throw InvalidArgument naming the value.
+  static constexpr const char* kDefaultVisibleCores = "0-1";
+  static constexpr int kMaxVisibleCores = 64;
+
+  // Parsers of the environment (exposed for tests and to Python); throw
+  // InvalidArgument naming the variable and the value.
   static std::vector<int> ParseVisibleCores(const std::string& spec);
   static uint64_t ParseMemorySize(const std::string& spec);
 
@@ -304,6 +283,13 @@ class Runtime {
   Runtime();
   std::unique_ptr<Impl> impl_;
 };
+
+// Ids and ascending ranges separated by commas ("0-1", "0,2", "3", "0-1,4"),
+// in the order listed: the grammar of TRN_VISIBLE_CORES and of ProfileConfig's
+// cores and streams. Throws InvalidArgument naming `what`='spec' for an id
+// that is not a whole number, a descending range, an id listed twice or more
+// than max_count ids.
+std::vector<int> ParseIndexList(const std::string& spec, std::string_view what, int max_count);
 
 // True in a child forked after the runtime started (Note [Fork]); device use
 // there throws DeviceError.

@@ -560,16 +560,23 @@ TEST_F(RuntimeTest, TasksHoldSmallLargeAndMoveOnlyCapturesUntilTheyRan) {
   EXPECT_TRUE(target == nullptr);
 }
 
-TEST(RuntimeNamesTest, EngineAndCommandKindNames) {
+// The names users see (Note [One name per thing]), spelled out independently.
+TEST(RuntimeNamesTest, EngineCopyAndRuntimeCallNames) {
   EXPECT_STREQ(EngineName(Engine::kTensor), "tensor");
   EXPECT_STREQ(EngineName(Engine::kVector), "vector");
   EXPECT_STREQ(EngineName(Engine::kScalar), "scalar");
   EXPECT_STREQ(EngineName(Engine::kDma), "dma");
-  EXPECT_STREQ(CommandKindName(CommandKind::kKernel), "kernel");
-  EXPECT_STREQ(CommandKindName(CommandKind::kCopyH2D), "copy_h2d");
-  EXPECT_STREQ(CommandKindName(CommandKind::kCopyD2H), "copy_d2h");
-  EXPECT_STREQ(CommandKindName(CommandKind::kCopyD2D), "copy_d2d");
-  EXPECT_STREQ(CommandKindName(CommandKind::kCopyH2H), "copy_h2h");
+  EXPECT_STREQ(CopyName(CommandKind::kCopyH2D), "Memcpy HtoD");
+  EXPECT_STREQ(CopyName(CommandKind::kCopyD2H), "Memcpy DtoH");
+  EXPECT_STREQ(CopyName(CommandKind::kCopyD2D), "Memcpy DtoD");
+  EXPECT_STREQ(CopyName(CommandKind::kCopyH2H), "Memcpy HtoH");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kLaunchKernel), "trnLaunchKernel");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kMemcpyAsync), "trnMemcpyAsync");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kStreamSynchronize), "trnStreamSynchronize");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kDeviceSynchronize), "trnDeviceSynchronize");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kEventSynchronize), "trnEventSynchronize");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kEventRecord), "trnEventRecord");
+  EXPECT_STREQ(RuntimeCallName(RuntimeCall::kStreamWaitEvent), "trnStreamWaitEvent");
 }
 
 TEST(RuntimeClockTest, NowNsIsUnixEpochNanoseconds) {
@@ -604,15 +611,26 @@ TEST(ParseVisibleCoresTest, RejectsBadSpecsNamingTheValue) {
       EXPECT_CONTAINS(err.what(), "'0-1', '0,2', '3' or '0-1,4'");
     }
   }
+  auto why = [](const char* spec) {
+    try {
+      Runtime::ParseVisibleCores(spec);
+    } catch (const InvalidArgument& err) {
+      return std::string(err.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_CONTAINS(why("3-1"), "range '3-1' is descending");
+  EXPECT_CONTAINS(why("0,1,0"), "0 is listed twice");
+  EXPECT_CONTAINS(why("0-64"), "more than 64 ids");
+}
+
+TEST(ParseIndexListTest, NamesWhatItParsesAndHonoursTheLimit) {
+  EXPECT_EQ(ParseIndexList("2,0-1", "streams", 3), (std::vector<int>{2, 0, 1}));
   try {
-    Runtime::ParseVisibleCores("3-1");
+    ParseIndexList("0-3", "ProfileConfig: streams", 3);
+    ADD_FAILURE() << "accepted four ids with a limit of three";
   } catch (const InvalidArgument& err) {
-    EXPECT_CONTAINS(err.what(), "descending");
-  }
-  try {
-    Runtime::ParseVisibleCores("0,1,0");
-  } catch (const InvalidArgument& err) {
-    EXPECT_CONTAINS(err.what(), "core 0 is listed twice");
+    EXPECT_CONTAINS(err.what(), "ProfileConfig: streams='0-3' is invalid: more than 3 ids");
   }
 }
 

@@ -52,13 +52,16 @@ TEST(RuntimeTrace, LaunchAndKernelShareALaunchIdAndTheCorrelation) {
   EXPECT_STREQ(kernel.name, "k1");
   EXPECT_STREQ(kernel.op, "aten::mul");
   EXPECT_EQ(kernel.flops, 100u);
-  EXPECT_EQ(kernel.engine, static_cast<uint8_t>(Engine::kTensor));
+  EXPECT_EQ(kernel.engine, Engine::kTensor);
+  EXPECT_STREQ(launch.name, "trnLaunchKernel");
   EXPECT_LE(launch.start, kernel.start) << "a kernel cannot start before it is launched";
   EXPECT_NE(launch.tid, kernel.tid) << "host and device records come from different threads";
 
   ASSERT_EQ(by_kind[trace::RecordKind::kMemcpy].size(), 1u);
   ASSERT_EQ(by_kind[trace::RecordKind::kCopy].size(), 1u);
   EXPECT_EQ(by_kind[trace::RecordKind::kCopy][0].bytes_read, 16u);
+  EXPECT_STREQ(by_kind[trace::RecordKind::kCopy][0].name, "Memcpy HtoD");
+  EXPECT_STREQ(by_kind[trace::RecordKind::kMemcpy][0].name, "trnMemcpyAsync");
   EXPECT_EQ(by_kind[trace::RecordKind::kCopy][0].launch_id,
             by_kind[trace::RecordKind::kMemcpy][0].launch_id);
 
@@ -67,7 +70,8 @@ TEST(RuntimeTrace, LaunchAndKernelShareALaunchIdAndTheCorrelation) {
   EXPECT_EQ(by_kind[trace::RecordKind::kAlloc][0].value, 1024);  // rounded to 512 B
   EXPECT_EQ(by_kind[trace::RecordKind::kAlloc][0].in_use, 1024);
   EXPECT_EQ(by_kind[trace::RecordKind::kFree][0].in_use, 0);
-  EXPECT_EQ(by_kind[trace::RecordKind::kSynchronize].size(), 1u);
+  ASSERT_EQ(by_kind[trace::RecordKind::kSynchronize].size(), 1u);
+  EXPECT_STREQ(by_kind[trace::RecordKind::kSynchronize][0].name, "trnDeviceSynchronize");
 }
 
 TEST(RuntimeTrace, NothingIsRecordedWithoutASession) {

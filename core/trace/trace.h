@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "core/common/launch.h"
+
 namespace trn::trace {
 
 enum class RecordKind : uint8_t {
@@ -48,7 +50,7 @@ struct Record {
   int64_t end = 0;                // == start for instants
   uint64_t correlation_id = 0;    // framework op that caused it (0: none)
   uint64_t launch_id = 0;         // flow id: launch -> kernel (0: none)
-  const char* name = "";          // static: kernel or API name
+  const char* name = "";          // static: as exported (core/common/names.h)
   const char* op = "";            // static: aten op
   uint64_t flops = 0;
   uint64_t bytes_read = 0;
@@ -59,8 +61,8 @@ struct Record {
   int16_t device = -1;
   int16_t stream = -1;
   RecordKind kind = RecordKind::kLaunch;
-  uint8_t engine = 0;             // rt::Engine
-  uint8_t command_kind = 0;       // rt::CommandKind
+  rt::Engine engine = rt::Engine::kTensor;
+  rt::CommandKind command_kind = rt::CommandKind::kKernel;
   uint8_t pad_[25] = {};
 };
 static_assert(sizeof(Record) == 128);

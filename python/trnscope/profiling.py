@@ -34,8 +34,7 @@ from trnscope import _C
 
 __all__ = ["ProfileConfig", "ProfileMode", "Profiler"]
 
-_MAX_STREAMS = 64  # the tracer's stream mask (core/trace/trace.h kMaxStreams)
-_ALL = (1 << 64) - 1
+_ALL = (1 << 64) - 1  # every bit of a tracer mask (device_mask, stream_mask)
 
 
 class ProfileMode(enum.Enum):
@@ -46,7 +45,7 @@ class ProfileMode(enum.Enum):
     MEMORY = "memory"  # allocator events; a memory-in-use counter track per core in trace.json
 
 
-_MODE_BITS = {ProfileMode.DEVICE: 1, ProfileMode.RUNTIME: 2, ProfileMode.MEMORY: 4}
+_MODE_BITS = {m: _C.profile_mode_bits[m.value] for m in ProfileMode}  # core/trace/trace.h
 
 _IndexSpec = None | int | str | Iterable[int]
 _INDEX_FORMS = 'None (all), an int, a string such as "0,1" or "0-3", or a list of ints'
@@ -65,27 +64,8 @@ def _parse_indices(
         )
     if isinstance(value, int):
         items = [value]
-    elif isinstance(value, str):
-        items = []
-        for part in value.split(","):
-            part = part.strip()
-            lo, sep, hi = part.partition("-")
-            try:
-                if not sep:
-                    items.append(int(part))
-                    continue
-                first, last = int(lo), int(hi)
-            except ValueError:
-                raise ValueError(
-                    f"ProfileConfig: {what}={value!r} is not understood (part {part!r}); "
-                    f"expected {_INDEX_FORMS}"
-                ) from None
-            if not lo.strip() or first > last:
-                raise ValueError(
-                    f"ProfileConfig: {what}={value!r} has an invalid range {part!r}; "
-                    f"expected {_INDEX_FORMS}"
-                )
-            items.extend(range(first, last + 1))
+    elif isinstance(value, str):  # TRN_VISIBLE_CORES' grammar, parsed by the runtime
+        items = _C.parse_index_list(value, f"ProfileConfig: {what}", _C.max_devices)
     else:
         items = list(value)
         for item in items:
@@ -168,7 +148,7 @@ class ProfileConfig:
             f"torch.trn.device_count() is {count} (set TRN_VISIBLE_CORES for more cores)",
         )
         self.streams = _parse_indices(
-            streams, "streams", _MAX_STREAMS, f"stream ids are 0..{_MAX_STREAMS - 1}"
+            streams, "streams", _C.max_streams, f"stream ids are 0..{_C.max_streams - 1}"
         )
         self.modes = _parse_modes(modes)
         if isinstance(max_events_per_core, bool) or not isinstance(max_events_per_core, int):
@@ -341,7 +321,7 @@ def _write_summary(folder: str) -> None:
 
 def _device_info() -> dict:
     count = torch.trn.device_count()
-    spec = os.environ.get("TRN_VISIBLE_CORES", "0-1")
+    spec = _C.visible_cores_spec()
     return {
         "count": count,
         "visible_cores": list(_C.parse_visible_cores(spec)),
