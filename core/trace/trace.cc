@@ -20,21 +20,6 @@ std::atomic<uint64_t> g_device_mask{0};
 std::atomic<uint64_t> g_stream_mask{0};
 }  // namespace detail
 
-const char* RecordKindName(RecordKind k) {
-  switch (k) {
-    case RecordKind::kLaunch: return "launch";
-    case RecordKind::kMemcpy: return "memcpy";
-    case RecordKind::kSynchronize: return "synchronize";
-    case RecordKind::kEventRecord: return "event_record";
-    case RecordKind::kEventWait: return "event_wait";
-    case RecordKind::kAlloc: return "alloc";
-    case RecordKind::kFree: return "free";
-    case RecordKind::kKernel: return "kernel";
-    case RecordKind::kCopy: return "copy";
-  }
-  return "?";
-}
-
 bool IsDeviceSide(RecordKind k) { return k == RecordKind::kKernel || k == RecordKind::kCopy; }
 
 uint32_t ModeOf(RecordKind k) {

@@ -33,7 +33,6 @@ enum class RecordKind : uint8_t {
   kKernel,        // a kernel ran (flow end)
   kCopy,          // a copy ran (flow end)
 };
-const char* RecordKindName(RecordKind k);
 bool IsDeviceSide(RecordKind k);
 
 // Which records a session keeps (ProfileConfig.modes).
