@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "core/common/error.h"
 #include "core/compiler/executor.h"
 #include "torch_bridge/bridge.h"
 #include "torch_bridge/device.h"
@@ -242,7 +243,7 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
   }
   try {
     return graph_.AddNode(std::move(node));
-  } catch (const std::invalid_argument& e) {
+  } catch (const trn::InvalidArgument& e) {
     TORCH_CHECK_VALUE(false, "trn compile: ", e.what());
   }
 }
@@ -250,7 +251,7 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
 void GraphBuilder::SetOutputs(std::vector<int> outputs) {
   try {
     graph_.SetOutputs(std::move(outputs));
-  } catch (const std::invalid_argument& e) {
+  } catch (const trn::InvalidArgument& e) {
     TORCH_CHECK_VALUE(false, "trn compile: ", e.what());
   }
 }
@@ -262,7 +263,7 @@ std::shared_ptr<CompiledProgram> CompileGraph(const GraphBuilder& builder, bool 
   try {
     compiled->program =
         std::make_shared<const compiler::Program>(compiler::Compile(builder.graph(), options));
-  } catch (const std::invalid_argument& e) {
+  } catch (const trn::InvalidArgument& e) {
     TORCH_CHECK_VALUE(false, "trn compile: ", e.what());
   }
   // Note [float64 policy] holds for compiled graphs too: each run counts

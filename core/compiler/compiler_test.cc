@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "core/common/error.h"
 #include "core/common/names.h"
 #include "core/compiler/executor.h"
 #include "core/compiler/graph.h"
@@ -796,7 +797,7 @@ TEST(CompilerTest, MalformedGraphsNameTheNode) {
     try {
       g.AddNode(n);
       ADD_FAILURE() << "no error for " << what;
-    } catch (const std::invalid_argument& e) {
+    } catch (const trn::InvalidArgument& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("node 1"), std::string::npos) << msg;
       EXPECT_NE(msg.find(what), std::string::npos) << msg;
@@ -828,7 +829,7 @@ TEST(CompilerTest, MalformedGraphsNameTheNode) {
   mm.inputs = {x, x};
   mm.meta = M(DType::kFloat32, {4, 5});
   expect_error(mm, "do not multiply");
-  EXPECT_THROW(g.SetOutputs({3}), std::invalid_argument);
+  EXPECT_THROW(g.SetOutputs({3}), trn::InvalidArgument);
 }
 
 TEST(CompilerTest, HashIgnoresSizesButNotOps) {

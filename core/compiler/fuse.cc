@@ -29,6 +29,7 @@
 #include <set>
 #include <stdexcept>
 
+#include "core/common/error.h"
 #include "core/compiler/kernel_graph.h"
 
 namespace trn::compiler::internal {
@@ -329,7 +330,7 @@ void Fuser::ResolveView(int id) {
   // kClone + view (Note [Views]): copy the source to a contiguous buffer.
   if (Numel(n.meta.sizes) != Numel(ir_.N(src).meta.sizes) ||
       n.meta.dtype != ir_.N(src).meta.dtype) {
-    throw std::invalid_argument(fmt::format(
+    throw trn::InvalidArgument(fmt::format(
         "trn compiler: node {} (view {}): sizes/strides/offset do not describe memory of its "
         "source (value {})",
         id, n.target, src));

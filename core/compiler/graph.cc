@@ -1,12 +1,13 @@
-// Graph construction with validation (bad input from the frontend gets an
-// std::invalid_argument naming the node), the structural hash and op names.
+// Graph construction with validation (bad input from the frontend gets a
+// trn::InvalidArgument naming the node), the structural hash and op names.
 #include "core/compiler/graph.h"
 
 #include <fmt/format.h>
 
 #include <bit>
 #include <cstring>
-#include <stdexcept>
+
+#include "core/common/error.h"
 
 namespace trn::compiler {
 
@@ -84,7 +85,7 @@ std::string Shape(const std::vector<int64_t>& s) {
 
 // Throws the frontend-facing error for node `index`.
 [[noreturn]] void Fail(size_t index, const Node& node, const std::string& problem) {
-  throw std::invalid_argument(fmt::format("trn compiler: node {} ({}{}{}): {}", index,
+  throw trn::InvalidArgument(fmt::format("trn compiler: node {} ({}{}{}): {}", index,
                                           OpName(node.op), node.target.empty() ? "" : " ",
                                           node.target, problem));
 }
@@ -129,7 +130,7 @@ bool Broadcasts(const std::vector<int64_t>& in, const std::vector<int64_t>& out)
 
 // Checks one node against the graph before it: input ids, arity, and the
 // shapes its op requires (reductions get their dims normalised). Throws
-// std::invalid_argument naming the node.
+// trn::InvalidArgument naming the node.
 class NodeCheck {
  public:
   NodeCheck(const std::vector<Node>& nodes, Node& node)
@@ -470,7 +471,7 @@ int Graph::AddNode(Node node) {
 void Graph::SetOutputs(std::vector<int> outputs) {
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (outputs[i] < 0 || static_cast<size_t>(outputs[i]) >= nodes_.size()) {
-      throw std::invalid_argument(fmt::format(
+      throw trn::InvalidArgument(fmt::format(
           "trn compiler: graph output {} refers to value {}, but only values 0..{} exist", i,
           outputs[i], static_cast<int64_t>(nodes_.size()) - 1));
     }

@@ -99,7 +99,7 @@ class Graph {
  public:
   int AddInput(const Meta& meta);
   // Validates inputs (ids exist, arity of the op, dims in range) and throws
-  // std::invalid_argument naming the node and the problem otherwise.
+  // trn::InvalidArgument naming the node and the problem otherwise.
   int AddNode(Node node);
   void SetOutputs(std::vector<int> outputs);
 

@@ -117,7 +117,7 @@ class Program {
   std::unique_ptr<Impl> impl_;
 };
 
-// Throws std::invalid_argument for a malformed graph (naming the node).
+// Throws trn::InvalidArgument for a malformed graph (naming the node).
 Program Compile(const Graph& graph, const CompileOptions& options = {});
 
 // Interned, never-freed copy of s: names stored in trace records outlive programs.

@@ -264,7 +264,7 @@ Status WriteDeviceTrace(const isa::Executable& exe, const model::Timeline& t,
                         const std::string& path, DeviceTraceStats* stats, uint64_t max_flows) {
   try {
     *stats = Writer(exe, t, path, max_flows).Run();
-  } catch (const std::runtime_error& e) {  // Sink's write errors
+  } catch (const Error& e) {  // Sink's write errors (Note [Errors in core])
     return Status::Error(e.what());
   }
   return Status::Ok();
