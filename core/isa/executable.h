@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,6 +71,21 @@ struct Executable {
 // Every allocation and instruction against the limits of Spec(target): a
 // message naming the instruction, the operand and the limit, or ok.
 Status Validate(const Executable& exe);
+
+// Validate in steps, for a caller that walks the program anyway: the simulator
+// checks each instruction as it issues it, one pass over memory instead of two.
+// CheckTables() first; an instruction's check assumes the tables passed.
+class Checker;
+class Validator {
+ public:
+  explicit Validator(const Executable& exe);
+  ~Validator();
+  Status CheckTables();               // tensors and allocations
+  Status CheckInstruction(size_t i);  // instruction i
+
+ private:
+  std::unique_ptr<Checker> checker_;
+};
 
 // The file's bytes, and back. Parse rejects another file type, a newer format
 // version, a truncated or corrupt file and anything Validate rejects, naming

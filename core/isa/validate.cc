@@ -27,11 +27,14 @@ constexpr int64_t kMaxFreeSize = int64_t{1} << 20;
 constexpr int64_t kMaxStride = int64_t{1} << 40;
 constexpr int64_t kMaxNumel = int64_t{1} << 48;
 
+}  // namespace
+
+// The checks behind Validate and Validator (Note in executable.h). One thread.
 class Checker {
  public:
   explicit Checker(const Executable& exe) : exe_(exe), spec_(Spec(exe.target)) {}
 
-  Status Run() {
+  Status CheckTables() {
     for (size_t i = 0; i < exe_.tensors.size(); ++i) {
       if (!CheckTensor(exe_.tensors[i])) {
         return Status::Error(fmt::format("tensor {} ('{}'): {}", i, exe_.tensors[i].name, error_));
@@ -43,14 +46,14 @@ class Checker {
             fmt::format("allocation {} ('{}'): {}", i, exe_.allocations[i].name, error_));
       }
     }
-    for (size_t i = 0; i < exe_.instructions.size(); ++i) {
-      const Instruction& ins = exe_.instructions[i];
-      if (!CheckInstruction(ins)) {
-        return Status::Error(fmt::format("instruction {} ({} on {}): {}", i, OpcodeName(ins.opcode),
-                                         EngineName(ins.engine), error_));
-      }
-    }
     return Status::Ok();
+  }
+
+  Status Check(size_t i) {
+    const Instruction& ins = exe_.instructions[i];
+    if (CheckInstruction(ins)) return Status::Ok();
+    return Status::Error(fmt::format("instruction {} ({} on {}): {}", i, OpcodeName(ins.opcode),
+                                     EngineName(ins.engine), error_));
   }
 
  private:
@@ -371,8 +374,18 @@ class Checker {
   std::string error_;
 };
 
-}  // namespace
+Validator::Validator(const Executable& exe) : checker_(std::make_unique<Checker>(exe)) {}
+Validator::~Validator() = default;
+Status Validator::CheckTables() { return checker_->CheckTables(); }
+Status Validator::CheckInstruction(size_t i) { return checker_->Check(i); }
 
-Status Validate(const Executable& exe) { return Checker(exe).Run(); }
+Status Validate(const Executable& exe) {
+  Validator v(exe);
+  if (Status s = v.CheckTables(); !s.ok()) return s;
+  for (size_t i = 0; i < exe.instructions.size(); ++i) {
+    if (Status s = v.CheckInstruction(i); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
 
 }  // namespace trn::isa

@@ -148,18 +148,34 @@ class Simulator {
         options_(o),
         t_(*out),
         tracker_(exe),
-        ns_per_byte_(1.0 / spec_.dma_engine_bytes_per_ns) {}
+        ns_per_byte_(1.0 / spec_.dma_engine_bytes_per_ns) {
+    for (int e = 0; e < isa::kNumEngines; ++e) {
+      ns_per_cycle_[e] = 1.0 / EngineGhz(static_cast<Engine>(e), spec_);
+    }
+  }
 
-  void Run() {
+  Status Run() {
     const size_t n = exe_.instructions.size();
+    isa::Validator validator(exe_);
+    if (Status s = validator.CheckTables(); !s.ok()) return s;
     Reset();
     t_.start_ns.resize(n);
     t_.end_ns.resize(n);
-    size_t dmas = 0;
-    for (const isa::Instruction& ins : exe_.instructions) dmas += ins.engine == Engine::kDma;
-    if (options_.record_transfers) t_.transfers.reserve(dmas * 4);
-    for (uint32_t i = 0; i < n; ++i) Issue(i);
+    engine_of_.resize(n);
+    first_.assign(exe_.allocations.size(), 1e300);
+    last_.assign(exe_.allocations.size(), -1);
+    spans_.clear();
+    // One pass: instructions are large (three tiles), so every extra walk over
+    // them is a walk through memory.
+    for (uint32_t i = 0; i < n; ++i) {
+      if (Status s = validator.CheckInstruction(i); !s.ok()) return s;
+      engine_of_[i] = exe_.instructions[i].engine;
+      Issue(i);
+      Touch(exe_.instructions[i], t_.start_ns[i], t_.end_ns[i]);
+      t_.total_ns = std::max(t_.total_ns, t_.end_ns[i]);
+    }
     Finish();
+    return Status::Ok();
   }
 
  private:
@@ -182,11 +198,11 @@ class Simulator {
 
   // Latency between producer p's end and consumer i's start.
   double Latency(uint32_t p, Engine consumer, DepKind kind) const {
-    const Engine producer = exe_.instructions[p].engine;
+    const Engine producer = engine_of_[p];  // not exe_.instructions[p]: a cache miss
     if (consumer == Engine::kDma) return 0;  // the trigger latency is added once
-    const double ghz = EngineGhz(consumer, spec_);
-    if (producer != consumer) return spec_.timing.cross_engine_latency_cycles / ghz;
-    return kind == DepKind::kRaw ? spec_.timing.dependent_latency_cycles / ghz : 0.0;
+    const double ns_per_cycle = ns_per_cycle_[static_cast<int>(consumer)];
+    if (producer != consumer) return spec_.timing.cross_engine_latency_cycles * ns_per_cycle;
+    return kind == DepKind::kRaw ? spec_.timing.dependent_latency_cycles * ns_per_cycle : 0.0;
   }
 
   double Ready(uint32_t i) {
@@ -208,6 +224,19 @@ class Simulator {
     return ready;
   }
 
+  // An allocation is held from its first access's start to its last access's end.
+  void Touch(const isa::Instruction& ins, double start, double end) {
+    const isa::Operands io = isa::OperandsOf(ins);
+    const isa::Tile* tiles[] = {io.writes_dst || io.reads_dst ? &ins.dst : nullptr,
+                                io.reads_src0 ? &ins.src0 : nullptr,
+                                io.reads_src1 || io.writes_src1 ? &ins.src1 : nullptr};
+    for (const isa::Tile* t : tiles) {
+      if (t == nullptr || t->memory == Memory::kHbm) continue;
+      first_[t->buffer] = std::min(first_[t->buffer], start);
+      last_[t->buffer] = std::max(last_[t->buffer], end);
+    }
+  }
+
   void Issue(uint32_t i) {
     const isa::Instruction& ins = exe_.instructions[i];
     const double ready = Ready(i);
@@ -217,7 +246,7 @@ class Simulator {
       return;
     }
     const Cost cost = ComputeCost(ins, spec_);
-    double dur = cost.cycles / EngineGhz(ins.engine, spec_);
+    double dur = cost.cycles * ns_per_cycle_[e];
     const double start = std::max(ready, engine_free_[e]);
     if (options_.tensor_throttle && ins.opcode == Opcode::kMultiplyMoving) {
       if (start - engine_free_[e] > spec_.timing.tensor_throttle_ramp_ns / 2) warm_ns_ = 0;
@@ -261,6 +290,7 @@ class Simulator {
       p = group_end;
     }
     const int64_t bytes = rows.row_bytes * rows.partitions;
+    spans_.emplace_back(std::min(start, end), end);
     t_.start_ns[i] = std::min(start, end);
     t_.end_ns[i] = end;
     t_.instruction_counts[static_cast<int>(Engine::kDma)] += 1;
@@ -270,15 +300,8 @@ class Simulator {
   }
 
   void Finish() {
-    for (double e : t_.end_ns) t_.total_ns = std::max(t_.total_ns, e);
     // DMA active time: the union of the dma_copy instructions' spans.
     std::vector<std::pair<double, double>>& spans = spans_;
-    spans.clear();
-    for (size_t i = 0; i < exe_.instructions.size(); ++i) {
-      if (exe_.instructions[i].engine == Engine::kDma) {
-        spans.emplace_back(t_.start_ns[i], t_.end_ns[i]);
-      }
-    }
     std::sort(spans.begin(), spans.end());
     double active = 0, lo = 0, hi = -1;
     for (const auto& [s, e] : spans) {
@@ -295,23 +318,11 @@ class Simulator {
     Occupancy();
   }
 
-  // An allocation holds its bytes from its first access's start to its last
-  // access's end.
+  // SBUF/PSUM held over time, from each allocation's first and last access (Touch).
   void Occupancy() {
     const size_t na = exe_.allocations.size();
-    std::vector<double> first(na, 1e300), last(na, -1);
-    for (size_t i = 0; i < exe_.instructions.size(); ++i) {
-      const isa::Instruction& ins = exe_.instructions[i];
-      const isa::Operands io = isa::OperandsOf(ins);
-      const isa::Tile* tiles[] = {io.writes_dst || io.reads_dst ? &ins.dst : nullptr,
-                                  io.reads_src0 ? &ins.src0 : nullptr,
-                                  io.reads_src1 || io.writes_src1 ? &ins.src1 : nullptr};
-      for (const isa::Tile* t : tiles) {
-        if (t == nullptr || t->memory == Memory::kHbm) continue;
-        first[t->buffer] = std::min(first[t->buffer], t_.start_ns[i]);
-        last[t->buffer] = std::max(last[t->buffer], t_.end_ns[i]);
-      }
-    }
+    const std::vector<double>& first = first_;
+    const std::vector<double>& last = last_;
     struct Event {
       double t;
       int64_t sbuf, psum;
@@ -347,15 +358,18 @@ class Simulator {
   double dma_free_[kDmaEngines] = {};
   double warm_ns_ = 0;
   const double ns_per_byte_;
-  std::vector<std::pair<double, double>> spans_;
+  double ns_per_cycle_[isa::kNumEngines];
+  std::vector<std::pair<double, double>> spans_;  // dma_copy instructions' [start, end]
+  std::vector<double> first_, last_;              // per allocation, Touch()
+  std::vector<Engine> engine_of_;                 // per instruction
 };
 
 }  // namespace
 
 Status Simulate(const isa::Executable& exe, const SimOptions& options, Timeline* out) {
-  if (Status s = isa::Validate(exe); !s.ok()) return s;
-  Simulator(exe, options, out).Run();
-  return Status::Ok();
+  Status s = Simulator(exe, options, out).Run();
+  if (!s.ok()) *out = Timeline{};  // no partial timeline of an invalid program
+  return s;
 }
 
 Metrics ComputeMetrics(const isa::Executable& exe, const Timeline& t) {

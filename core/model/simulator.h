@@ -71,7 +71,8 @@ struct Timeline {
   int64_t dma_count = 0;       // dma_copy instructions
 };
 
-// Simulates `exe` (which must pass isa::Validate) on its target.
+// Validates `exe` (isa::Validate's checks, instruction by instruction as it
+// goes) and simulates it on its target; on error *out is an empty Timeline.
 Status Simulate(const isa::Executable& exe, const SimOptions& options, Timeline* out);
 
 // Neuron's summary metrics (reference/neuroncore.md, "How Neuron's tools define
