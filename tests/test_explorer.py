@@ -139,6 +139,20 @@ def make_bytes(b):
 
 
 @needs_chromium
+def test_counter_lanes_are_drawn_once(tmp_path):
+    # The analyzer lists each counter among the timeline's lanes (kind "counter") and in
+    # "counters": the page draws it once, as a counter track, not also as an empty row.
+    doc = copy.deepcopy(SAMPLE)
+    tl = doc["runs"][0]["timeline"]
+    tl["lanes"] += [{"name": c["name"], "kind": "counter"} for c in tl["counters"]]
+    result, console = run_page(tmp_path, doc)
+    assert console == []
+    check_ok(result)
+    got = result["checks"]["timeline"]
+    assert got["event_lanes"] == [l["name"] for l in tl["lanes"] if l["kind"] != "counter"]
+    assert got["counter_tracks"] == [c["name"] for c in tl["counters"]]
+
+
 def test_no_data_page(tmp_path):
     result, console = run_page(tmp_path, None, name="template.html")
     assert console == []
