@@ -24,26 +24,6 @@ E Parse(bool (*parse)(std::string_view, E*), const std::string& name, const char
   return v;
 }
 
-bool ParseDType(std::string_view name, DType* out) {
-  for (int v = 0; v <= static_cast<int>(DType::kBool); ++v) {
-    if (name == DTypeName(static_cast<DType>(v))) {
-      *out = static_cast<DType>(v);
-      return true;
-    }
-  }
-  return false;
-}
-
-bool ParseKind(std::string_view name, isa::TensorKind* out) {
-  for (int v = 0; v <= static_cast<int>(isa::TensorKind::kInternal); ++v) {
-    if (name == isa::TensorKindName(static_cast<isa::TensorKind>(v))) {
-      *out = static_cast<isa::TensorKind>(v);
-      return true;
-    }
-  }
-  return false;
-}
-
 // (memory, dtype, buffer, partition_start, partitions, partition_stride,
 //  offset, sizes, strides) or None.
 isa::Tile TileOf(const py::handle& h) {
@@ -84,7 +64,7 @@ isa::Executable Build(const py::dict& p) {
   for (const py::handle& h : p["tensors"]) {
     const py::tuple x = h.cast<py::tuple>();
     exe.tensors.push_back(
-        {x[0].cast<std::string>(), Parse(ParseKind, x[1].cast<std::string>(), "tensor kind"),
+        {x[0].cast<std::string>(), Parse(isa::ParseTensorKind, x[1].cast<std::string>(), "tensor kind"),
          Parse(ParseDType, x[2].cast<std::string>(), "dtype"), x[3].cast<std::vector<int64_t>>()});
   }
   for (const py::handle& h : p["allocations"]) {
@@ -129,8 +109,9 @@ isa::Executable Build(const py::dict& p) {
 py::object Run(const py::dict& program, const std::string& save_path, const std::string& trace_path,
                bool tensor_throttle, bool simulate) {
   const isa::Executable exe = Build(program);
-  if (!simulate) {
-    if (Status s = isa::Validate(exe); !s.ok()) throw py::value_error(s.error);
+  if (!simulate) {  // validate, and save when asked (Save validates)
+    const Status s = save_path.empty() ? isa::Validate(exe) : isa::Save(exe, save_path);
+    if (!s.ok()) throw py::value_error(s.error);
     return py::none();
   }
   model::SimOptions options;
@@ -183,7 +164,7 @@ void BindDeviceModel(py::module_& m) {
   m.def("_device_model_run", &Run, py::arg("program"), py::arg("save_path") = "",
         py::arg("trace_path") = "", py::arg("tensor_throttle") = false, py::arg("simulate") = true,
         "Build, validate and simulate an engine program (trnscope.nki); optionally save the "
-        "executable and write the device trace. simulate=False only validates.");
+        "executable and write the device trace. simulate=False only validates (and saves).");
 }
 
 }  // namespace trn::bridge

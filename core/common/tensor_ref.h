@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace trn {
 
@@ -44,6 +45,17 @@ inline const char* DTypeName(DType d) {
     case DType::kBool: return "bool";
   }
   return "?";
+}
+
+// The DType named `name` (DTypeName's names); false if there is none.
+inline bool ParseDType(std::string_view name, DType* out) {
+  for (int v = 0; v <= static_cast<int>(DType::kBool); ++v) {
+    if (name == DTypeName(static_cast<DType>(v))) {
+      *out = static_cast<DType>(v);
+      return true;
+    }
+  }
+  return false;
 }
 
 inline bool IsFloating(DType d) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/export/json_sink.h"
+#include "core/isa/inspect.h"
 #include "core/isa/target.h"
 #include "core/model/cost.h"
 
@@ -128,15 +129,6 @@ class Writer {
   }
   void CloseSlice() { sink_.Raw("}}"); }
 
-  std::string Operand(const isa::Tile& t) const {
-    const std::string& buffer = t.memory == isa::Memory::kHbm ? exe_.tensors[t.buffer].name
-                                                              : exe_.allocations[t.buffer].name;
-    std::string shape = fmt::format("{}", t.partitions);
-    for (int d = 0; d < t.ndim; ++d) shape += fmt::format(", {}", t.sizes[d]);
-    return fmt::format("{} {}[{}] {}", isa::MemoryName(t.memory), buffer, shape,
-                       DTypeName(t.dtype));
-  }
-
   void Field(const char* key, std::string_view value) {
     sink_.Raw(fmt::format(",\"{}\":", key));
     sink_.Str(value);
@@ -147,9 +139,9 @@ class Writer {
     const isa::Instruction& ins = exe_.instructions[i];
     const isa::Operands io = isa::OperandsOf(ins);
     sink_.Raw(fmt::format("\"instruction\":{},\"engine\":\"{}\"", i, isa::EngineName(ins.engine)));
-    if (io.writes_dst || io.reads_dst) Field("dst", Operand(ins.dst));
-    if (io.reads_src0) Field("src0", Operand(ins.src0));
-    if (io.reads_src1 || io.writes_src1) Field("src1", Operand(ins.src1));
+    if (io.writes_dst || io.reads_dst) Field("dst", isa::FormatOperand(exe_, ins.dst));
+    if (io.reads_src0) Field("src0", isa::FormatOperand(exe_, ins.src0));
+    if (io.reads_src1 || io.writes_src1) Field("src1", isa::FormatOperand(exe_, ins.src1));
     if (ins.source == isa::kNone) return;
     const isa::SourceLoc& src = exe_.sources[ins.source];
     if (!src.file.empty()) Field("source", fmt::format("{}:{}", src.file, src.line));

@@ -41,6 +41,16 @@ const char* TensorKindName(TensorKind k) {
   return "";
 }
 
+bool ParseTensorKind(std::string_view name, TensorKind* out) {
+  for (int v = 0; v <= static_cast<int>(TensorKind::kInternal); ++v) {
+    if (name == TensorKindName(static_cast<TensorKind>(v))) {
+      *out = static_cast<TensorKind>(v);
+      return true;
+    }
+  }
+  return false;
+}
+
 int64_t TensorDecl::numel() const {
   int64_t n = 1;
   for (int64_t s : shape) n *= s;

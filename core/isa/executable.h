@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/common/tensor_ref.h"
@@ -18,6 +19,7 @@ namespace trn::isa {
 
 enum class TensorKind : uint8_t { kInput, kOutput, kInternal };
 const char* TensorKindName(TensorKind k);  // "input", "output", "internal"
+bool ParseTensorKind(std::string_view name, TensorKind* out);
 
 // An HBM tensor, dense row-major.
 struct TensorDecl {

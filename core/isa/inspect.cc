@@ -7,9 +7,8 @@
 #include "core/isa/target.h"
 
 namespace trn::isa {
-namespace {
 
-std::string Operand(const Executable& exe, const Tile& t) {
+std::string FormatOperand(const Executable& exe, const Tile& t) {
   const std::string& buffer =
       t.memory == Memory::kHbm ? exe.tensors[t.buffer].name : exe.allocations[t.buffer].name;
   std::string shape = fmt::format("{}", t.partitions);
@@ -23,6 +22,8 @@ std::string Operand(const Executable& exe, const Tile& t) {
   return s;
 }
 
+namespace {
+
 std::string Shape(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", shape[i]);
@@ -34,9 +35,9 @@ std::string Shape(const std::vector<int64_t>& shape) {
 std::string FormatInstruction(const Executable& exe, const Instruction& ins) {
   std::string s = OpcodeName(ins.opcode);
   const Operands io = OperandsOf(ins);
-  if (io.writes_dst || io.reads_dst) s += " dst=" + Operand(exe, ins.dst);
-  if (io.reads_src0) s += " src0=" + Operand(exe, ins.src0);
-  if (io.reads_src1 || io.writes_src1) s += " src1=" + Operand(exe, ins.src1);
+  if (io.writes_dst || io.reads_dst) s += " dst=" + FormatOperand(exe, ins.dst);
+  if (io.reads_src0) s += " src0=" + FormatOperand(exe, ins.src0);
+  if (io.reads_src1 || io.writes_src1) s += " src1=" + FormatOperand(exe, ins.src1);
   switch (ins.opcode) {
     case Opcode::kTensorTensor:
     case Opcode::kTensorReduce:

@@ -110,7 +110,7 @@ class DeviceProfile:
         """Writes the executable artifact (`trnscope inspect` / `device-profile` read it)."""
         from trnscope import _C
 
-        _C._device_model_run(self._program, save_path=str(path), tensor_throttle=self._throttle)
+        _C._device_model_run(self._program, save_path=str(path), simulate=False)
         return str(path)
 
     def export_trace(self, path: str) -> str:
