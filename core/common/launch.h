@@ -7,9 +7,11 @@
 
 #include <cstdint>
 
+#include "core/common/engine.h"
+
 namespace trn::rt {
 
-enum class Engine : uint8_t { kTensor, kVector, kScalar, kDma };
+using ::trn::Engine;  // core/common/engine.h
 enum class CommandKind : uint8_t { kKernel, kCopyH2D, kCopyD2H, kCopyD2D, kCopyH2H };
 
 // What the profiler needs about one launch. name and op are static strings

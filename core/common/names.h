@@ -53,15 +53,7 @@ inline const char* CopyName(CommandKind k) {
   return "Memcpy";
 }
 
-inline const char* EngineName(Engine e) {
-  switch (e) {
-    case Engine::kTensor: return "tensor";
-    case Engine::kVector: return "vector";
-    case Engine::kScalar: return "scalar";
-    case Engine::kDma: return "dma";
-  }
-  return "?";
-}
+using ::trn::EngineName;  // core/common/engine.h
 
 // trace.json categories (torch.profiler's own, where it has one) and lanes.
 inline constexpr const char* kRuntimeCategory = "trn_runtime";

@@ -15,13 +15,6 @@ const char* TargetName(Target v) {
   return kNames[static_cast<size_t>(v)];
 }
 
-const char* EngineName(Engine v) {
-  static constexpr const char* kNames[] = {"tensor", "vector", "scalar", "gpsimd", "sync", "dma"};
-  static_assert(std::size(kNames) == static_cast<size_t>(Engine::kDma) + 1);
-  TRN_ASSERT(static_cast<size_t>(v) < std::size(kNames), "unknown Engine");
-  return kNames[static_cast<size_t>(v)];
-}
-
 const char* MemoryName(Memory v) {
   static constexpr const char* kNames[] = {"hbm", "sbuf", "psum"};
   static_assert(std::size(kNames) == static_cast<size_t>(Memory::kPsum) + 1);
@@ -72,9 +65,6 @@ bool ParseName(std::string_view name, E last, const char* (*name_of)(E), E* out)
 
 }  // namespace
 
-bool ParseEngine(std::string_view n, Engine* out) {
-  return ParseName(n, Engine::kDma, EngineName, out);
-}
 bool ParseMemory(std::string_view n, Memory* out) {
   return ParseName(n, Memory::kPsum, MemoryName, out);
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "core/common/engine.h"
 #include "core/common/tensor_ref.h"
 
 namespace trn::isa {
@@ -15,9 +16,12 @@ namespace trn::isa {
 // A modelled core version. NC-v2 = Trn1, NC-v3 = Trn2 (target.h has their sizes).
 enum class Target : uint8_t { kTrn1, kTrn2 };
 
-// The engines of one NeuronCore, each with its own in-order instruction stream.
-enum class Engine : uint8_t { kTensor, kVector, kScalar, kGpSimd, kSync, kDma };
-inline constexpr int kNumEngines = 6;
+// The engines of one NeuronCore, each with its own in-order instruction stream
+// (core/common/engine.h, shared with the host-side runtime).
+using ::trn::Engine;
+using ::trn::EngineName;
+using ::trn::kNumEngines;
+using ::trn::ParseEngine;
 
 enum class Memory : uint8_t { kHbm, kSbuf, kPsum };
 
@@ -79,13 +83,11 @@ enum class ActivationFunc : uint8_t {
 };
 
 const char* TargetName(Target t);   // "trn1", "trn2"
-const char* EngineName(Engine e);   // "tensor", "vector", "scalar", "gpsimd", "sync", "dma"
 const char* MemoryName(Memory m);   // "hbm", "sbuf", "psum"
 const char* OpcodeName(Opcode op);  // NKI's names: "nc_matmul", "tensor_tensor", ...
 const char* AluOpName(AluOp op);
 const char* ActivationFuncName(ActivationFunc f);
 // The value with that name (the names above); false if there is none.
-bool ParseEngine(std::string_view name, Engine* out);
 bool ParseMemory(std::string_view name, Memory* out);
 bool ParseOpcode(std::string_view name, Opcode* out);
 bool ParseAluOp(std::string_view name, AluOp* out);
