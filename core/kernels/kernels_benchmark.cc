@@ -175,6 +175,9 @@ void BM_GemmLinear(benchmark::State& state) {
 BENCHMARK(BM_GemmLinear)
     ->ArgsProduct({{1, 4, 16}, {4096}, {4096}, {0, 1}})
     ->ArgsProduct({{128}, {256, 1024}, {256, 1024}, {0, 1}})
+    // The bench models' linears (bench/bench_models.py, size "bench": M = 2 x 64).
+    ->ArgsProduct({{128}, {256}, {128, 512, 688, 768}, {1}})
+    ->ArgsProduct({{128}, {688}, {256}, {1}})
     ->ArgsProduct({{1024}, {1024}, {1024}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
