@@ -341,6 +341,7 @@ class Simulator {
     // times per copy and was the simulator's hottest line).
     static_assert((kDmaEngines & (kDmaEngines - 1)) == 0, "a power of two");
     const int per = spec_.timing.dma_partitions_per_engine;
+    const bool record = options_.record_transfers;
     const int end_row = rows.first + rows.partitions;
     double start = 1e300, end = ready;
     int p = rows.first;
@@ -348,15 +349,15 @@ class Simulator {
       const int group_end = std::min((g + 1) * per, end_row);
       const int q = g & (kDmaEngines - 1);
       const int n = group_end - p;
-      const double s = std::max(ready, dma_free_[q]);
+      const double s = ready > dma_free_[q] ? ready : dma_free_[q];
       const double e = s + n * row_ns;
       dma_free_[q] = e;
-      if (options_.record_transfers) {
+      start = s < start ? s : start;
+      end = e > end ? e : end;
+      if (record) {
         t_.transfers.push_back(
             {i, static_cast<uint8_t>(q), n * rows.row_bytes, n * rows.runs_per_row, s, e});
       }
-      start = std::min(start, s);
-      end = std::max(end, e);
       p = group_end;
     }
     const int64_t bytes = rows.row_bytes * rows.partitions;
