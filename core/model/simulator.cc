@@ -348,7 +348,8 @@ class Simulator {
     r.covered = std::max(r.covered, end);
   }
 
-  void IssueDma(uint32_t i, double ready) {
+  // Not inlined: inside Issue its loop ran out of registers and spilled.
+  [[gnu::noinline]] void IssueDma(uint32_t i, double ready) {
     const isa::Instruction& ins = exe_.instructions[i];
     TRN_ASSERT(spec_.dma_queues == kDmaEngines, "a core has 16 DMA engines");
     const DmaRows rows = PlanDma(ins, exe_);
