@@ -46,7 +46,8 @@ Cost ComputeCost(const isa::Instruction& ins, const isa::TargetSpec& spec) {
     case Opcode::kLoadStationary:
       // M cycles (4x for fp32): "up to 4x cheaper" than the N = 512 matmuls that
       // follow it; the basic matmul tutorial's Tensor time, 34.82 ms for 32,768
-      // loads + matmuls, is 1,063 ns each = 853 (matmul) + 213 (this, M = 128 fp32).
+      // loads + matmuls, is 1,063 ns each = 853 (matmul) + 213 (this, M = 128 fp32):
+      // there the loads cannot hide beside the multiplies (Note [Tensor engine rows]).
       c.cycles = std::max(min_ii, n);
       if (ins.src0.dtype == DType::kFloat32) c.cycles *= 4;
       break;
