@@ -15,6 +15,17 @@ is gone (Python dropped the last reference) is reused once four blocks of its
 size exist, oldest first, so a loop's tiles rotate through four buffers and
 loads run ahead of compute. The program goes to C++ (`_C._device_model_run`) to
 be validated, simulated, saved and traced.
+
+Note [SBUF spill]
+NKI's compiler spills when a kernel's live tiles exceed SBUF (the matmul tutorial's
+"blocked free dims" step holds ~320 KiB per partition against 224 KiB). So does the
+tracer: when a new SBUF block does not fit and no freed block of its size is left,
+the least-recently-used live tile of the same size is stored by DMA to an HBM
+tensor of kind "internal" (named spillN) and its block goes to the new tile; the
+next instruction that touches the spilled tile first reloads it by DMA into a
+block of its own. These DMAs carry the source ops "spill store" / "spill reload",
+and the trace counts their bytes (`DeviceProfile.spill_bytes`). Only a single tile
+larger than SBUF, or a block no live tile of its size can free, is an error.
 """
 
 from __future__ import annotations
@@ -91,6 +102,7 @@ class Allocator:
         self.top = 0
         self.count = collections.Counter()  # blocks per size
         self.free = collections.defaultdict(collections.deque)
+        self.live = {}  # allocation index -> weakref of the tile holding it (SBUF)
 
     def take(self, nbytes: int) -> tuple[int, bool]:
         """(allocation index, whether it is a fresh block)."""
@@ -101,12 +113,20 @@ class Allocator:
                     "bank (512 float32); tile the free dim"
                 )
             nbytes = _PSUM_BANK  # one bank per tile, bank-aligned
+        elif nbytes > self.capacity:
+            raise NkiError(
+                f"nki: SBUF overflow: a single tile of {nbytes} bytes per partition is larger "
+                f"than SBUF ({self.capacity} bytes per partition on {self.trace.target})"
+            )
         free = self.free[nbytes]
         if free and self.count[nbytes] >= _REUSE_AFTER:
             return free.popleft(), False
         if self.top + nbytes > self.capacity:
             if free:
                 return free.popleft(), False
+            victim = self._victim(nbytes) if self.memory == "sbuf" else None
+            if victim is not None:  # Note [SBUF spill]
+                return self.trace.spill(victim), False
             kind = "SBUF" if self.memory == "sbuf" else "PSUM"
             raise NkiError(
                 f"nki: {kind} overflow: a tile of {nbytes} bytes per partition does not fit; "
@@ -120,12 +140,30 @@ class Allocator:
         self.count[nbytes] += 1
         return index, True
 
+    def _victim(self, nbytes: int):
+        """The least-recently-used live tile holding a block of `nbytes`, not in use by
+        the instruction being emitted."""
+        best = None
+        for index, ref in self.live.items():
+            t = ref()
+            if t is None or self.trace.allocations[index][5] != nbytes or t in self.trace.pinned:
+                continue
+            if best is None or t.last_use < best.last_use:
+                best = t
+        return best
+
+    def hold(self, index: int, tile) -> None:
+        if self.memory == "sbuf":
+            self.live[index] = weakref.ref(tile)
+
     def give_back(self, index: int) -> None:
+        self.live.pop(index, None)
         self.free[self.trace.allocations[index][5]].append(index)
 
     def cancel(self, index: int, fresh: bool) -> None:
         """Undoes take() for a tile no instruction uses (a retargeted temporary)."""
         nbytes = self.trace.allocations[index][5]
+        self.live.pop(index, None)
         if fresh and index == len(self.trace.allocations) - 1:
             self.trace.allocations.pop()
             self.top -= nbytes
@@ -146,6 +184,42 @@ class Trace:
         self.sbuf = Allocator(self, "sbuf", _SBUF_BYTES[target])
         self.psum = Allocator(self, "psum", _PSUM_BYTES)
         self.dma_queue = 0
+        self.tick = 0  # instructions emitted: a tile's last use, for spilling
+        self.pinned = set()  # tiles the instruction being emitted uses (never spilled for it)
+        self.spill_bytes = {"store": 0, "reload": 0}
+        self._spill_tensors = 0
+
+    def spill(self, tile) -> int:
+        """Stores `tile` to its HBM spill tensor and frees its block, which it returns."""
+        if tile.spill_tensor is None:
+            tile.spill_tensor = Tensor(self, f"spill{self._spill_tensors}", "internal", tile.shape,
+                                       tile.dtype, numerics=False)
+            self._spill_tensors += 1
+        self.emit("dma_copy", "dma", dst=tile.spill_tensor.view, src0=tile.full, op="spill store")
+        self.spill_bytes["store"] += tile.nbytes
+        index = tile.alloc
+        tile._finalizer.detach()
+        tile._allocator.live.pop(index, None)
+        tile.alloc, tile.spilled = None, True
+        return index
+
+    def reload(self, tile) -> None:
+        tile.alloc, _ = tile._allocator.take(tile.nbytes // tile.shape[0])
+        tile._allocator.hold(tile.alloc, tile)
+        tile._finalizer = weakref.finalize(tile, tile._allocator.give_back, tile.alloc)
+        tile.spilled = False
+        self.emit("dma_copy", "dma", dst=tile.full, src0=tile.spill_tensor.view, op="spill reload")
+        self.spill_bytes["reload"] += tile.nbytes
+
+    def _touch(self, operands) -> None:
+        """Marks the operands' tiles used now, reloading any that were spilled."""
+        roots = [r for r in (_root(x) for x in operands) if r is not None]
+        self.pinned.update(roots)
+        for r in roots:
+            r.last_use = self.tick
+        for r in roots:
+            if r.spilled:
+                self.reload(r)
 
     def program(self) -> dict:
         return {
@@ -171,6 +245,18 @@ class Trace:
 
     def emit(self, opcode, engine, dst=None, src0=None, src1=None, op0="bypass", op1="bypass",
              func="copy", accumulate=False, imm0=0.0, imm1=0.0, op="") -> int:
+        self.tick += 1
+        outer = not self.pinned
+        try:
+            self._touch((dst, src0, src1))
+            return self._append(opcode, engine, dst, src0, src1, op0, op1, func, accumulate, imm0,
+                                imm1, op)
+        finally:
+            if outer:
+                self.pinned.clear()
+
+    def _append(self, opcode, engine, dst, src0, src1, op0, op1, func, accumulate, imm0, imm1,
+                op) -> int:
         queue = 0
         if engine == "dma":
             queue, self.dma_queue = self.dma_queue, (self.dma_queue + 1) % 16
@@ -185,11 +271,12 @@ class Trace:
 class Tensor:
     """An HBM tensor: a kernel argument, or an `nl.ndarray(buffer=nl.shared_hbm)`."""
 
-    def __init__(self, trace: Trace, name: str, kind: str, shape, dtype: DType, data=None):
+    def __init__(self, trace: Trace, name: str, kind: str, shape, dtype: DType, data=None,
+                 numerics=True):
         self.trace, self.name, self.shape, self.dtype = trace, name, tuple(int(s) for s in shape), dtype
         self.index = len(trace.tensors)
         trace.tensors.append((name, kind, dtype.name, list(self.shape)))
-        if trace.numerics:
+        if trace.numerics and numerics:
             self.data = dtype.cast(data) if data is not None else np.zeros(self.shape, dtype.np)
         else:
             self.data = None
@@ -270,11 +357,15 @@ class Tile:
         self.trace, self.shape, self.dtype, self.memory = trace, shape, dtype, memory
         free = int(np.prod(shape[1:]))
         self._allocator = trace.sbuf if memory == "sbuf" else trace.psum
+        self.nbytes = shape[0] * free * dtype.itemsize
+        self.spilled, self.spill_tensor, self.last_use = False, None, trace.tick
         self.alloc, self._fresh = self._allocator.take(free * dtype.itemsize)
+        self._allocator.hold(self.alloc, self)
         self._finalizer = weakref.finalize(self, self._allocator.give_back, self.alloc)
         self.data = np.zeros(shape, dtype.np) if trace.numerics else None
         self.producer = None  # the instruction that wrote this tile, while it may be retargeted
         self.pending_zero = False  # nl.zeros on PSUM: the first matmul overwrites instead
+        self.matmul_written = False  # nc_matmul(dst=) overwrites until the first write
 
     def discard(self, moved_to: TileView) -> None:
         """This temporary's only writer now writes `moved_to` (same shape): free its
@@ -345,13 +436,22 @@ class TileView:
 
         t = self.tile
         if isinstance(value, Tile) and value.producer is not None:
-            if value.producer == len(t.trace.instructions) - 1 and value.shape == self.shape:
+            last = value.producer == len(t.trace.instructions) - 1
+            if last and value.shape == self.shape and not _root(t).spilled:
                 t.trace.instructions[value.producer][11] = self.desc()  # write here instead
                 if t.trace.numerics:
                     t.data[self.slices()] = value.data
                 value.discard(self)
                 return
         nisa.tensor_copy(value, dst=self)
+
+
+def _root(x):
+    """The tile holding operand x's storage (following moved temporaries), or None."""
+    t = x.tile if isinstance(x, TileView) else x if isinstance(x, Tile) else None
+    while t is not None and t.alloc is None and not t.spilled:
+        t = t._moved_to.tile
+    return t
 
 
 def as_view(x, what: str):
