@@ -290,8 +290,9 @@ class Tensor:
         return HbmView(self, tuple((0, s) for s in self.shape))
 
 
-def _region(shape, key, what) -> tuple:
-    """((start, size) per dim) of a basic index (ints, slices with step 1, Ellipsis)."""
+def _region(shape, key, what, ints=None) -> tuple:
+    """((start, size) per dim) of a basic index (ints, slices with step 1, Ellipsis); the
+    dims indexed by an int are appended to `ints`."""
     if not isinstance(key, tuple):
         key = (key,)
     if any(k is Ellipsis for k in key):
@@ -311,6 +312,8 @@ def _region(shape, key, what) -> tuple:
             if not -n <= k < n:
                 raise NkiError(f"nki: index {k} is out of range for dim {d} of size {n}")
             region.append((int(k) % n, 1))
+            if ints is not None:
+                ints.append(d)
         else:
             raise UnsupportedError(f"nki: index {k!r} (only ints, slices and ... are supported)")
     return tuple(region)
@@ -374,7 +377,7 @@ class Tile:
         self._allocator.cancel(self.alloc, self._fresh)
         self.alloc, self._moved_to, self.producer = None, moved_to, None
         if self.data is not None:
-            self.data = moved_to.tile.data[moved_to.slices()]  # a numpy view: aliases it
+            self.data = moved_to.tile.data[moved_to.slices()].reshape(self.shape)  # a view
 
     def desc(self, region=None):
         region = region or tuple((0, s) for s in self.shape)
@@ -388,7 +391,17 @@ class Tile:
                 [s for _, s in region[1:]], strides)
 
     def __getitem__(self, key) -> TileView:
-        return TileView(self, _region(self.shape, key, "a tile"))
+        ints = []
+        region = _region(self.shape, key, "a tile", ints)
+        return TileView(self, region, tuple(d for d in ints if d > 0))
+
+    def reshape(self, shape) -> Tile:
+        """The same storage seen as `shape` (the partition dim stays)."""
+        shape = tuple(int(s) for s in shape)
+        if shape[0] != self.shape[0] or int(np.prod(shape)) != int(np.prod(self.shape)):
+            raise NkiError(f"nki: cannot reshape a tile of shape {list(self.shape)} to "
+                           f"{list(shape)} (the partition dim and the size must stay)")
+        return _Alias(self, shape)
 
     def __setitem__(self, key, value) -> None:
         view = self[key]
@@ -415,12 +428,25 @@ class Tile:
         return TileView(self, tuple((0, s) for s in self.shape))
 
 
-class TileView:
-    """A rectangular part of a tile (partition range x free ranges)."""
+class _Alias(Tile):
+    """A reshaped tile: another shape over its base's storage (no block of its own)."""
 
-    def __init__(self, tile: Tile, region):
+    def __init__(self, base: Tile, shape):  # noqa: super().__init__ would allocate
+        self._base, self.trace, self.shape, self.dtype = base, base.trace, shape, base.dtype
+        self.memory, self.nbytes, self.producer = base.memory, base.nbytes, None
+        self.data = base.data.reshape(shape) if base.data is not None else None
+
+    alloc = property(lambda self: self._base.alloc)
+    spilled = property(lambda self: self._base.spilled)
+
+
+class TileView:
+    """A rectangular part of a tile (partition range x free ranges); dims indexed by an
+    int (`dropped`) are left out of its shape, as in numpy."""
+
+    def __init__(self, tile: Tile, region, dropped=()):
         self.tile, self.region = tile, region
-        self.shape = tuple(s for _, s in region)
+        self.shape = tuple(s for d, (_, s) in enumerate(region) if d not in dropped)
 
     def desc(self):
         return self.tile.desc(self.region)
@@ -429,7 +455,11 @@ class TileView:
         return tuple(slice(o, o + s) for o, s in self.region)
 
     def read(self):
-        return self.tile.data[self.slices()]
+        return self.tile.data[self.slices()].reshape(self.shape)
+
+    def write(self, values) -> None:
+        part = self.tile.data[self.slices()]
+        part[...] = self.tile.dtype.cast(values).reshape(part.shape)
 
     def assign(self, value) -> None:
         from trnscope.nki import isa as nisa
@@ -437,10 +467,11 @@ class TileView:
         t = self.tile
         if isinstance(value, Tile) and value.producer is not None:
             last = value.producer == len(t.trace.instructions) - 1
-            if last and value.shape == self.shape and not _root(t).spilled:
+            same = value.shape == self.shape and len(self.region) == len(value.shape)
+            if last and same and not _root(t).spilled:
                 t.trace.instructions[value.producer][11] = self.desc()  # write here instead
                 if t.trace.numerics:
-                    t.data[self.slices()] = value.data
+                    self.write(value.data)
                 value.discard(self)
                 return
         nisa.tensor_copy(value, dst=self)
@@ -449,8 +480,8 @@ class TileView:
 def _root(x):
     """The tile holding operand x's storage (following moved temporaries), or None."""
     t = x.tile if isinstance(x, TileView) else x if isinstance(x, Tile) else None
-    while t is not None and t.alloc is None and not t.spilled:
-        t = t._moved_to.tile
+    while t is not None and (isinstance(t, _Alias) or (t.alloc is None and not t.spilled)):
+        t = t._base if isinstance(t, _Alias) else t._moved_to.tile
     return t
 
 

@@ -96,7 +96,7 @@ def _write(dst, values, what: str):
     """Writes numpy `values` into dst (a Tile or TileView)."""
     v = as_view(dst, what)
     if v.tile.trace.numerics:
-        v.tile.data[v.slices()] = v.tile.dtype.cast(values).reshape(v.shape)
+        v.write(values)
 
 
 def _emit_into(dst, shape, dtype, memory, what, opcode, engine, values, **fields):
