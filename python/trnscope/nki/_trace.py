@@ -42,6 +42,7 @@ _REUSE_AFTER = 4  # blocks of one size before freed ones are reused
 _PSUM_BANK = 2048
 _SBUF_BYTES = {"trn1": 192 << 10, "trn2": 224 << 10}
 _PSUM_BYTES = 16 << 10
+_SPILL_POLICY = os.environ.get("TRNSCOPE_NKI_SPILL", "mru")  # or "lru" (Note [SBUF spill])
 
 _current: Trace | None = None
 
@@ -141,16 +142,18 @@ class Allocator:
         return index, True
 
     def _victim(self, nbytes: int):
-        """The least-recently-used live tile holding a block of `nbytes`, not in use by
-        the instruction being emitted."""
-        best = None
+        """The live tile to spill for a block of `nbytes` (Note [SBUF spill]): not in use
+        by the instruction being emitted; a clean one before a dirty one, then the
+        policy's pick by last use."""
+        best, mru = None, _SPILL_POLICY == "mru"
         for index, ref in self.live.items():
             t = ref()
             if t is None or self.trace.allocations[index][5] != nbytes or t in self.trace.pinned:
                 continue
-            if best is None or t.last_use < best.last_use:
-                best = t
-        return best
+            key = (t.home is None, -t.last_use if mru else t.last_use)
+            if best is None or key < best[0]:
+                best = (key, t)
+        return best[1] if best else None
 
     def hold(self, index: int, tile) -> None:
         if self.memory == "sbuf":
@@ -190,13 +193,17 @@ class Trace:
         self._spill_tensors = 0
 
     def spill(self, tile) -> int:
-        """Stores `tile` to its HBM spill tensor and frees its block, which it returns."""
-        if tile.spill_tensor is None:
-            tile.spill_tensor = Tensor(self, f"spill{self._spill_tensors}", "internal", tile.shape,
-                                       tile.dtype, numerics=False)
-            self._spill_tensors += 1
-        self.emit("dma_copy", "dma", dst=tile.spill_tensor.view, src0=tile.full, op="spill store")
-        self.spill_bytes["store"] += tile.nbytes
+        """Frees `tile`'s block, which it returns, storing the tile to its HBM spill tensor
+        unless HBM already holds its values (`tile.home`)."""
+        if tile.home is None:
+            if tile.spill_tensor is None:
+                tile.spill_tensor = Tensor(self, f"spill{self._spill_tensors}", "internal",
+                                           tile.shape, tile.dtype, numerics=False)
+                self._spill_tensors += 1
+            self.emit("dma_copy", "dma", dst=tile.spill_tensor.view, src0=tile.full,
+                      op="spill store")
+            self.spill_bytes["store"] += tile.nbytes
+            tile.home = tile.spill_tensor.view
         index = tile.alloc
         tile._finalizer.detach()
         tile._allocator.live.pop(index, None)
@@ -208,7 +215,7 @@ class Trace:
         tile._allocator.hold(tile.alloc, tile)
         tile._finalizer = weakref.finalize(tile, tile._allocator.give_back, tile.alloc)
         tile.spilled = False
-        self.emit("dma_copy", "dma", dst=tile.full, src0=tile.spill_tensor.view, op="spill reload")
+        self.emit("dma_copy", "dma", dst=tile.full, src0=tile.home, op="spill reload")
         self.spill_bytes["reload"] += tile.nbytes
 
     def _touch(self, operands) -> None:
@@ -220,6 +227,15 @@ class Trace:
         for r in roots:
             if r.spilled:
                 self.reload(r)
+
+    def _wrote(self, opcode, dst, src0) -> None:
+        """Tracks whether HBM holds dst's tile (a whole-tile DMA from HBM) or not."""
+        r = _root(dst)
+        if r is None:
+            return
+        whole = isinstance(dst, Tile) or (isinstance(dst, TileView) and dst.tile is r and
+                                          dst.shape == r.shape)
+        r.home = src0 if opcode == "dma_copy" and isinstance(src0, HbmView) and whole else None
 
     def program(self) -> dict:
         return {
@@ -249,6 +265,7 @@ class Trace:
         outer = not self.pinned
         try:
             self._touch((dst, src0, src1))
+            self._wrote(opcode, dst, src0)
             return self._append(opcode, engine, dst, src0, src1, op0, op1, func, accumulate, imm0,
                                 imm1, op)
         finally:
@@ -362,6 +379,7 @@ class Tile:
         self._allocator = trace.sbuf if memory == "sbuf" else trace.psum
         self.nbytes = shape[0] * free * dtype.itemsize
         self.spilled, self.spill_tensor, self.last_use = False, None, trace.tick
+        self.home = None  # an HBM view holding this tile's values, while it is not written
         self.alloc, self._fresh = self._allocator.take(free * dtype.itemsize)
         self._allocator.hold(self.alloc, self)
         self._finalizer = weakref.finalize(self, self._allocator.give_back, self.alloc)
