@@ -42,7 +42,7 @@ def _as_array(x, i: int):
     raise NkiError(f"nki: argument {i} is a {type(x).__name__}; expected a numpy array or tensor")
 
 
-def _trace_call(fn, args, target: str, numerics: bool) -> tuple:
+def _trace_call(fn, args, target: str, numerics: bool, kwargs=None) -> tuple:
     trace = _trace.Trace(fn.__name__, target, numerics)
     tensors = []
     for i, a in enumerate(args):
@@ -51,7 +51,7 @@ def _trace_call(fn, args, target: str, numerics: bool) -> tuple:
                                      _trace.dtype_of(dtype), data if numerics else None))
     previous, _trace._current = _trace._current, trace
     try:
-        result = fn(*tensors)
+        result = fn(*tensors, **(kwargs or {}))
     finally:
         _trace._current = previous
     return trace, result
@@ -90,8 +90,11 @@ def jit(fn=None, **options):
 class DeviceProfile:
     """The modelled profile of one kernel call on a target (docs/device_model.md)."""
 
-    def __init__(self, program: dict, result: dict, tensor_throttle: bool):
+    def __init__(self, program: dict, result: dict, tensor_throttle: bool, spill_bytes: dict):
         self._program, self._throttle = program, tensor_throttle
+        # Bytes the tracer's SBUF spills stored and reloaded (Note [SBUF spill]); they
+        # are part of hbm_bytes.
+        self.spill_bytes = dict(spill_bytes)
         self.target = result["target"]
         self.total_ns = result["total_ns"]
         self.engine_active_ns = dict(result["engine_active_ns"])
@@ -135,4 +138,4 @@ def profile(kernel, *args, target: str = "trn2", tensor_throttle: bool = False,
     trace, _ = _trace_call(fn, args, target, numerics)
     program = trace.program()
     result = _C._device_model_run(program, tensor_throttle=tensor_throttle)
-    return DeviceProfile(program, result, tensor_throttle)
+    return DeviceProfile(program, result, tensor_throttle, trace.spill_bytes)

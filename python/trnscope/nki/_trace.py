@@ -15,6 +15,17 @@ is gone (Python dropped the last reference) is reused once four blocks of its
 size exist, oldest first, so a loop's tiles rotate through four buffers and
 loads run ahead of compute. The program goes to C++ (`_C._device_model_run`) to
 be validated, simulated, saved and traced.
+
+Note [SBUF spill]
+NKI's compiler spills when a kernel's live tiles exceed SBUF (the matmul tutorial's
+"blocked free dims" step holds ~320 KiB per partition against 224 KiB). So does the
+tracer: when a new SBUF block does not fit and no freed block of its size is left,
+the least-recently-used live tile of the same size is stored by DMA to an HBM
+tensor of kind "internal" (named spillN) and its block goes to the new tile; the
+next instruction that touches the spilled tile first reloads it by DMA into a
+block of its own. These DMAs carry the source ops "spill store" / "spill reload",
+and the trace counts their bytes (`DeviceProfile.spill_bytes`). Only a single tile
+larger than SBUF, or a block no live tile of its size can free, is an error.
 """
 
 from __future__ import annotations
@@ -31,6 +42,7 @@ _REUSE_AFTER = 4  # blocks of one size before freed ones are reused
 _PSUM_BANK = 2048
 _SBUF_BYTES = {"trn1": 192 << 10, "trn2": 224 << 10}
 _PSUM_BYTES = 16 << 10
+_SPILL_POLICY = os.environ.get("TRNSCOPE_NKI_SPILL", "mru")  # or "lru" (Note [SBUF spill])
 
 _current: Trace | None = None
 
@@ -91,6 +103,7 @@ class Allocator:
         self.top = 0
         self.count = collections.Counter()  # blocks per size
         self.free = collections.defaultdict(collections.deque)
+        self.live = {}  # allocation index -> weakref of the tile holding it (SBUF)
 
     def take(self, nbytes: int) -> tuple[int, bool]:
         """(allocation index, whether it is a fresh block)."""
@@ -101,12 +114,20 @@ class Allocator:
                     "bank (512 float32); tile the free dim"
                 )
             nbytes = _PSUM_BANK  # one bank per tile, bank-aligned
+        elif nbytes > self.capacity:
+            raise NkiError(
+                f"nki: SBUF overflow: a single tile of {nbytes} bytes per partition is larger "
+                f"than SBUF ({self.capacity} bytes per partition on {self.trace.target})"
+            )
         free = self.free[nbytes]
         if free and self.count[nbytes] >= _REUSE_AFTER:
             return free.popleft(), False
         if self.top + nbytes > self.capacity:
             if free:
                 return free.popleft(), False
+            victim = self._victim(nbytes) if self.memory == "sbuf" else None
+            if victim is not None:  # Note [SBUF spill]
+                return self.trace.spill(victim), False
             kind = "SBUF" if self.memory == "sbuf" else "PSUM"
             raise NkiError(
                 f"nki: {kind} overflow: a tile of {nbytes} bytes per partition does not fit; "
@@ -120,12 +141,32 @@ class Allocator:
         self.count[nbytes] += 1
         return index, True
 
+    def _victim(self, nbytes: int):
+        """The live tile to spill for a block of `nbytes` (Note [SBUF spill]): not in use
+        by the instruction being emitted; a clean one before a dirty one, then the
+        policy's pick by last use."""
+        best, mru = None, _SPILL_POLICY == "mru"
+        for index, ref in self.live.items():
+            t = ref()
+            if t is None or self.trace.allocations[index][5] != nbytes or t in self.trace.pinned:
+                continue
+            key = (t.home is None, -t.last_use if mru else t.last_use)
+            if best is None or key < best[0]:
+                best = (key, t)
+        return best[1] if best else None
+
+    def hold(self, index: int, tile) -> None:
+        if self.memory == "sbuf":
+            self.live[index] = weakref.ref(tile)
+
     def give_back(self, index: int) -> None:
+        self.live.pop(index, None)
         self.free[self.trace.allocations[index][5]].append(index)
 
     def cancel(self, index: int, fresh: bool) -> None:
         """Undoes take() for a tile no instruction uses (a retargeted temporary)."""
         nbytes = self.trace.allocations[index][5]
+        self.live.pop(index, None)
         if fresh and index == len(self.trace.allocations) - 1:
             self.trace.allocations.pop()
             self.top -= nbytes
@@ -146,6 +187,55 @@ class Trace:
         self.sbuf = Allocator(self, "sbuf", _SBUF_BYTES[target])
         self.psum = Allocator(self, "psum", _PSUM_BYTES)
         self.dma_queue = 0
+        self.tick = 0  # instructions emitted: a tile's last use, for spilling
+        self.pinned = set()  # tiles the instruction being emitted uses (never spilled for it)
+        self.spill_bytes = {"store": 0, "reload": 0}
+        self._spill_tensors = 0
+
+    def spill(self, tile) -> int:
+        """Frees `tile`'s block, which it returns, storing the tile to its HBM spill tensor
+        unless HBM already holds its values (`tile.home`)."""
+        if tile.home is None:
+            if tile.spill_tensor is None:
+                tile.spill_tensor = Tensor(self, f"spill{self._spill_tensors}", "internal",
+                                           tile.shape, tile.dtype, numerics=False)
+                self._spill_tensors += 1
+            self.emit("dma_copy", "dma", dst=tile.spill_tensor.view, src0=tile.full,
+                      op="spill store")
+            self.spill_bytes["store"] += tile.nbytes
+            tile.home = tile.spill_tensor.view
+        index = tile.alloc
+        tile._finalizer.detach()
+        tile._allocator.live.pop(index, None)
+        tile.alloc, tile.spilled = None, True
+        return index
+
+    def reload(self, tile) -> None:
+        tile.alloc, _ = tile._allocator.take(tile.nbytes // tile.shape[0])
+        tile._allocator.hold(tile.alloc, tile)
+        tile._finalizer = weakref.finalize(tile, tile._allocator.give_back, tile.alloc)
+        tile.spilled = False
+        self.emit("dma_copy", "dma", dst=tile.full, src0=tile.home, op="spill reload")
+        self.spill_bytes["reload"] += tile.nbytes
+
+    def _touch(self, operands) -> None:
+        """Marks the operands' tiles used now, reloading any that were spilled."""
+        roots = [r for r in (_root(x) for x in operands) if r is not None]
+        self.pinned.update(roots)
+        for r in roots:
+            r.last_use = self.tick
+        for r in roots:
+            if r.spilled:
+                self.reload(r)
+
+    def _wrote(self, opcode, dst, src0) -> None:
+        """Tracks whether HBM holds dst's tile (a whole-tile DMA from HBM) or not."""
+        r = _root(dst)
+        if r is None:
+            return
+        whole = isinstance(dst, Tile) or (isinstance(dst, TileView) and dst.tile is r and
+                                          dst.shape == r.shape)
+        r.home = src0 if opcode == "dma_copy" and isinstance(src0, HbmView) and whole else None
 
     def program(self) -> dict:
         return {
@@ -171,6 +261,19 @@ class Trace:
 
     def emit(self, opcode, engine, dst=None, src0=None, src1=None, op0="bypass", op1="bypass",
              func="copy", accumulate=False, imm0=0.0, imm1=0.0, op="") -> int:
+        self.tick += 1
+        outer = not self.pinned
+        try:
+            self._touch((dst, src0, src1))
+            self._wrote(opcode, dst, src0)
+            return self._append(opcode, engine, dst, src0, src1, op0, op1, func, accumulate, imm0,
+                                imm1, op)
+        finally:
+            if outer:
+                self.pinned.clear()
+
+    def _append(self, opcode, engine, dst, src0, src1, op0, op1, func, accumulate, imm0, imm1,
+                op) -> int:
         queue = 0
         if engine == "dma":
             queue, self.dma_queue = self.dma_queue, (self.dma_queue + 1) % 16
@@ -185,11 +288,12 @@ class Trace:
 class Tensor:
     """An HBM tensor: a kernel argument, or an `nl.ndarray(buffer=nl.shared_hbm)`."""
 
-    def __init__(self, trace: Trace, name: str, kind: str, shape, dtype: DType, data=None):
+    def __init__(self, trace: Trace, name: str, kind: str, shape, dtype: DType, data=None,
+                 numerics=True):
         self.trace, self.name, self.shape, self.dtype = trace, name, tuple(int(s) for s in shape), dtype
         self.index = len(trace.tensors)
         trace.tensors.append((name, kind, dtype.name, list(self.shape)))
-        if trace.numerics:
+        if trace.numerics and numerics:
             self.data = dtype.cast(data) if data is not None else np.zeros(self.shape, dtype.np)
         else:
             self.data = None
@@ -203,8 +307,9 @@ class Tensor:
         return HbmView(self, tuple((0, s) for s in self.shape))
 
 
-def _region(shape, key, what) -> tuple:
-    """((start, size) per dim) of a basic index (ints, slices with step 1, Ellipsis)."""
+def _region(shape, key, what, ints=None) -> tuple:
+    """((start, size) per dim) of a basic index (ints, slices with step 1, Ellipsis); the
+    dims indexed by an int are appended to `ints`."""
     if not isinstance(key, tuple):
         key = (key,)
     if any(k is Ellipsis for k in key):
@@ -224,6 +329,8 @@ def _region(shape, key, what) -> tuple:
             if not -n <= k < n:
                 raise NkiError(f"nki: index {k} is out of range for dim {d} of size {n}")
             region.append((int(k) % n, 1))
+            if ints is not None:
+                ints.append(d)
         else:
             raise UnsupportedError(f"nki: index {k!r} (only ints, slices and ... are supported)")
     return tuple(region)
@@ -270,11 +377,16 @@ class Tile:
         self.trace, self.shape, self.dtype, self.memory = trace, shape, dtype, memory
         free = int(np.prod(shape[1:]))
         self._allocator = trace.sbuf if memory == "sbuf" else trace.psum
+        self.nbytes = shape[0] * free * dtype.itemsize
+        self.spilled, self.spill_tensor, self.last_use = False, None, trace.tick
+        self.home = None  # an HBM view holding this tile's values, while it is not written
         self.alloc, self._fresh = self._allocator.take(free * dtype.itemsize)
+        self._allocator.hold(self.alloc, self)
         self._finalizer = weakref.finalize(self, self._allocator.give_back, self.alloc)
         self.data = np.zeros(shape, dtype.np) if trace.numerics else None
         self.producer = None  # the instruction that wrote this tile, while it may be retargeted
         self.pending_zero = False  # nl.zeros on PSUM: the first matmul overwrites instead
+        self.matmul_written = False  # nc_matmul(dst=) overwrites until the first write
 
     def discard(self, moved_to: TileView) -> None:
         """This temporary's only writer now writes `moved_to` (same shape): free its
@@ -283,7 +395,7 @@ class Tile:
         self._allocator.cancel(self.alloc, self._fresh)
         self.alloc, self._moved_to, self.producer = None, moved_to, None
         if self.data is not None:
-            self.data = moved_to.tile.data[moved_to.slices()]  # a numpy view: aliases it
+            self.data = moved_to.tile.data[moved_to.slices()].reshape(self.shape)  # a view
 
     def desc(self, region=None):
         region = region or tuple((0, s) for s in self.shape)
@@ -297,7 +409,17 @@ class Tile:
                 [s for _, s in region[1:]], strides)
 
     def __getitem__(self, key) -> TileView:
-        return TileView(self, _region(self.shape, key, "a tile"))
+        ints = []
+        region = _region(self.shape, key, "a tile", ints)
+        return TileView(self, region, tuple(d for d in ints if d > 0))
+
+    def reshape(self, shape) -> Tile:
+        """The same storage seen as `shape` (the partition dim stays)."""
+        shape = tuple(int(s) for s in shape)
+        if shape[0] != self.shape[0] or int(np.prod(shape)) != int(np.prod(self.shape)):
+            raise NkiError(f"nki: cannot reshape a tile of shape {list(self.shape)} to "
+                           f"{list(shape)} (the partition dim and the size must stay)")
+        return _Alias(self, shape)
 
     def __setitem__(self, key, value) -> None:
         view = self[key]
@@ -324,12 +446,25 @@ class Tile:
         return TileView(self, tuple((0, s) for s in self.shape))
 
 
-class TileView:
-    """A rectangular part of a tile (partition range x free ranges)."""
+class _Alias(Tile):
+    """A reshaped tile: another shape over its base's storage (no block of its own)."""
 
-    def __init__(self, tile: Tile, region):
+    def __init__(self, base: Tile, shape):  # noqa: super().__init__ would allocate
+        self._base, self.trace, self.shape, self.dtype = base, base.trace, shape, base.dtype
+        self.memory, self.nbytes, self.producer = base.memory, base.nbytes, None
+        self.data = base.data.reshape(shape) if base.data is not None else None
+
+    alloc = property(lambda self: self._base.alloc)
+    spilled = property(lambda self: self._base.spilled)
+
+
+class TileView:
+    """A rectangular part of a tile (partition range x free ranges); dims indexed by an
+    int (`dropped`) are left out of its shape, as in numpy."""
+
+    def __init__(self, tile: Tile, region, dropped=()):
         self.tile, self.region = tile, region
-        self.shape = tuple(s for _, s in region)
+        self.shape = tuple(s for d, (_, s) in enumerate(region) if d not in dropped)
 
     def desc(self):
         return self.tile.desc(self.region)
@@ -338,20 +473,34 @@ class TileView:
         return tuple(slice(o, o + s) for o, s in self.region)
 
     def read(self):
-        return self.tile.data[self.slices()]
+        return self.tile.data[self.slices()].reshape(self.shape)
+
+    def write(self, values) -> None:
+        part = self.tile.data[self.slices()]
+        part[...] = self.tile.dtype.cast(values).reshape(part.shape)
 
     def assign(self, value) -> None:
         from trnscope.nki import isa as nisa
 
         t = self.tile
         if isinstance(value, Tile) and value.producer is not None:
-            if value.producer == len(t.trace.instructions) - 1 and value.shape == self.shape:
+            last = value.producer == len(t.trace.instructions) - 1
+            same = value.shape == self.shape and len(self.region) == len(value.shape)
+            if last and same and not _root(t).spilled:
                 t.trace.instructions[value.producer][11] = self.desc()  # write here instead
                 if t.trace.numerics:
-                    t.data[self.slices()] = value.data
+                    self.write(value.data)
                 value.discard(self)
                 return
         nisa.tensor_copy(value, dst=self)
+
+
+def _root(x):
+    """The tile holding operand x's storage (following moved temporaries), or None."""
+    t = x.tile if isinstance(x, TileView) else x if isinstance(x, Tile) else None
+    while t is not None and (isinstance(t, _Alias) or (t.alloc is None and not t.spilled)):
+        t = t._base if isinstance(t, _Alias) else t._moved_to.tile
+    return t
 
 
 def as_view(x, what: str):

@@ -82,11 +82,9 @@ def load(src, dtype=None, mask=None, **unsupported):
     if not isinstance(v, _trace.HbmView):
         raise NkiError("nki: nl.load reads an HBM tensor (use nl.copy between tiles)")
     trace = current()
-    index = len(trace.instructions)
     out = Tile(trace, v.shape, _trace.dtype_of(dtype) if dtype else v.tensor.dtype, "sbuf",
                "nl.load")
-    out.producer = index
-    trace.emit("dma_copy", "dma", dst=out.full, src0=v, op="nl.load")
+    out.producer = trace.emit("dma_copy", "dma", dst=out.full, src0=v, op="nl.load")
     if trace.numerics:
         out.data[...] = out.dtype.cast(v.read()).reshape(out.shape)
     return out
