@@ -111,6 +111,8 @@ at::ScalarType ScalarTypeOf(DType d) {
       return at::kLong;
     case DType::kBool:
       return at::kBool;
+    default:
+      break;
   }
   TORCH_INTERNAL_ASSERT(false, "unknown DType");
 }

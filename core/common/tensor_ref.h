@@ -19,7 +19,17 @@ enum class DType : uint8_t {
   kInt32,
   kInt64,
   kBool,  // one byte per element, 0 or 1
+  // The device model's integer tiles (trnscope.nki); no runtime kernel takes these.
+  kInt8,
+  kUInt8,
+  kInt16,
+  kUInt16,
+  kUInt32,
 };
+inline constexpr DType kLastDType = DType::kUInt32;
+
+// False for the dtypes only the device model uses (the runtime has no kernels for them).
+inline bool IsRuntimeDType(DType d) { return d <= DType::kBool; }
 
 inline size_t ItemSize(DType d) {
   switch (d) {
@@ -30,6 +40,11 @@ inline size_t ItemSize(DType d) {
     case DType::kInt32: return 4;
     case DType::kInt64: return 8;
     case DType::kBool: return 1;
+    case DType::kInt8: return 1;
+    case DType::kUInt8: return 1;
+    case DType::kInt16: return 2;
+    case DType::kUInt16: return 2;
+    case DType::kUInt32: return 4;
   }
   return 0;
 }
@@ -43,13 +58,18 @@ inline const char* DTypeName(DType d) {
     case DType::kInt32: return "int32";
     case DType::kInt64: return "int64";
     case DType::kBool: return "bool";
+    case DType::kInt8: return "int8";
+    case DType::kUInt8: return "uint8";
+    case DType::kInt16: return "int16";
+    case DType::kUInt16: return "uint16";
+    case DType::kUInt32: return "uint32";
   }
   return "?";
 }
 
 // The DType named `name` (DTypeName's names); false if there is none.
 inline bool ParseDType(std::string_view name, DType* out) {
-  for (int v = 0; v <= static_cast<int>(DType::kBool); ++v) {
+  for (int v = 0; v <= static_cast<int>(kLastDType); ++v) {
     if (name == DTypeName(static_cast<DType>(v))) {
       *out = static_cast<DType>(v);
       return true;

@@ -212,7 +212,7 @@ void WriteTile(Writer& w, const Tile& t) {
 Tile ReadTile(Reader& r) {
   Tile t;
   t.memory = r.Enum(Memory::kPsum, "memory");
-  t.dtype = r.Enum(DType::kBool, "dtype");
+  t.dtype = r.Enum(kLastDType, "dtype");
   t.buffer = r.U32();
   t.partition_start = r.I32();
   t.partitions = r.I32();
@@ -279,7 +279,7 @@ void ReadSection(uint32_t tag, Reader& r, Executable& exe) {
       TensorDecl t;
       t.name = r.Str();
       t.kind = r.Enum(TensorKind::kInternal, "tensor kind");
-      t.dtype = r.Enum(DType::kBool, "dtype");
+      t.dtype = r.Enum(kLastDType, "dtype");
       const uint32_t dims = r.Count(8);
       for (uint32_t d = 0; d < dims && r.ok(); ++d) t.shape.push_back(r.I64());
       exe.tensors.push_back(std::move(t));

@@ -207,6 +207,11 @@ class Checker {
     if (m.memory != Memory::kSbuf || s.memory != Memory::kSbuf) {
       return Fail("the moving and stationary operands must be in SBUF");
     }
+    if (!IsFloating(m.dtype) || !IsFloating(s.dtype)) {
+      return Fail(fmt::format("the Tensor engine multiplies floating-point tiles; moving is {}, "
+                              "stationary {}",
+                              DTypeName(m.dtype), DTypeName(s.dtype)));
+    }
     if (m.free_size() > spec_.matmul_moving_free_max) {
       return Fail(
           fmt::format("moving {} has free size {}; the limit is {} "

@@ -95,6 +95,15 @@ TEST(Validate, MatmulResultIsFloat32Psum) {
       << e;
 }
 
+TEST(Validate, MatmulOperandsAreFloatingPoint) {
+  const std::string e =
+      ErrorAfter([](Executable& x) { x.instructions[3].src0.dtype = DType::kInt8; });
+  EXPECT_NE(e.find("the Tensor engine multiplies floating-point tiles; moving is int8, "
+                   "stationary"),
+            std::string::npos)
+      << e;
+}
+
 TEST(Validate, MatmulContractionSizesAgree) {
   const std::string e = ErrorAfter([](Executable& x) { x.instructions[3].src0.partitions = 64; });
   EXPECT_NE(e.find("contraction sizes differ: stationary [128, 128] has K = 128, moving [64, 512] "

@@ -94,6 +94,7 @@ inline double RoundTo(DType dtype, double v) {
     case DType::kInt32: return static_cast<double>(static_cast<int32_t>(v));
     case DType::kInt64: return static_cast<double>(static_cast<int64_t>(v));
     case DType::kBool: return v != 0 ? 1.0 : 0.0;
+    default: break;  // device-model dtypes: no runtime tensors
   }
   return v;
 }
@@ -139,6 +140,7 @@ struct TestTensor {
       case DType::kInt32: { int32_t v; std::memcpy(&v, p, 4); return v; }
       case DType::kInt64: { int64_t v; std::memcpy(&v, p, 8); return static_cast<double>(v); }
       case DType::kBool: return static_cast<double>(*reinterpret_cast<const uint8_t*>(p));
+      default: break;
     }
     return 0;
   }
@@ -158,6 +160,7 @@ struct TestTensor {
       case DType::kInt32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
       case DType::kInt64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
       case DType::kBool: *reinterpret_cast<uint8_t*>(p) = v != 0; break;
+      default: break;
     }
   }
   std::vector<double> Values() const {
