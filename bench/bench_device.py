@@ -1,6 +1,6 @@
 """Device benchmarks (issue #2). Every line is a ratio against a peer measured in this run.
 
-  python bench/bench_device.py [--quick] [--host-only]
+  python bench/bench_device.py [--quick] [--host-only] [--simd AVX2]
 
 1. host-side cost per eager op (small tensors): trn vs CPU PyTorch          target <= 1.2x
    (torch.add; also add_, mul, view and silu)
@@ -90,9 +90,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--host-only", action="store_true", help="only the host cost per op")
+    parser.add_argument("--simd", default="best",
+                        help="pin the kernels to this compiled SIMD target (e.g. AVX2) to time "
+                             "its code on this CPU")
     args = parser.parse_args()
     repeat = 3 if args.quick else 10
-    simd = getattr(torch.ops.trnscope, "_simd_target", lambda: "unknown")()
+    simd = torch.ops.trnscope._set_simd_target(args.simd)
     print(f"CPU: {cpu_model()}; SIMD target: {simd}; "
           f"torch {torch.__version__}, {torch.get_num_threads()} threads")
     host_cost_per_op(n_ops=2000, repeat=repeat)

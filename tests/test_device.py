@@ -490,3 +490,18 @@ def test_event_flags():
     assert ev.query()
     with pytest.raises(ValueError, match="interprocess=True"):
         torch.trn.Event(interprocess=True)
+
+
+def test_simd_target_can_be_pinned_for_benchmarks():
+    ops = torch.ops.trnscope
+    with pytest.raises(RuntimeError, match="'NEON' is not a SIMD target this binary compiled"):
+        ops._set_simd_target("NEON")
+    x = torch.randn(1000, 37)
+    want = torch.nn.functional.silu(x * 2 + 1)
+    try:
+        assert ops._set_simd_target("SCALAR") == "SCALAR"
+        got = torch.nn.functional.silu(x.to("trn") * 2 + 1).cpu()
+    finally:
+        best = ops._set_simd_target("best")
+    assert best != "SCALAR"
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)

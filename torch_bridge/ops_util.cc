@@ -139,10 +139,29 @@ TensorRef FlatRef(const at::Tensor& t, const char* op) {
 // Highway's target for this CPU ("AVX3_ZEN4", "AVX2"), for benchmark output.
 std::string SimdTarget() { return kernels::TargetName(kernels::ActiveTarget()); }
 
+// Pins the kernels to one compiled Highway target ("AVX2", ...; "best" undoes it), so a
+// benchmark can time another target's code on this CPU. Call before any device work:
+// kernels already running keep the target they resolved.
+std::string SetSimdTarget(const std::string& name) {
+  std::string known = "best";
+  for (int64_t t : kernels::CompiledTargets()) {
+    if (name == kernels::TargetName(t)) {
+      kernels::SetTarget(t);
+      return SimdTarget();
+    }
+    known += std::string(", ") + kernels::TargetName(t);
+  }
+  TORCH_CHECK(name == "best", "_set_simd_target: '", name,
+              "' is not a SIMD target this binary compiled and this CPU runs (", known, ")");
+  kernels::SetTarget(0);
+  return SimdTarget();
+}
+
 TORCH_LIBRARY_FRAGMENT(trnscope, m) {
   m.def("_count_launches(bool enable) -> ()", &CountLaunches);
   m.def("_launch_counts() -> str", &LaunchCounts);
   m.def("_simd_target() -> str", &SimdTarget);
+  m.def("_set_simd_target(str name) -> str", &SetSimdTarget);
 }
 
 }  // namespace trn::bridge::ops
