@@ -168,11 +168,18 @@ def test_kernel_errors_name_the_call_and_the_limit():
         psum_overflow(big)
 
     @nki.jit
-    def uses_mgrid(a):
-        nl.mgrid[0:128, 0:64]
+    def uses_where(a):
+        nl.where(nl.load(a[0:128, :]), 1.0, 0.0)
 
-    with pytest.raises(nki.UnsupportedError, match="nl.mgrid"):
-        uses_mgrid(big)
+    with pytest.raises(nki.UnsupportedError, match="nl.where"):
+        uses_where(big)
+
+    @nki.jit
+    def out_of_bounds(a):
+        nl.load(a[nl.arange(128)[:, None] + 200, nl.arange(64)[None, :]])
+
+    with pytest.raises(nki.NkiError, match=r"reaches 200..327 in dim 0 of tensor 'arg0' of size 256"):
+        out_of_bounds(big)
     with pytest.raises(nki.NkiError, match="only valid inside an @nki.jit kernel"):
         nl.zeros((128, 4), nl.float32)
 
@@ -208,5 +215,5 @@ def test_cpu_tensors_are_accepted():
     torch = pytest.importorskip("torch")
     a, b = torch.randn(128, 128), torch.randn(128, 512)
     np.testing.assert_allclose(matmul_basic(a, b), (a.T @ b).numpy(), rtol=1e-4, atol=1e-4)
-    with pytest.raises(nki.NkiError, match="argument 0 is a list"):
-        matmul_basic([1, 2], b)
+    with pytest.raises(nki.NkiError, match="argument 0 is a dict"):
+        matmul_basic({"a": 1}, b)

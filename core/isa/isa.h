@@ -162,13 +162,16 @@ inline constexpr uint32_t kNone = 0xffffffffu;
 //                     accumulate: add into dst instead of overwriting it
 //  kTranspose         dst [F, P] = src0 [P, F]
 //  kTensorTensor      dst = src0 op0 src1
-//  kTensorScalar      dst = (src0 op0 imm0) op1 imm1
-//  kTensorReduce      dst [P, 1] = reduce op0 over src0's free dims
+//  kTensorScalar      dst = (src0 op0 imm0) op1 imm1; `value` bit 0 (bit 1): operand 0
+//                     (1) is src1 [P, 1] instead, one scalar per partition
+//  kTensorReduce      dst [P, G] = reduce op0 over src0's innermost free dims, those
+//                     after the ones whose sizes multiply to G (G = 1: all of them)
 //  kTensorCopy        dst = src0 (with a cast when dtypes differ)
 //  kMemset            dst = imm0
 //  kBnStats           dst [P, 6] = per-partition count, mean, variance halves of src0
 //  kBnAggr            dst [P, 2] = mean, variance aggregated from bn_stats rows in src0
-//  kActivation        dst = func(src0 * imm0 + imm1), imm0 = scale, imm1 = bias
+//  kActivation        dst = func(src0 * imm0 + imm1), imm0 = scale, imm1 = bias; `value`
+//                     bit 0 (bit 1): the bias (scale) is src1 [P, 1] instead
 //  kActivationReduce  kActivation, plus src1 [P, 1] = sum of dst's row
 //  kIota              dst[p, i] = imm0 + p * imm1 + i (an index pattern)
 //  kSemaphoreWait     semaphore >= value
@@ -194,6 +197,9 @@ struct Instruction {
   bool operator==(const Instruction& o) const;
 };
 
+// kTensorScalar / kActivation: bits of `value` naming the scalars src1 holds.
+inline constexpr uint32_t kScalarFromTile = 3;
+
 // Which operands an instruction reads and writes (the simulator derives its
 // dependencies from them; validate.h checks that exactly these are set).
 struct Operands {
@@ -218,6 +224,11 @@ inline Operands OperandsOf(const Instruction& ins) {
       break;
     case Opcode::kActivationReduce:
       r.writes_dst = r.reads_src0 = r.writes_src1 = true;
+      break;
+    case Opcode::kTensorScalar:
+    case Opcode::kActivation:
+      r.writes_dst = r.reads_src0 = true;
+      r.reads_src1 = (ins.value & kScalarFromTile) != 0;
       break;
     case Opcode::kMemset:
     case Opcode::kIota:

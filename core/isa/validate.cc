@@ -269,19 +269,37 @@ class Checker {
         if (!SameShape("src0", a, "src1", b)) return false;
         return SameShape("dst", d, "src0", a);
       case Opcode::kTensorScalar:
-      case Opcode::kTensorCopy:
       case Opcode::kActivation:
+        if (ins.value & ~kScalarFromTile) {
+          return Fail(fmt::format("value {} names scalar operands other than bits 0 and 1",
+                                  ins.value));
+        }
+        if ((ins.value & kScalarFromTile) &&
+            (b.partitions != a.partitions || b.free_size() != 1)) {
+          return Fail(fmt::format("the per-partition scalars src1 {} must be [{}, 1]", Shape(b),
+                                  a.partitions));
+        }
+        return SameShape("dst", d, "src0", a);
+      case Opcode::kTensorCopy:
         return SameShape("dst", d, "src0", a);
       case Opcode::kActivationReduce:
         if (b.partitions != a.partitions || b.free_size() != 1) {
           return Fail(fmt::format("the row sums src1 {} must be [{}, 1]", Shape(b), a.partitions));
         }
         return SameShape("dst", d, "src0", a);
-      case Opcode::kTensorReduce:
-        if (d.partitions != a.partitions || d.free_size() != 1) {
-          return Fail(fmt::format("dst {} must be [{}, 1]", Shape(d), a.partitions));
+      case Opcode::kTensorReduce: {
+        // dst holds one value per group of src0's leading free dims.
+        int64_t groups = 1;
+        int dim = 0;
+        while (dim < a.ndim && groups < d.free_size()) groups *= a.sizes[dim++];
+        if (d.partitions != a.partitions || groups != d.free_size()) {
+          return Fail(fmt::format(
+              "dst {} must be [{}, G] with G the product of src0 {}'s leading free dims (G = 1 "
+              "reduces all of them)",
+              Shape(d), a.partitions, Shape(a)));
         }
         return true;
+      }
       case Opcode::kBnStats:
         if (a.free_size() > spec_.bn_stats_free_max) {
           return Fail(fmt::format("src0 {} has free size {}; bn_stats takes at most {}", Shape(a),

@@ -227,6 +227,43 @@ TEST(Validate, InstructionLimits) {
             std::string::npos);
 }
 
+TEST(Validate, PerPartitionScalarsAndPartialReductions) {
+  Executable x = MatmulTile();
+  x.allocations.push_back({"v", Memory::kSbuf, 0, 128, 2000 * 4, 2 * 512 * 4});
+  // operand 0 from a [128, 1] tile: src1 is read, and must be one scalar per partition.
+  Instruction ts = testing::Make(Opcode::kTensorScalar, testing::Sbuf(4, 128, 512),
+                                 testing::Sbuf(2, 128, 512), testing::Sbuf(4, 128, 1));
+  ts.op0 = AluOp::kSubtract;
+  ts.value = 1;
+  EXPECT_TRUE(OperandsOf(ts).reads_src1);
+  x.instructions.push_back(ts);
+  EXPECT_EQ(Validate(x).error, "");
+  x.instructions.back().src1.sizes[0] = 2;
+  EXPECT_NE(Validate(x).error.find("the per-partition scalars src1 [128, 2] must be [128, 1]"),
+            std::string::npos)
+      << Validate(x).error;
+  x.instructions.back().value = 4;
+  EXPECT_NE(Validate(x).error.find("value 4 names scalar operands"), std::string::npos);
+  x.instructions.back().value = 0;
+  EXPECT_FALSE(OperandsOf(x.instructions.back()).reads_src1);
+  EXPECT_EQ(Validate(x).error, "");
+
+  // [128, 8, 64] reduced over its inner dim -> [128, 8]; [128, 3] is no group count.
+  Instruction r = testing::Make(Opcode::kTensorReduce, testing::Sbuf(4, 128, 8),
+                                testing::Sbuf(2, 128, 512));
+  r.src0.ndim = 2;
+  r.src0.sizes[0] = 8;
+  r.src0.sizes[1] = 64;
+  r.src0.strides[0] = 64;
+  r.op0 = AluOp::kAdd;
+  x.instructions.back() = r;
+  EXPECT_EQ(Validate(x).error, "");
+  x.instructions.back().dst.sizes[0] = 3;
+  EXPECT_NE(Validate(x).error.find("dst [128, 3] must be [128, G] with G the product"),
+            std::string::npos)
+      << Validate(x).error;
+}
+
 TEST(Validate, Transposes) {
   Executable x = MatmulTile();
   x.allocations.push_back({"t", Memory::kSbuf, 0, 128, 2000 * 4, 32 * 4});

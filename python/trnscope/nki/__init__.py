@@ -24,14 +24,16 @@ import functools
 
 import numpy as np
 
-from trnscope.nki import _trace
+from trnscope.nki import _trace, compiler, isa, language, typing  # noqa: F401 (nki.compiler, ...)
 from trnscope.nki._trace import NkiError, UnsupportedError
 
-__all__ = ["DeviceProfile", "NkiError", "UnsupportedError", "jit", "profile"]
+__all__ = ["DeviceProfile", "NkiError", "UnsupportedError", "baremetal", "benchmark", "jit",
+           "profile", "simulate_kernel"]
 
 
-def _as_array(x, i: int):
-    """(numpy array, dtype name) of a kernel argument: numpy or a CPU tensor."""
+def _as_array(x, i):
+    """(numpy array, dtype name) of a kernel argument: numpy or a CPU tensor; None for a
+    Python value (a number, a shape tuple, ...), which the kernel gets as is."""
     if isinstance(x, np.ndarray):
         return x, x.dtype.name
     if type(x).__module__.startswith("torch"):
@@ -39,19 +41,30 @@ def _as_array(x, i: int):
             raise NkiError(f"nki: argument {i} is on {x.device}; pass a CPU tensor or numpy array")
         name = str(x.dtype).replace("torch.", "")
         return x.detach().float().numpy() if name == "bfloat16" else x.detach().numpy(), name
-    raise NkiError(f"nki: argument {i} is a {type(x).__name__}; expected a numpy array or tensor")
+    if isinstance(x, (bool, int, float, str, type(None), np.number)):
+        return None
+    if isinstance(x, (tuple, list)) and all(isinstance(e, (bool, int, float, np.number)) for e in x):
+        return None
+    raise NkiError(f"nki: argument {i} is a {type(x).__name__}; expected a numpy array, a CPU "
+                   "tensor, a number or a tuple of numbers")
 
 
 def _trace_call(fn, args, target: str, numerics: bool, kwargs=None) -> tuple:
     trace = _trace.Trace(fn.__name__, target, numerics)
-    tensors = []
-    for i, a in enumerate(args):
-        data, dtype = _as_array(a, i)
-        tensors.append(_trace.Tensor(trace, f"arg{i}", "input", data.shape,
-                                     _trace.dtype_of(dtype), data if numerics else None))
+
+    def bind(a, i):
+        got = _as_array(a, i)
+        if got is None:
+            return a
+        data, dtype = got
+        return _trace.Tensor(trace, f"arg{i}" if isinstance(i, int) else i, "input", data.shape,
+                             _trace.dtype_of(dtype), data if numerics else None)
+
+    tensors = [bind(a, i) for i, a in enumerate(args)]
+    named = {k: bind(v, k) for k, v in (kwargs or {}).items()}
     previous, _trace._current = _trace._current, trace
     try:
-        result = fn(*tensors, **(kwargs or {}))
+        result = fn(*tensors, **named)
     finally:
         _trace._current = previous
     return trace, result
@@ -64,20 +77,28 @@ class Kernel:
         self.fn = fn
         functools.update_wrapper(self, fn)
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         from trnscope import _C
 
-        trace, result = _trace_call(self.fn, args, "trn2", numerics=True)
+        trace, result = _trace_call(self.fn, args, "trn2", numerics=True, kwargs=kwargs)
         # What the hardware would reject is an error here too, not a silent result.
         _C._device_model_run(trace.program(), simulate=False)
-        outputs = result if isinstance(result, tuple) else (result,)
+        if result is None:
+            return None
+        outputs = result if isinstance(result, (tuple, list)) else (result,)
         arrays = []
         for r in outputs:
             if not isinstance(r, _trace.Tensor):
                 raise NkiError(f"nki: {self.fn.__name__} must return HBM tensors "
                                f"(nl.ndarray(..., buffer=nl.shared_hbm)), got {type(r).__name__}")
             arrays.append(r.data)
-        return tuple(arrays) if isinstance(result, tuple) else arrays[0]
+        return tuple(arrays) if isinstance(result, (tuple, list)) else arrays[0]
+
+    def __getitem__(self, grid):
+        """`kernel[grid](...)`: SPMD launch grids are not modelled."""
+        if grid in (1, (1,), ()):
+            return self
+        raise UnsupportedError(f"nki: SPMD launch grid {grid!r} (one program instance only)")
 
 
 def jit(fn=None, **options):
@@ -85,6 +106,61 @@ def jit(fn=None, **options):
     if fn is None:
         return lambda f: Kernel(f)
     return Kernel(fn)
+
+
+baremetal = jit  # NKI's baremetal mode runs the kernel on numpy arrays: so does jit here
+
+
+def simulate_kernel(kernel, *args, **kwargs):
+    """NKI's functional simulator: runs the kernel on numpy arrays (as calling it does)."""
+    k = kernel if isinstance(kernel, Kernel) else Kernel(getattr(kernel, "fn", kernel))
+    return k(*args, **kwargs)
+
+
+class _Latency:
+    def __init__(self, ns: float):
+        self._us = ns / 1e3
+
+    def get_latency_percentile(self, percentile) -> float:
+        """Microseconds. Modelled: the model is deterministic, so every percentile is equal."""
+        if not 0 <= float(percentile) <= 100:
+            raise NkiError(f"nki: percentile {percentile} is not in [0, 100]")
+        return self._us
+
+
+class _BenchmarkResult:
+    def __init__(self, profile_):
+        self.profile = profile_
+        self.nc_latency = _Latency(profile_.total_ns)
+
+
+class _Benchmark:
+    """nki.benchmark's callable: runs the kernel and keeps its **modelled** latency."""
+
+    def __init__(self, kernel, target, save_neff_name, save_trace_name):
+        self.kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+        self.target, self.neff, self.trace = target, save_neff_name, save_trace_name
+        self.benchmark_result = None
+
+    def __call__(self, *args, **kwargs):
+        out = self.kernel(*args, **kwargs)
+        p = profile(self.kernel, *args, target=self.target, **kwargs)
+        if self.neff:
+            p.save(self.neff)
+        if self.trace:
+            p.export_trace(self.trace)
+        self.benchmark_result = _BenchmarkResult(p)
+        return out
+
+
+def benchmark(kernel=None, warmup=None, iters=None, save_neff_name=None, save_trace_name=None,
+              target="trn2", **_options):
+    """NKI's benchmark decorator, on the modelled core: `.benchmark_result.nc_latency.
+    get_latency_percentile(50)` is the modelled total in microseconds (not a measurement).
+    save_neff_name writes the executable artifact, save_trace_name the device trace."""
+    if kernel is None:
+        return lambda k: _Benchmark(k, target, save_neff_name, save_trace_name)
+    return _Benchmark(kernel, target, save_neff_name, save_trace_name)
 
 
 class DeviceProfile:
@@ -129,13 +205,13 @@ class DeviceProfile:
 
 
 def profile(kernel, *args, target: str = "trn2", tensor_throttle: bool = False,
-            numerics: bool = False) -> DeviceProfile:
+            numerics: bool = False, **kwargs) -> DeviceProfile:
     """Traces `kernel` on these arguments' shapes and dtypes (numerics=False skips the
     numpy work, so large kernels trace in seconds) and simulates it on `target`."""
     from trnscope import _C
 
     fn = kernel.fn if isinstance(kernel, Kernel) else kernel
-    trace, _ = _trace_call(fn, args, target, numerics)
+    trace, _ = _trace_call(fn, args, target, numerics, kwargs)
     program = trace.program()
     result = _C._device_model_run(program, tensor_throttle=tensor_throttle)
     return DeviceProfile(program, result, tensor_throttle, trace.spill_bytes)

@@ -16,6 +16,25 @@ size exist, oldest first, so a loop's tiles rotate through four buffers and
 loads run ahead of compute. The program goes to C++ (`_C._device_model_run`) to
 be validated, simulated, saved and traced.
 
+Note [NKI views]
+Every operand is a `View`: a base (a Tile, or an HBM Tensor), an element offset into
+the base's flat storage, a shape and a stride per axis, so slicing, nl.arange /
+nl.mgrid indexing, par_dim block dims, transposing access patterns (`t[i_p, i_f2 * F1 +
+i_f1]`) and free-dim broadcasts (stride 0) are all one thing, and a view's numpy values
+are `as_strided` over the base's storage. A tile's storage is [partitions, free]: the
+axis whose stride is `free` is the partition dim of core/isa's descriptor, which must
+come first once leading block dims are indexed away. Bounds are not checked when a view
+is made but when an instruction uses it, after its mask cut it (`checks` holds the
+base's index bounds as affine functions of the view's index).
+
+Note [NKI index expressions]
+`nl.arange(n)[:, None]` and `nl.mgrid[0:P, 0:F]` are `IndexExpr`s: affine functions of
+a grid index, combined with ints (`i * 128 + ix`) and with each other by numpy
+broadcasting. Indexing with them gives a view whose axes are the grid's (so
+`in_tile[i0, 2 * i1 + i2]` on avgpool's mgrid is a 5-D strided view). Comparing one
+makes a `Predicate`, NKI's mask: a conjunction of `e >= 0` conditions, each along one
+grid axis, so a mask is a box; an instruction with mask= runs on that box only.
+
 Note [SBUF spill]
 NKI's compiler spills when a kernel's live tiles exceed SBUF (the matmul tutorial's
 "blocked free dims" step holds ~320 KiB per partition against 224 KiB). So does the
@@ -82,16 +101,26 @@ FLOAT32 = DType("float32", np.float32, 4)
 BFLOAT16 = DType("bfloat16", np.float32, 2)  # stored as float32, rounded to bf16
 FLOAT16 = DType("float16", np.float16, 2)
 INT32 = DType("int32", np.int32, 4)
-DTYPES = {d.name: d for d in (FLOAT32, BFLOAT16, FLOAT16, INT32)}
+INT8 = DType("int8", np.int8, 1)
+UINT8 = DType("uint8", np.uint8, 1)
+INT16 = DType("int16", np.int16, 2)
+UINT16 = DType("uint16", np.uint16, 2)
+UINT32 = DType("uint32", np.uint32, 4)
+DTYPES = {d.name: d for d in (FLOAT32, BFLOAT16, FLOAT16, INT32, INT8, UINT8, INT16, UINT16, UINT32)}
+for _d in DTYPES.values():  # nl.float32.min and friends (NKI kernels use them as fill values)
+    _info = np.finfo(_d.np) if _d.np.kind == "f" else np.iinfo(_d.np)
+    _d.min, _d.max = _d.np.type(_info.min), _d.np.type(_info.max)
+    if _d is BFLOAT16:
+        _d.min, _d.max = np.float32(-3.3895314e38), np.float32(3.3895314e38)
 
 
 def dtype_of(x) -> DType:
     if isinstance(x, DType):
         return x
-    name = getattr(x, "name", None) or str(x)
+    name = getattr(x, "name", None) or getattr(x, "__name__", None) or str(x)
     name = {"float": "float32", "half": "float16"}.get(name, name).replace("torch.", "")
     if name not in DTYPES:
-        raise UnsupportedError(f"nki: dtype {x!r} is not supported (float32, bfloat16, float16, int32)")
+        raise UnsupportedError(f"nki: dtype {x!r} is not supported ({', '.join(DTYPES)})")
     return DTYPES[name]
 
 
@@ -198,12 +227,12 @@ class Trace:
         if tile.home is None:
             if tile.spill_tensor is None:
                 tile.spill_tensor = Tensor(self, f"spill{self._spill_tensors}", "internal",
-                                           tile.shape, tile.dtype, numerics=False)
+                                           (tile.shape_p, tile.free), tile.dtype, numerics=False)
                 self._spill_tensors += 1
-            self.emit("dma_copy", "dma", dst=tile.spill_tensor.view, src0=tile.full,
-                      op="spill store")
+            whole = tile.whole_storage
+            self.emit("dma_copy", "dma", dst=tile.spill_tensor.view, src0=whole, op="spill store")
             self.spill_bytes["store"] += tile.nbytes
-            tile.home = tile.spill_tensor.view
+            tile.home = (tile.spill_tensor.view, _geometry(whole))
         index = tile.alloc
         tile._finalizer.detach()
         tile._allocator.live.pop(index, None)
@@ -211,11 +240,13 @@ class Trace:
         return index
 
     def reload(self, tile) -> None:
-        tile.alloc, _ = tile._allocator.take(tile.nbytes // tile.shape[0])
+        tile.alloc, _ = tile._allocator.take(tile.free * tile.dtype.itemsize)
         tile._allocator.hold(tile.alloc, tile)
         tile._finalizer = weakref.finalize(tile, tile._allocator.give_back, tile.alloc)
         tile.spilled = False
-        self.emit("dma_copy", "dma", dst=tile.full, src0=tile.home, op="spill reload")
+        src, (offset, shape, strides, _) = tile.home
+        self.emit("dma_copy", "dma", dst=View(tile, offset, shape, strides, ()), src0=src,
+                  op="spill reload")
         self.spill_bytes["reload"] += tile.nbytes
 
     def _touch(self, operands) -> None:
@@ -233,9 +264,9 @@ class Trace:
         r = _root(dst)
         if r is None:
             return
-        whole = isinstance(dst, Tile) or (isinstance(dst, TileView) and dst.tile is r and
-                                          dst.shape == r.shape)
-        r.home = src0 if opcode == "dma_copy" and isinstance(src0, HbmView) and whole else None
+        from_hbm = opcode == "dma_copy" and isinstance(src0, View) and isinstance(src0.base, Tensor)
+        # The tile's geometry, not the view: a view holds its tile (no reference cycles).
+        r.home = (src0, _geometry(dst)) if from_hbm and dst.whole else None
 
     def program(self) -> dict:
         return {
@@ -260,25 +291,25 @@ class Trace:
         return self._source_ids[key]
 
     def emit(self, opcode, engine, dst=None, src0=None, src1=None, op0="bypass", op1="bypass",
-             func="copy", accumulate=False, imm0=0.0, imm1=0.0, op="") -> int:
+             func="copy", accumulate=False, imm0=0.0, imm1=0.0, op="", value=0) -> int:
         self.tick += 1
         outer = not self.pinned
         try:
             self._touch((dst, src0, src1))
             self._wrote(opcode, dst, src0)
             return self._append(opcode, engine, dst, src0, src1, op0, op1, func, accumulate, imm0,
-                                imm1, op)
+                                imm1, op, value)
         finally:
             if outer:
                 self.pinned.clear()
 
     def _append(self, opcode, engine, dst, src0, src1, op0, op1, func, accumulate, imm0, imm1,
-                op) -> int:
+                op, value) -> int:
         queue = 0
         if engine == "dma":
             queue, self.dma_queue = self.dma_queue, (self.dma_queue + 1) % 16
         self.instructions.append(
-            [opcode, engine, op0, op1, func, accumulate, queue, 0, 0, float(imm0), float(imm1),
+            [opcode, engine, op0, op1, func, accumulate, queue, 0, value, float(imm0), float(imm1),
              dst.desc() if dst is not None else None, src0.desc() if src0 is not None else None,
              src1.desc() if src1 is not None else None, self.source(op or opcode)]
         )
@@ -288,6 +319,8 @@ class Trace:
 class Tensor:
     """An HBM tensor: a kernel argument, or an `nl.ndarray(buffer=nl.shared_hbm)`."""
 
+    memory = "hbm"
+
     def __init__(self, trace: Trace, name: str, kind: str, shape, dtype: DType, data=None,
                  numerics=True):
         self.trace, self.name, self.shape, self.dtype = trace, name, tuple(int(s) for s in shape), dtype
@@ -295,227 +328,619 @@ class Tensor:
         trace.tensors.append((name, kind, dtype.name, list(self.shape)))
         if trace.numerics and numerics:
             self.data = dtype.cast(data) if data is not None else np.zeros(self.shape, dtype.np)
+            self.data = np.ascontiguousarray(self.data)
+            self.storage = self.data.reshape(-1)
         else:
-            self.data = None
+            self.data = self.storage = None
         self.kind = kind
 
-    def __getitem__(self, key) -> HbmView:
-        return HbmView(self, _region(self.shape, key, "an HBM tensor"))
+    @property
+    def view(self) -> View:
+        return View.contiguous(self, self.shape, f"tensor '{self.name}'")
+
+    def __getitem__(self, key) -> View:
+        return self.view[key]
+
+    def reshape(self, shape) -> View:
+        """The same HBM tensor seen as `shape` (row-major, like numpy)."""
+        shape = tuple(int(s) for s in shape)
+        if int(np.prod(shape)) != int(np.prod(self.shape)):
+            raise NkiError(f"nki: cannot reshape tensor '{self.name}' of shape {list(self.shape)} "
+                           f"to {list(shape)}")
+        return View.contiguous(self, shape, f"tensor '{self.name}'")
+
+    def __repr__(self):
+        return f"nki tensor '{self.name}' {list(self.shape)} {self.dtype.name} (hbm)"
+
+
+# ---- index expressions (Note [NKI index expressions]) ----
+
+class IndexExpr:
+    """An affine index over a grid: value = off + sum(coefs[a] * i_a) for the grid index
+    (i_0, ...) of `shape` (numpy broadcasting: a size-1 axis has coefficient 0)."""
+
+    __slots__ = ("shape", "off", "coefs")
+    __array_priority__ = 100  # int64 scalars defer to our operators
+
+    def __init__(self, shape, off, coefs):
+        self.shape, self.off = tuple(shape), int(off)
+        self.coefs = tuple(0 if n == 1 else int(c) for n, c in zip(self.shape, coefs))
+
+    def __repr__(self):
+        return f"IndexExpr(shape={list(self.shape)}, off={self.off}, coefs={list(self.coefs)})"
+
+    def __getitem__(self, key):
+        """`[:, None]`-style reshaping: None inserts an axis, `:` keeps one."""
+        key = key if isinstance(key, tuple) else (key,)
+        shape, coefs, axis = [], [], 0
+        for k in key:
+            if k is None:
+                shape.append(1), coefs.append(0)
+            elif k == slice(None):
+                if axis >= len(self.shape):
+                    raise NkiError(f"nki: too many ':' indexing an index of shape {list(self.shape)}")
+                shape.append(self.shape[axis]), coefs.append(self.coefs[axis])
+                axis += 1
+            else:
+                raise UnsupportedError(f"nki: indexing an index expression with {k!r} (only None "
+                                       "and ':')")
+        if axis != len(self.shape):
+            shape += self.shape[axis:]
+            coefs += self.coefs[axis:]
+        return IndexExpr(shape, self.off, coefs)
+
+    def aligned(self, ndim: int):
+        """(shape, coefs) padded on the left to ndim axes."""
+        pad = ndim - len(self.shape)
+        return (1,) * pad + self.shape, (0,) * pad + self.coefs
+
+    def _combine(self, other, sign: int):
+        if isinstance(other, (int, np.integer)):
+            return IndexExpr(self.shape, self.off + sign * int(other), self.coefs)
+        if not isinstance(other, IndexExpr):
+            return NotImplemented
+        n = max(len(self.shape), len(other.shape))
+        (sa, ca), (sb, cb) = self.aligned(n), other.aligned(n)
+        shape = []
+        for x, y in zip(sa, sb):
+            if x != y and 1 not in (x, y):
+                raise NkiError(f"nki: index expressions of shapes {list(self.shape)} and "
+                               f"{list(other.shape)} do not broadcast")
+            shape.append(max(x, y))
+        return IndexExpr(shape, self.off + sign * other.off,
+                         [a + sign * b for a, b in zip(ca, cb)])
+
+    def __add__(self, other):
+        return self._combine(other, 1)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self._combine(other, -1)
+
+    def __rsub__(self, other):
+        return (-self)._combine(other, 1)
+
+    def __neg__(self):
+        return IndexExpr(self.shape, -self.off, [-c for c in self.coefs])
+
+    def __mul__(self, k):
+        if not isinstance(k, (int, np.integer)):
+            if isinstance(k, IndexExpr):
+                raise UnsupportedError("nki: the product of two index expressions (indices are "
+                                       "affine)")
+            return NotImplemented
+        return IndexExpr(self.shape, self.off * int(k), [c * int(k) for c in self.coefs])
+
+    __rmul__ = __mul__
+
+    def _nonaffine(self, *args):
+        raise UnsupportedError("nki: //, % and / of an index expression (indices are affine; "
+                               "use several index axes, as nl.mgrid gives)")
+
+    __floordiv__ = __mod__ = __truediv__ = __rfloordiv__ = __rmod__ = _nonaffine
+
+    # Comparisons make predicates (masks): each condition is an expression meaning "e >= 0".
+    def __lt__(self, other):
+        return Predicate(((other - self) - 1,))
+
+    def __le__(self, other):
+        return Predicate((other - self,))
+
+    def __gt__(self, other):
+        return Predicate(((self - other) - 1,))
+
+    def __ge__(self, other):
+        return Predicate((self - other,))
+
+    def values(self) -> np.ndarray:
+        """The expression's values over its grid (numpy)."""
+        v = np.full(self.shape, self.off, np.int64)
+        for a, (n, c) in enumerate(zip(self.shape, self.coefs)):
+            if c:
+                v = v + c * np.arange(n).reshape([n if b == a else 1 for b in range(len(self.shape))])
+        return v
+
+
+def _as_expr(x):
+    return x if isinstance(x, IndexExpr) else IndexExpr((), int(x), ())
+
+
+class Predicate:
+    """A mask: the conditions (index expressions e, each meaning e >= 0) all hold."""
+
+    def __init__(self, conditions):
+        self.conditions = tuple(_as_expr(c) for c in conditions)
+
+    def __and__(self, other):
+        if not isinstance(other, Predicate):
+            return NotImplemented
+        return Predicate(self.conditions + other.conditions)
+
+    def __or__(self, other):
+        raise UnsupportedError("nki: '|' of masks (only '&': a mask is a box of index ranges)")
+
+    __rand__ = __and__
+
+    def __bool__(self):
+        raise NkiError("nki: a mask is not a Python bool; pass it as mask=")
+
+    def values(self, shape) -> np.ndarray:
+        """Where the predicate holds over a grid of `shape` (numpy bool)."""
+        ok = np.ones(shape, bool)
+        for c in self.conditions:
+            s, k = c.aligned(len(shape))
+            ok &= IndexExpr(s, c.off, k).values() >= 0
+        return ok
+
+    def ranges(self, shape, what: str):
+        """[start, stop) per axis of a grid of `shape` where the predicate holds, or None if
+        it holds nowhere. Each condition may vary along one axis only (a box)."""
+        lo, hi = [0] * len(shape), list(shape)
+        for c in self.conditions:
+            if len(c.shape) > len(shape):
+                raise NkiError(f"nki: {what}: a mask of rank {len(c.shape)} on a tile of shape "
+                               f"{list(shape)}")
+            s, k = c.aligned(len(shape))
+            axes = [a for a, x in enumerate(k) if x]
+            if any(s[a] != shape[a] for a in axes):
+                continue  # a condition on an axis this operand does not have
+            if not axes:
+                if c.off < 0:
+                    return None
+                continue
+            if len(axes) > 1:
+                raise UnsupportedError(f"nki: {what}: a mask that couples index axes {axes} (a "
+                                       "mask is a box; use nisa.affine_select for triangles)")
+            a, q = axes[0], k[axes[0]]
+            if q > 0:  # q*i + off >= 0  <=>  i >= ceil(-off / q)
+                lo[a] = max(lo[a], -(c.off // q))
+            else:  # i <= off / -q
+                hi[a] = min(hi[a], c.off // -q + 1)
+        if any(l >= h for l, h in zip(lo, hi)):
+            return None
+        return list(zip(lo, hi))
+
+
+class Grid(tuple):
+    """nl.mgrid's result: one index expression per axis; `.p` and `.x` name the first two."""
+
+    p = property(lambda self: self[0])
+    x = property(lambda self: self[1])
+
+
+class _MGrid:
+    def __getitem__(self, key):
+        key = key if isinstance(key, tuple) else (key,)
+        ranges = []
+        for k in key:
+            if not isinstance(k, slice) or k.stop is None:
+                raise NkiError(f"nki: nl.mgrid takes slices with a stop, got {k!r}")
+            start, step = k.start or 0, k.step or 1
+            if step <= 0:
+                raise UnsupportedError(f"nki: nl.mgrid step {step} (positive steps only)")
+            ranges.append((start, max(0, -(-(k.stop - start) // step)), step))
+        shape = [n for _, n, _ in ranges]
+        return Grid(IndexExpr(shape, start, [step if b == a else 0 for b in range(len(ranges))])
+                    for a, (start, _, step) in enumerate(ranges))
+
+
+def arange(*args) -> IndexExpr:
+    """nl.arange(stop) / (start, stop[, step]): a 1-D index expression."""
+    r = range(*(int(a) for a in args))
+    if r.step <= 0:
+        raise UnsupportedError(f"nki: nl.arange step {r.step} (positive steps only)")
+    return IndexExpr((len(r),), r.start, (r.step,))
+
+
+# ---- views (Note [NKI views]) ----
+
+class View:
+    """A strided part of a tile's or an HBM tensor's storage.
+
+    `offset` and `strides` count elements of the base's flat storage (a tile's is
+    [partitions, free] row-major, so partition p starts at p * free); `checks` are the
+    base's index bounds as affine functions of the view's index, checked when an
+    instruction uses the view (a mask may cut it first)."""
+
+    __slots__ = ("base", "offset", "shape", "strides", "checks", "split")
+
+    def __init__(self, base, offset, shape, strides, checks, split=None):
+        self.base, self.offset = base, int(offset)
+        self.shape, self.strides = tuple(int(s) for s in shape), tuple(int(s) for s in strides)
+        self.checks, self.split = checks, split
+
+    @staticmethod
+    def contiguous(base, shape, label: str, perm_strides=None) -> View:
+        strides = perm_strides or [int(np.prod(shape[d + 1:])) for d in range(len(shape))]
+        checks = tuple((0, tuple(1 if b == a else 0 for b in range(len(shape))), n,
+                        f"dim {a} of {label}") for a, n in enumerate(shape))
+        return View(base, 0, shape, strides, checks)
+
+    # what an operand is
+    dtype = property(lambda self: self.base.dtype)
+    memory = property(lambda self: self.base.memory)
+    tile = property(lambda self: self.base)  # the root tile (or tensor) holding the data
+
+    def __repr__(self):
+        return f"nki view {list(self.shape)} of {self.base!r}"
 
     @property
-    def view(self) -> HbmView:
-        return HbmView(self, tuple((0, s) for s in self.shape))
+    def trace(self):
+        return self.base.trace
 
+    def same(self, other) -> bool:
+        return (isinstance(other, View) and other.base is self.base and other.offset == self.offset
+                and other.shape == self.shape and other.strides == self.strides)
 
-def _region(shape, key, what, ints=None) -> tuple:
-    """((start, size) per dim) of a basic index (ints, slices with step 1, Ellipsis); the
-    dims indexed by an int are appended to `ints`."""
-    if not isinstance(key, tuple):
-        key = (key,)
-    if any(k is Ellipsis for k in key):
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1:]
-    if len(key) > len(shape):
-        raise NkiError(f"nki: {len(key)} indices into {what} of shape {list(shape)}")
-    key = key + (slice(None),) * (len(shape) - len(key))
-    region = []
-    for d, (k, n) in enumerate(zip(key, shape)):
-        if isinstance(k, slice):
-            start, stop, step = k.indices(n)
-            if step != 1:
-                raise UnsupportedError(f"nki: slice steps other than 1 (dim {d}: {k})")
-            region.append((start, max(0, stop - start)))
-        elif isinstance(k, (int, np.integer)):
-            if not -n <= k < n:
-                raise NkiError(f"nki: index {k} is out of range for dim {d} of size {n}")
-            region.append((int(k) % n, 1))
-            if ints is not None:
-                ints.append(d)
-        else:
-            raise UnsupportedError(f"nki: index {k!r} (only ints, slices and ... are supported)")
-    return tuple(region)
+    # indexing (Note [NKI index expressions])
+    def __getitem__(self, key) -> View:
+        key = key if isinstance(key, tuple) else (key,)
+        if any(k is Ellipsis for k in key):
+            i = key.index(Ellipsis)
+            key = key[:i] + (slice(None),) * (len(self.shape) - len(key) + 1) + key[i + 1:]
+        if len(key) > len(self.shape):
+            raise NkiError(f"nki: {len(key)} indices into a {self.memory} view of shape "
+                           f"{list(self.shape)}")
+        key = key + (slice(None),) * (len(self.shape) - len(key))
+        adv = [a for a, k in enumerate(key) if isinstance(k, IndexExpr)]
+        # ints between index expressions join them (numpy: an int is an advanced index too)
+        if adv and any(isinstance(key[a], slice) for a in range(adv[0], adv[-1] + 1)):
+            raise UnsupportedError("nki: index expressions separated by slices or ints (keep "
+                                   "them adjacent)")
+        grid = ()
+        if adv:
+            n = max(len(key[a].shape) for a in adv)
+            grid = tuple(max(key[a].aligned(n)[0][j] for a in adv) for j in range(n))
+        # maps[a] = (constant, {result axis: coefficient}) of this view's index a
+        shape, maps, out = [], [], 0
+        first, at = adv[0] if adv else None, 0
+        for a, (k, n) in enumerate(zip(key, self.shape)):
+            if a == first:
+                shape += grid
+                at, out = out, out + len(grid)
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                if step <= 0:
+                    raise UnsupportedError(f"nki: slice step {step} (positive steps only)")
+                shape.append(len(range(start, stop, step)))
+                maps.append((start, {out: step}))
+                out += 1
+            elif isinstance(k, IndexExpr):
+                s, c = k.aligned(len(grid))
+                for j, (m, g) in enumerate(zip(s, grid)):
+                    if m not in (1, g):
+                        raise NkiError(f"nki: index expressions of shapes do not broadcast: "
+                                       f"{list(s)} against {list(grid)}")
+                if any(x < 0 for x in c):
+                    raise UnsupportedError("nki: an index expression with a negative step")
+                maps.append((k.off, {at + j: x for j, x in enumerate(c) if x}))
+            elif isinstance(k, (int, np.integer)):
+                if not -n <= k < n:
+                    raise NkiError(f"nki: index {k} is out of range for dim {a} of size {n}")
+                maps.append((int(k) % n, {}))
+            else:
+                raise UnsupportedError(f"nki: index {k!r} (ints, slices, ..., nl.arange / "
+                                       "nl.mgrid expressions)")
+        strides = [0] * len(shape)
+        offset = self.offset
+        for (const, coefs), s in zip(maps, self.strides):
+            offset += s * const
+            for j, x in coefs.items():
+                strides[j] += s * x
+        checks = []
+        for off, coefs, limit, label in self.checks:
+            new = [0] * len(shape)
+            for (const, m), c in zip(maps, coefs):
+                off += c * const
+                for j, x in m.items():
+                    new[j] += c * x
+            checks.append((off, tuple(new), limit, label))
+        return View(self.base, offset, shape, strides, tuple(checks))
 
+    def clip(self, ranges) -> View:
+        """The part [start, stop) per axis."""
+        offset = self.offset + sum(s * a for s, (a, _) in zip(self.strides, ranges))
+        checks = tuple((off + sum(c * a for c, (a, _) in zip(coefs, ranges)), coefs, limit, label)
+                       for off, coefs, limit, label in self.checks)
+        return View(self.base, offset, [b - a for a, b in ranges], self.strides, checks)
 
-class HbmView:
-    """A rectangular part of an HBM tensor: dim 0 maps to partitions."""
+    def permute(self, axes, split=None) -> View:
+        checks = tuple((off, tuple(coefs[a] for a in axes), limit, label)
+                       for off, coefs, limit, label in self.checks)
+        return View(self.base, self.offset, [self.shape[a] for a in axes],
+                    [self.strides[a] for a in axes], checks, split)
 
-    def __init__(self, tensor: Tensor, region):
-        self.tensor, self.region = tensor, region
-        self.shape = tuple(s for _, s in region)
+    def check(self, what: str) -> None:
+        """Raises if the view reaches outside its base (after masks)."""
+        if 0 in self.shape:
+            return
+        for off, coefs, limit, label in self.checks:
+            lo = off + sum(min(0, c * (n - 1)) for c, n in zip(coefs, self.shape))
+            hi = off + sum(max(0, c * (n - 1)) for c, n in zip(coefs, self.shape))
+            if lo < 0 or hi >= limit:
+                raise NkiError(f"nki: {what}: the index reaches {lo}..{hi} in {label} of size "
+                               f"{limit} (out of bounds; mask the access or fix the index)")
+
+    @property
+    def numel(self) -> int:
+        return int(np.prod(self.shape))
 
     def desc(self):
-        t = self.tensor
-        strides = [int(np.prod(t.shape[d + 1:])) for d in range(len(t.shape))]
-        offset = sum(o * s for (o, _), s in zip(self.region, strides))
-        if len(self.shape) == 1:
-            return ("hbm", t.dtype.name, t.index, 0, 1, 0, offset, [self.shape[0]], [1])
-        return ("hbm", t.dtype.name, t.index, 0, self.shape[0], strides[0], offset,
-                list(self.shape[1:]), strides[1:])
+        """core/isa's Tile descriptor of this view."""
+        b = self.base
+        if isinstance(b, Tensor):
+            shape, strides = self.shape, self.strides
+            if len(shape) < 2:
+                return ("hbm", b.dtype.name, b.index, 0, 1, 0, self.offset,
+                        list(shape) or [1], list(strides) or [1])
+            sizes, st = _free_dims(list(zip(shape[1:], strides[1:])), None, self)
+            return ("hbm", b.dtype.name, b.index, 0, shape[0], strides[0], self.offset, sizes, st)
+        free = b.free
+        axes = [(n, s) for n, s in zip(self.shape, self.strides)]
+        split = self.split
+        part = [i for i, (n, s) in enumerate(axes) if n > 1 and s >= free]
+        if len(part) > 1 or (part and axes[part[0]][1] != free):
+            raise UnsupportedError(f"nki: a view of shape {list(self.shape)} with element strides "
+                                   f"{list(self.strides)} steps over partitions other than one by one")
+        if part:
+            p = part[0]
+            if any(n > 1 for n, _ in axes[:p]):
+                raise NkiError(f"nki: the partition dim of a view of shape {list(self.shape)} is "
+                               f"dim {p}; index the dims before it (par_dim) with ints")
+            partitions, rest = axes[p][0], axes[p + 1:]
+            split = None if split is None else split - p
+        else:
+            partitions, rest = 1, axes[1:] if axes else []
+            split = None if split is None else split - 1
+        sizes, st = _free_dims(rest, split, self)
+        return (b.memory, b.dtype.name, b.alloc, self.offset // free, partitions, 0,
+                self.offset % free, sizes, st)
 
-    def slices(self):
-        return tuple(slice(o, o + s) for o, s in self.region)
+    # numerics
+    def _array(self):
+        b = self.base
+        store = b.storage
+        return np.lib.stride_tricks.as_strided(
+            store[self.offset:], self.shape, [s * store.itemsize for s in self.strides])
 
-    def read(self):
-        return self.tensor.data[self.slices()]
+    def read(self) -> np.ndarray:
+        return np.array(self._array())
 
-    def write(self, value):
-        self.tensor.data[self.slices()] = self.tensor.dtype.cast(value).reshape(self.shape)
+    def write(self, values) -> None:
+        v = np.asarray(values)
+        if v.shape != self.shape:
+            v = v.reshape(self.shape) if v.size == self.numel else np.broadcast_to(v, self.shape)
+        self._array()[...] = self.dtype.cast(v)
+
+    @property
+    def whole(self) -> bool:
+        """Covers its base's whole storage."""
+        b = self.base
+        total = b.free * b.shape_p if isinstance(b, Tile) else int(np.prod(b.shape))
+        return self.offset == 0 and self.numel == total and _dense(self.shape, self.strides)
+
+    # the tile API on views
+    def __setitem__(self, key, value) -> None:
+        view = self[key]
+        if isinstance(value, View) and view.same(value):
+            return  # `t[k] += x` writes through the view already
+        assign(view, value)
+
+    def __iadd__(self, other):
+        return iadd(self, other)
+
+    def broadcast_to(self, shape):
+        return broadcast_to(self, shape)
+
+    def reshape(self, shape):
+        return reshape(self, shape)
+
+    def __add__(self, o):
+        return _binary("add", self, o)
+
+    def __radd__(self, o):
+        return _binary("add", o, self)
+
+    def __sub__(self, o):
+        return _binary("subtract", self, o)
+
+    def __rsub__(self, o):
+        return _binary("subtract", o, self)
+
+    def __mul__(self, o):
+        return _binary("multiply", self, o)
+
+    def __rmul__(self, o):
+        return _binary("multiply", o, self)
+
+    def __truediv__(self, o):
+        return _binary("divide", self, o)
+
+    def __rtruediv__(self, o):
+        return _binary("divide", o, self)
+
+    def __neg__(self):
+        return _binary("multiply", self, -1.0)
+
+
+def _free_dims(axes, split, view):
+    """(sizes, strides) of the free dims: size-1 dims dropped, neighbours that form one
+    run merged, but not across `split` (a tensor_reduce's kept | reduced boundary)."""
+    out = []
+    for i, (n, s) in enumerate(axes):
+        if n == 1:
+            continue
+        group = 0 if split is None or i < split else 1
+        if out and out[-1][2] == group and out[-1][1] == n * s:
+            out[-1] = (out[-1][0] * n, s, group)
+        else:
+            out.append((n, s, group))
+    if not out:
+        out = [(1, 1, 0)]
+    if len(out) > 4:
+        raise UnsupportedError(f"nki: a view of shape {list(view.shape)} needs {len(out)} free "
+                               "dims; a tile has at most 4")
+    return [n for n, _, _ in out], [s for _, s, _ in out]
+
+
+def _dense(shape, strides) -> bool:
+    """Whether the axes tile a contiguous block exactly once (in some order)."""
+    axes = sorted((s, n) for n, s in zip(shape, strides) if n > 1)
+    run = 1
+    for s, n in axes:
+        if s != run:
+            return False
+        run *= n
+    return True
 
 
 class Tile:
-    """An SBUF or PSUM tile [partitions, free...]; owns its block until Python drops it."""
+    """An SBUF or PSUM tile; owns its block until Python drops it. Its storage is
+    [partitions, free] row-major; `nl.par_dim` may put the partition dim after leading
+    block dims (`(blocks, par_dim(128), 512)`), which then live in the free bytes."""
 
-    def __init__(self, trace: Trace, shape, dtype: DType, memory: str, what: str):
+    def __init__(self, trace: Trace, shape, dtype: DType, memory: str, what: str, pdim: int = 0):
         shape = tuple(int(s) for s in shape)
         if len(shape) < 2:
             shape = (shape[0], 1) if shape else (1, 1)
-        if shape[0] > PMAX:
+        if shape[pdim] > PMAX:
             raise NkiError(
                 f"nki: {what}: a tile's partition dim is at most {PMAX} (nl.tile_size.pmax), "
                 f"got shape {list(shape)}"
             )
-        self.trace, self.shape, self.dtype, self.memory = trace, shape, dtype, memory
-        free = int(np.prod(shape[1:]))
+        if 0 in shape:
+            raise NkiError(f"nki: {what}: a tile of shape {list(shape)} is empty")
+        self.trace, self.shape, self.dtype, self.memory, self.pdim = trace, shape, dtype, memory, pdim
+        self.shape_p = shape[pdim]
+        self.free = int(np.prod(shape)) // self.shape_p
         self._allocator = trace.sbuf if memory == "sbuf" else trace.psum
-        self.nbytes = shape[0] * free * dtype.itemsize
+        self.nbytes = self.shape_p * self.free * dtype.itemsize
         self.spilled, self.spill_tensor, self.last_use = False, None, trace.tick
-        self.home = None  # an HBM view holding this tile's values, while it is not written
-        self.alloc, self._fresh = self._allocator.take(free * dtype.itemsize)
+        self.home = None  # (HBM view, tile geometry) of the last whole-tile DMA, while unwritten
+        self.alloc, self._fresh = self._allocator.take(self.free * dtype.itemsize)
         self._allocator.hold(self.alloc, self)
         self._finalizer = weakref.finalize(self, self._allocator.give_back, self.alloc)
-        self.data = np.zeros(shape, dtype.np) if trace.numerics else None
+        self.storage = np.zeros(self.shape_p * self.free, dtype.np) if trace.numerics else None
         self.producer = None  # the instruction that wrote this tile, while it may be retargeted
+        self.producer_clip = None  # the part of the tile it wrote (a mask), None: all
+        self.viewed = False  # the kernel indexed it (so it cannot move, Note [NKI tracing])
+        self.moved_to = None
         self.pending_zero = False  # nl.zeros on PSUM: the first matmul overwrites instead
         self.matmul_written = False  # nc_matmul(dst=) overwrites until the first write
 
-    def discard(self, moved_to: TileView) -> None:
+    def __repr__(self):
+        return f"nki tile {list(self.shape)} {self.dtype.name} ({self.memory})"
+
+    @property
+    def full(self) -> View:
+        """The whole tile as a view in its own shape."""
+        if self.moved_to is not None:
+            return self.moved_to
+        shape, p = self.shape, self.pdim
+        inner = int(np.prod(shape[p + 1:]))
+        strides = [0] * len(shape)
+        strides[p] = self.free
+        for d in range(len(shape) - 1, p, -1):
+            strides[d] = int(np.prod(shape[d + 1:]))
+        for d in range(p - 1, -1, -1):
+            strides[d] = inner * int(np.prod(shape[d + 1:p]))
+        return View.contiguous(self, shape, f"a tile of shape {list(shape)}", strides)
+
+    @property
+    def whole_storage(self) -> View:
+        """[partitions, free] in storage order (memset, spills)."""
+        if self.moved_to is not None:
+            return self.moved_to
+        return View.contiguous(self, (self.shape_p, self.free), "a tile")
+
+    @property
+    def data(self):
+        """The tile's values in its shape (numpy), None without numerics."""
+        v = self.full
+        return v.read() if self.trace.numerics else None
+
+    def discard(self, moved_to: View) -> None:
         """This temporary's only writer now writes `moved_to` (same shape): free its
         block, and read it from there if the kernel uses it again."""
         self._finalizer.detach()
         self._allocator.cancel(self.alloc, self._fresh)
-        self.alloc, self._moved_to, self.producer = None, moved_to, None
-        if self.data is not None:
-            self.data = moved_to.tile.data[moved_to.slices()].reshape(self.shape)  # a view
+        self.alloc, self.moved_to, self.producer = None, moved_to, None
 
-    def desc(self, region=None):
-        region = region or tuple((0, s) for s in self.shape)
-        if self.alloc is None:  # moved: the same region of where it went
-            base = self._moved_to
-            return base.tile.desc(tuple((o + b, n) for (o, n), (b, _) in zip(region, base.region)))
-        free = list(self.shape[1:])
-        strides = [int(np.prod(free[d + 1:])) for d in range(len(free))]
-        offset = sum(o * s for (o, _), s in zip(region[1:], strides))
-        return (self.memory, self.dtype.name, self.alloc, region[0][0], region[0][1], 0, offset,
-                [s for _, s in region[1:]], strides)
-
-    def __getitem__(self, key) -> TileView:
-        ints = []
-        region = _region(self.shape, key, "a tile", ints)
-        return TileView(self, region, tuple(d for d in ints if d > 0))
-
-    def reshape(self, shape) -> Tile:
-        """The same storage seen as `shape` (the partition dim stays)."""
-        shape = tuple(int(s) for s in shape)
-        if shape[0] != self.shape[0] or int(np.prod(shape)) != int(np.prod(self.shape)):
-            raise NkiError(f"nki: cannot reshape a tile of shape {list(self.shape)} to "
-                           f"{list(shape)} (the partition dim and the size must stay)")
-        return _Alias(self, shape)
+    def __getitem__(self, key) -> View:
+        self.viewed = True
+        return self.full[key]
 
     def __setitem__(self, key, value) -> None:
-        view = self[key]
-        view.assign(value)
+        self.full.__setitem__(key, value)
 
     def __iadd__(self, other):
-        from trnscope.nki import isa as nisa
-
-        if isinstance(other, Tile) and other.producer is not None and other.memory == "psum":
-            ins = self.trace.instructions[other.producer]
-            if ins[0] == "multiply_moving" and other.producer == len(self.trace.instructions) - 1:
-                ins[11] = self.desc()
-                ins[5] = not self.pending_zero  # accumulate unless the tile was just zeroed
-                if self.trace.numerics:
-                    self.data = (0 if self.pending_zero else self.data) + other.data
-                self.pending_zero = False
-                other.discard(self.full)
-                return self
-        nisa.tensor_tensor(self, other, np.add, dst=self)
+        iadd(self.full, other)
         return self
 
-    @property
-    def full(self) -> TileView:
-        return TileView(self, tuple((0, s) for s in self.shape))
+    def reshape(self, shape):
+        return reshape(self.full, shape)
+
+    def broadcast_to(self, shape):
+        return broadcast_to(self.full, shape)
+
+    def ap(self, *args, **kwargs):
+        raise UnsupportedError("nki: tile.ap(...) access patterns (index with nl.arange / "
+                               "nl.mgrid expressions instead)")
+
+    __add__, __radd__, __sub__, __rsub__ = View.__add__, View.__radd__, View.__sub__, View.__rsub__
+    __mul__, __rmul__, __truediv__, __rtruediv__ = (View.__mul__, View.__rmul__, View.__truediv__,
+                                                    View.__rtruediv__)
+    __neg__ = View.__neg__
 
 
-class _Alias(Tile):
-    """A reshaped tile: another shape over its base's storage (no block of its own)."""
-
-    def __init__(self, base: Tile, shape):  # noqa: super().__init__ would allocate
-        self._base, self.trace, self.shape, self.dtype = base, base.trace, shape, base.dtype
-        self.memory, self.nbytes, self.producer = base.memory, base.nbytes, None
-        self.data = base.data.reshape(shape) if base.data is not None else None
-
-    alloc = property(lambda self: self._base.alloc)
-    spilled = property(lambda self: self._base.spilled)
-
-
-class TileView:
-    """A rectangular part of a tile (partition range x free ranges); dims indexed by an
-    int (`dropped`) are left out of its shape, as in numpy."""
-
-    def __init__(self, tile: Tile, region, dropped=()):
-        self.tile, self.region = tile, region
-        self.shape = tuple(s for d, (_, s) in enumerate(region) if d not in dropped)
-
-    def desc(self):
-        return self.tile.desc(self.region)
-
-    def slices(self):
-        return tuple(slice(o, o + s) for o, s in self.region)
-
-    def read(self):
-        return self.tile.data[self.slices()].reshape(self.shape)
-
-    def write(self, values) -> None:
-        part = self.tile.data[self.slices()]
-        part[...] = self.tile.dtype.cast(values).reshape(part.shape)
-
-    def assign(self, value) -> None:
-        from trnscope.nki import isa as nisa
-
-        t = self.tile
-        if isinstance(value, Tile) and value.producer is not None:
-            last = value.producer == len(t.trace.instructions) - 1
-            same = value.shape == self.shape and len(self.region) == len(value.shape)
-            if last and same and not _root(t).spilled:
-                t.trace.instructions[value.producer][11] = self.desc()  # write here instead
-                if t.trace.numerics:
-                    self.write(value.data)
-                value.discard(self)
-                return
-        nisa.tensor_copy(value, dst=self)
+def _geometry(v: View) -> tuple:
+    return v.offset, v.shape, v.strides, v.whole
 
 
 def _root(x):
-    """The tile holding operand x's storage (following moved temporaries), or None."""
-    t = x.tile if isinstance(x, TileView) else x if isinstance(x, Tile) else None
-    while t is not None and (isinstance(t, _Alias) or (t.alloc is None and not t.spilled)):
-        t = t._base if isinstance(t, _Alias) else t._moved_to.tile
-    return t
-
-
-def as_view(x, what: str):
-    """A Tile or TileView as a view over its whole tile; HBM views pass through."""
+    """The tile holding operand x's storage, or None (HBM)."""
     if isinstance(x, Tile):
-        return x.full
-    if isinstance(x, (TileView, HbmView)):
+        x = x.full
+    if isinstance(x, View) and isinstance(x.base, Tile):
+        return x.base
+    return None
+
+
+def as_view(x, what: str) -> View:
+    """A Tile, HBM tensor or view as a View."""
+    if isinstance(x, (Tile, Tensor)):
+        return x.full if isinstance(x, Tile) else x.view
+    if isinstance(x, View):
         return x
-    if isinstance(x, Tensor):
-        return x.view
     raise NkiError(f"nki: {what} must be a tile or a tensor view, got {type(x).__name__}")
 
 
 def data_of(x):
     """The operand's numpy values, or None when the trace runs without numerics."""
     v = as_view(x, "an operand")
-    trace = v.tensor.trace if isinstance(v, HbmView) else v.tile.trace
-    return v.read() if trace.numerics else None
+    return v.read() if v.trace.numerics else None
+
+
+# Set by isa.py (the instructions these tile methods stand for).
+assign = iadd = broadcast_to = reshape = _binary = None
