@@ -67,6 +67,7 @@
 #include "core/model/simulator.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "core/common/assert.h"
 #include "core/isa/target.h"
@@ -114,7 +115,7 @@ struct Box {
   }
 };
 
-Box BoxOf(const isa::Tile& t) {
+[[gnu::always_inline]] inline Box BoxOf(const isa::Tile& t) {
   int64_t last = t.offset;
   for (int d = 0; d < t.ndim; ++d) last += (t.sizes[d] - 1) * t.strides[d];
   if (t.memory != Memory::kHbm) {
@@ -198,7 +199,10 @@ class Simulator {
         options_(o),
         t_(*out),
         tracker_(exe),
-        ns_per_byte_(1.0 / spec_.dma_engine_bytes_per_ns) {
+        ns_per_byte_(1.0 / spec_.dma_engine_bytes_per_ns),
+        min_gap_(std::max(spec_.timing.dma_chunk_overhead_ns,
+                          std::numeric_limits<double>::denorm_min())) {
+    std::fill(std::begin(dma_gaps_end_), std::end(dma_gaps_end_), -1e300);
     for (int e = 0; e < isa::kNumEngines; ++e) {
       ns_per_cycle_[e] = 1.0 / EngineGhz(static_cast<Engine>(e), spec_);
     }
@@ -383,21 +387,35 @@ class Simulator {
     const int end_row = rows.first + rows.partitions;
     double start = 1e300, end = ready;
     int p = rows.first;
-    for (int g = rows.first / per; p < end_row; ++g) {
+    const double min_gap = min_gap_;  // a local: the transfer stores might alias a member
+    // The division was a tenth of a copy's time; most copies start at partition 0.
+    for (int g = rows.first < per ? 0 : rows.first / per; p < end_row; ++g) {
       const int group_end = std::min((g + 1) * per, end_row);
       const int q = g & (kDmaEngines - 1);
-      const auto piece = [&](double s, int n) {
-        const double e = s + n * row_ns;
-        start = s < start ? s : start;
-        end = e > end ? e : end;
-        if (record) {
-          t_.transfers.push_back(
-              {i, static_cast<uint8_t>(q), n * rows.row_bytes, n * rows.runs_per_row, s, e});
-        }
-        return e;
-      };
-      Serve(dma_[q], group_end - p, row_ns, ready, piece);
+      int n = group_end - p;
       p = group_end;
+      if (ready < dma_gaps_end_[q]) [[unlikely]] {
+        const Placed in_gaps = FillGaps(q, n, row_ns, ready, i, rows);
+        start = in_gaps.start < start ? in_gaps.start : start;
+        end = in_gaps.end > end ? in_gaps.end : end;
+        n = in_gaps.rows_left;
+        if (n == 0) continue;
+      }
+      // After the engine's last row (Note [DMA queues]).
+      const double free = dma_free_[q];
+      const double s = ready > free ? ready : free;
+      if (s - free >= min_gap) [[unlikely]] {
+        dma_gaps_[q].push_back({free, s});
+        dma_gaps_end_[q] = s;
+      }
+      const double e = s + n * row_ns;
+      dma_free_[q] = e;
+      start = s < start ? s : start;
+      end = e > end ? e : end;
+      if (record) {
+        t_.transfers.push_back(
+            {i, static_cast<uint8_t>(q), n * rows.row_bytes, n * rows.runs_per_row, s, e});
+      }
     }
     const int64_t bytes = rows.row_bytes * rows.partitions;
     AddSpan(std::min(start, end), end);
@@ -409,61 +427,70 @@ class Simulator {
     if (ins.dst.memory == Memory::kHbm || ins.src0.memory == Memory::kHbm) t_.hbm_bytes += bytes;
   }
 
-  // One DMA engine's idle time (Note [DMA queues]): the gaps earlier copies
-  // left before `free`, sorted and disjoint, and `free`, after which it idles.
+  // An idle stretch of a DMA engine before its last row (Note [DMA queues]).
   struct Gap {
     double start, end;
   };
-  struct DmaEngine {
-    std::vector<Gap> gaps;
-    double free = 0;
+  struct Placed {
+    int rows_left;
+    double start, end;  // of the rows placed (start > end: none)
   };
 
-  // Places n rows of row_ns each on engine d from `ready` on (Note [DMA
-  // queues]): whole rows into the gaps they fit, the rest after `free`.
-  // piece(start, rows) records each contiguous run of rows and returns its end.
-  template <typename F>
-  void Serve(DmaEngine& d, int n, double row_ns, double ready, F&& piece) {
-    std::vector<Gap>& gaps = d.gaps;
-    const double min_gap = spec_.timing.dma_chunk_overhead_ns;  // no row is shorter
-    if (!gaps.empty() && gaps.back().end > ready) {
-      // The first gap ending after `ready`; gaps are disjoint, so ends are sorted.
-      size_t k = static_cast<size_t>(
-          std::partition_point(gaps.begin(), gaps.end(),
-                               [ready](const Gap& g) { return g.end <= ready; }) -
-          gaps.begin());
-      while (n > 0 && k < gaps.size()) {
-        const Gap g = gaps[k];
-        const double s = std::max(g.start, ready);
-        int fit = static_cast<int>(std::min<double>(n, (g.end - s) / row_ns));
-        while (fit > 0 && s + fit * row_ns > g.end) --fit;  // rounding
-        if (fit == 0) {
-          ++k;
-          continue;
-        }
-        const double e = piece(s, fit);
-        n -= fit;
-        // What is left of the gap: before s (ready fell inside it) and after e.
-        const bool before = s - g.start >= min_gap && s > g.start;
-        const bool after = g.end - e >= min_gap && g.end > e;
-        if (before && after) {
-          gaps[k].end = s;
-          gaps.insert(gaps.begin() + static_cast<std::ptrdiff_t>(k) + 1, {e, g.end});
-          k += 1;
-        } else if (before) {
-          gaps[k].end = s;
-          k += 1;
-        } else if (after) {
-          gaps[k].start = e;
-        } else {
-          gaps.erase(gaps.begin() + static_cast<std::ptrdiff_t>(k));
-        }
+  // Places what fits of n rows of copy i, row_ns each, into DMA engine q's
+  // gaps from `ready` on (Note [DMA queues]): whole rows, in the first gaps
+  // they fit; returns the rows left for after the engine's last row.
+  [[gnu::noinline]] Placed FillGaps(int q, int n, double row_ns, double ready, uint32_t i,
+                                    const DmaRows& rows) {
+    std::vector<Gap>& gaps = dma_gaps_[q];
+    Placed placed{n, 1e300, -1e300};
+    // The first gap ending after `ready`; gaps are disjoint, so ends are sorted.
+    // It is usually among the last few: walk back, then bisect what is left.
+    size_t k = gaps.size();
+    for (int steps = 0; k > 0 && gaps[k - 1].end > ready; --k) {
+      if (++steps == 8) {
+        k = static_cast<size_t>(
+            std::partition_point(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(k),
+                                 [ready](const Gap& g) { return g.end <= ready; }) -
+            gaps.begin());
+        break;
       }
-      if (n == 0) return;
     }
-    const double s = ready > d.free ? ready : d.free;
-    if (s - d.free >= min_gap && s > d.free) gaps.push_back({d.free, s});
-    d.free = piece(s, n);
+    while (n > 0 && k < gaps.size()) {
+      const Gap g = gaps[k];
+      const double s = std::max(g.start, ready);
+      int fit = static_cast<int>(std::min<double>(n, (g.end - s) / row_ns));
+      while (fit > 0 && s + fit * row_ns > g.end) --fit;  // rounding
+      if (fit == 0) {
+        ++k;
+        continue;
+      }
+      const double e = s + fit * row_ns;
+      placed.start = std::min(placed.start, s);
+      placed.end = std::max(placed.end, e);
+      if (options_.record_transfers) {
+        t_.transfers.push_back(
+            {i, static_cast<uint8_t>(q), fit * rows.row_bytes, fit * rows.runs_per_row, s, e});
+      }
+      n -= fit;
+      // What is left of the gap: before s (ready fell inside it) and after e.
+      const bool before = s - g.start >= min_gap_;
+      const bool after = g.end - e >= min_gap_;
+      if (before && after) {
+        gaps[k].end = s;
+        gaps.insert(gaps.begin() + static_cast<std::ptrdiff_t>(k) + 1, {e, g.end});
+        k += 1;
+      } else if (before) {
+        gaps[k].end = s;
+        k += 1;
+      } else if (after) {
+        gaps[k].start = e;
+      } else {
+        gaps.erase(gaps.begin() + static_cast<std::ptrdiff_t>(k));
+      }
+    }
+    dma_gaps_end_[q] = gaps.empty() ? -1e300 : gaps.back().end;
+    placed.rows_left = n;
+    return placed;
   }
 
   // DMA active time: the union of the dma_copy instructions' spans, kept as
@@ -536,9 +563,16 @@ class Simulator {
     double multiply_free = 0;    // ... and end
     double covered = 0;          // Tensor busy time counted up to here
   } tensor_;
-  DmaEngine dma_[kDmaEngines];
+  // Per DMA engine (Note [DMA queues]): idle from dma_free_ on, its gaps
+  // before that, and the last gap's end (-1e300: none), so that a copy ready
+  // after every gap, the common case, reads two arrays and no vector.
+  double dma_free_[kDmaEngines] = {};
+  double dma_gaps_end_[kDmaEngines];
+  std::vector<Gap> dma_gaps_[kDmaEngines];
   double warm_ns_ = 0;
   const double ns_per_byte_;
+  // Gaps shorter than this hold no row (a row costs at least one run's overhead).
+  const double min_gap_;
   double ns_per_cycle_[isa::kNumEngines];
   std::vector<std::pair<double, double>> spans_;  // their union so far, AddSpan()
   std::vector<double> first_, last_;              // per allocation, Touch()
