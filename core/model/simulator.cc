@@ -388,7 +388,7 @@ class Simulator {
     double start = 1e300, end = ready;
     int p = rows.first;
     const double min_gap = min_gap_;  // a local: the transfer stores might alias a member
-    // The division was a tenth of a copy's time; most copies start at partition 0.
+    // No integer division for the usual copy, which starts at partition 0.
     for (int g = rows.first < per ? 0 : rows.first / per; p < end_row; ++g) {
       const int group_end = std::min((g + 1) * per, end_row);
       const int q = g & (kDmaEngines - 1);
