@@ -152,20 +152,23 @@ def test_fully_blocked_matmul_calibration_trn2():
 
 def test_whole_row_block_loads_stall_at_every_block():
     # The same kernel with one DMA per k-tile row: the next block's 8 MiB of lhsT waits
-    # for the last multiply of the previous one (SBUF is full), ~18 us per block.
+    # for the last multiply of the previous one (SBUF is full): Tensor idles ~22 us at
+    # each of the 128 blocks.
     whole = _profile(matmul_fully_blocked_whole_rows, 8192, 4096, 8192)
-    assert whole.total_ns / 1e6 == pytest.approx(31.7, rel=0.02)
+    assert whole.total_ns / 1e6 == pytest.approx(31.0, rel=0.02)
     assert 0.85 < _active(whole, "tensor") < 0.92
     assert whole.engine_active_ns["tensor"] / 1e6 == pytest.approx(28.16, rel=0.02)
 
 
 def test_hoisted_matmul_calibration_trn2():
     # Published (v3): 28.20 ms, Tensor active 28.16 ms (99.85 %), HFU 24.79 %, DMA 99.73 %.
+    # DMA-bound in the model: a DMA engine serves the next rhs loads while the next m's
+    # lhsT loads wait for their blocks (Note [DMA queues] in core/model/simulator.cc).
     p = _profile(matmul_hoisted, 8192, 4096, 8192)
-    assert p.total_ns / 1e6 == pytest.approx(28.20, rel=0.15)
+    assert p.total_ns / 1e6 == pytest.approx(28.20, rel=0.10)
     assert p.engine_active_ns["tensor"] / 1e6 == pytest.approx(28.16, rel=0.05)
-    assert p.hfu == pytest.approx(0.2479, rel=0.15)
-    assert _active(p, "dma") >= 0.90
+    assert p.hfu == pytest.approx(0.2479, abs=0.02)
+    assert _active(p, "dma") >= 0.95
 
 
 def test_fully_blocked_matmul_trn1_bf16():

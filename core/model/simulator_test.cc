@@ -218,6 +218,88 @@ TEST(Simulator, DmasOnTheSameEnginesQueueAndOthersOverlap) {
   EXPECT_EQ(t.instruction_counts[static_cast<int>(Engine::kDma)], 3);
 }
 
+// Note [DMA queues]: copies on DMA engine 0 (partitions 0..7) around one that
+// waits for a Vector result; 512 B and 2 KiB rows, one run each.
+Executable Queues() {
+  Executable x;
+  x.target = Target::kTrn2;
+  x.tensors = {{"in", isa::TensorKind::kInput, DType::kFloat32, {8, 2048}},
+               {"out", isa::TensorKind::kOutput, DType::kFloat32, {8, 2048}},
+               {"out2", isa::TensorKind::kOutput, DType::kFloat32, {8, 2048}}};
+  for (int i = 0; i < 6; ++i) {
+    x.allocations.push_back({"s" + std::to_string(i), Memory::kSbuf, 0, 128, i * 8192, 8192});
+  }
+  return x;
+}
+Instruction HbmLoad(uint32_t alloc, int64_t free) {  // HBM "in" -> SBUF, [8, free] fp32
+  return Make(Opcode::kDmaCopy, Sbuf(alloc, 8, free), Hbm(0, 8, free, 2048));
+}
+constexpr double kSmallRow = 20 + 512 / 23.0, kBigRow = 20 + 2048 / 23.0;  // ns per row
+
+TEST(Simulator, AWaitingCopyDoesNotBlockReadyOnesBehindIt) {
+  Executable x = Queues();
+  x.instructions = {
+      Make(Opcode::kTensorCopy, Sbuf(0, 8, 960), Sbuf(1, 8, 960)),        // Vector, 1000 ns
+      Make(Opcode::kDmaCopy, Hbm(1, 8, 512, 2048), Sbuf(0, 8, 512)),      // waits for it
+      HbmLoad(2, 128), HbmLoad(3, 128), HbmLoad(4, 512)};                          // ready at 1300
+  const Timeline t = Simulated(x);
+  const double waiting = 1000 + 1300;  // the Vector copy's end + the trigger latency
+  EXPECT_NEAR(t.start_ns[1], waiting, 1e-9);  // keeps its time: issued first
+  EXPECT_NEAR(t.end_ns[1], waiting + 8 * kBigRow, 1e-9);
+  // The ready copies run in its gap, in issue order ...
+  EXPECT_NEAR(t.start_ns[2], 1300, 1e-9);
+  EXPECT_NEAR(t.end_ns[2], 1300 + 8 * kSmallRow, 1e-9);
+  EXPECT_NEAR(t.start_ns[3], 1300 + 8 * kSmallRow, 1e-9);
+  EXPECT_NEAR(t.end_ns[3], 1300 + 16 * kSmallRow, 1e-9);
+  // ... and copy 4's rows, as many whole rows as fit (2 of 8), the rest after copy 1.
+  const double gap_left = waiting - (1300 + 16 * kSmallRow);
+  ASSERT_GT(gap_left, 2 * kBigRow);
+  ASSERT_LT(gap_left, 3 * kBigRow);
+  EXPECT_NEAR(t.start_ns[4], 1300 + 16 * kSmallRow, 1e-9);
+  EXPECT_NEAR(t.end_ns[4], waiting + 14 * kBigRow, 1e-9);
+  std::vector<DmaTransfer> four;
+  for (const DmaTransfer& d : t.transfers) {
+    EXPECT_EQ(d.dma_engine, 0);
+    if (d.instruction == 4) four.push_back(d);
+  }
+  ASSERT_EQ(four.size(), 2u);
+  EXPECT_EQ(four[0].bytes, 2 * 2048);
+  EXPECT_EQ(four[0].runs, 2);
+  EXPECT_NEAR(four[0].end_ns, 1300 + 16 * kSmallRow + 2 * kBigRow, 1e-9);
+  EXPECT_EQ(four[1].bytes, 6 * 2048);
+  EXPECT_NEAR(four[1].start_ns, waiting + 8 * kBigRow, 1e-9);
+  EXPECT_EQ(t.transfers.size(), 5u);
+  // The engine never idled from 1300 to the end: DMA active is that whole span.
+  EXPECT_NEAR(t.engine_active_ns[static_cast<int>(Engine::kDma)], t.end_ns[4] - 1300, 1e-9);
+  EXPECT_NEAR(t.total_ns, waiting + 14 * kBigRow, 1e-9);
+}
+
+TEST(Simulator, ACopyReadyInsideAGapLeavesItsStartToLaterOnes) {
+  Executable x = Queues();
+  x.instructions = {
+      Make(Opcode::kTensorCopy, Sbuf(0, 8, 1920), Sbuf(1, 8, 1920)),  // Vector, 0..2000 ns
+      Make(Opcode::kDmaCopy, Hbm(1, 8, 512, 2048), Sbuf(0, 8, 512)),  // ready 3300
+      Make(Opcode::kActivation, Sbuf(2, 8, 1200), Sbuf(1, 8, 1200)),  // Scalar, 0..1000 ns
+      Make(Opcode::kDmaCopy, Hbm(2, 8, 128, 2048), Sbuf(2, 8, 128)),  // ready 2300
+      HbmLoad(3, 128), HbmLoad(4, 512)};                                  // ready 1300
+  const Timeline t = Simulated(x);
+  EXPECT_NEAR(t.start_ns[1], 3300, 1e-9);
+  // Copy 3 splits the gap [0, 3300) into [0, 2300) and [2300 + 8 small rows, 3300).
+  EXPECT_NEAR(t.start_ns[3], 2300, 1e-9);
+  EXPECT_NEAR(t.end_ns[3], 2300 + 8 * kSmallRow, 1e-9);
+  // Copy 4 takes the front one from its ready time ...
+  EXPECT_NEAR(t.start_ns[4], 1300, 1e-9);
+  EXPECT_NEAR(t.end_ns[4], 1300 + 8 * kSmallRow, 1e-9);
+  // ... copy 5 what is left of it (6 rows of 2 KiB) and the back one (2 rows).
+  const double front = 2300 - (1300 + 8 * kSmallRow), back = 3300 - t.end_ns[3];
+  ASSERT_GT(front, 6 * kBigRow);
+  ASSERT_LT(front, 7 * kBigRow);
+  ASSERT_GT(back, 2 * kBigRow);
+  EXPECT_NEAR(t.start_ns[5], 1300 + 8 * kSmallRow, 1e-9);
+  EXPECT_NEAR(t.end_ns[5], t.end_ns[3] + 2 * kBigRow, 1e-9);
+  EXPECT_NEAR(t.end_ns[1], 3300 + 8 * kBigRow, 1e-9);  // unmoved by any of them
+}
+
 TEST(Simulator, TheMatmulTileProgram) {
   const Executable x = isa::testing::MatmulTile();
   const Timeline t = Simulated(x);
@@ -388,8 +470,9 @@ namespace trn::model {
 namespace {
 
 // A fingerprint of everything a timeline holds, to keep speed work from
-// changing results: the golden value was taken before the DMA loop and the
-// span union were rewritten for speed, and checked equal after.
+// changing results. Retaken when Note [DMA queues] changed the schedule (with
+// the DMA gaps switched off the new code gave the previous value); the first
+// was taken before the DMA loop and the span union were rewritten for speed.
 uint64_t Fingerprint(const Timeline& t) {
   uint64_t h = 1469598103934665603ull;
   const auto mix = [&](const void* p, size_t n) {
@@ -417,7 +500,7 @@ uint64_t Fingerprint(const Timeline& t) {
 TEST(Simulator, TheTiledMatmulTimelineIsUnchanged) {
   const isa::Executable x = BasicTiledMatmul(512, 1024, 2048, DType::kFloat32, Target::kTrn2);
   const Timeline t = Simulated(x);
-  EXPECT_EQ(Fingerprint(t), 12599460698919420882ull) << t.total_ns;
+  EXPECT_EQ(Fingerprint(t), 10390171706929650609ull) << t.total_ns;
 }
 
 }  // namespace
