@@ -599,14 +599,18 @@ class _Compiled:
             _eager_step, dict(lowering.calls), dict(lowering.consts), list(program.eager_nodes)
         )
 
-    def __call__(self, args: list) -> list:
+    def bind_inputs(self, args: list) -> list:
+        """The program's input tensors for the graph's arguments."""
         tensors = [args[i] for i in self.tensor_inputs]
         dev = next((t.device for t in tensors if t.device.type == "trn"), None)
         dev = dev or torch.device("trn")
         tensors = [t if t.device.type == "trn" else t.to(dev) for t in tensors]
         if self.attrs:
             tensors += [a.to(dev) for a in self.attrs]
-        outs = self.program.run(tensors, self._eager)
+        return tensors
+
+    def __call__(self, args: list) -> list:
+        outs = self.program.run(self.bind_inputs(args), self._eager)
         return [outs[x] if k == "t" else x for k, x in self.template]
 
 
