@@ -186,6 +186,8 @@ class LaunchRunner : public compiler::StepRunner {
   }
 
   void RunEager(int index) override {
+    TORCH_CHECK(static_cast<bool>(eager_), "trn compiled program: eager step ", index,
+                " needs the frontend's eager callable, but none was given");
     const compiler::EagerStep& e = program_.eager()[index];
     std::vector<at::Tensor> args;
     args.reserve(e.inputs.size());
