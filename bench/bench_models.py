@@ -3,6 +3,7 @@ measured in this run, on the same weights and inputs.
 
   python bench/bench_models.py [--models llama,gpt2,...] [--repeat N] [--no-inductor]
                                [--markdown]
+  python bench/bench_models.py --host [--models llama,gpt2,qwen2] [--rounds N]
 
 Per model (trnscope.studies.zoo, size "bench": e.g. Llama with 2 layers,
 dim 256, seq 64, batch 2):
@@ -20,13 +21,17 @@ dim 256, seq 64, batch 2):
                                                                      target <= 0.8x
 Wall times are medians over --rounds interleaved rounds of --repeat synchronized calls
 (CPU, trn eager, trn compiled, inductor in turn); tokens/s the best of 3 generate() calls.
+
+--host splits the host time of one compiled forward call (Note [Host breakdown]).
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+import types
 import warnings
 
 import torch
@@ -168,6 +173,180 @@ def bench_generate(name: str, new_tokens: int, rounds: int) -> dict:
     return res
 
 
+# Note [Host breakdown]
+# Where the host time of one compiled call goes, measured by calling each layer
+# of the compiled call directly: each a median over interleaved rounds, each
+# sample taken right after a whole synchronized call, as a loop over forwards
+# finds the host (Python's objects out of the caches the forward's GEMMs
+# streamed through: the guards check 3-8x slower than when repeated):
+#   full            compiled(**x): OptimizedModule -> Dynamo's frame entry -> guards
+#                   -> the frame's rewritten bytecode -> the graph callable
+#   c.forward       without OptimizedModule.__call__ and its nn.Module wrapper
+#   guards          the frame's guard tree checked on the frame's locals
+#   bytecode        Dynamo's rewritten code of the compiled frame, called as a plain
+#                   function: transformers' wrapper around the graph (the output
+#                   objects and the KV cache are rebuilt in Python) + the graph callable
+#   graph fn        Dynamo's graph callable: AOTAutograd's runtime wrappers + backend
+#   backend         trnscope's _GraphRunner: its Python + _C run
+#   _C run          the program's launches (RunProgram)
+# and when the first kernel was launched (trnscope's _program_first_launch_ns)
+# after a full call, and a backend call, began: the device idles until then.
+# Differences of medians are estimates; a layer is timed the same way eager is.
+def _compiled_frame(model):
+    """(code, cache entry, the function owning the code) of the frame Dynamo compiled."""
+    import torch._dynamo.eval_frame as ef
+
+    fn = type(model).forward
+    while fn is not None:
+        entries = ef._debug_get_cache_entry_list(fn.__code__)
+        if entries:
+            return fn.__code__, entries[0], fn
+        fn = getattr(fn, "__wrapped__", None)
+    raise RuntimeError(f"no compiled frame found under {type(model).__name__}.forward")
+
+
+def _frame_locals(code, call) -> dict:
+    """The locals of `code`'s first frame when `call()` runs (what its guards read)."""
+    got: dict = {}
+
+    def hook(frame, event, arg):
+        if event == "call" and frame.f_code is code and not got:
+            got.update(frame.f_locals)
+
+    sys.setprofile(hook)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return got
+
+
+def host_breakdown(name: str, rounds: int, calls: int = 20) -> dict:
+    from trnscope import _C
+    from trnscope.compile import backend
+
+    spec = zoo.get(name)
+    model, inputs = spec.build("bench")
+    model.to("trn")
+    x = zoo.to_device(inputs, "trn")
+    ns = time.perf_counter_ns
+    sync = torch.trn.synchronize
+    with torch.no_grad():
+        torch._dynamo.reset()
+        compiled = torch.compile(model, backend="trn")
+        for _ in range(3):
+            compiled(**x)
+        sync()
+        code, entry, owner = _compiled_frame(model)
+        guard_locals = _frame_locals(code, lambda: model(**x))
+        rewritten = types.FunctionType(
+            entry.code, owner.__globals__, code.co_name, owner.__defaults__, owner.__closure__
+        )
+        # The graph callable's arguments, and the backend's, from one call.
+        g = owner.__globals__
+        graph_fns = [k for k in g if k.startswith("__compiled_fn")]
+        if len(graph_fns) != 1:
+            raise RuntimeError(f"{name}: expected one compiled graph, found {graph_fns}")
+        graph_fn = g[graph_fns[0]]
+        seen: dict = {}
+
+        def grab(*a):
+            seen["graph"] = a
+            return graph_fn(*a)
+
+        runner_call = backend._GraphRunner.__call__
+
+        def grab_runner(self, a):
+            seen["runner"] = (self, list(a))
+            return runner_call(self, a)
+
+        g[graph_fns[0]], backend._GraphRunner.__call__ = grab, grab_runner
+        try:
+            rewritten(model, **x)
+        finally:
+            g[graph_fns[0]], backend._GraphRunner.__call__ = graph_fn, runner_call
+        sync()
+        runner, runner_args = seen["runner"]
+        program = runner.single
+        bound = program.bind_inputs(runner_args)
+
+        run_to_launch: list = []
+
+        def program_call():
+            start = ns()
+            program.program.run(bound, program._eager)
+            run_to_launch.append(_C._program_first_launch_ns() - start)
+        first: list = []
+
+        def full():
+            start = ns()
+            compiled(**x)
+            first.append(_C._program_first_launch_ns() - start)
+
+        to_launch: list = []
+
+        def backend_call():
+            start = ns()
+            runner(list(runner_args))
+            to_launch.append(_C._program_first_launch_ns() - start)
+
+        pieces = {
+            "eager": lambda: model(**x),
+            "full": full,
+            "c.forward": lambda: compiled.forward(**x),
+            "guards": lambda: entry.guard_manager.check(guard_locals),
+            "bytecode": lambda: rewritten(model, **x),
+            "graph fn": lambda: graph_fn(*seen["graph"]),
+            "backend": backend_call,
+            "_C run": program_call,
+        }
+        host = {k: [] for k in pieces}
+        wall = {"eager": [], "full": []}
+        for _ in range(rounds):
+            for k, fn in pieces.items():
+                for _ in range(calls):
+                    # The state a call of a loop over forwards finds: the previous
+                    # call done, its weights and activations through the caches.
+                    compiled(**x) if k != "eager" else model(**x)
+                    sync()
+                    start = ns()
+                    fn()
+                    end = ns()
+                    host[k].append(end - start)
+                    if k in wall:
+                        sync()
+                        wall[k].append(ns() - start)
+        sync()
+    torch._dynamo.reset()
+    med = {k: statistics.median(v) / 1e3 for k, v in host.items()}
+    med["first launch"] = statistics.median(first) / 1e3
+    med["backend to launch"] = statistics.median(to_launch) / 1e3
+    med["run to launch"] = statistics.median(run_to_launch) / 1e3
+    med["eager wall"] = statistics.median(wall["eager"]) / 1e3
+    med["full wall"] = statistics.median(wall["full"]) / 1e3
+    return med
+
+
+def print_host_breakdown(name: str, m: dict) -> None:
+    split = [
+        ("OptimizedModule.__call__ + nn.Module wrapper", m["full"] - m["c.forward"]),
+        ("Dynamo frame entry/exit (without guards)", m["c.forward"] - m["guards"] - m["bytecode"]),
+        ("Dynamo guards", m["guards"]),
+        ("rewritten bytecode around the graph (transformers' wrapper, outputs, cache)",
+         m["bytecode"] - m["graph fn"]),
+        ("AOTAutograd runtime wrappers", m["graph fn"] - m["backend"]),
+        ("trnscope backend, Python", m["backend"] - m["_C run"]),
+        ("trnscope _C run (checks, allocation, launches)", m["_C run"]),
+    ]
+    print(f"{name}: compiled call {m['full']:.0f} us host ({m['full wall']:.0f} us wall), first "
+          f"kernel launched {m['first launch']:.0f} us after the call began; eager call "
+          f"{m['eager']:.0f} us host ({m['eager wall']:.0f} us wall)")
+    for what, us in split:
+        print(f"  {us:7.1f} us  {what}")
+    print(f"  ({m['backend to launch']:.1f} us from the backend's entry to its first launch, "
+          f"{m['run to launch']:.1f} us of them in _C run)")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--models", default=",".join(zoo.NAMES))
@@ -176,6 +355,8 @@ def main() -> None:
     p.add_argument("--tokens", type=int, default=16, help="new tokens per generate() call")
     p.add_argument("--no-inductor", action="store_true", help="skip the inductor column")
     p.add_argument("--markdown", action="store_true", help="also print the README table")
+    p.add_argument("--host", action="store_true",
+                   help="split the host time of a compiled call (Note [Host breakdown])")
     args = p.parse_args()
     names = [n for n in args.models.split(",") if n]
     for n in names:
@@ -184,6 +365,10 @@ def main() -> None:
     torch.set_num_threads(1)
     print(f"CPU: {cpu_model()}; torch {torch.__version__}, CPU PyTorch with 1 thread; "
           f"trn: {torch.trn.device_count()} cores (one host thread each)")
+    if args.host:
+        for n in names:
+            print_host_breakdown(n, host_breakdown(n, args.rounds))
+        return
     rows = []
     for n in names:
         r = bench_forward(n, args.repeat, args.rounds, not args.no_inductor)

@@ -292,6 +292,31 @@ def test_unsupported_node_runs_eagerly_inside_the_program():
     assert stats["num_kernels"] == 2  # x * 2 before the flip, + y, relu, + 1 after it
 
 
+def test_call_path_binds_cpu_scalars_constants_and_non_tensor_outputs():
+    """Note [Call path]: what a call binds is settled at compile time; a 0-dim CPU
+    tensor argument, a constant tensor of the graph, outputs that are an input, a
+    number or one value twice, and a graph with no eager steps still give eager's
+    values on every call."""
+
+    def fn(x, step, y):
+        c = torch.tensor([0.5, 2.0, -1.0, 3.0], device=x.device)  # a get_attr constant
+        z = x * step + c
+        return z, y, z.sum(-1), z, x.shape[0]
+
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    x, y = torch.randn(3, 4), torch.randn(2)
+    with torch.inference_mode():
+        for k in range(3):
+            step = torch.tensor(float(k) + 0.5)  # CPU, as generate() passes a counter
+            got = compiled(x.to("trn"), step, y.to("trn"))
+            want = fn(x, step, y)
+            assert got[4] == want[4] == 3
+            for g, w in zip(got[:4], want[:4]):
+                torch.testing.assert_close(g.cpu(), w, rtol=1e-6, atol=1e-6)
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None and stats["eager_nodes"] == []
+
+
 def test_library_kernels_cat_embedding_and_integer_math():
     """Ops the row interpreter does not take run as single core kernels inside
     the program (Note [Library kernels]), over their own dtypes."""

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
@@ -22,6 +23,15 @@ namespace trn::bridge {
 namespace {
 
 std::atomic<int64_t> program_launches{0};
+// steady_clock ns of the first kernel launch of the latest program run
+// (bench/bench_models.py --host: how long the device idled at the call's start).
+std::atomic<int64_t> first_launch_ns{0};
+
+int64_t NowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 // The frontend's op names (OpName is not one-to-one: gelu / gelu_tanh).
 compiler::Op ParseOp(const std::string& name) {
@@ -164,6 +174,10 @@ class LaunchRunner : public compiler::StepRunner {
       packed = kernels::AcquirePackedB(program_.GemmB(index, bindings_->base),
                                        inputs_[w].storage().data(), inputs_[w]._version());
     }
+    if (first_) {
+      first_ = false;
+      first_launch_ns.store(NowNs(), std::memory_order_relaxed);
+    }
     // The launch outlives this call: it keeps the program and the bindings.
     ops::Launch(device_, k.info, [keep = compiled_.program, index, b = bindings_, packed] {
       return keep->RunKernel(index, b->base, packed.get());
@@ -172,6 +186,8 @@ class LaunchRunner : public compiler::StepRunner {
   }
 
   void RunEager(int index) override {
+    TORCH_CHECK(static_cast<bool>(eager_), "trn compiled program: eager step ", index,
+                " needs the frontend's eager callable, but none was given");
     const compiler::EagerStep& e = program_.eager()[index];
     std::vector<at::Tensor> args;
     args.reserve(e.inputs.size());
@@ -187,6 +203,7 @@ class LaunchRunner : public compiler::StepRunner {
   const std::shared_ptr<const compiler::Bindings> bindings_;
   const std::vector<at::Tensor>& holders_;
   const EagerFn& eager_;
+  bool first_ = true;
 };
 
 }  // namespace
@@ -352,5 +369,7 @@ std::vector<at::Tensor> RunProgram(const CompiledProgram& compiled,
 }
 
 int64_t ProgramKernelLaunches() { return program_launches.load(std::memory_order_relaxed); }
+
+int64_t ProgramFirstLaunchNs() { return first_launch_ns.load(std::memory_order_relaxed); }
 
 }  // namespace trn::bridge

@@ -65,4 +65,8 @@ std::vector<at::Tensor> RunProgram(const CompiledProgram& compiled,
 // Kernels launched by compiled programs in this process (tests count them).
 int64_t ProgramKernelLaunches();
 
+// steady_clock (CLOCK_MONOTONIC, as Python's time.perf_counter_ns) nanoseconds
+// of the first kernel launch of the latest program run; 0 before any.
+int64_t ProgramFirstLaunchNs();
+
 }  // namespace trn::bridge

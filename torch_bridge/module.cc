@@ -183,6 +183,7 @@ void BindCompile(py::module_& m) {
       });
   m.def("_compile_graph", &CompileGraph, py::arg("graph"), py::arg("fuse") = true);
   m.def("_program_kernel_launches", &ProgramKernelLaunches);
+  m.def("_program_first_launch_ns", &ProgramFirstLaunchNs);
 }
 
 }  // namespace

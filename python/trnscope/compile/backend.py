@@ -191,6 +191,9 @@ class _Lowering:
         self.ids: dict[fx.Node, int] = {}  # tensor values
         self.consts: dict[fx.Node, Any] = {}  # numbers (specialized sizes)
         self.tensor_inputs: list[int] = []  # placeholder positions that are tensors
+        self.num_placeholders = 0
+        self.cpu_inputs: list[int] = []  # positions in tensor_inputs of 0-dim CPU tensors
+        self.device: torch.device | None = None  # of the first trn input
         self.attr_inputs: list[str] = []  # get_attr tensors, appended to the inputs
         # Every core node made from a call: how to run it as an aten op if the
         # compiler turns it into an eager step (Note [Eager nodes]): the fx
@@ -250,11 +253,16 @@ class _Lowering:
 
     def lower(self) -> None:
         for i, node in enumerate(n for n in self.gm.graph.nodes if n.op == "placeholder"):
+            self.num_placeholders = i + 1
             v = self.vals[node]
             if isinstance(v, torch.Tensor):
                 # A 0-dim CPU tensor mixes with trn tensors as in eager mode;
                 # it is copied to the device when the program runs.
                 self.ids[node] = self.g.add_input(**self._meta(v, cpu_scalar_ok=True))
+                if v.device.type != "trn":
+                    self.cpu_inputs.append(len(self.tensor_inputs))
+                elif self.device is None:
+                    self.device = v.device
                 self.tensor_inputs.append(i)
             elif _is_number(v):
                 self.consts[node] = v
@@ -588,25 +596,60 @@ def _eager_step(
 
 
 class _Compiled:
-    """A program for one signature plus what running it needs. Immutable."""
+    """A program for one signature plus what running it needs. Immutable.
+
+    Note [Call path]: the device idles from the start of a compiled call until the
+    program's first launch, so everything a call does before it is work the
+    device waits for. What depends only on the signature (which arguments are
+    tensors, which are 0-dim CPU tensors, the graph's constant tensors, whether
+    the outputs need rearranging) is settled here at compile time; a call of a
+    graph whose arguments are all trn tensors hands its argument list to the
+    program as it is. Dynamo's guards keep the devices and dtypes the signature
+    saw.
+    """
 
     def __init__(self, lowering: _Lowering, program, gm: fx.GraphModule):
         self.program = program
         self.tensor_inputs = lowering.tensor_inputs
+        self.cpu_inputs = lowering.cpu_inputs
         self.attrs = [getattr(gm, a) for a in lowering.attr_inputs]
+        self.device = lowering.device
+        # The graph's constant tensors, on the inputs' device already.
+        self.attrs_bound = self.device is not None and all(a.device == self.device for a in self.attrs)
         self.template = lowering.output_template
-        self._eager = functools.partial(
-            _eager_step, dict(lowering.calls), dict(lowering.consts), list(program.eager_nodes)
+        n = len(self.template)
+        self.plain_outputs = self.template == [("t", i) for i in range(n)]
+        self.all_args = (
+            not self.cpu_inputs
+            and not self.attrs
+            and self.tensor_inputs == list(range(lowering.num_placeholders))
+        )
+        # None: the program has no eager steps, so no callable is made per call.
+        self._eager = (
+            functools.partial(
+                _eager_step, dict(lowering.calls), dict(lowering.consts), list(program.eager_nodes)
+            )
+            if len(program.eager_nodes)
+            else None
         )
 
-    def __call__(self, args: list) -> list:
+    def bind_inputs(self, args: list) -> list:
+        """The program's input tensors for the graph's arguments."""
+        if self.all_args:
+            return args
         tensors = [args[i] for i in self.tensor_inputs]
+        if self.attrs_bound and not self.cpu_inputs:
+            return tensors + self.attrs
         dev = next((t.device for t in tensors if t.device.type == "trn"), None)
         dev = dev or torch.device("trn")
-        tensors = [t if t.device.type == "trn" else t.to(dev) for t in tensors]
-        if self.attrs:
-            tensors += [a.to(dev) for a in self.attrs]
-        outs = self.program.run(tensors, self._eager)
+        for i in self.cpu_inputs:
+            tensors[i] = tensors[i].to(dev)
+        return tensors + [a.to(dev) for a in self.attrs]
+
+    def __call__(self, args: list) -> list:
+        outs = self.program.run(self.bind_inputs(args), self._eager)
+        if self.plain_outputs:
+            return outs
         return [outs[x] if k == "t" else x for k, x in self.template]
 
 
