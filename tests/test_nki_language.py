@@ -174,6 +174,71 @@ def test_avgpool_mgrid_reduces_two_axes():
     assert p.instruction_counts["vector"] == 2  # one tensor_reduce, one scale
 
 
+@nki.jit
+def avgpool_ap(x, pool):  # the new dialect's version: one 5-D .ap() view of the tile
+    c, h, w = x.shape
+    out = nl.ndarray((c, h // pool, w // pool), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    v = t.ap([[h * w, c], [pool * w, h // pool], [pool, w // pool], [w, pool], [1, pool]])
+    s = nl.sum(v, axis=[3, 4])
+    o = nl.ndarray(s.shape, dtype=s.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=o, data=s, op0=nl.multiply, operand0=1.0 / (pool * pool))
+    nisa.dma_copy(dst=out, src=o)
+    return out
+
+
+def test_access_patterns_view_the_flat_storage():
+    x = rand(16, 12, 8)
+    ref = x.reshape(16, 6, 2, 4, 2).mean(axis=(2, 4))
+    np.testing.assert_allclose(avgpool_ap(x, 2), ref, rtol=1e-5, atol=1e-6)
+
+    @nki.jit
+    def odd_columns_and_offset(a):  # an HBM .ap() with an offset; a view's pattern
+        out = nl.ndarray((64, 16), dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((64, 16), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a.ap([[64, 64], [2, 16]], offset=1))
+        assert t[:, 0:8].get_pattern() == [[16, 64], [1, 8]]
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    a = rand(64, 64)
+    np.testing.assert_array_equal(odd_columns_and_offset(a), a[:, 1:32:2])
+
+
+def test_access_pattern_errors_name_the_pattern():
+    @nki.jit
+    def every_other_partition(a):
+        t = nl.ndarray((16, 32), dtype=a.dtype, buffer=nl.sbuf)
+        nl.exp(t.ap([[64, 8], [1, 32]]))
+
+    with pytest.raises(nki.NkiError, match=r"partition step must be the tile's free size 32"):
+        every_other_partition(X)
+
+    @nki.jit
+    def past_the_end(a):
+        t = nl.ndarray((16, 32), dtype=a.dtype, buffer=nl.sbuf)
+        nl.exp(t.ap([[32, 16], [1, 32]], offset=4))
+
+    with pytest.raises(nki.NkiError, match=r"reaches 4..515 in the 512 elements"):
+        past_the_end(X)
+
+    @nki.jit
+    def indirect(a):
+        t = nl.ndarray((16, 32), dtype=a.dtype, buffer=nl.sbuf)
+        nl.exp(t.ap([[32, 16], [1, 32]], scalar_offset=t))
+
+    with pytest.raises(nki.UnsupportedError, match=r"scalar_offset"):
+        indirect(X)
+
+    @nki.jit
+    def not_pairs(a):
+        a.ap([64, 128])
+
+    with pytest.raises(nki.NkiError, match=r"list of \[step, num\] pairs"):
+        not_pairs(X)
+
+
 # ---- the old dialect's matmul: mgrid indices, par_dim block tiles, += into PSUM ----
 
 

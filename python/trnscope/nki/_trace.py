@@ -349,6 +349,9 @@ class Tensor:
                            f"to {list(shape)}")
         return View.contiguous(self, shape, f"tensor '{self.name}'")
 
+    def ap(self, pattern, offset=None, **kwargs):
+        return access_pattern(self, pattern, offset, 0, kwargs)
+
     def __repr__(self):
         return f"nki tensor '{self.name}' {list(self.shape)} {self.dtype.name} (hbm)"
 
@@ -756,6 +759,12 @@ class View:
     def reshape(self, shape):
         return reshape(self, shape)
 
+    def ap(self, pattern, offset=None, **kwargs):
+        return access_pattern(self.base, pattern, offset, self.offset, kwargs)
+
+    def get_pattern(self) -> list:
+        return [[s, n] for s, n in zip(self.strides, self.shape)]
+
     def __add__(self, o):
         return _binary("add", self, o)
 
@@ -904,14 +913,50 @@ class Tile:
     def broadcast_to(self, shape):
         return broadcast_to(self.full, shape)
 
-    def ap(self, *args, **kwargs):
-        raise UnsupportedError("nki: tile.ap(...) access patterns (index with nl.arange / "
-                               "nl.mgrid expressions instead)")
+    def ap(self, pattern, offset=None, **kwargs):
+        self.viewed = True
+        moved = self.moved_to
+        if moved is None:
+            return access_pattern(self, pattern, offset, 0, kwargs)
+        if not (moved.whole and isinstance(moved.base, Tile) and moved.base.free == self.free):
+            raise UnsupportedError(f"nki: .ap() on {self!r} after its result was written into "
+                                   f"{moved!r}")
+        return access_pattern(moved.base, pattern, offset, 0, kwargs)
 
     __add__, __radd__, __sub__, __rsub__ = View.__add__, View.__radd__, View.__sub__, View.__rsub__
     __mul__, __rmul__, __truediv__, __rtruediv__ = (View.__mul__, View.__rmul__, View.__truediv__,
                                                     View.__rtruediv__)
     __neg__ = View.__neg__
+
+
+def access_pattern(base, pattern, offset, inherited: int, unsupported: dict) -> View:
+    """`t.ap(pattern, offset)`: the view `[[step, num], ...]` of base's flat storage
+    (Note [NKI views]); offset None keeps the view's own offset."""
+    for name, value in unsupported.items():
+        if value is not None and not (name == "dtype" and value is base.dtype) and not (
+                name == "indirect_dim" and value == 0):
+            raise UnsupportedError(f"nki: .ap({name}=...) (indirect and reinterpreting access "
+                                   "patterns)")
+    try:
+        pairs = [(int(step), int(num)) for step, num in pattern]
+    except (TypeError, ValueError):
+        raise NkiError(f"nki: .ap(pattern) takes a list of [step, num] pairs, got {pattern!r}") from None
+    if not pairs or any(num < 1 for _, num in pairs):
+        raise NkiError(f"nki: .ap(pattern) needs at least one pair and every num >= 1, got {pattern!r}")
+    start = inherited if offset is None else inherited + int(offset)
+    steps, nums = [a for a, _ in pairs], [b for _, b in pairs]
+    if isinstance(base, Tile):
+        if base.pdim != 0:
+            raise UnsupportedError("nki: .ap() on a tile whose partition dim is not its first "
+                                   f"({list(base.shape)})")
+        if nums[0] > 1 and steps[0] != base.free:
+            raise NkiError(f"nki: .ap(pattern={pattern!r}) on {base!r}: the partition step must be "
+                           f"the tile's free size {base.free} (partitions are read one by one)")
+        total = base.shape_p * base.free
+    else:
+        total = int(np.prod(base.shape))
+    checks = ((start, tuple(steps), total, f"the {total} elements of {base!r}"),)
+    return View(base, start, nums, steps, checks)
 
 
 def _geometry(v: View) -> tuple:
