@@ -94,6 +94,13 @@ def test_save_and_export_trace_feed_the_cli(tmp_path):
     out = subprocess.run([binary_path(), "device-profile", artifact], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout == p.summary
+    # The analyzer reads the modelled trace like any other; with no host ops it says so
+    # rather than counting every kernel as unlinked or reporting a 0 ns host-bound window.
+    out = subprocess.run([binary_path(), "summary", trace], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "kernels 5 | copies" in out.stdout
+    assert "device-only trace: no host ops" in out.stdout and "could not be linked" not in out.stdout
+    assert "Host-bound: not applicable (no host events)" in out.stdout
 
 
 def onchip(kernel_body, *arrays):

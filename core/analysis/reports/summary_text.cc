@@ -37,7 +37,12 @@ std::string FormatSummary(const TraceModel& m, const Summary& s,
                    FormatCount(static_cast<double>(t.flops))));
   if (m.meta.present)
     line(fmt::format("meta: {}", m.meta.source.substr(m.meta.source.rfind('/') + 1)));
-  if (m.unlinked_device > 0)
+  // A trace without host ops (a modelled device trace, a kernels-only export) has
+  // nothing to link kernels to: say so once instead of counting every kernel as unlinked.
+  const bool host_ops = t.ops > 0 || t.runtime_calls > 0;
+  if (!host_ops && t.kernels + t.copies > 0)
+    line("device-only trace: no host ops or runtime calls to link kernels and copies to");
+  else if (m.unlinked_device > 0)
     line(fmt::format("{} kernels/copies could not be linked to an op", m.unlinked_device));
 
   const size_t n = top_ops == 0 ? s.ops.size() : std::min(top_ops, s.ops.size());
@@ -81,11 +86,16 @@ std::string FormatSummary(const TraceModel& m, const Summary& s,
                        FormatNs(b.busy_ns), FormatNs(b.idle_ns),
                        t.span_ns > 0 ? 100.0 * b.busy_ns / t.span_ns : 0.0));
     line("");
-    line(fmt::format("Host-bound: device window {}, device busy {}, idle while the host "
-                     "dispatches {} ({:.1f}% of the window)",
-                     FormatNs(s.device_window_ns), FormatNs(s.device_busy_ns),
-                     FormatNs(s.host_bound_ns),
-                     s.device_window_ns > 0 ? 100.0 * s.host_bound_ns / s.device_window_ns : 0.0));
+    if (!host_ops) {
+      line(fmt::format("Host-bound: not applicable (no host events); device window {}, "
+                       "device busy {}", FormatNs(s.device_window_ns), FormatNs(s.device_busy_ns)));
+    } else {
+      line(fmt::format("Host-bound: device window {}, device busy {}, idle while the host "
+                       "dispatches {} ({:.1f}% of the window)",
+                       FormatNs(s.device_window_ns), FormatNs(s.device_busy_ns),
+                       FormatNs(s.host_bound_ns),
+                       s.device_window_ns > 0 ? 100.0 * s.host_bound_ns / s.device_window_ns : 0.0));
+    }
     for (const HostGap& g : s.gaps)
       line(fmt::format("  at +{:<14} {:>12} during {}", FormatNs(g.start_ns - m.t0_ns),
                        FormatNs(g.dur_ns), g.op.empty() ? "(host code between ops)" : g.op));
