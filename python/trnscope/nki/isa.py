@@ -105,6 +105,14 @@ def _bind(fn: str, args, kwargs, old: tuple, new: tuple, is_new) -> dict:
     return bound
 
 
+def _take(bound: dict, fn: str, *names):
+    """The named arguments (None when absent); any other one is unsupported."""
+    values = [bound.pop(k, None) for k in names]
+    if bound:
+        raise UnsupportedError(f"nki: nisa.{fn} arguments {sorted(bound)}")
+    return values
+
+
 def _onchip(x, what: str) -> View:
     v = as_view(x, what)
     if isinstance(v.base, _trace.Tensor):
@@ -616,10 +624,7 @@ def bn_stats(*args, **kwargs):
     row (count, mean, variance of the even elements, then of the odd ones) that
     bn_aggr combines."""
     b = _bind("bn_stats", args, kwargs, ("data",), ("dst", "data"), lambda a: len(a) == 2)
-    dst, data, dtype, mask = b.pop("dst", None), b.pop("data", None), b.pop("dtype", None), b.pop(
-        "mask", None)
-    if b:
-        raise UnsupportedError(f"nki: nisa.bn_stats arguments {sorted(b)}")
+    dst, data, dtype, mask = _take(b, "bn_stats", "dst", "data", "dtype", "mask")
     v = _onchip(data, "bn_stats data")
     if mask is not None:
         r = _mask_ranges(mask, v.shape, "bn_stats")
@@ -643,10 +648,7 @@ def bn_stats(*args, **kwargs):
 def bn_aggr(*args, **kwargs):
     """[P, 6 k] bn_stats rows -> [P, 2] (mean, variance) of all their elements."""
     b = _bind("bn_aggr", args, kwargs, ("data",), ("dst", "data"), lambda a: len(a) == 2)
-    dst, data, dtype, mask = b.pop("dst", None), b.pop("data", None), b.pop("dtype", None), b.pop(
-        "mask", None)
-    if b:
-        raise UnsupportedError(f"nki: nisa.bn_aggr arguments {sorted(b)}")
+    dst, data, dtype, mask = _take(b, "bn_aggr", "dst", "data", "dtype", "mask")
     v = _onchip(data, "bn_aggr data")
     if v.numel % (6 * v.shape[0]):
         raise NkiError(f"nki: bn_aggr: data {list(v.shape)} must hold whole bn_stats rows "
@@ -684,10 +686,7 @@ def affine_select(*args, **kwargs):
 def reciprocal(*args, **kwargs):
     """dst = 1 / data (modelled as the Scalar engine's reciprocal function)."""
     b = _bind("reciprocal", args, kwargs, ("data",), ("dst", "data"), lambda a: len(a) == 2)
-    dst, data, dtype, mask = b.pop("dst", None), b.pop("data", None), b.pop("dtype", None), b.pop(
-        "mask", None)
-    if b:
-        raise UnsupportedError(f"nki: nisa.reciprocal arguments {sorted(b)}")
+    dst, data, dtype, mask = _take(b, "reciprocal", "dst", "data", "dtype", "mask")
     return _activation(np.reciprocal, data, None, 1.0, dst, dtype, mask)
 
 
