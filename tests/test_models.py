@@ -76,7 +76,7 @@ def _prompt(model):
     return torch.randint(3, model.config.vocab_size, (2, 6), generator=g)
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt2"])
+@pytest.mark.parametrize("name", ["llama", "gpt2", "mixtral"])
 def test_generate_eager_matches_cpu(name):
     model, _ = zoo.get(name).build("tiny")
     ids = _prompt(model)
@@ -89,7 +89,7 @@ def test_generate_eager_matches_cpu(name):
     _assert_no_fallback()
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt2"])
+@pytest.mark.parametrize("name", ["llama", "gpt2", "mixtral"])
 def test_generate_compiled_static_cache_compiles_prefill_and_decode_once(name):
     """The recipe of docs/compile.md: static cache, compiled forward."""
     model, _ = zoo.get(name).build("tiny")
@@ -113,7 +113,7 @@ def test_generate_compiled_static_cache_compiles_prefill_and_decode_once(name):
     _assert_no_fallback()
 
 
-@pytest.mark.parametrize("name", ["llama", "vit", "resnet"])
+@pytest.mark.parametrize("name", ["llama", "mixtral", "vit", "resnet"])
 def test_bfloat16_eager_and_compiled_match_cpu(name):
     """bfloat16 weights and inputs: trn computes in float32 and rounds what it
     stores, CPU PyTorch rounds every op, so both sit within a few bf16 ulps

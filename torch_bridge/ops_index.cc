@@ -1,7 +1,7 @@
 // Indexing and layout aten kernels of the trn device: arange, tril/triu,
 // gather/scatter/scatter_add, advanced indexing (index.Tensor,
 // _index_put_impl_, masked_select, nonzero), cumsum/cumprod, sort/topk,
-// flip/roll, repeat_interleave's index and isin. Data-dependent output shapes
+// flip/roll, repeat_interleave's index, isin and histc. Data-dependent output shapes
 // (nonzero, bool-mask indexing, repeat_interleave without output_size) read
 // one count back from the device: a host sync, as on CUDA.
 #include <ATen/ExpandUtils.h>
@@ -596,6 +596,35 @@ at::Tensor IsInScalar(const at::Tensor& elements, const at::Scalar& test, bool, 
   return IsInInto(elements, t, invert, out);
 }
 
+// ---- histc -----------------------------------------------------------------------
+// MoE routers count tokens per expert with histc on int32 expert ids (transformers
+// picks int off the CPU, as CUDA's histc takes it): one kernel, no host sync even
+// when the range comes from the data (min == max).
+at::Tensor& HistcOut(const at::Tensor& self, int64_t bins, const at::Scalar& min,
+                     const at::Scalar& max, at::Tensor& out) {
+  const char* name = "aten::histc";
+  const int device = CommonDevice(name, {&self, &out});
+  TORCH_CHECK(self.scalar_type() != at::kBool, "torch.histc: input dtype bool is not supported");
+  TORCH_CHECK(bins > 0, "torch.histc: bins must be > 0, got ", bins);
+  const double lo = min.to<double>(), hi = max.to<double>();
+  TORCH_CHECK(std::isfinite(lo) && std::isfinite(hi), "torch.histc: range of [", lo, ", ", hi,
+              "] is not finite");
+  TORCH_CHECK(lo <= hi, "torch.histc: max must be larger than min (got min ", lo, ", max ", hi,
+              ")");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "torch.histc: out dtype ",
+              out.scalar_type(), " must match the input dtype ", self.scalar_type());
+  PrepareOut(out, {bins}, self.scalar_type(), name);
+  const TensorRef o = Ref(out, name), i = Ref(self, name);
+  LaunchIndexing(device, IndexingKernel::kHistc, o, &i, name,
+                 [=] { return kernels::Histc(o, i, bins, lo, hi); });
+  return out;
+}
+at::Tensor Histc(const at::Tensor& self, int64_t bins, const at::Scalar& min,
+                 const at::Scalar& max) {
+  at::Tensor out = Empty({bins > 0 ? bins : 0}, self.scalar_type(), DeviceIndex(self));
+  return HistcOut(self, bins, min, max, out);
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -638,6 +667,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isin.Tensor_Tensor", TORCH_FN(IsIn));
   m.impl("isin.Tensor_Tensor_out", TORCH_FN(IsInOut));
   m.impl("isin.Tensor_Scalar", TORCH_FN(IsInScalar));
+  m.impl("histc", TORCH_FN(Histc));
+  m.impl("histc.out", TORCH_FN(HistcOut));
 }
 
 }  // namespace trn::bridge::ops

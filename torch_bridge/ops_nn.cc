@@ -19,6 +19,7 @@
 
 #include <limits>
 #include <memory>
+#include <optional>
 #include <tuple>
 #include <vector>
 
@@ -179,6 +180,57 @@ at::Tensor& BmmOut(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
               " must match the input dtype ", a.scalar_type());
   MatmulInto(out, a, b, at::Tensor(), 0.0, 1.0, "aten::bmm");
   return out;
+}
+
+// torch._grouped_mm (F.grouped_mm; transformers' MoE experts off the CPU):
+// one kernel reads the group offsets on the device, where ATen's composite
+// reads each offset back to the host (a sync per expert). Checks and messages
+// as torch's CPU; bad offsets (decreasing, past the end) fail the kernel with
+// the offset named, where the CPU silently computes clipped slices.
+at::Tensor GroupedMm(const at::Tensor& a, const at::Tensor& b, const std::optional<at::Tensor>& offs,
+                     const std::optional<at::Tensor>& bias,
+                     std::optional<at::ScalarType> out_dtype) {
+  const char* name = "aten::_grouped_mm";
+  const at::Tensor no_offs;
+  const at::Tensor& o = offs.has_value() ? *offs : no_offs;
+  const int device = CommonDevice(name, {&a, &b, &o});
+  TORCH_CHECK(a.dim() == 2 || a.dim() == 3, name, ": mat_a must be 2-D or 3-D, got ", a.dim(), "-D");
+  TORCH_CHECK(b.dim() == 2 || b.dim() == 3, name, ": mat_b must be 2-D or 3-D, got ", b.dim(), "-D");
+  const at::ScalarType dtype = a.scalar_type();
+  TORCH_CHECK(dtype == at::kFloat || dtype == at::kBFloat16 || dtype == at::kHalf, name,
+              ": expected mat_a to be Float32, BFloat16 or Float16 matrix, got ", dtype);
+  TORCH_CHECK(b.scalar_type() == dtype, name, ": expected mat_b of mat_a's dtype ", dtype,
+              ", got ", b.scalar_type());
+  TORCH_CHECK(!bias.has_value(), name, ": bias is not supported (as torch's CPU)");
+  TORCH_CHECK(!out_dtype.has_value() || *out_dtype == dtype, name,
+              ": output dtype must match mat_a's dtype ", dtype, ", got ", *out_dtype);
+  const bool a2 = a.dim() == 2, b2 = b.dim() == 2;
+  TORCH_CHECK(o.defined() == (a2 || b2), name,
+              ": offs must be given when an operand is 2-D and absent when both are 3-D (mat_a ",
+              a.dim(), "-D, mat_b ", b.dim(), "-D, offs ", o.defined() ? "given" : "absent", ")");
+  TORCH_CHECK(a.size(-1) == b.size(-2), name, ": contraction dims of mat_a ", a.sizes(),
+              " and mat_b ", b.sizes(), " must match");
+  at::DimVector sizes;
+  if (o.defined()) {
+    TORCH_CHECK(o.scalar_type() == at::kInt && o.dim() == 1, name,
+                ": offs must be a 1-D int32 tensor, got ", o.dim(), "-D ", o.scalar_type());
+    const int64_t groups = o.size(0);
+    if (!a2) TORCH_CHECK(a.size(0) == groups, name, ": mat_a has ", a.size(0), " groups, offs ", groups);
+    if (!b2) TORCH_CHECK(b.size(0) == groups, name, ": mat_b has ", b.size(0), " groups, offs ", groups);
+    sizes = a2 && b2 ? at::DimVector{groups, a.size(0), b.size(1)}
+                     : at::DimVector{a.size(-2), b.size(-1)};
+  } else {
+    TORCH_CHECK(a.size(0) == b.size(0), name, ": batch sizes of mat_a ", a.sizes(), " and mat_b ",
+                b.sizes(), " must match");
+    sizes = {a.size(0), a.size(1), b.size(2)};
+  }
+  at::Tensor res = Empty(sizes, dtype, device);
+  if (res.numel() == 0) return res;
+  const TensorRef ro = Ref(res, name), ra = Ref(a, name), rb = Ref(b, name);
+  const TensorRef roffs = o.defined() ? Ref(o, name) : NoRef();
+  Launch(device, kernels::DescribeGroupedMatmul(ro, ra, rb, name),
+         [=] { return kernels::GroupedMatmul(ro, ra, rb, roffs); });
+  return res;
 }
 
 // A 1-D vector as a [1,K] row or a [K,1] column for the GEMM.
@@ -581,6 +633,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("mm", TORCH_FN(Mm));
   m.impl("mm.out", TORCH_FN(MmOut));
   m.impl("bmm", TORCH_FN(Bmm));
+  m.impl("_grouped_mm", TORCH_FN(GroupedMm));
   m.impl("bmm.out", TORCH_FN(BmmOut));
   m.impl("dot", TORCH_FN(Dot));
   m.impl("mv", TORCH_FN(Mv));

@@ -585,6 +585,61 @@ Status IsIn(const TensorRef& out, const TensorRef& elements, const TensorRef& te
   return Status::Ok();
 }
 
+Status Histc(const TensorRef& out, const TensorRef& in, int64_t bins, double lo, double hi) {
+  TRN_ASSERT(out.ndim == 1 && out.sizes[0] == bins && bins > 0 && out.dtype == in.dtype &&
+                 in.dtype != DType::kBool,
+             "histc: out [bins] of in's dtype");
+  Status status = Status::Ok();
+  internal::VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    // The binning type: exact int64 for integers, the element type for
+    // float32/float64 (torch's CPU), float32 for the 16-bit floats.
+    using A = std::conditional_t<std::is_integral_v<T>, int64_t,
+                                 std::conditional_t<std::is_same_v<T, double>, double, float>>;
+    auto value = [&](int64_t off) -> A {
+      if constexpr (std::is_integral_v<T>) return static_cast<int64_t>(in.ptr<const T>()[off]);
+      else if constexpr (std::is_same_v<T, double>) return in.ptr<const T>()[off];
+      else return internal::ToF32(in.ptr<const T>()[off]);
+    };
+    auto each = [&](const auto& f) {
+      ForEachOffset<1>(in.ndim, in.sizes, {in.strides},
+                       [&](const std::array<int64_t, 1>& off, const int64_t*) { f(value(off[0])); });
+    };
+    A a = static_cast<A>(lo), b = static_cast<A>(hi);
+    if (lo == hi && in.numel() > 0) {  // the data's range; NaN makes it non-finite
+      bool nan = false, first = true;
+      each([&](A v) {
+        if constexpr (!std::is_integral_v<A>) nan = nan || std::isnan(v);
+        a = first || v < a ? v : a;
+        b = first || v > b ? v : b;
+        first = false;
+      });
+      if (nan || !std::isfinite(static_cast<double>(a)) || !std::isfinite(static_cast<double>(b))) {
+        status = Status::Error("torch.histc: range of [" + std::to_string(nan ? NAN : double(a)) +
+                               ", " + std::to_string(nan ? NAN : double(b)) + "] is not finite");
+        return;
+      }
+    }
+    if (a == b) {
+      a -= 1;
+      b += 1;
+    }
+    std::vector<int64_t> counts(static_cast<size_t>(bins), 0);
+    each([&](A v) {
+      if (!(v >= a && v <= b)) return;  // also drops NaN
+      int64_t pos = static_cast<int64_t>((v - a) * static_cast<A>(bins) / (b - a));
+      if (pos >= bins) pos = bins - 1;  // x == hi (or rounding up to it)
+      ++counts[static_cast<size_t>(pos)];
+    });
+    for (int64_t i = 0; i < bins; ++i) {
+      T& o = out.ptr<T>()[i * out.strides[0]];
+      if constexpr (std::is_integral_v<T> || std::is_same_v<T, double>) o = static_cast<T>(counts[i]);
+      else o = internal::Cast<T>(static_cast<float>(counts[i]));
+    }
+  });
+  return status;
+}
+
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op) {
   static constexpr const char* kNames[][7] = {
@@ -594,6 +649,7 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
       TRN_DTYPE_NAMES("cumsum"),    TRN_DTYPE_NAMES("cumprod"),     TRN_DTYPE_NAMES("sort"),
       TRN_DTYPE_NAMES("topk"),      TRN_DTYPE_NAMES("flip"),        TRN_DTYPE_NAMES("roll"),
       TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"), TRN_DTYPE_NAMES("isin"),
+      TRN_DTYPE_NAMES("histc"),
   };
   KernelInfo info;
   const DType named = in != nullptr ? in->dtype : out.dtype;
@@ -602,7 +658,7 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
   const bool math = kernel == IndexingKernel::kScatterAdd ||
                     kernel == IndexingKernel::kIndexPutAdd || kernel == IndexingKernel::kCumsum ||
                     kernel == IndexingKernel::kCumprod || kernel == IndexingKernel::kSort ||
-                    kernel == IndexingKernel::kTopk;
+                    kernel == IndexingKernel::kTopk || kernel == IndexingKernel::kHistc;
   info.engine = math ? rt::Engine::kVector : rt::Engine::kDma;
   info.flops = math ? static_cast<uint64_t>(in != nullptr ? in->numel() : out.numel()) : 0;
   info.bytes_read = in != nullptr ? internal::DistinctBytes(*in) : 0;

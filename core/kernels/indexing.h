@@ -90,12 +90,21 @@ Status RepeatIndex(const TensorRef& out, const TensorRef& repeats);
 // NaN is in nothing (torch).
 Status IsIn(const TensorRef& out, const TensorRef& elements, const TensorRef& test, bool invert);
 
+// torch.histc: counts of `in` in `bins` equal-width bins over [lo, hi] (x == hi
+// in the last bin; NaN and values outside are not counted). lo == hi: the
+// data's own min and max, widened by 1 each way if still equal (as torch); a
+// non-finite data range is a Status error. Floating dtypes bin as torch's CPU:
+// (x - lo) * bins / (hi - lo) in the element type (float32 for bf16/f16);
+// integers as CUDA's histc (the CPU has none) in exact int64 arithmetic, lo and
+// hi truncated. out 1-D [bins] of in's dtype.
+Status Histc(const TensorRef& out, const TensorRef& in, int64_t bins, double lo, double hi);
+
 // KernelInfo of the kernels above: the name is the kernel's stem with the
 // dtype of `data` ("gather_f32", "sort_bf16"); bytes: `out` written, `in`
 // (when given) read.
 enum class IndexingKernel : uint8_t {
   kArange, kTril, kTriu, kGather, kScatter, kScatterAdd, kIndex, kIndexPut, kIndexPutAdd,
-  kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex, kIsIn,
+  kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex, kIsIn, kHistc,
 };
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op);

@@ -385,5 +385,45 @@ TEST(Indexing, Describe) {
   EXPECT_EQ(info.engine, rt::Engine::kVector);
 }
 
+// Histc against a scalar count of the same binning: floats as torch's CPU,
+// integers exactly, the data's range when lo == hi, NaN never counted.
+TEST(Histc, BinsEdgesIntegersAndDataRange) {
+  TestTensor x = MakeLayout(DType::kFloat32, {12}, Layout::kStep2);
+  const double vals[] = {-1.0, -0.5, 0.0, 0.25, 0.999, 1.0, 2.0, -3.0, NAN, 0.5, 0.5, 0.75};
+  for (int64_t i = 0; i < 12; ++i) x.Set(i, vals[i]);
+  TestTensor out = Empty(DType::kFloat32, {4});
+  ASSERT_TRUE(Histc(out.ref, x.ref, 4, -1.0, 1.0).ok());
+  // Bins of width 0.5 over [-1, 1]; 1.0 is in the last bin; -3, 2 and NaN dropped.
+  const double want[] = {1, 1, 2, 5};  // 0.999, 1.0, 0.5, 0.5, 0.75 in the last
+  double total = 0;
+  for (int64_t i = 0; i < 4; ++i) total += out.At(i);
+  EXPECT_EQ(total, 9);
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(out.At(i), want[i]) << "bin " << i;
+
+  TestTensor ids = Empty(DType::kInt32, {9});
+  const int ev[] = {0, 3, 3, 1, 7, 7, 7, 2, 9};
+  for (int64_t i = 0; i < 9; ++i) ids.Set(i, ev[i]);
+  TestTensor counts = Empty(DType::kInt32, {8});
+  ASSERT_TRUE(Histc(counts.ref, ids.ref, 8, 0, 7).ok());  // 9 is past max
+  const int wc[] = {1, 1, 1, 2, 0, 0, 0, 3};
+  for (int64_t i = 0; i < 8; ++i) EXPECT_EQ(counts.AtInt(i), wc[i]) << "expert " << i;
+  TestTensor range = Empty(DType::kInt32, {2});
+  ASSERT_TRUE(Histc(range.ref, ids.ref, 2, 0, 0).ok());  // [0, 9]: (v * 2) / 9
+  EXPECT_EQ(range.AtInt(0), 5);  // 0 1 2 3 3
+  EXPECT_EQ(range.AtInt(1), 4);  // 7 7 7 9
+}
+
+TEST(Histc, ConstantAndNonFiniteData) {
+  TestTensor x = Empty(DType::kFloat64, {3});
+  for (int64_t i = 0; i < 3; ++i) x.Set(i, 2.5);
+  TestTensor out = Empty(DType::kFloat64, {2});
+  ASSERT_TRUE(Histc(out.ref, x.ref, 2, 0, 0).ok());  // [1.5, 3.5]: 2.5 is the middle edge
+  EXPECT_EQ(out.At(0), 0);
+  EXPECT_EQ(out.At(1), 3);
+  x.Set(1, NAN);
+  Status s = Histc(out.ref, x.ref, 2, 0, 0);
+  EXPECT_NE(s.error.find("is not finite"), std::string::npos) << s.error;
+}
+
 }  // namespace
 }  // namespace trn::kernels

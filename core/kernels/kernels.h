@@ -163,6 +163,21 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
 KernelInfo DescribeMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
                           const TensorRef& bias, const char* aten_op);
 
+// torch._grouped_mm (MoE experts): one product per group, the groups read on
+// the device from offs (1-D kInt32, cumulative group ends) when an operand is
+// 2-D, so the host never waits for the router:
+//   a [S,K]   b [G,K,N] offs [G]  out [S,N]   rows offs[g-1]..offs[g] of a times b[g]
+//   a [G,M,K] b [K,N]   offs [G]  out [M,N]   a[g] times columns offs[g-1]..offs[g] of b
+//   a [M,K]   b [K,N]   offs [G]  out [G,M,N] columns / rows offs[g-1]..offs[g] of K
+//   a [G,M,K] b [G,K,N] no offs   out [G,M,N] (bmm)
+// Output the groups do not cover (rows past offs[G-1], an empty K range) is 0.
+// offs must be non-decreasing and at most the grouped extent, else a Status
+// error naming the offset (nothing is computed). Floating dtypes, one for all.
+Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
+                     const TensorRef& offs);
+KernelInfo DescribeGroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
+                                 const char* aten_op);
+
 // Packed-weight cache (Note [Packed weight cache] in matmul.cc). Thread-safe.
 // Called on the launching thread when the GEMM is enqueued: b is the B
 // operand of a Matmul, `storage` the base of the allocation holding it (what

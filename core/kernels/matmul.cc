@@ -11,11 +11,13 @@
 #include <algorithm>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "core/common/assert.h"
 #include "core/kernels/convert.h"
+#include "core/kernels/indexing_internal.h"
 #include "core/kernels/kernels.h"
 
 namespace trn::kernels {
@@ -422,6 +424,89 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
     }
   }
   return Status::Ok();
+}
+
+namespace {
+using internal::Narrow;
+TensorRef Pick(const TensorRef& t, int64_t i) { return internal::Select(t, 0, i); }
+}  // namespace
+
+Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
+                     const TensorRef& offs) {
+  TRN_ASSERT(IsFloating(out.dtype) && a.dtype == out.dtype && b.dtype == out.dtype,
+             "grouped_mm needs one floating dtype");
+  const TensorRef none;
+  if (offs.data == nullptr) {  // 3-D x 3-D
+    TRN_ASSERT(a.ndim == 3 && b.ndim == 3, "grouped_mm without offs is 3-D x 3-D");
+    return a.sizes[2] == 0 ? Fill(out, 0.0) : Matmul(out, a, b, none);
+  }
+  TRN_ASSERT(offs.dtype == DType::kInt32 && offs.ndim == 1, "grouped_mm: offs 1-D int32");
+  const int64_t groups = offs.sizes[0];
+  // The grouped extent: a's rows (2-D x 3-D), b's columns (3-D x 2-D) or K (2-D x 2-D).
+  const int64_t extent = a.ndim == 2 && b.ndim == 3 ? a.sizes[0]
+                         : a.ndim == 3              ? b.sizes[1]
+                                                    : a.sizes[1];
+  const int32_t* o = offs.ptr<const int32_t>();
+  int64_t prev = 0;
+  for (int64_t g = 0; g < groups; ++g) {  // validate before writing anything
+    const int64_t end = o[g * offs.strides[0]];
+    if (end < prev || end > extent) {
+      return Status::Error("grouped_mm: offs[" + std::to_string(g) + "] = " + std::to_string(end) +
+                           (end < prev ? " is less than the previous offset " + std::to_string(prev)
+                                       : " exceeds the grouped size " + std::to_string(extent)) +
+                           " (offs must be non-decreasing cumulative group ends)");
+    }
+    prev = end;
+  }
+  if (prev < extent && b.ndim == 3) {  // rows no expert took (2-D x 2-D: K no group used)
+    Status s = Fill(Narrow(out, 0, prev, extent - prev), 0.0);
+    if (!s.ok()) return s;
+  } else if (prev < extent && a.ndim == 3) {
+    Status s = Fill(Narrow(out, 1, prev, extent - prev), 0.0);
+    if (!s.ok()) return s;
+  }
+  int64_t start = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t end = o[g * offs.strides[0]], len = end - start;
+    Status s = Status::Ok();
+    if (a.ndim == 2 && b.ndim == 3) {
+      if (len > 0 && a.sizes[1] > 0) {
+        s = Matmul(Narrow(out, 0, start, len), Narrow(a, 0, start, len), Pick(b, g), none);
+      } else if (len > 0) {
+        s = Fill(Narrow(out, 0, start, len), 0.0);
+      }
+    } else if (a.ndim == 3) {
+      if (len > 0 && a.sizes[2] > 0) {
+        s = Matmul(Narrow(out, 1, start, len), Pick(a, g), Narrow(b, 1, start, len), none);
+      } else if (len > 0) {
+        s = Fill(Narrow(out, 1, start, len), 0.0);
+      }
+    } else {
+      const TensorRef og = Pick(out, g);
+      s = len > 0 ? Matmul(og, Narrow(a, 1, start, len), Narrow(b, 0, start, len), none)
+                  : Fill(og, 0.0);
+    }
+    if (!s.ok()) return s;
+    start = end;
+  }
+  return Status::Ok();
+}
+
+KernelInfo DescribeGroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
+                                 const char* aten_op) {
+  KernelInfo info = DescribeMatmul(out, a, b, TensorRef{}, aten_op);
+  switch (out.dtype) {
+    case DType::kBFloat16: info.name = "grouped_matmul_bf16"; break;
+    case DType::kFloat16: info.name = "grouped_matmul_f16"; break;
+    default: info.name = "grouped_matmul_f32"; break;
+  }
+  // Every row (or K index) is in at most one group: the FLOPs of one product
+  // over the whole grouped extent, an upper bound when groups leave some out.
+  const int64_t k = a.ndim == 2 && b.ndim == 2 ? a.sizes[1] : a.sizes[a.ndim - 1];
+  const int64_t per_group_out =
+      a.ndim == 2 && b.ndim == 2 ? out.numel() / std::max<int64_t>(out.sizes[0], 1) : out.numel();
+  info.flops = 2 * static_cast<uint64_t>(per_group_out) * static_cast<uint64_t>(k);
+  return info;
 }
 
 KernelInfo DescribeMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,

@@ -514,5 +514,110 @@ TEST(PackCache, ConcurrentUseFromTwoThreads) {
   ClearPackCache();
 }
 
+// GroupedMatmul against the triple loop per group: offsets read from an
+// int32 tensor, groups of 0 rows, rows no group covers (zero), strided
+// operands, and bad offsets refused before anything is written.
+double Dot(const TestTensor& a, int64_t arow, const TestTensor& b, int64_t bcol, int64_t k0,
+           int64_t k1, int64_t a_base = 0, int64_t b_base = 0) {
+  // a's row `arow` (a_base: a's flat offset of its group) times b's column.
+  const int64_t ka = a.sizes().back(), nb = b.sizes().back();
+  double acc = 0;
+  for (int64_t k = k0; k < k1; ++k) acc += a.At(a_base + arow * ka + k) * b.At(b_base + k * nb + bcol);
+  return acc;
+}
+
+TestTensor Offsets(const std::vector<int64_t>& ends) {
+  TestTensor t = Empty(DType::kInt32, {static_cast<int64_t>(ends.size())});
+  for (size_t i = 0; i < ends.size(); ++i) t.Set(static_cast<int64_t>(i), static_cast<double>(ends[i]));
+  return t;
+}
+
+TEST(GroupedMatmul, RowsPerExpert2Dx3D) {
+  ForEachTarget([](const char*) {
+    const int64_t s = 29, k = 19, n = 13, g = 4;
+    for (Layout bl : {Layout::kContiguous, Layout::kTransposed}) {
+      TestTensor a = MakeRandom(DType::kFloat32, {s, k}, Layout::kStep2, 1);
+      TestTensor b = MakeRandom(DType::kFloat32, {g, k, n}, bl, 2);
+      TestTensor offs = Offsets({5, 5, 20, 26});  // an empty group; rows 26.. uncovered
+      TestTensor out = MakeRandom(DType::kFloat32, {s, n}, Layout::kContiguous, 3);
+      ASSERT_TRUE(GroupedMatmul(out.ref, a.ref, b.ref, offs.ref).ok());
+      const int64_t ends[] = {5, 5, 20, 26};
+      int64_t start = 0;
+      for (int64_t grp = 0; grp < g; ++grp) {
+        for (int64_t r = start; r < ends[grp]; ++r) {
+          for (int64_t c = 0; c < n; ++c) {
+            EXPECT_NEAR(out.At(r * n + c), Dot(a, r, b, c, 0, k, 0, grp * k * n), 1e-4)
+                << "group " << grp << " row " << r;
+          }
+        }
+        start = ends[grp];
+      }
+      for (int64_t i = 26 * n; i < s * n; ++i) EXPECT_EQ(out.At(i), 0.0);
+    }
+  });
+}
+
+TEST(GroupedMatmul, KAndColumnGroupsAndBatched) {
+  const int64_t m = 6, k = 17, n = 9, g = 3;
+  {  // 2-D x 2-D: K split; an empty group is all zeros
+    TestTensor a = MakeRandom(DType::kFloat32, {m, k}, Layout::kContiguous, 4);
+    TestTensor b = MakeRandom(DType::kFloat32, {k, n}, Layout::kContiguous, 5);
+    TestTensor out = MakeRandom(DType::kFloat32, {g, m, n}, Layout::kContiguous, 6);
+    ASSERT_TRUE(GroupedMatmul(out.ref, a.ref, b.ref, Offsets({7, 7, 17}).ref).ok());
+    const int64_t k0[] = {0, 7, 7}, k1[] = {7, 7, 17};
+    for (int64_t grp = 0; grp < g; ++grp) {
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t c = 0; c < n; ++c) {
+          EXPECT_NEAR(out.At((grp * m + r) * n + c), Dot(a, r, b, c, k0[grp], k1[grp]), 1e-4);
+        }
+      }
+    }
+  }
+  {  // 3-D x 2-D: columns of b and out split, a[g] per group
+    TestTensor a = MakeRandom(DType::kFloat32, {g, m, k}, Layout::kContiguous, 7);
+    TestTensor b = MakeRandom(DType::kFloat32, {k, 12}, Layout::kContiguous, 8);
+    TestTensor out = MakeRandom(DType::kFloat32, {m, 12}, Layout::kContiguous, 9);
+    ASSERT_TRUE(GroupedMatmul(out.ref, a.ref, b.ref, Offsets({4, 4, 10}).ref).ok());
+    for (int64_t r = 0; r < m; ++r) {
+      for (int64_t c = 0; c < 12; ++c) {
+        const int64_t grp = c < 4 ? 0 : 2;
+        const double want = c < 10 ? Dot(a, r, b, c, 0, k, grp * m * k) : 0.0;
+        EXPECT_NEAR(out.At(r * 12 + c), want, 1e-4) << "col " << c;
+      }
+    }
+  }
+  {  // 3-D x 3-D without offsets: bmm, bfloat16
+    TestTensor a = MakeRandom(DType::kBFloat16, {g, m, k}, Layout::kContiguous, 10);
+    TestTensor b = MakeRandom(DType::kBFloat16, {g, k, n}, Layout::kContiguous, 11);
+    TestTensor out = Empty(DType::kBFloat16, {g, m, n});
+    ASSERT_TRUE(GroupedMatmul(out.ref, a.ref, b.ref, TensorRef{}).ok());
+    for (int64_t grp = 0; grp < g; ++grp) {
+      for (int64_t r = 0; r < m; ++r) {
+        for (int64_t c = 0; c < n; ++c) {
+          const double want = Dot(a, r, b, c, 0, k, grp * m * k, grp * k * n);
+          EXPECT_NEAR(out.At((grp * m + r) * n + c), want, 2e-2 * (1 + std::abs(want)));
+        }
+      }
+    }
+  }
+}
+
+TEST(GroupedMatmul, BadOffsetsWriteNothing) {
+  TestTensor a = MakeRandom(DType::kFloat32, {8, 4}, Layout::kContiguous, 12);
+  TestTensor b = MakeRandom(DType::kFloat32, {3, 4, 5}, Layout::kContiguous, 13);
+  TestTensor out = Empty(DType::kFloat32, {8, 5});
+  for (int64_t i = 0; i < out.numel(); ++i) out.Set(i, 7.0);
+  Status dec = GroupedMatmul(out.ref, a.ref, b.ref, Offsets({3, 2, 8}).ref);
+  EXPECT_NE(dec.error.find("offs[1] = 2 is less than the previous offset 3"), std::string::npos)
+      << dec.error;
+  Status past = GroupedMatmul(out.ref, a.ref, b.ref, Offsets({3, 4, 9}).ref);
+  EXPECT_NE(past.error.find("offs[2] = 9 exceeds the grouped size 8"), std::string::npos)
+      << past.error;
+  for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.At(i), 7.0);
+  const KernelInfo info = DescribeGroupedMatmul(out.ref, a.ref, b.ref, "aten::_grouped_mm");
+  EXPECT_STREQ(info.name, "grouped_matmul_f32");
+  EXPECT_EQ(info.flops, 2u * 8 * 5 * 4);
+}
+
 }  // namespace
 }  // namespace trn::kernels

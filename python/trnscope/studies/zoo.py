@@ -64,6 +64,12 @@ def _llama_cfg(d):
     )
 
 
+def _mixtral_cfg(d):
+    # Mixture of experts: a top-2 router over 4 experts per layer (transformers'
+    # grouped_mm experts: sort, histc, cumsum and _grouped_mm off the CPU).
+    return dict(_llama_cfg(d), num_local_experts=4, num_experts_per_tok=2)
+
+
 def _gpt2_cfg(d):
     return dict(
         vocab_size=d["vocab"],
@@ -197,6 +203,7 @@ def _families() -> dict[str, Spec]:
         "llama": Spec(_lm(T.LlamaConfig, T.LlamaForCausalLM, _llama_cfg), "logits", True),
         "gpt2": Spec(_lm(T.GPT2Config, T.GPT2LMHeadModel, _gpt2_cfg), "logits", True),
         "qwen2": Spec(_lm(T.Qwen2Config, T.Qwen2ForCausalLM, _llama_cfg), "logits", True),
+        "mixtral": Spec(_lm(T.MixtralConfig, T.MixtralForCausalLM, _mixtral_cfg), "logits", True),
         "bert": Spec(_bert, "last_hidden_state"),
         "t5": Spec(_t5, "logits"),
         "vit": Spec(_vit, "logits"),
@@ -204,7 +211,7 @@ def _families() -> dict[str, Spec]:
     }
 
 
-NAMES = ("llama", "gpt2", "qwen2", "bert", "t5", "vit", "resnet")
+NAMES = ("llama", "gpt2", "qwen2", "mixtral", "bert", "t5", "vit", "resnet")
 
 
 def get(name: str) -> Spec:
