@@ -292,6 +292,44 @@ def test_unsupported_node_runs_eagerly_inside_the_program():
     assert stats["num_kernels"] == 2  # x * 2 before the flip, + y, relu, + 1 after it
 
 
+def test_eager_step_with_an_out_overload_writes_the_program_buffer():
+    """A MoE decode step's expert-weight gather (index.Tensor, an eager node)
+    writes its planned buffer through index.Tensor_out: no copy after it."""
+    from torch.profiler import ProfilerActivity, profile
+
+    def fn(w, ids, x):
+        return torch.bmm(w[ids] * 2, x)  # the gather feeds a core op
+
+    w, ids, x = torch.randn(4, 6, 5), torch.tensor([2, 0, 2]), torch.randn(3, 5, 1)
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    args = (w.to("trn"), ids.to("trn"), x.to("trn"))
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled(*args)
+        torch.trn.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+            got = compiled(*args)
+            torch.trn.synchronize()
+    torch.testing.assert_close(got.cpu(), fn(w, ids, x))
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == ["aten.index.Tensor"]
+    keys = {k.key for k in p.key_averages()}
+    assert "index_f32" in keys and not any(k.startswith("copy_") for k in keys), keys
+
+
+def test_eager_step_out_overload_is_found_only_for_native_single_results():
+    from trnscope.compile.backend import _out_overload
+
+    aten = torch.ops.aten
+    assert _out_overload(aten.index.Tensor) is aten.index.Tensor_out
+    assert _out_overload(aten.div.Tensor_mode) is aten.div.out_mode
+    assert _out_overload(aten.topk.default) is None  # two results
+    assert _out_overload(aten.add_.Tensor) is None  # in place
+    assert _out_overload(aten.nonzero.default) is None or torch._C._dispatch_has_kernel_for_dispatch_key(
+        "aten::nonzero.out", "PrivateUse1"
+    )
+
+
 def test_call_path_binds_cpu_scalars_constants_and_non_tensor_outputs():
     """Note [Call path]: what a call binds is settled at compile time; a 0-dim CPU
     tensor argument, a constant tensor of the graph, outputs that are an input, a

@@ -83,6 +83,8 @@ def test_in_place_write_to_the_weight_is_seen(write):
 
 
 def test_freed_and_reallocated_weight_is_packed_again():
+    torch.trn.synchronize()
+    torch.trn.empty_cache()  # blocks earlier tests left would serve w2 instead of w's
     x = torch.randn(M, K, device="trn")
     w = torch.randn(N, K, device="trn")
     for _ in range(3):

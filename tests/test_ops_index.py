@@ -539,3 +539,22 @@ def test_llama_padding_mask_forward_matches_cpu():
     torch.testing.assert_close(got.cpu()[0, 3:], want[0, 3:], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got.cpu()[1], want[1], rtol=1e-4, atol=1e-4)
     assert fallbacks == {}, f"ops that still fall back in the Llama forward: {fallbacks}"
+
+
+def test_index_out_writes_in_place_or_through_a_temporary_when_it_overlaps():
+    w = torch.randn(5, 7)
+    ids = torch.tensor([4, 0, 4])
+    want = w[ids]
+    wt = w.to("trn")
+    out = torch.empty(7, 3, device="trn").t()  # non-contiguous out
+    res = torch.ops.aten.index.Tensor_out(wt, [ids.to("trn")], out=out)
+    assert res is out and torch.equal(out.cpu(), want)
+    # out overlapping self: computed before it is written
+    buf = wt.clone()
+    torch.ops.aten.index.Tensor_out(buf, [torch.tensor([1, 0], device="trn")], out=buf[:2])
+    assert torch.equal(buf.cpu()[:2], w[[1, 0]])
+    # out of another dtype: cast through the temporary
+    out64 = torch.empty(0, dtype=torch.float64, device="trn")
+    torch.ops.aten.index.Tensor_out(wt, [ids.to("trn")], out=out64)
+    assert torch.equal(out64.cpu(), want.double())
+    assert trnscope.fallback_ops() == {}

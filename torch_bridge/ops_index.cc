@@ -330,24 +330,44 @@ std::vector<TensorRef> IndexRefs(const AdvancedIndex& a, const char* name) {
   return refs;
 }
 
-at::Tensor IndexTensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
-  const char* name = "aten::index";
-  const int device = DeviceIndex(self);
-  const AdvancedIndex a = MakeAdvancedIndex(self, indices, name);
-  at::Tensor out = Empty(a.result_sizes, self.scalar_type(), device);
-  if (out.numel() == 0) return out;
+void IndexInto(const at::Tensor& out, const AdvancedIndex& a, int device, const char* name) {
   const TensorRef o = Ref(out.permute(a.kernel_perm), name), i = Ref(a.self_view, name);
   const std::vector<TensorRef> refs = IndexRefs(a, name);
   const std::vector<int> dims = a.dims;
   LaunchIndexing(device, IndexingKernel::kIndex, o, &i, name,
                  [=] { return kernels::Index(o, i, refs, dims); });
+}
+at::Tensor IndexTensor(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices) {
+  const char* name = "aten::index";
+  const int device = DeviceIndex(self);
+  const AdvancedIndex a = MakeAdvancedIndex(self, indices, name);
+  at::Tensor out = Empty(a.result_sizes, self.scalar_type(), device);
+  if (out.numel() > 0) IndexInto(out, a, device, name);
   return out;
 }
+// Gathers straight into `out` (a compiled program's eager step passes its
+// planned buffer: a MoE decode step gathers megabytes of expert weights),
+// through a temporary only when out shares memory with an operand or casts.
 at::Tensor& IndexTensorOut(const at::Tensor& self,
                            const c10::List<std::optional<at::Tensor>>& indices, at::Tensor& out) {
-  const at::Tensor res = IndexTensor(self, indices);
-  PrepareOut(out, res.sizes(), res.scalar_type(), "aten::index");
-  LaunchCopy(DeviceIndex(out), out, res, "aten::index");
+  const char* name = "aten::index";
+  const int device = CommonDevice(name, {&self, &out});
+  const AdvancedIndex a = MakeAdvancedIndex(self, indices, name);
+  bool direct = out.scalar_type() == self.scalar_type() &&
+                at::get_overlap_status(out, self) == at::MemOverlapStatus::No;
+  for (const std::optional<at::Tensor>& t : indices) {
+    if (t.has_value() && t->defined()) {
+      direct = direct && at::get_overlap_status(out, *t) == at::MemOverlapStatus::No;
+    }
+  }
+  if (!direct) {
+    const at::Tensor res = IndexTensor(self, indices);
+    PrepareOut(out, res.sizes(), res.scalar_type(), name);
+    LaunchCopy(device, out, res, name);
+    return out;
+  }
+  PrepareOut(out, a.result_sizes, self.scalar_type(), name);
+  if (out.numel() > 0) IndexInto(out, a, device, name);
   return out;
 }
 

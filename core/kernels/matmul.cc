@@ -318,6 +318,10 @@ struct Mat {
            b * bs * static_cast<int64_t>(ItemSize(t->dtype));
   }
   gemm::Operand Operand(int64_t b) const { return {At(b), t->dtype, rs, cs}; }
+  void Transpose() {
+    std::swap(rows, cols);
+    std::swap(rs, cs);
+  }
   // [B, R, C] can be walked as one [B*R, C] matrix.
   bool BatchFoldsIntoRows() const { return bs == 0 ? rs == 0 : (rows == 1 || bs == rows * rs); }
   void FoldBatchIntoRows(int64_t batch) {
@@ -364,6 +368,19 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
   TensorRef bias_storage;
   Mat mc = has_bias ? BiasAsMat(bias, out, bias_storage) : mo;
   if (has_bias) TRN_ASSERT(bias.dtype == out.dtype, "bias must have out's dtype");
+  // A matrix times a vector (n == 1: transformers' batched MoE experts run
+  // bmm(W, x[..., None])) runs as its transpose out^T = b^T a^T, one row that
+  // the GEMV path streams (Note [GEMV path]); the blocked GEMM would pack all
+  // of A to pad one column to a micro-tile.
+  if (n == 1 && m > 1 && packed_b == nullptr) {
+    Mat ta = mb, tb = ma;
+    ta.Transpose();
+    tb.Transpose();
+    ma = ta;
+    mb = tb;
+    mo.Transpose();
+    mc.Transpose();
+  }
 
   // Batches of A against one shared B fold into one tall GEMM, so B is packed once.
   int64_t batches = batch;
@@ -374,12 +391,12 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
     mo.FoldBatchIntoRows(batch);
     if (has_bias) mc.FoldBatchIntoRows(batch);
   }
-  const int64_t rows = mo.rows;
+  const int64_t rows = mo.rows, cols = mo.cols;
 
   // f32 outputs with unit column stride take the GEMM's stores directly;
   // others go through an f32 scratch matrix and are converted once at the end.
-  const bool direct = out.dtype == DType::kFloat32 && (mo.cs == 1 || n == 1);
-  std::vector<float> scratch(direct ? 0 : static_cast<size_t>(rows * n));
+  const bool direct = out.dtype == DType::kFloat32 && (mo.cs == 1 || cols == 1);
+  std::vector<float> scratch(direct ? 0 : static_cast<size_t>(rows * cols));
   std::shared_ptr<const PackedB::Pack> pack;
   if (packed_b != nullptr) {
     TRN_ASSERT(SameView(packed_b->view, b), "Matmul: packed_b does not describe b");
@@ -389,7 +406,7 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
   for (int64_t bi = 0; bi < batches; ++bi) {
     gemm::Args args;
     args.m = rows;
-    args.n = n;
+    args.n = cols;
     args.k = k;
     args.a = ma.Operand(bi);
     args.b = mb.Operand(bi);
@@ -400,16 +417,16 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
       args.ldc = mo.rs;
     } else {
       args.c = scratch.data();
-      args.ldc = n;
+      args.ldc = cols;
     }
     if (has_bias) {
       // Note [GEMM blocking]: the GEMM accumulates onto C, so C starts as beta * bias.
       const char* base = mc.At(bi);
       for (int64_t i = 0; i < rows; ++i) {
         float* crow = args.c + i * args.ldc;
-        internal::LoadAsF32(bias.dtype, base + i * mc.rs * ItemSize(bias.dtype), mc.cs, n, crow);
+        internal::LoadAsF32(bias.dtype, base + i * mc.rs * ItemSize(bias.dtype), mc.cs, cols, crow);
         if (beta != 1.0) {
-          for (int64_t j = 0; j < n; ++j) crow[j] *= static_cast<float>(beta);
+          for (int64_t j = 0; j < cols; ++j) crow[j] *= static_cast<float>(beta);
         }
       }
       args.accumulate = true;
@@ -418,8 +435,8 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
     if (!direct) {
       char* obase = const_cast<char*>(mo.At(bi));
       for (int64_t i = 0; i < rows; ++i) {
-        internal::StoreFromF32(out.dtype, obase + i * mo.rs * ItemSize(out.dtype), mo.cs, n,
-                               scratch.data() + i * n);
+        internal::StoreFromF32(out.dtype, obase + i * mo.rs * ItemSize(out.dtype), mo.cs, cols,
+                               scratch.data() + i * cols);
       }
     }
   }

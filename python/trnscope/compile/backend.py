@@ -576,11 +576,57 @@ def _warn_eager_nodes(targets: list[str], reasons: list[str]) -> None:
 
 
 # ---- Execution --------------------------------------------------------------------------------
+def _out_overload(target) -> Any:
+    """The out= overload of a functional aten op with one result (index.Tensor ->
+    index.Tensor_out) that trn implements natively, or None: its arguments are
+    the op's plus `out` (an overload left to the CPU fallback would copy more)."""
+    if not isinstance(target, torch._ops.OpOverload):
+        return None
+    schema = target._schema
+    if len(schema.returns) != 1 or schema.is_mutable:
+        return None
+    want = [(a.name, str(a.type)) for a in schema.arguments]
+    packet = target.overloadpacket
+    for name in packet.overloads():
+        op = getattr(packet, name)
+        args = op._schema.arguments
+        ok = len(args) == len(want) + 1 and args[-1].is_out and len(op._schema.returns) == 1
+        if ok and [(a.name, str(a.type)) for a in args[:-1]] == want:
+            native = torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "PrivateUse1")
+            return op if native else None
+    return None
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """[first, last) bytes a tensor's elements occupy (arena views share one storage)."""
+    if t.numel() == 0:
+        return (0, 0)
+    lo = t.data_ptr()
+    extent = sum((n - 1) * st for n, st in zip(t.shape, t.stride()))
+    return (lo, lo + (extent + 1) * t.element_size())
+
+
+def _overlaps(out: torch.Tensor, tensors) -> bool:
+    lo, hi = _span(out)
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.device == out.device:
+            a, b = _span(t)
+            if a < hi and lo < b:
+                return True
+    return False
+
+
 def _eager_step(
-    calls: dict, consts: dict, step_nodes: list[int], i: int, inputs: list, out: torch.Tensor
+    calls: dict, consts: dict, step_nodes: list[int], outs: dict, i: int, inputs: list,
+    out: torch.Tensor,
 ) -> None:
-    """Runs eager step i (Note [Eager nodes]) as its aten op on trn tensors, writes `out`."""
-    node, tensor_nodes, item = calls[step_nodes[i]]
+    """Runs eager step i (Note [Eager nodes]) as its aten op on trn tensors, writes `out`.
+
+    An op with an out= overload writes `out` itself (the gathered expert weights
+    of a MoE decode step are megabytes: no second copy), unless `out` shares
+    memory with an input."""
+    gid = step_nodes[i]
+    node, tensor_nodes, item = calls[gid]
     tensors = dict(zip(tensor_nodes, inputs))  # one input per core input of the node
 
     def sub(a):
@@ -591,6 +637,10 @@ def _eager_step(
     with torch.no_grad():
         args = fx.node.map_aggregate(node.args, sub)
         kwargs = fx.node.map_aggregate(node.kwargs, sub)
+        op = outs.get(gid)
+        if op is not None and not _overlaps(out, inputs):
+            op(*args, **kwargs, out=out)
+            return
         res = node.target(*args, **kwargs)
         out.copy_(res if item is None else res[item])
 
@@ -625,9 +675,16 @@ class _Compiled:
             and self.tensor_inputs == list(range(lowering.num_placeholders))
         )
         # None: the program has no eager steps, so no callable is made per call.
+        calls = dict(lowering.calls)
+        outs = {}
+        for gid in program.eager_nodes:
+            node, _, item = calls[gid]
+            op = _out_overload(node.target) if item is None else None
+            if op is not None:
+                outs[gid] = op
         self._eager = (
             functools.partial(
-                _eager_step, dict(lowering.calls), dict(lowering.consts), list(program.eager_nodes)
+                _eager_step, calls, dict(lowering.consts), list(program.eager_nodes), outs
             )
             if len(program.eager_nodes)
             else None
