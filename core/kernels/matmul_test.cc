@@ -178,6 +178,32 @@ TEST(Matmul, FewRowsStreamB) {
   RunCase(c);
 }
 
+TEST(Matmul, MatrixTimesVectorRunsTransposed) {
+  // n == 1 runs as out^T = b^T a^T on the GEMV path: every layout of a and
+  // out, batched (transformers' bmm(W, x[..., None])), with bias and alpha/beta,
+  // and a bf16 product that takes the packed path after the swap.
+  for (Layout la : {Layout::kContiguous, Layout::kTransposed, Layout::kStep2}) {
+    for (Layout lo : {Layout::kContiguous, Layout::kStep2}) {
+      Case c;
+      c.m = 77, c.n = 1, c.k = 45;
+      c.a_layout = la;
+      c.out_layout = lo;
+      RunCase(c);
+    }
+  }
+  Case c;
+  c.batch = 4, c.m = 50, c.n = 1, c.k = 33;
+  RunCase(c);
+  c.a_2d = true;  // a shared matrix against a batch of vectors
+  RunCase(c);
+  c.a_2d = false;
+  c.bias = Bias::kFull, c.alpha = 0.5, c.beta = -2;
+  RunCase(c);
+  Case h;
+  h.m = 40, h.n = 1, h.k = 70, h.dtype = DType::kBFloat16;
+  RunCase(h);
+}
+
 TEST(Matmul, NonContiguousOutput) {
   for (Layout lo : {Layout::kTransposed, Layout::kStep2, Layout::kMisaligned}) {
     Case c;
