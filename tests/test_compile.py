@@ -620,6 +620,31 @@ def test_conv_relu_is_one_kernel_in_the_program(geom, bias):
     assert stats["eager_nodes"] == []
 
 
+@pytest.mark.parametrize(
+    "geom",
+    [
+        dict(stride=1, padding=1, dilation=1, groups=1),
+        dict(stride=2, padding=1, dilation=1, groups=1),  # Whisper's second conv
+        dict(stride=1, padding=4, dilation=2, groups=4),
+        dict(stride=3, padding=0, dilation=1, groups=8),  # depthwise
+    ],
+)
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv1d_relu_is_one_kernel_in_the_program(geom, bias):
+    """1-D convolutions (Whisper, wav2vec2) run as the 2-D kernel with H = 1."""
+    torch.manual_seed(0)
+    fn = nn.Sequential(nn.Conv1d(8, 16, 3, bias=bias, **geom), nn.ReLU()).eval()
+    x = torch.randn(2, 8, 29)
+    want = fn(x)
+    fn.to("trn")
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn").transpose(1, 2).contiguous().transpose(1, 2))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    (stats,) = trnscope.compile_stats()
+    assert stats["kernels"] == ["fused[convolution,relu]"], stats
+    assert stats["eager_nodes"] == []
+
+
 def test_conv_whose_result_is_reused_keeps_relu_apart():
     torch.manual_seed(0)
     conv = nn.Conv2d(3, 4, 3, padding=1).eval()

@@ -299,6 +299,8 @@ void NodeCheck::Sdpa() {
   }
 }
 
+// 2-D convolutions, and 1-D ones (rank 3) as 2-D with H = 1: their stride,
+// padding and dilation sit at index 1, index 0 is 1 / 0 / 1.
 void NodeCheck::Conv() {
   if (n_in_ != 2 && n_in_ != 3) {
     Fail(fmt::format("expects input, weight and an optional bias, got {}", n_in_));
@@ -306,13 +308,16 @@ void NodeCheck::Conv() {
   const auto& x = InSizes(0);
   const auto& w = InSizes(1);
   const auto& c = node_.conv;
-  bool ok = x.size() == 4 && w.size() == 4 && out_.size() == 4 && c.groups > 0 &&
+  const size_t rank = x.size();
+  bool ok = (rank == 4 || rank == 3) && w.size() == rank && out_.size() == rank && c.groups > 0 &&
             x[1] == w[1] * c.groups && w[0] % c.groups == 0 && out_[0] == x[0] &&
             out_[1] == w[0] && (n_in_ == 2 || InSizes(2) == std::vector<int64_t>{w[0]});
-  for (int d = 0; ok && d < 2; ++d) {
+  if (ok && rank == 3) ok = c.stride[0] == 1 && c.padding[0] == 0 && c.dilation[0] == 1;
+  const int first = rank == 4 ? 0 : 1;  // the param index of the first spatial dim
+  for (int d = first; ok && d < 2; ++d) {
+    const size_t at = 2 + static_cast<size_t>(d - first);
     ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 &&
-         out_[2 + d] == (x[2 + d] + 2 * c.padding[d] - c.dilation[d] * (w[2 + d] - 1) - 1) /
-                               c.stride[d] + 1;
+         out_[at] == (x[at] + 2 * c.padding[d] - c.dilation[d] * (w[at] - 1) - 1) / c.stride[d] + 1;
   }
   if (!ok) {
     Fail(fmt::format("convolution of {} by weight {} (groups {}) cannot give {}",

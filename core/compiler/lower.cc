@@ -76,8 +76,8 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
     } else if (IsSoftmaxOp(n.op)) {
       flops += 5 * out_n;
     } else if (n.op == Op::kConv) {
-      const Sizes& w = ir.N(n.inputs[1]).meta.sizes;
-      flops += 2 * out_n * static_cast<uint64_t>(w[1] * w[2] * w[3]);
+      const Sizes& w = ir.N(n.inputs[1]).meta.sizes;  // [O, I/groups, (kh,) kw]
+      flops += 2 * out_n * static_cast<uint64_t>(Numel(w) / w[0]);
     } else if (n.op == Op::kSdpa) {  // q k^T and p v per (query, key) pair
       const Sizes& q = ir.N(n.inputs[0]).meta.sizes;
       const Sizes& k = ir.N(n.inputs[1]).meta.sizes;

@@ -129,6 +129,18 @@ TensorRef Expand(const TensorRef& t, const TensorRef& out) {
   return r;
 }
 
+// [N, C, L] as [N, C, 1, L]; 4-D refs unchanged.
+TensorRef WithUnitH(const TensorRef& t) {
+  if (t.ndim != 3) return t;
+  TensorRef r = t;
+  r.ndim = 4;
+  r.sizes[3] = t.sizes[2];
+  r.strides[3] = t.strides[2];
+  r.sizes[2] = 1;
+  r.strides[2] = 0;
+  return r;
+}
+
 kernels::BinaryOp BinaryOf(Op op) {
   switch (op) {
     case Op::kAdd: return kernels::BinaryOp::kAdd;
@@ -248,18 +260,19 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       }
       p.groups = ki.lib_conv.groups;
       p.activation = ki.lib_relu ? kernels::Activation::kRelu : kernels::Activation::kNone;
-      const TensorRef x = in(0), w = in(1);
+      // A 1-D convolution (rank 3, Note in graph.cc's NodeCheck::Conv) is 2-D with H = 1.
+      const TensorRef x = WithUnitH(in(0)), w = WithUnitH(in(1)), o = WithUnitH(out);
       const TensorRef bias = ki.lib_ins.size() == 3 ? in(2) : TensorRef{};
       // The worker's own workspace, kept across calls: no allocation per launch.
       static thread_local std::vector<float> scratch;
-      const size_t floats = kernels::ConvWorkspaceBytes(out, x, w, p) / sizeof(float) + 1;
+      const size_t floats = kernels::ConvWorkspaceBytes(o, x, w, p) / sizeof(float) + 1;
       if (scratch.size() < floats) scratch.resize(floats);
       TensorRef ws;
       ws.data = scratch.data();
       ws.ndim = 1;
       ws.sizes[0] = static_cast<int64_t>(scratch.size());
       ws.strides[0] = 1;
-      return kernels::Conv2d(out, x, w, bias, p, ws);
+      return kernels::Conv2d(o, x, w, bias, p, ws);
     }
     default: break;
   }

@@ -428,13 +428,16 @@ class _Lowering:
         x, w, bias = a["input"], a["weight"], a.get("bias")
         if a.get("transposed") or not (self._tensor(x) and self._tensor(w)):
             return None
-        if self.vals[x].dim() != 4 or (bias is not None and not self._tensor(bias)):
+        rank = self.vals[x].dim()
+        if rank not in (3, 4) or (bias is not None and not self._tensor(bias)):
             return None
         stride, padding, dilation = (
             [int(self._value(e)) for e in a[key]] for key in ("stride", "padding", "dilation")
         )
-        if not (len(stride) == len(padding) == len(dilation) == 2):
+        if not (len(stride) == len(padding) == len(dilation) == rank - 2):
             return None
+        if rank == 3:  # 1-D: the core's 2-D convolution with H = 1
+            stride, padding, dilation = [1] + stride, [0] + padding, [1] + dilation
         inputs = [x, w] + ([bias] if bias is not None else [])
         return self._add(
             node,

@@ -124,6 +124,38 @@ def _t5(size: str):
     }
 
 
+def _whisper(size: str):
+    """Speech encoder-decoder: two conv1d + gelu over a log-mel spectrogram, then
+    transformer layers; the decoder cross-attends to the encoder's states."""
+    import transformers as T
+
+    d = _dims(size)
+    mels, frames = (16, 60) if size == "tiny" else (80, 300)
+    cfg = T.WhisperConfig(
+        vocab_size=d["vocab"],
+        d_model=d["hidden"],
+        encoder_layers=d["layers"],
+        decoder_layers=d["layers"],
+        encoder_attention_heads=d["heads"],
+        decoder_attention_heads=d["heads"],
+        encoder_ffn_dim=d["inter"],
+        decoder_ffn_dim=d["inter"],
+        num_mel_bins=mels,
+        max_source_positions=frames // 2,
+        max_target_positions=128,
+        pad_token_id=0,
+        bos_token_id=1,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+    )
+    torch.manual_seed(0)
+    feats = torch.randn(d["batch"], mels, frames, generator=torch.Generator().manual_seed(1))
+    return T.WhisperModel(cfg).eval(), {
+        "input_features": feats,
+        "decoder_input_ids": _ids(d)[:, : d["seq"] // 2].contiguous(),
+    }
+
+
 def _vit(size: str):
     import transformers as T
 
@@ -206,12 +238,13 @@ def _families() -> dict[str, Spec]:
         "mixtral": Spec(_lm(T.MixtralConfig, T.MixtralForCausalLM, _mixtral_cfg), "logits", True),
         "bert": Spec(_bert, "last_hidden_state"),
         "t5": Spec(_t5, "logits"),
+        "whisper": Spec(_whisper, "last_hidden_state"),
         "vit": Spec(_vit, "logits"),
         "resnet": Spec(_resnet, ""),
     }
 
 
-NAMES = ("llama", "gpt2", "qwen2", "mixtral", "bert", "t5", "vit", "resnet")
+NAMES = ("llama", "gpt2", "qwen2", "mixtral", "bert", "t5", "whisper", "vit", "resnet")
 
 
 def get(name: str) -> Spec:
