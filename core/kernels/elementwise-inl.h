@@ -4,7 +4,10 @@
 //
 // Note [Vector math ranges]: Highway 1.0.3's Exp is valid up to +104 and its
 // Log on (0, FLT_MAX]; ExpF/LogF add torch's results outside those ranges
-// (NaN in -> NaN, exp(+big) = inf, log(0) = -inf, log(<0) = NaN).
+// (NaN in -> NaN, exp(+big) = inf, log(0) = -inf, log(<0) = NaN). Its Log1p
+// is valid on [0, FLT_MAX] (Goldberg's log(1+x)*x/((1+x)-1), which also holds
+// on (-1, 0)) and Expm1 up to +104; Log1pF/Expm1F add the same edges
+// (log1p(-1) = -inf, log1p(+inf) = inf, expm1(-0) = -0).
 
 #if defined(TRN_KERNELS_ELEMENTWISE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TRN_KERNELS_ELEMENTWISE_INL_H_
@@ -43,6 +46,24 @@ HWY_INLINE V LogF(D d, V x) {
   y = hn::IfThenElse(hn::Eq(x, inf), inf, y);
   const auto invalid = hn::Or(hn::Lt(x, zero), hn::IsNaN(x));
   return hn::IfThenElse(invalid, hn::Set(d, std::numeric_limits<float>::quiet_NaN()), y);
+}
+
+template <class D, class V>
+HWY_INLINE V Log1pF(D d, V x) {
+  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
+  const V minus_one = hn::Set(d, -1.0f);
+  V y = hn::Log1p(d, x);
+  y = hn::IfThenElse(hn::Eq(x, minus_one), hn::Neg(inf), y);
+  y = hn::IfThenElse(hn::Eq(x, inf), inf, y);
+  const auto invalid = hn::Or(hn::Lt(x, minus_one), hn::IsNaN(x));
+  return hn::IfThenElse(invalid, hn::Set(d, std::numeric_limits<float>::quiet_NaN()), y);
+}
+
+// expm1 has x's sign everywhere, so CopySign keeps -0 (and tiny negatives).
+template <class D, class V>
+HWY_INLINE V Expm1F(D d, V x) {
+  const V y = hn::CopySign(hn::Expm1(d, hn::Min(x, hn::Set(d, 100.0f))), x);
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
 }
 
 template <class D, class V>
