@@ -18,11 +18,14 @@
 HWY_BEFORE_NAMESPACE();
 namespace trn::kernels::HWY_NAMESPACE {
 
-// NaN is kept explicitly: x86 max/min return the second operand on NaN.
+// Selects instead of max/min, whose operand order on ties and NaN differs
+// between targets: x is kept unless it is past a bound, so NaN stays NaN and
+// -0 clamped to [0, 6] stays -0 (torch's vec::clamp).
 void ClampF32(const float* in, float* out, size_t n, float lo, float hi) {
   MapUnary(in, out, n, [lo, hi](auto d, auto x) {
-    const auto c = hn::Min(hn::Max(x, hn::Set(d, lo)), hn::Set(d, hi));
-    return hn::IfThenElse(hn::IsNaN(x), x, c);
+    const auto vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+    const auto c = hn::IfThenElse(hn::Lt(x, vlo), vlo, x);
+    return hn::IfThenElse(hn::Gt(c, vhi), vhi, c);
   });
 }
 
