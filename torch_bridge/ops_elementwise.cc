@@ -694,12 +694,20 @@ TRN_CLAMP_ONE(ClampMin, "clamp_min", v, std::nullopt)
 TRN_CLAMP_ONE(ClampMax, "clamp_max", std::nullopt, v)
 #undef TRN_CLAMP_ONE
 
+// The activations' out= must have self's dtype (torch's TensorIterator check,
+// stricter than the castable outs of the arithmetic ops).
+void CheckOutDType(const at::Tensor& self, const at::Tensor* out, Into into) {
+  TORCH_CHECK(into != Into::kOut || out->scalar_type() == self.scalar_type(), "Found dtype ",
+              out->scalar_type(), " but expected ", self.scalar_type());
+}
+
 // ---- hardtanh (relu6) ---------------------------------------------------------------
 // torch's hardtanh is clamp whose bounds never promote: an integer self takes
 // them truncated to integers (hardtanh(int, 0.5, 2.5) clamps to [0, 2]).
 at::Tensor HardtanhImpl(const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi,
                         at::Tensor* out, Into into) {
   TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  CheckOutDType(self, out, into);
   const bool integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/false);
   const OptScalar min = integral ? at::Scalar(lo.toLong()) : lo;
   const OptScalar max = integral ? at::Scalar(hi.toLong()) : hi;
@@ -726,6 +734,7 @@ at::Tensor ActivationImpl(kernels::ActivationOp op, const char* name, const at::
   const at::ScalarType dtype = self.scalar_type();
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dtype), name, ": not implemented for '",
                               c10::toString(dtype), "'");
+  CheckOutDType(self, out, into);
   return MapInto(
       name, self, dtype, out, into, true,
       [=](const TensorRef& o, const TensorRef& i) {
