@@ -127,19 +127,20 @@ at::ScalarType MeanDType(const at::Tensor& self, std::optional<at::ScalarType> d
   return t;
 }
 
+// A new result of `sizes` on self's device, or out= resized (out == nullptr: new).
+at::Tensor ResultOf(at::Tensor* out, const at::Tensor& self, at::IntArrayRef sizes,
+                    at::ScalarType result, const char* name) {
+  if (out == nullptr) return Empty(sizes, result, DeviceIndex(self));
+  PrepareOut(*out, sizes, result, name);
+  return *out;
+}
+
 // Functional / out= driver of the dim reductions.
 at::Tensor ReduceDims(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dims,
                       bool keepdim, at::ScalarType result, at::Tensor* out) {
   const char* name = OpName(op);
   const uint32_t mask = ReduceMask(self, dims);
-  const at::DimVector sizes = ReducedSizes(self, mask, keepdim);
-  at::Tensor res;
-  if (out == nullptr) {
-    res = Empty(sizes, result, DeviceIndex(self));
-  } else {
-    PrepareOut(*out, sizes, result, name);
-    res = *out;
-  }
+  const at::Tensor res = ResultOf(out, self, ReducedSizes(self, mask, keepdim), result, name);
   ReduceInto(op, name, self, mask, res, result);
   return res;
 }
@@ -338,13 +339,8 @@ std::tuple<at::Tensor, at::Tensor> Moments(const char* name, const char* fn, boo
   const uint32_t mask = ReduceMask(self, dim);
   const at::DimVector sizes = ReducedSizes(self, mask, keepdim);
   const at::ScalarType dtype = self.scalar_type();
-  auto result = [&](at::Tensor* out) {
-    if (out == nullptr) return Empty(sizes, dtype, DeviceIndex(self));
-    PrepareOut(*out, sizes, dtype, name);
-    return *out;
-  };
-  at::Tensor var = result(out_var);
-  at::Tensor mean = with_mean ? result(out_mean) : at::Tensor();
+  at::Tensor var = ResultOf(out_var, self, sizes, dtype, name);
+  at::Tensor mean = with_mean ? ResultOf(out_mean, self, sizes, dtype, name) : at::Tensor();
   MomentsInto(name, fn, take_sqrt, self, mask, correction, var, with_mean ? &mean : nullptr);
   return {var, mean};
 }
@@ -391,9 +387,9 @@ at::Tensor VectorNormImpl(const at::Tensor& self, const at::Scalar& ord,
   if (dtype.has_value()) {
     TORCH_CHECK(at::isFloatingType(*dtype) || at::isComplexType(*dtype),
                 "linalg.vector_norm: dtype should be floating point or complex, but got ", *dtype);
-    TORCH_CHECK(at::promoteTypes(in, *dtype) == *dtype, "linalg.vector_norm: the dtype of the input ",
-                "(", in, ") should be convertible without narrowing to the specified dtype (",
-                *dtype, ")");
+    TORCH_CHECK(at::promoteTypes(in, *dtype) == *dtype,
+                "linalg.vector_norm: the dtype of the input (", in,
+                ") should be convertible without narrowing to the specified dtype (", *dtype, ")");
   }
   const double p = ord.toDouble();
   if (self.numel() == 0 && (p < 0 || p == std::numeric_limits<double>::infinity())) {
@@ -406,17 +402,10 @@ at::Tensor VectorNormImpl(const at::Tensor& self, const at::Scalar& ord,
     }
   }
   const at::ScalarType result = dtype.value_or(in);
+  TORCH_CHECK(out == nullptr || out->scalar_type() == result, "Expected out tensor to have dtype ",
+              c10::scalarTypeToTypeMeta(result), ", but got ", out->dtype(), " instead");
   const uint32_t mask = ReduceMask(self, dim);
-  const at::DimVector sizes = ReducedSizes(self, mask, keepdim);
-  at::Tensor res;
-  if (out == nullptr) {
-    res = Empty(sizes, result, DeviceIndex(self));
-  } else {
-    TORCH_CHECK(out->scalar_type() == result, "Expected out tensor to have dtype ",
-                c10::scalarTypeToTypeMeta(result), ", but got ", out->dtype(), " instead");
-    PrepareOut(*out, sizes, result, name);
-    res = *out;
-  }
+  const at::Tensor res = ResultOf(out, self, ReducedSizes(self, mask, keepdim), result, name);
   const int device = CommonDevice(name, {&self, &res});
   ComputeDType(in, name);
   ComputeDType(result, name);

@@ -37,26 +37,25 @@ HWY_INLINE V ExpF(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, y);
 }
 
+// y = a logarithm of x with its pole at x == pole: -inf there, inf at +inf,
+// NaN below the pole and for NaN.
 template <class D, class V>
-HWY_INLINE V LogF(D d, V x) {
-  const V zero = hn::Zero(d);
+HWY_INLINE V LogEdges(D d, V x, V pole, V y) {
   const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
-  V y = hn::Log(d, x);
-  y = hn::IfThenElse(hn::Eq(x, zero), hn::Neg(inf), y);
+  y = hn::IfThenElse(hn::Eq(x, pole), hn::Neg(inf), y);
   y = hn::IfThenElse(hn::Eq(x, inf), inf, y);
-  const auto invalid = hn::Or(hn::Lt(x, zero), hn::IsNaN(x));
+  const auto invalid = hn::Or(hn::Lt(x, pole), hn::IsNaN(x));
   return hn::IfThenElse(invalid, hn::Set(d, std::numeric_limits<float>::quiet_NaN()), y);
 }
 
 template <class D, class V>
+HWY_INLINE V LogF(D d, V x) {
+  return LogEdges(d, x, hn::Zero(d), hn::Log(d, x));
+}
+
+template <class D, class V>
 HWY_INLINE V Log1pF(D d, V x) {
-  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
-  const V minus_one = hn::Set(d, -1.0f);
-  V y = hn::Log1p(d, x);
-  y = hn::IfThenElse(hn::Eq(x, minus_one), hn::Neg(inf), y);
-  y = hn::IfThenElse(hn::Eq(x, inf), inf, y);
-  const auto invalid = hn::Or(hn::Lt(x, minus_one), hn::IsNaN(x));
-  return hn::IfThenElse(invalid, hn::Set(d, std::numeric_limits<float>::quiet_NaN()), y);
+  return LogEdges(d, x, hn::Set(d, -1.0f), hn::Log1p(d, x));
 }
 
 // expm1 has x's sign everywhere, so CopySign keeps -0 (and tiny negatives).

@@ -2,7 +2,8 @@
 // rounding division, remainder/fmod, bitwise ops and shifts, clamp, the
 // parametrized activations, log1p/expm1, round(decimals), nan_to_num, lerp)
 // on every compiled SIMD target against scalar references written from
-// torch's documented semantics, with edge values (inf, -inf, NaN, -0.0, x.5, INT_MIN / -1, shifts past the width).
+// torch's documented semantics, with edge values (inf, -inf, NaN, -0.0, x.5,
+// INT_MIN / -1, shifts past the width).
 //
 // Tolerances: floor/ceil/trunc/round/sign, predicates, integer and bitwise
 // ops, clamp, nan_to_num, div/remainder/fmod on quarter-valued inputs: exact.

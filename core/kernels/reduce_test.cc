@@ -12,6 +12,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -52,6 +53,13 @@ std::vector<int64_t> KeepDim(const std::vector<int64_t>& shape, uint32_t mask) {
   return out;
 }
 
+// {output elements, elements reduced into each} of a reduction over `mask`.
+std::pair<int64_t, int64_t> Extent(const std::vector<int64_t>& shape, uint32_t mask) {
+  int64_t onumel = 1, count = 1;
+  for (size_t d = 0; d < shape.size(); ++d) ((mask >> d) & 1 ? count : onumel) *= shape[d];
+  return {onumel, count};
+}
+
 // Logical index of `in` -> index of the keepdim output it reduces into.
 int64_t OutIndex(const std::vector<int64_t>& shape, uint32_t mask, int64_t i) {
   int64_t o = 0, scale = 1;
@@ -75,11 +83,7 @@ TEST(Reduce, SumMeanAmaxAminOverEveryMaskOnEveryTarget) {
           for (Layout l : AllLayouts()) {
             TestTensor in = MakeRandom(dt, shape, l, seed++, -3, 3);
             const auto osizes = KeepDim(shape, mask);
-            int64_t onumel = 1, count = 1;
-            for (size_t d = 0; d < shape.size(); ++d) {
-              onumel *= osizes[d];
-              if ((mask >> d) & 1) count *= shape[d];
-            }
+            const auto [onumel, count] = Extent(shape, mask);
             std::vector<double> sum(onumel, 0), asum(onumel, 0), mx(onumel, -INFINITY),
                 mn(onumel, INFINITY);
             for (int64_t i = 0; i < in.numel(); ++i) {
@@ -257,13 +261,11 @@ TEST(VarMean, EveryMaskCorrectionAndLayoutOnEveryTarget) {
           for (Layout l : AllLayouts()) {
             TestTensor in = MakeRandom(dt, shape, l, seed++, -3, 5);
             const auto osizes = KeepDim(shape, mask);
-            int64_t onumel = 1, count = 1;
-            for (size_t d = 0; d < shape.size(); ++d) {
-              onumel *= osizes[d];
-              if ((mask >> d) & 1) count *= shape[d];
-            }
+            const auto [onumel, count] = Extent(shape, mask);
             std::vector<double> mean(onumel, 0), m2(onumel, 0);
-            for (int64_t i = 0; i < in.numel(); ++i) mean[OutIndex(shape, mask, i)] += Compute(dt, in.At(i));
+            for (int64_t i = 0; i < in.numel(); ++i) {
+              mean[OutIndex(shape, mask, i)] += Compute(dt, in.At(i));
+            }
             for (double& m : mean) m /= static_cast<double>(count);
             for (int64_t i = 0; i < in.numel(); ++i) {
               const int64_t o = OutIndex(shape, mask, i);
@@ -280,9 +282,10 @@ TEST(VarMean, EveryMaskCorrectionAndLayoutOnEveryTarget) {
                   double v = count == 0 ? NAN : m2[o] / std::max(0.0, count - correction);
                   if (take_sqrt) v = std::sqrt(v);
                   const double m = count == 0 ? NAN : mean[o];
-                  ASSERT_EQ(CheckClose(var.At(o), RoundTo(dt, v), 0, 1e-6 * std::fabs(v) + testing::Ulp(dt, v)), "")
+                  auto tol = [dt](double e) { return 1e-6 * std::fabs(e) + testing::Ulp(dt, e); };
+                  ASSERT_EQ(CheckClose(var.At(o), RoundTo(dt, v), 0, tol(v)), "")
                       << ctx << " var at " << o;
-                  ASSERT_EQ(CheckClose(avg.At(o), RoundTo(dt, m), 0, 1e-6 * std::fabs(m) + testing::Ulp(dt, m)), "")
+                  ASSERT_EQ(CheckClose(avg.At(o), RoundTo(dt, m), 0, tol(m)), "")
                       << ctx << " mean at " << o;
                 }
               }
@@ -326,7 +329,10 @@ TEST(VarMean, NaNAndInfPropagate) {
 double RefNorm(const std::vector<double>& xs, double ord) {
   if (std::isinf(ord)) {
     double r = ord > 0 ? 0 : INFINITY;
-    for (double x : xs) r = std::isnan(x) || std::isnan(r) ? NAN : ord > 0 ? std::max(r, std::fabs(x)) : std::min(r, std::fabs(x));
+    for (double x : xs) {
+      const double a = std::fabs(x);
+      r = std::isnan(x) || std::isnan(r) ? NAN : ord > 0 ? std::max(r, a) : std::min(r, a);
+    }
     return r;
   }
   double sum = 0;
@@ -350,11 +356,7 @@ TEST(VectorNorm, EveryOrdMaskAndLayoutOnEveryTarget) {
             TestTensor in = MakeRandom(dt, shape, l, seed++, -3, 3);
             for (int64_t i = 0; i < in.numel(); i += 9) in.Set(i, 0.0);  // ord 0 counts
             const auto osizes = KeepDim(shape, mask);
-            int64_t onumel = 1, count = 1;
-            for (size_t d = 0; d < shape.size(); ++d) {
-              onumel *= osizes[d];
-              if ((mask >> d) & 1) count *= shape[d];
-            }
+            const auto [onumel, count] = Extent(shape, mask);
             std::vector<std::vector<double>> groups(onumel);
             for (int64_t i = 0; i < in.numel(); ++i) {
               groups[OutIndex(shape, mask, i)].push_back(Compute(dt, in.At(i)));
@@ -371,7 +373,8 @@ TEST(VectorNorm, EveryOrdMaskAndLayoutOnEveryTarget) {
               ASSERT_TRUE(st.ok()) << ctx << ": " << st.error;
               for (int64_t o = 0; o < onumel; ++o) {
                 const double e = RefNorm(groups[o], ord);
-                ASSERT_EQ(CheckClose(out.At(o), static_cast<float>(e), 1e-6), "") << ctx << " at " << o;
+                ASSERT_EQ(CheckClose(out.At(o), static_cast<float>(e), 1e-6), "")
+                    << ctx << " at " << o;
               }
             }
           }
