@@ -305,35 +305,15 @@ at::Tensor& LogicalAllOut(const at::Tensor& self, at::Tensor& out) {
 }
 
 // ---- var / std, alone or with the mean: one VarMean launch ------------------------
-// torch's dtype error and its degrees-of-freedom warning (`fn` names the op).
-void MomentsInto(const char* name, const char* fn, bool take_sqrt, const at::Tensor& self,
-                 uint32_t mask, const std::optional<at::Scalar>& correction, const at::Tensor& var,
-                 const at::Tensor* mean) {
-  const int device = CommonDevice(name, {&self, &var, mean});
-  ComputeDType(self.scalar_type(), name);
-  const double c = correction.has_value() ? correction->toDouble() : 1.0;
-  // torch's count: input numel per output element (0 when nothing is output)
-  const int64_t count = var.numel() == 0 ? 0 : self.numel() / var.numel();
-  if (static_cast<double>(count) - c <= 0) {
-    TORCH_WARN(fn, "(): degrees of freedom is <= 0. Correction should be strictly less than the "
-                   "reduction factor (input numel divided by output numel).");
-  }
-  if (var.numel() == 0) return;
-  const TensorRef o = KeepdimRef(var, self.dim(), mask, name);
-  const TensorRef m = mean != nullptr ? KeepdimRef(*mean, self.dim(), mask, name) : NoRef();
-  const TensorRef i = Ref(self, name);
-  Launch(device, kernels::DescribeVarMean(o, m, i, take_sqrt, name),
-         [=] { return kernels::VarMean(o, m, i, mask, c, take_sqrt); });
-}
-
-// The result of var/std (and mean): new tensors, or the out= ones resized.
+// The result of var/std (and mean): new tensors, or the out= ones resized;
+// torch's dtype error and degrees-of-freedom warning. `name` is "aten::<fn>".
 // Returns {var, mean}; mean is undefined unless with_mean.
-std::tuple<at::Tensor, at::Tensor> Moments(const char* name, const char* fn, bool take_sqrt,
-                                           bool with_mean, const at::Tensor& self,
-                                           at::OptionalIntArrayRef dim,
+std::tuple<at::Tensor, at::Tensor> Moments(const char* name, bool take_sqrt, bool with_mean,
+                                           const at::Tensor& self, at::OptionalIntArrayRef dim,
                                            const std::optional<at::Scalar>& correction,
                                            bool keepdim, at::Tensor* out_var,
                                            at::Tensor* out_mean) {
+  const char* fn = name + 6;  // past "aten::"
   TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
               with_mean ? fn : "std and var", " only support floating point and complex dtypes");
   const uint32_t mask = ReduceMask(self, dim);
@@ -341,7 +321,21 @@ std::tuple<at::Tensor, at::Tensor> Moments(const char* name, const char* fn, boo
   const at::ScalarType dtype = self.scalar_type();
   at::Tensor var = ResultOf(out_var, self, sizes, dtype, name);
   at::Tensor mean = with_mean ? ResultOf(out_mean, self, sizes, dtype, name) : at::Tensor();
-  MomentsInto(name, fn, take_sqrt, self, mask, correction, var, with_mean ? &mean : nullptr);
+  const int device = CommonDevice(name, {&self, &var, &mean});
+  ComputeDType(dtype, name);
+  const double c = correction.has_value() ? correction->toDouble() : 1.0;
+  // torch's count: input numel per output element (0 when nothing is output)
+  const int64_t count = var.numel() == 0 ? 0 : self.numel() / var.numel();
+  if (static_cast<double>(count) - c <= 0) {
+    TORCH_WARN(fn, "(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                   "reduction factor (input numel divided by output numel).");
+  }
+  if (var.numel() == 0) return {var, mean};
+  const TensorRef o = KeepdimRef(var, self.dim(), mask, name);
+  const TensorRef m = with_mean ? KeepdimRef(mean, self.dim(), mask, name) : NoRef();
+  const TensorRef i = Ref(self, name);
+  Launch(device, kernels::DescribeVarMean(o, m, i, take_sqrt, name),
+         [=] { return kernels::VarMean(o, m, i, mask, c, take_sqrt); });
   return {var, mean};
 }
 
@@ -349,29 +343,28 @@ using OptScalar = std::optional<at::Scalar>;
 template <bool kStd>
 at::Tensor VarStd(const at::Tensor& self, at::OptionalIntArrayRef dim, const OptScalar& c,
                   bool keepdim) {
-  return std::get<0>(Moments(kStd ? "aten::std" : "aten::var", kStd ? "std" : "var", kStd, false,
-                             self, dim, c, keepdim, nullptr, nullptr));
+  return std::get<0>(Moments(kStd ? "aten::std" : "aten::var", kStd, false, self, dim, c,
+                             keepdim, nullptr, nullptr));
 }
 template <bool kStd>
 at::Tensor& VarStdOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const OptScalar& c,
                       bool keepdim, at::Tensor& out) {
-  Moments(kStd ? "aten::std" : "aten::var", kStd ? "std" : "var", kStd, false, self, dim, c,
-          keepdim, &out, nullptr);
+  Moments(kStd ? "aten::std" : "aten::var", kStd, false, self, dim, c, keepdim, &out, nullptr);
   return out;
 }
 template <bool kStd>
 std::tuple<at::Tensor, at::Tensor> VarStdMean(const at::Tensor& self, at::OptionalIntArrayRef dim,
                                               const OptScalar& c, bool keepdim) {
-  return Moments(kStd ? "aten::std_mean" : "aten::var_mean", kStd ? "std_mean" : "var_mean",
-                 kStd, true, self, dim, c, keepdim, nullptr, nullptr);
+  return Moments(kStd ? "aten::std_mean" : "aten::var_mean", kStd, true, self, dim, c, keepdim,
+                 nullptr, nullptr);
 }
 template <bool kStd>
 std::tuple<at::Tensor&, at::Tensor&> VarStdMeanOut(const at::Tensor& self,
                                                    at::OptionalIntArrayRef dim, const OptScalar& c,
                                                    bool keepdim, at::Tensor& out0,
                                                    at::Tensor& out1) {
-  Moments(kStd ? "aten::std_mean" : "aten::var_mean", kStd ? "std_mean" : "var_mean", kStd, true,
-          self, dim, c, keepdim, &out0, &out1);
+  Moments(kStd ? "aten::std_mean" : "aten::var_mean", kStd, true, self, dim, c, keepdim, &out0,
+          &out1);
   return {out0, out1};
 }
 

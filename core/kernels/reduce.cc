@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <type_traits>
 
 #include "core/common/assert.h"
 #include "core/kernels/elementwise-inl.h"
@@ -143,7 +144,8 @@ HWY_INLINE double FoldRun(const float* x, size_t n, double center, double acc) {
   a0 = FoldMerge<kFold>(d, a0, a1);
   HWY_ALIGN double lanes[kMaxLanesF64];
   hn::Store(a0, d, lanes);
-  auto merged = hn::Set(d, acc);  // lane 0 of a vector merge: NaN rules stay in one place
+  // The lanes meet acc through FoldMerge too, so its NaN rules hold here as well.
+  auto merged = hn::Set(d, acc);
   for (size_t j = 0; j < N; ++j) merged = FoldMerge<kFold>(d, merged, hn::Set(d, lanes[j]));
   return hn::GetLane(merged);
 }
@@ -154,11 +156,12 @@ HWY_INLINE void FoldRows(double* acc, const double* center, const float* x, size
   const DD d;
   const size_t N = hn::Lanes(d);
   auto step = [&](const double* a, const double* c, const float* xs, double* o) {
-    const auto vc = kFold == Fold::kSumSqDev ? hn::LoadU(d, c) : hn::Zero(d);
+    auto vc = hn::Zero(d);
+    if constexpr (kFold == Fold::kSumSqDev) vc = hn::LoadU(d, c);
     hn::StoreU(FoldStep<kFold>(d, hn::LoadU(d, a), LoadPromoted(xs), vc), d, o);
   };
   size_t i = 0;
-  for (; i + N <= n; i += N) step(acc + i, center + (center ? i : 0), x + i, acc + i);
+  for (; i + N <= n; i += N) step(acc + i, center ? center + i : nullptr, x + i, acc + i);
   if (i == n) return;
   HWY_ALIGN double ba[kMaxLanesF64] = {};
   HWY_ALIGN double bc[kMaxLanesF64] = {};
@@ -172,33 +175,31 @@ HWY_INLINE void FoldRows(double* acc, const double* center, const float* x, size
   for (size_t j = 0; i + j < n; ++j) acc[i + j] = ba[j];
 }
 
-#define TRN_FOLD_CASES(CALL)                                \
-  switch (fold) {                                           \
-    case Fold::kSum: return CALL(Fold::kSum);               \
-    case Fold::kSumSqDev: return CALL(Fold::kSumSqDev);     \
-    case Fold::kSumSqF32: return CALL(Fold::kSumSqF32);     \
-    case Fold::kSumAbs: return CALL(Fold::kSumAbs);         \
-    case Fold::kCountNonzero: return CALL(Fold::kCountNonzero); \
-    case Fold::kMaxAbs: return CALL(Fold::kMaxAbs);         \
-    case Fold::kMinAbs: return CALL(Fold::kMinAbs);         \
-    case Fold::kSumPow: break;                              \
+// Calls f(std::integral_constant<Fold, fold>) for the folds with a vector step.
+template <class F>
+HWY_INLINE void VisitVectorFold(Fold fold, const F& f) {
+  using std::integral_constant;
+  switch (fold) {
+    case Fold::kSum: return f(integral_constant<Fold, Fold::kSum>());
+    case Fold::kSumSqDev: return f(integral_constant<Fold, Fold::kSumSqDev>());
+    case Fold::kSumSqF32: return f(integral_constant<Fold, Fold::kSumSqF32>());
+    case Fold::kSumAbs: return f(integral_constant<Fold, Fold::kSumAbs>());
+    case Fold::kCountNonzero: return f(integral_constant<Fold, Fold::kCountNonzero>());
+    case Fold::kMaxAbs: return f(integral_constant<Fold, Fold::kMaxAbs>());
+    case Fold::kMinAbs: return f(integral_constant<Fold, Fold::kMinAbs>());
+    case Fold::kSumPow: break;
   }
+  TRN_ASSERT(false, "this fold has no vector loop");
+}
 
 double FoldRunF64(Fold fold, const float* x, size_t n, double center, double acc) {
-#define TRN_CALL(F) FoldRun<F>(x, n, center, acc)
-  TRN_FOLD_CASES(TRN_CALL)
-#undef TRN_CALL
-  TRN_ASSERT(false, "FoldRunF64: fold has no vector loop");
+  VisitVectorFold(fold, [&](auto f) { acc = FoldRun<decltype(f)::value>(x, n, center, acc); });
   return acc;
 }
 
 void FoldRowsF64(Fold fold, double* acc, const double* center, const float* x, size_t n) {
-#define TRN_CALL(F) FoldRows<F>(acc, center, x, n)
-  TRN_FOLD_CASES(TRN_CALL)
-#undef TRN_CALL
-  TRN_ASSERT(false, "FoldRowsF64: fold has no vector loop");
+  VisitVectorFold(fold, [&](auto f) { FoldRows<decltype(f)::value>(acc, center, x, n); });
 }
-#undef TRN_FOLD_CASES
 
 }  // namespace trn::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
@@ -560,8 +561,8 @@ KernelInfo DescribeVarMean(const TensorRef& var_out, const TensorRef& mean_out,
   info.name = kNames[(with_mean ? 2 : 0) + (take_sqrt ? 1 : 0)][static_cast<int>(in.dtype)];
   info.op = aten_op;
   info.engine = rt::Engine::kVector;
-  info.flops = 4 * static_cast<uint64_t>(in.numel());           // two passes
-  info.bytes_read = 2 * internal::DistinctBytes(in);             // in is read twice
+  info.flops = 4 * static_cast<uint64_t>(in.numel());  // two passes
+  info.bytes_read = 2 * internal::DistinctBytes(in);    // in is read twice
   info.bytes_written = var_out.nbytes() + (with_mean ? mean_out.nbytes() : 0);
   return info;
 }
@@ -569,12 +570,12 @@ KernelInfo DescribeVarMean(const TensorRef& var_out, const TensorRef& mean_out,
 KernelInfo DescribeVectorNorm(const TensorRef& out, const TensorRef& in, double ord,
                               const char* aten_op) {
   static constexpr const char* kNames[7] = TRN_DTYPE_NAMES("vector_norm");
-  const bool pow = !(std::isinf(ord) || ord == 0 || ord == 1 || ord == 2);
+  const bool uses_pow = !(std::isinf(ord) || ord == 0 || ord == 1 || ord == 2);
   KernelInfo info;
   info.name = kNames[static_cast<int>(in.dtype)];
   info.op = aten_op;
   info.engine = rt::Engine::kVector;
-  info.flops = static_cast<uint64_t>(in.numel()) * (pow ? 20 : 2);
+  info.flops = static_cast<uint64_t>(in.numel()) * (uses_pow ? 20 : 2);
   info.bytes_read = internal::DistinctBytes(in);
   info.bytes_written = out.nbytes();
   return info;
