@@ -10,6 +10,7 @@ matmul atol grows with sqrt(K).
 """
 
 import math
+import warnings
 import zlib
 
 import pytest
@@ -1176,3 +1177,396 @@ def test_pow_scalar_exponents(dtype, exponent):
     exact = dtype == F32 and exponent in (3, 3.0, -2)
     check(torch.pow(t, exponent), torch.pow(x, exponent), transcendental=not exact,
           **({"rtol": 0, "atol": 0} if exact else {}))
+
+
+# ---- activations: hardtanh (relu6), the parametrized Activation kernel, log1p / expm1 ----
+ACTIVATIONS = {
+    "relu6": F.relu6,
+    "hardtanh": lambda x: F.hardtanh(x, -2.0, 0.5),
+    "hardtanh_int_bounds": lambda x: torch.ops.aten.hardtanh(x, -1.5, 2.5),  # ints truncate them
+    "leaky_relu": F.leaky_relu,
+    "leaky_relu_neg": lambda x: F.leaky_relu(x, -1.5),
+    "elu": F.elu,
+    "elu_params": lambda x: torch.ops.aten.elu(x, 0.7, 1.3, 0.4),
+    "selu": F.selu,
+    "celu": lambda x: F.celu(x, 0.3),
+    "softplus": F.softplus,
+    "softplus_beta": lambda x: F.softplus(x, 2.0, 5.0),  # threshold 5 is crossed below
+    "softplus_neg_beta": lambda x: F.softplus(x, -0.5, 3.0),
+    "hardswish": F.hardswish,
+    "hardsigmoid": F.hardsigmoid,
+    "mish": F.mish,
+    "log1p": torch.log1p,
+    "expm1": torch.expm1,
+}
+
+
+@pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
+@pytest.mark.parametrize("shape", [(), (17,), (3, 5, 7), (0, 3)], ids=str)
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("name", list(ACTIVATIONS))
+def test_activation(name, dtype, shape, layout):
+    """Integers: hardtanh clamps, log1p/expm1 promote, the others raise as on CPU."""
+    x = with_specials(spread(make(shape, dtype), 3))
+    x, t = on_trn(x, layout)
+    same_as_cpu(ACTIVATIONS[name], (x,), (t,), transcendental=True)
+
+
+def test_activation_thresholds_and_ranges():
+    """softplus returns x past beta * x > threshold; exp/log1p past their vector ranges."""
+    x = torch.tensor(
+        [19.99, 20.0, 20.01, 4.99, 2.5, 2.51, -88.0, -100.0, 88.0, 89.0, 1e-8, -1e-8, -0.999, -1.0]
+    )
+    fns = [F.softplus, lambda v: F.softplus(v, 2.0, 5.0), F.mish, F.elu, torch.log1p, torch.expm1, F.selu]
+    for fn in fns:
+        same_as_cpu(fn, (x,), (x.to("trn"),), transcendental=True)
+    # near 0 log1p/expm1 are accurate in relative terms (log(1 + x) would be 0 here)
+    tiny = torch.tensor([1e-10, -1e-10, 3e-8, -3e-8])
+    check(torch.log1p(tiny.to("trn")), torch.log1p(tiny), rtol=1e-6, atol=0)
+    check(torch.expm1(tiny.to("trn")), torch.expm1(tiny), rtol=1e-6, atol=0)
+
+
+def test_activation_negative_zero_keeps_its_sign():
+    z = torch.tensor([-0.0, 0.0])
+    for fn in [F.relu6, F.hardtanh, F.leaky_relu, F.elu, F.hardswish, F.mish, torch.log1p, torch.expm1]:
+        want = fn(z)
+        got = fn(z.to("trn")).cpu()
+        assert torch.equal(torch.signbit(got), torch.signbit(want)), (fn, got, want)
+
+
+# (aten op, scalar args); softplus has no in-place form.
+ACTIVATION_OVERLOADS = {
+    "hardtanh": (-2.0, 0.5),
+    "leaky_relu": (0.2,),
+    "elu": (0.7, 1.3, 0.4),
+    "softplus": (2.0, 5.0),
+    "hardswish": (),
+    "hardsigmoid": (),
+    "mish": (),
+    "log1p": (),
+    "expm1": (),
+}
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+@pytest.mark.parametrize("name", list(ACTIVATION_OVERLOADS))
+def test_activation_inplace_and_out(name, dtype):
+    args = ACTIVATION_OVERLOADS[name]
+    op = getattr(torch.ops.aten, name)
+    x = with_specials(make((4, 7), dtype) * 3)
+    want = op(x, *args)
+    if name != "softplus":
+        t = x.to("trn")
+        view = t[:, ::2]  # in place on a non-contiguous view leaves the rest alone
+        getattr(torch.ops.aten, name + "_")(view, *args)
+        ref = x.clone()
+        getattr(torch.ops.aten, name + "_")(ref[:, ::2], *args)
+        check(t, ref, transcendental=True)
+    out = torch.empty(0, dtype=dtype, device="trn")
+    op.out(x.to("trn"), *args, out=out)
+    check(out, want, transcendental=True)
+    # another dtype: log1p/expm1 cast into it, the activations reject it (as on CPU)
+    same_as_cpu(lambda v, o: op.out(v, *args, out=o), (x, torch.empty(0, dtype=torch.float64)),
+                (x.to("trn"), torch.empty(0, dtype=torch.float64, device="trn")), transcendental=True)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [F.relu6, F.hardtanh, F.leaky_relu, F.elu, F.selu, F.celu, F.hardswish, F.hardsigmoid, F.mish],
+    ids=lambda f: f.__name__,
+)
+def test_activation_functional_inplace(fn):
+    x = with_specials(make((3, 9), F32) * 4)
+    t = x.to("trn")
+    r = fn(t, inplace=True)
+    assert r.data_ptr() == t.data_ptr()
+    check(t, fn(x.clone(), inplace=True), transcendental=True)
+
+
+def test_activation_errors_match_cpu():
+    i, b = torch.arange(-3, 4), torch.tensor([True, False])
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        F.leaky_relu(i.to("trn"))
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        F.softplus(b.to("trn"))
+    with pytest.raises(RuntimeError, match="Bool inputs not supported for hardtanh"):
+        F.relu6(b.to("trn"))
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        i.to("trn").log1p_()
+    check(torch.expm1(i.to("trn")), torch.expm1(i), transcendental=True)  # int -> float
+
+
+def test_activation_modules_have_no_fallback():
+    """MobileNetV2's ReLU6, MobileNetV3's Hardswish/Hardsigmoid, YOLO's LeakyReLU, Mamba's Softplus."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU6(inplace=True), torch.nn.Hardswish(),
+        torch.nn.Conv2d(8, 8, 1), torch.nn.Hardsigmoid(), torch.nn.LeakyReLU(0.1, inplace=True),
+        torch.nn.Mish(), torch.nn.Softplus(), torch.nn.ELU(), torch.nn.SiLU(),
+    ).eval()
+    x = torch.randn(2, 3, 8, 8)
+    with torch.inference_mode():
+        want = net(x)
+        got = net.to("trn")(x.to("trn"))
+    check(got, want, transcendental=True)
+
+
+# ---- var / std (with the mean), vector norms, weight norm ------------------------------------
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("correction", [None, 0, 1, 2.5])
+@pytest.mark.parametrize("dim", [None, 0, -1, (0, 2), ()], ids=str)
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+@pytest.mark.parametrize("name", ["var", "std", "var_mean", "std_mean"])
+def test_var_std(name, dtype, dim, correction, keepdim):
+    x = make((3, 5, 7), dtype) * 3 + 1
+    fn = getattr(torch, name)
+    rtol, atol = (1e-6, 1e-7) if dtype == F32 else tol(dtype)  # double accumulation, as CPU torch
+    for layout in ["contig", "transposed", "strided"]:
+        xc, t = on_trn(x, layout)
+        want = fn(xc, dim, correction=correction, keepdim=keepdim)
+        got = fn(t, dim, correction=correction, keepdim=keepdim)
+        for g, w in zip(got, want) if name.endswith("_mean") else [(got, want)]:
+            check(g, w, rtol=rtol, atol=atol)
+
+
+def test_var_std_unbiased_forms_and_out():
+    x = make((4, 6, 5), F32) * 2
+    t = x.to("trn")
+    check(t.var(), x.var(), rtol=1e-6, atol=1e-7)
+    check(t.var(1, unbiased=False), x.var(1, unbiased=False), rtol=1e-6, atol=1e-7)
+    check(t.std(0, True, True), x.std(0, True, True), rtol=1e-6, atol=1e-7)
+    check(torch.std(t, unbiased=False), torch.std(x, unbiased=False), rtol=1e-6, atol=1e-7)
+    for fn in [torch.var, torch.std]:
+        out = torch.empty(0, device="trn")
+        fn(t, [0, 2], out=out)
+        check(out, fn(x, [0, 2]), rtol=1e-6, atol=1e-7)
+        out64 = torch.empty(0, dtype=torch.float64, device="trn")  # castable out: torch allows it
+        fn(t, 1, correction=0, out=out64)
+        check(out64, fn(x, 1, correction=0, out=torch.empty(0, dtype=torch.float64)), rtol=1e-6, atol=1e-7)
+    for op in [torch.ops.aten.var_mean, torch.ops.aten.std_mean]:
+        o0, o1 = torch.empty(0, device="trn"), torch.empty(0, device="trn")
+        op.correction_out(t, [1], correction=0, keepdim=True, out0=o0, out1=o1)
+        w0, w1 = op.correction(x, [1], correction=0, keepdim=True)
+        check(o0, w0, rtol=1e-6, atol=1e-7)
+        check(o1, w1, rtol=1e-6, atol=1e-7)
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        torch.var(t, 0, out=torch.empty(0, dtype=I64, device="trn"))
+
+
+@pytest.mark.parametrize(
+    "shape,dim,correction",
+    [((), None, 1), ((), 0, 0), ((1,), None, 1), ((2,), None, 2), ((2,), None, 3), ((0,), None, 1),
+     ((0, 3), 1, 1), ((0, 3), 0, 1), ((0, 3), 0, 0), ((4, 1), 1, 1), ((4, 1), 1, 0)],
+    ids=str,
+)
+def test_var_degenerate_extents(shape, dim, correction):
+    """Empty extents give NaN, count <= correction inf (NaN if constant), with torch's warning."""
+
+    def dof_warnings(fn):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result = fn()
+        return result, [str(w.message) for w in caught if "degrees of freedom is <= 0" in str(w.message)]
+
+    x = make(shape, F32)
+    for name in ["var", "std", "var_mean", "std_mean"]:
+        fn = getattr(torch, name)
+        want, cpu_warned = dof_warnings(lambda: fn(x, dim, correction=correction))
+        got, trn_warned = dof_warnings(lambda: fn(x.to("trn"), dim, correction=correction))
+        assert len(trn_warned) == len(cpu_warned), (trn_warned, cpu_warned)
+        assert all(m.startswith(f"{name}(): ") for m in trn_warned), trn_warned
+        for g, w in zip(got, want) if name.endswith("_mean") else [(got, want)]:
+            check(g, w, rtol=1e-6, atol=1e-7)
+    const = torch.ones(2)
+    with pytest.warns(UserWarning, match="degrees of freedom"):
+        check(const.to("trn").var(correction=3), const.var(correction=3))  # 0 / 0
+
+
+def test_var_specials_and_precision():
+    x = torch.tensor([[1.0, float("nan"), 2.0], [1.0, float("inf"), 2.0], [3.0, 3.0, 3.0]])
+    check(x.to("trn").var(1), x.var(1))
+    # var_mean's mean is torch.mean's (inf here); CPU torch's Welford update turns
+    # an inf followed by more elements into NaN, an order artefact not copied.
+    check(torch.var_mean(x.to("trn"), 1)[1], torch.mean(x, 1))
+    # A mean that dwarfs the spread: float32 accumulation would lose var entirely.
+    # Compared with float64 (CPU torch's float32 result is itself 8e-6 off here).
+    g = torch.Generator().manual_seed(3)
+    big = 1e4 + torch.randn(200_003, generator=g) * 0.01
+    check(big.to("trn").var(), big.double().var().float(), rtol=1e-6, atol=0)
+    check(big.to("trn").std(0), big.double().std(0).float(), rtol=1e-6, atol=0)
+
+
+def test_var_rejects_integers_like_cpu():
+    for name, msg in [("var", "std and var only support"), ("std", "std and var only support"),
+                      ("var_mean", "var_mean only support"), ("std_mean", "std_mean only support")]:
+        with pytest.raises(RuntimeError, match=msg):
+            getattr(torch, name)(torch.arange(6).to("trn"))
+
+
+def test_group_norm_var_mean_path():
+    """wav2vec2's GroupNorm reaches var_mean.correction through the CompositeImplicit kernel."""
+    x = make((2, 8, 33), F32)
+    gn = torch.nn.GroupNorm(4, 8)
+    with torch.inference_mode():
+        check(gn.to("trn")(x.to("trn")), gn.cpu()(x), transcendental=True)
+    want = torch.var_mean(x, [0, 2], correction=0)
+    got = torch.var_mean(x.to("trn"), [0, 2], correction=0)
+    check(got[0], want[0], rtol=1e-6, atol=1e-7)
+    check(got[1], want[1], rtol=1e-6, atol=1e-7)
+
+
+ORDS = [2, 1, float("inf"), -float("inf"), 0, 3, 0.5, -1.5]
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [None, 0, -1, (0, 2), ()], ids=str)
+@pytest.mark.parametrize("ord", ORDS, ids=str)
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+def test_vector_norm(dtype, ord, dim, keepdim):
+    x = make((3, 5, 7), dtype) * 2
+    x.view(-1)[::9] = 0  # ord 0 counts nonzeros
+    for layout in ["contig", "transposed", "strided"]:
+        xc, t = on_trn(x, layout)
+        want = torch.linalg.vector_norm(xc, ord, dim, keepdim)
+        check(torch.linalg.vector_norm(t, ord, dim, keepdim), want, transcendental=True)
+    if dtype != F32:  # dtype= computes the reduced-precision input in float32
+        want = torch.linalg.vector_norm(x, ord, dim, keepdim, dtype=F32)
+        got = torch.linalg.vector_norm(x.to("trn"), ord, dim, keepdim, dtype=F32)
+        check(got, want, rtol=1e-6, atol=1e-7)
+
+
+def test_vector_norm_callers_and_out():
+    x = make((4, 16), F32)
+    t = x.to("trn")
+    check(t.norm(), x.norm(), rtol=1e-6, atol=1e-7)
+    check(t.norm(1, dim=1, keepdim=True), x.norm(1, dim=1, keepdim=True), rtol=1e-6, atol=1e-7)
+    check(torch.norm(t, float("inf"), dim=0), torch.norm(x, float("inf"), dim=0))
+    check(F.normalize(t, dim=-1), F.normalize(x, dim=-1), rtol=1e-6, atol=1e-7)  # CLIP embeddings
+    check(F.normalize(t, p=1, dim=0), F.normalize(x, p=1, dim=0), rtol=1e-6, atol=1e-7)
+    check(torch.linalg.vector_norm(torch.tensor(-3.0).to("trn"), 1), torch.tensor(3.0))
+    out = torch.empty(0, device="trn")
+    torch.linalg.vector_norm(t, 2, dim=1, out=out)
+    check(out, torch.linalg.vector_norm(x, 2, dim=1), rtol=1e-6, atol=1e-7)
+    out64 = torch.empty(0, dtype=torch.float64, device="trn")
+    torch.linalg.vector_norm(t, 3, dim=0, dtype=torch.float64, out=out64)
+    check(out64, torch.linalg.vector_norm(x, 3, dim=0, dtype=torch.float64), rtol=1e-6, atol=1e-7)
+    with pytest.raises(RuntimeError, match="Expected out tensor to have dtype float, but got double"):
+        torch.linalg.vector_norm(t, out=torch.empty(0, dtype=torch.float64, device="trn"))
+
+
+def test_vector_norm_specials_and_errors():
+    x = torch.tensor([[1e20, 1.0], [float("nan"), 0.0], [-2.0, 0.0], [float("inf"), 1.0]])
+    for ord in ORDS:
+        check(torch.linalg.vector_norm(x.to("trn"), ord, dim=1), torch.linalg.vector_norm(x, ord, dim=1))
+    empty = torch.empty(0, 3)
+    check(torch.linalg.vector_norm(empty.to("trn")), torch.linalg.vector_norm(empty))
+    check(torch.linalg.vector_norm(empty.to("trn"), 0, dim=0), torch.linalg.vector_norm(empty, 0, dim=0))
+    inf = float("inf")
+    check(torch.linalg.vector_norm(empty.to("trn"), inf, dim=1), torch.linalg.vector_norm(empty, inf, dim=1))
+    cases = [
+        (lambda v: torch.linalg.vector_norm(v, inf), "cannot compute the inf norm on an empty tensor"),
+        (lambda v: torch.linalg.vector_norm(v, -1), "cannot compute the -1 norm on an empty tensor"),
+        (lambda v: torch.linalg.vector_norm(v, -inf, dim=0), "on the dimension 0"),
+    ]
+    for fn, msg in cases:
+        with pytest.raises(RuntimeError, match=msg):
+            fn(empty)
+        with pytest.raises(RuntimeError, match=msg):
+            fn(empty.to("trn"))
+    with pytest.raises(RuntimeError, match="Expected a floating point or complex tensor as input. Got Long"):
+        torch.linalg.vector_norm(torch.arange(3).to("trn"))
+    with pytest.raises(RuntimeError, match="dtype should be floating point or complex, but got Long"):
+        torch.linalg.vector_norm(torch.ones(3, device="trn"), dtype=I64)
+    with pytest.raises(RuntimeError, match="without narrowing"):
+        torch.linalg.vector_norm(torch.ones(3, device="trn"), dtype=BF16)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize(
+    "vshape,gshape,dim",
+    [((6, 3, 5), (6, 1, 1), 0), ((6, 3, 5), (1, 1, 5), 2), ((6, 3, 5), (6,), 0), ((8, 12), (8, 1), 0),
+     ((8, 12), (1, 12), 1), ((7,), (7,), 0), ((3, 0), (3, 1), 0)],
+    ids=str,
+)
+def test_weight_norm_interface(dtype, vshape, gshape, dim):
+    v = make(vshape, dtype)
+    g = make(gshape, dtype, "positive")
+    w_want, n_want = torch._weight_norm_interface(v, g, dim)
+    for layout in ["contig", "transposed"]:
+        vc, vt = on_trn(v, layout)
+        w, n = torch._weight_norm_interface(vt, g.to("trn"), dim)
+        check(w, w_want, transcendental=True)
+        check(n, n_want, rtol=1e-6 if dtype == F32 else None, atol=1e-7 if dtype == F32 else None)
+        assert n.dtype == (F32 if dtype != F32 else dtype)  # float32 norm for bf16/f16 g, as torch
+
+
+def test_weight_norm_modules_and_errors():
+    """weight_norm parametrization on Linear (dim 0) and wav2vec2's positional Conv1d (dim 2)."""
+    torch.manual_seed(0)
+    lin = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(16, 8))
+    conv = torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv1d(8, 8, 5, padding=2, groups=2), dim=2)
+    x = torch.randn(2, 8, 16)
+    with torch.inference_mode():
+        want = conv(lin(x).transpose(1, 2).contiguous())
+        got = conv.to("trn")(lin.to("trn")(x.to("trn")).transpose(1, 2).contiguous())
+    check(got, want, transcendental=True)
+    v = torch.randn(3, 4, 5, device="trn")
+    with pytest.raises(RuntimeError, match="dim 0 or 2"):
+        torch._weight_norm_interface(v, torch.ones(1, 4, 1, device="trn"), 1)
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        torch._weight_norm_interface(v, torch.ones(3, 1, 1, dtype=torch.float64, device="trn"), 0)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        ones = torch.ones(3, 2, dtype=I64, device="trn")
+        torch._weight_norm_interface(ones, ones[:, :1], 0)
+
+
+def test_new_ops_are_one_named_launch():
+    """Each native op is one kernel launch whose KernelInfo name the profiler shows."""
+    x = torch.randn(8, 8, device="trn")
+    g = torch.rand(8, 1, device="trn") + 0.5
+    torch.trn.synchronize()
+    cases = {
+        "clamp_f32": lambda: F.relu6(x),
+        "leaky_relu_f32": lambda: F.leaky_relu(x),
+        "elu_f32": lambda: F.selu(x),
+        "softplus_f32": lambda: F.softplus(x),
+        "hardswish_f32": lambda: F.hardswish(x),
+        "hardsigmoid_f32": lambda: F.hardsigmoid(x),
+        "mish_f32": lambda: F.mish(x),
+        "log1p_f32": lambda: torch.log1p(x.abs()),
+        "expm1_f32": lambda: torch.expm1(x),
+        "var_f32": lambda: x.var(1),
+        "std_f32": lambda: x.std(),
+        "var_mean_f32": lambda: torch.var_mean(x, 0),
+        "std_mean_f32": lambda: torch.std_mean(x, 0),
+        "vector_norm_f32": lambda: torch.linalg.vector_norm(x, 3, dim=1),
+        "weight_norm_f32": lambda: torch._weight_norm_interface(x, g, 0),
+    }
+    for kernel, fn in cases.items():
+        counts = launch_counts(lambda: (fn(), torch.trn.synchronize()))
+        counts.pop("abs_f32", None)  # log1p's input
+        assert counts == {kernel: "1"}, (kernel, counts)
+
+
+def test_new_ops_float64_policy():
+    """float64 keeps its dtype, is computed in float32 and counted (Note [float64 policy])."""
+    x = make((3, 17), F32).double() * 3
+    g = make((3, 1), F32, "positive").double()
+    cases = {
+        "aten::leaky_relu": lambda v: F.leaky_relu(v, 0.1),
+        "aten::softplus": F.softplus,
+        "aten::hardtanh": F.relu6,
+        "aten::log1p": lambda v: torch.log1p(v.abs()),
+        "aten::var": lambda v: v.var(1),
+        "aten::std_mean": lambda v: torch.std_mean(v, 0)[0],
+        "aten::linalg_vector_norm": lambda v: torch.linalg.vector_norm(v, 3, dim=1),
+    }
+    for op, fn in cases.items():
+        trnscope.reset_counters()
+        check(fn(x.to("trn")), fn(x), transcendental=True)
+        torch.trn.synchronize()
+        assert trnscope.float64_downcasts().get(op, 0) >= 1, (op, trnscope.float64_downcasts())
+    w, n = torch._weight_norm_interface(x.to("trn"), g.to("trn"), 0)
+    ww, nn = torch._weight_norm_interface(x, g, 0)
+    check(w, ww, transcendental=True)
+    check(n, nn, transcendental=True)

@@ -1,9 +1,11 @@
 // Elementwise aten kernels of the trn device: binary ops with broadcasting,
 // type promotion and scalars (arithmetic, comparisons, rounding division,
 // remainder/fmod, bitwise ops and shifts), unary ops (math, rounding, sign,
-// predicates isnan/isinf/...), clamp, nan_to_num, lerp, where / masked_fill,
-// fill_ / zero_. Where CPU PyTorch rejects a dtype (bitwise on floats,
-// rounding of bool) the same NotImplementedError is raised here.
+// predicates isnan/isinf/...), clamp and hardtanh, the activations with
+// parameters (leaky_relu, elu, softplus, hardswish, hardsigmoid, mish),
+// nan_to_num, lerp, where / masked_fill, fill_ / zero_. Where CPU PyTorch
+// rejects a dtype (bitwise on floats, rounding of bool, activations of
+// integers) the same NotImplementedError is raised here.
 // Each launches core kernels asynchronously on the current stream.
 //
 // Note [elementwise dispatch]: the functional, in-place and out= overloads
@@ -507,6 +509,8 @@ TRN_UNARY(Round, UnaryOp::kRound, "round", false)
 TRN_UNARY(Sign, UnaryOp::kSign, "sign", false)
 TRN_UNARY(Sgn, UnaryOp::kSign, "sgn", false)
 TRN_UNARY(BitwiseNot, UnaryOp::kBitwiseNot, "bitwise_not", false)
+TRN_UNARY(Log1p, UnaryOp::kLog1p, "log1p", true)
+TRN_UNARY(Expm1, UnaryOp::kExpm1, "expm1", true)
 #undef TRN_UNARY
 
 // Predicates (bool out, no in-place form): isnan/isinf/isfinite have only the
@@ -689,6 +693,84 @@ at::Tensor& ClampTOut(const at::Tensor& a, const OptTensor& lo, const OptTensor&
 TRN_CLAMP_ONE(ClampMin, "clamp_min", v, std::nullopt)
 TRN_CLAMP_ONE(ClampMax, "clamp_max", std::nullopt, v)
 #undef TRN_CLAMP_ONE
+
+// The activations' out= must have self's dtype (torch's TensorIterator check,
+// stricter than the castable outs of the arithmetic ops).
+void CheckOutDType(const at::Tensor& self, const at::Tensor* out, Into into) {
+  TORCH_CHECK(into != Into::kOut || out->scalar_type() == self.scalar_type(), "Found dtype ",
+              out->scalar_type(), " but expected ", self.scalar_type());
+}
+
+// ---- hardtanh (relu6) ---------------------------------------------------------------
+// torch's hardtanh is clamp whose bounds never promote: an integer self takes
+// them truncated to integers (hardtanh(int, 0.5, 2.5) clamps to [0, 2]).
+at::Tensor HardtanhImpl(const at::Tensor& self, const at::Scalar& lo, const at::Scalar& hi,
+                        at::Tensor* out, Into into) {
+  TORCH_CHECK(self.scalar_type() != at::kBool, "Bool inputs not supported for hardtanh");
+  CheckOutDType(self, out, into);
+  const bool integral = at::isIntegralType(self.scalar_type(), /*includeBool=*/false);
+  const OptScalar min = integral ? at::Scalar(lo.toLong()) : lo;
+  const OptScalar max = integral ? at::Scalar(hi.toLong()) : hi;
+  return ClampScalarImpl(into == Into::kSelf ? "aten::hardtanh_" : "aten::hardtanh", self, min,
+                         max, out, into);
+}
+at::Tensor Hardtanh(const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) {
+  return HardtanhImpl(a, lo, hi, nullptr, Into::kNew);
+}
+at::Tensor& Hardtanh_(at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi) {
+  HardtanhImpl(a, lo, hi, &a, Into::kSelf);
+  return a;
+}
+at::Tensor& HardtanhOut(const at::Tensor& a, const at::Scalar& lo, const at::Scalar& hi,
+                        at::Tensor& out) {
+  HardtanhImpl(a, lo, hi, &out, Into::kOut);
+  return out;
+}
+
+// ---- activations with parameters: one Activation kernel ------------------------------
+// Floating dtypes only: torch's CPU kernels raise NotImplementedError for the others.
+at::Tensor ActivationImpl(kernels::ActivationOp op, const char* name, const at::Tensor& self,
+                          double p0, double p1, double p2, at::Tensor* out, Into into) {
+  const at::ScalarType dtype = self.scalar_type();
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dtype), name, ": not implemented for '",
+                              c10::toString(dtype), "'");
+  CheckOutDType(self, out, into);
+  return MapInto(
+      name, self, dtype, out, into, true,
+      [=](const TensorRef& o, const TensorRef& i) {
+        return kernels::DescribeActivation(op, o, i, name);
+      },
+      [=](const TensorRef& o, const TensorRef& i) {
+        return kernels::Activation(op, o, i, p0, p1, p2);
+      });
+}
+
+// Functional, in-place and out= forms; the trailing arguments are the op's
+// Scalar parameters, P0..P2 what the kernel gets from them.
+#define TRN_ACTIVATION(Fn, OP, NAME, P0, P1, P2, ...)                                        \
+  at::Tensor Fn(const at::Tensor& a __VA_OPT__(, ) __VA_ARGS__) {                           \
+    return ActivationImpl(OP, "aten::" NAME, a, P0, P1, P2, nullptr, Into::kNew);            \
+  }                                                                                         \
+  [[maybe_unused]] at::Tensor& Fn##_(at::Tensor& a __VA_OPT__(, ) __VA_ARGS__) {            \
+    ActivationImpl(OP, "aten::" NAME "_", a, P0, P1, P2, &a, Into::kSelf);                   \
+    return a;                                                                               \
+  }                                                                                         \
+  at::Tensor& Fn##Out(const at::Tensor& a, __VA_ARGS__ __VA_OPT__(, ) at::Tensor& out) {    \
+    ActivationImpl(OP, "aten::" NAME, a, P0, P1, P2, &out, Into::kOut);                      \
+    return out;                                                                             \
+  }
+using kernels::ActivationOp;
+TRN_ACTIVATION(LeakyRelu, ActivationOp::kLeakyRelu, "leaky_relu", slope.toDouble(), 0, 0,
+               const at::Scalar& slope)
+TRN_ACTIVATION(Elu, ActivationOp::kElu, "elu", alpha.toDouble(), scale.toDouble(),
+               input_scale.toDouble(), const at::Scalar& alpha, const at::Scalar& scale,
+               const at::Scalar& input_scale)
+TRN_ACTIVATION(Softplus, ActivationOp::kSoftplus, "softplus", beta.toDouble(),
+               threshold.toDouble(), 0, const at::Scalar& beta, const at::Scalar& threshold)
+TRN_ACTIVATION(Hardswish, ActivationOp::kHardswish, "hardswish", 0, 0, 0)
+TRN_ACTIVATION(Hardsigmoid, ActivationOp::kHardsigmoid, "hardsigmoid", 0, 0, 0)
+TRN_ACTIVATION(Mish, ActivationOp::kMish, "mish", 0, 0, 0)
+#undef TRN_ACTIVATION
 
 // ---- nan_to_num --------------------------------------------------------------------
 // Absent replacements are 0 / the dtype's largest / lowest finite value.
@@ -988,7 +1070,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TRN_REGISTER_UNARY("sign", Sign)
   TRN_REGISTER_UNARY("sgn", Sgn)
   TRN_REGISTER_UNARY("bitwise_not", BitwiseNot)
+  TRN_REGISTER_UNARY("log1p", Log1p)
+  TRN_REGISTER_UNARY("expm1", Expm1)
+  TRN_REGISTER_UNARY("hardtanh", Hardtanh)
+  TRN_REGISTER_UNARY("leaky_relu", LeakyRelu)
+  TRN_REGISTER_UNARY("elu", Elu)
+  TRN_REGISTER_UNARY("hardswish", Hardswish)
+  TRN_REGISTER_UNARY("hardsigmoid", Hardsigmoid)
+  TRN_REGISTER_UNARY("mish", Mish)
 #undef TRN_REGISTER_UNARY
+  m.impl("softplus", TORCH_FN(Softplus));  // no in-place form
+  m.impl("softplus.out", TORCH_FN(SoftplusOut));
   m.impl("fill_.Scalar", TORCH_FN(FillS_));
   m.impl("fill_.Tensor", TORCH_FN(FillT_));
   m.impl("zero_", TORCH_FN(Zero_));

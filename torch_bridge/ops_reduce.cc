@@ -1,10 +1,13 @@
 // Reduction aten kernels of the trn device: sum, mean, amax, amin, argmax,
-// argmin, all, any, max/min (full, max.dim and min.dim), over dims with
-// keepdim, dtype= honoured.
+// argmin, all, any, max/min (full, max.dim and min.dim), var/std (alone or
+// with the mean), linalg_vector_norm, over dims with keepdim, dtype=
+// honoured; and _weight_norm_interface (a norm over all dims but one).
 #include <ATen/WrapDimUtils.h>
+#include <ATen/core/Formatting.h>
 #include <ATen/core/Tensor.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 #include <tuple>
 
@@ -124,19 +127,20 @@ at::ScalarType MeanDType(const at::Tensor& self, std::optional<at::ScalarType> d
   return t;
 }
 
+// A new result of `sizes` on self's device, or out= resized (out == nullptr: new).
+at::Tensor ResultOf(at::Tensor* out, const at::Tensor& self, at::IntArrayRef sizes,
+                    at::ScalarType result, const char* name) {
+  if (out == nullptr) return Empty(sizes, result, DeviceIndex(self));
+  PrepareOut(*out, sizes, result, name);
+  return *out;
+}
+
 // Functional / out= driver of the dim reductions.
 at::Tensor ReduceDims(ReduceOp op, const at::Tensor& self, at::OptionalIntArrayRef dims,
                       bool keepdim, at::ScalarType result, at::Tensor* out) {
   const char* name = OpName(op);
   const uint32_t mask = ReduceMask(self, dims);
-  const at::DimVector sizes = ReducedSizes(self, mask, keepdim);
-  at::Tensor res;
-  if (out == nullptr) {
-    res = Empty(sizes, result, DeviceIndex(self));
-  } else {
-    PrepareOut(*out, sizes, result, name);
-    res = *out;
-  }
+  const at::Tensor res = ResultOf(out, self, ReducedSizes(self, mask, keepdim), result, name);
   ReduceInto(op, name, self, mask, res, result);
   return res;
 }
@@ -300,6 +304,172 @@ at::Tensor& LogicalAllOut(const at::Tensor& self, at::Tensor& out) {
   return out;
 }
 
+// ---- var / std, alone or with the mean: one VarMean launch ------------------------
+// The result of var/std (and mean): new tensors, or the out= ones resized;
+// torch's dtype error and degrees-of-freedom warning. `name` is "aten::<fn>".
+// Returns {var, mean}; mean is undefined unless with_mean.
+std::tuple<at::Tensor, at::Tensor> Moments(const char* name, bool take_sqrt, bool with_mean,
+                                           const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                           const std::optional<at::Scalar>& correction,
+                                           bool keepdim, at::Tensor* out_var,
+                                           at::Tensor* out_mean) {
+  const char* fn = name + 6;  // past "aten::"
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) || at::isComplexType(self.scalar_type()),
+              with_mean ? fn : "std and var", " only support floating point and complex dtypes");
+  const uint32_t mask = ReduceMask(self, dim);
+  const at::DimVector sizes = ReducedSizes(self, mask, keepdim);
+  const at::ScalarType dtype = self.scalar_type();
+  at::Tensor var = ResultOf(out_var, self, sizes, dtype, name);
+  at::Tensor mean = with_mean ? ResultOf(out_mean, self, sizes, dtype, name) : at::Tensor();
+  const int device = CommonDevice(name, {&self, &var, &mean});
+  ComputeDType(dtype, name);
+  const double c = correction.has_value() ? correction->toDouble() : 1.0;
+  // torch's count: input numel per output element (0 when nothing is output)
+  const int64_t count = var.numel() == 0 ? 0 : self.numel() / var.numel();
+  if (static_cast<double>(count) - c <= 0) {
+    TORCH_WARN(fn, "(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                   "reduction factor (input numel divided by output numel).");
+  }
+  if (var.numel() == 0) return {var, mean};
+  const TensorRef o = KeepdimRef(var, self.dim(), mask, name);
+  const TensorRef m = with_mean ? KeepdimRef(mean, self.dim(), mask, name) : NoRef();
+  const TensorRef i = Ref(self, name);
+  Launch(device, kernels::DescribeVarMean(o, m, i, take_sqrt, name),
+         [=] { return kernels::VarMean(o, m, i, mask, c, take_sqrt); });
+  return {var, mean};
+}
+
+using OptScalar = std::optional<at::Scalar>;
+template <bool kStd>
+at::Tensor VarStd(const at::Tensor& self, at::OptionalIntArrayRef dim, const OptScalar& c,
+                  bool keepdim) {
+  return std::get<0>(Moments(kStd ? "aten::std" : "aten::var", kStd, false, self, dim, c,
+                             keepdim, nullptr, nullptr));
+}
+template <bool kStd>
+at::Tensor& VarStdOut(const at::Tensor& self, at::OptionalIntArrayRef dim, const OptScalar& c,
+                      bool keepdim, at::Tensor& out) {
+  Moments(kStd ? "aten::std" : "aten::var", kStd, false, self, dim, c, keepdim, &out, nullptr);
+  return out;
+}
+template <bool kStd>
+std::tuple<at::Tensor, at::Tensor> VarStdMean(const at::Tensor& self, at::OptionalIntArrayRef dim,
+                                              const OptScalar& c, bool keepdim) {
+  return Moments(kStd ? "aten::std_mean" : "aten::var_mean", kStd, true, self, dim, c, keepdim,
+                 nullptr, nullptr);
+}
+template <bool kStd>
+std::tuple<at::Tensor&, at::Tensor&> VarStdMeanOut(const at::Tensor& self,
+                                                   at::OptionalIntArrayRef dim, const OptScalar& c,
+                                                   bool keepdim, at::Tensor& out0,
+                                                   at::Tensor& out1) {
+  Moments(kStd ? "aten::std_mean" : "aten::var_mean", kStd, true, self, dim, c, keepdim, &out0,
+          &out1);
+  return {out0, out1};
+}
+
+// ---- linalg_vector_norm -----------------------------------------------------------
+// torch's argument checks (messages included); out= must have the result dtype.
+at::Tensor VectorNormImpl(const at::Tensor& self, const at::Scalar& ord,
+                          at::OptionalIntArrayRef dim, bool keepdim,
+                          std::optional<at::ScalarType> dtype, at::Tensor* out) {
+  const char* name = "aten::linalg_vector_norm";
+  const at::ScalarType in = self.scalar_type();
+  TORCH_CHECK(at::isFloatingType(in) || at::isComplexType(in),
+              "linalg.vector_norm: Expected a floating point or complex tensor as input. Got ", in);
+  if (dtype.has_value()) {
+    TORCH_CHECK(at::isFloatingType(*dtype) || at::isComplexType(*dtype),
+                "linalg.vector_norm: dtype should be floating point or complex, but got ", *dtype);
+    TORCH_CHECK(at::promoteTypes(in, *dtype) == *dtype,
+                "linalg.vector_norm: the dtype of the input (", in,
+                ") should be convertible without narrowing to the specified dtype (", *dtype, ")");
+  }
+  const double p = ord.toDouble();
+  if (self.numel() == 0 && (p < 0 || p == std::numeric_limits<double>::infinity())) {
+    TORCH_CHECK(dim.has_value() && !dim->empty(), "linalg.vector_norm cannot compute the ", ord,
+                " norm on an empty tensor because the operation does not have an identity");
+    for (int64_t d : *dim) {
+      TORCH_CHECK(self.size(d) != 0, "linalg.vector_norm cannot compute the ", ord,
+                  " norm on the dimension ", d,
+                  "because this dimension is empty and the operation does not have an identity");
+    }
+  }
+  const at::ScalarType result = dtype.value_or(in);
+  TORCH_CHECK(out == nullptr || out->scalar_type() == result, "Expected out tensor to have dtype ",
+              c10::scalarTypeToTypeMeta(result), ", but got ", out->dtype(), " instead");
+  const uint32_t mask = ReduceMask(self, dim);
+  const at::Tensor res = ResultOf(out, self, ReducedSizes(self, mask, keepdim), result, name);
+  const int device = CommonDevice(name, {&self, &res});
+  ComputeDType(in, name);
+  ComputeDType(result, name);
+  if (res.numel() == 0) return res;
+  const TensorRef o = KeepdimRef(res, self.dim(), mask, name);
+  const TensorRef i = Ref(self, name);
+  Launch(device, kernels::DescribeVectorNorm(o, i, p, name),
+         [=] { return kernels::VectorNorm(o, i, mask, p); });
+  return res;
+}
+at::Tensor VectorNorm(const at::Tensor& self, const at::Scalar& ord, at::OptionalIntArrayRef dim,
+                      bool keepdim, std::optional<at::ScalarType> dtype) {
+  return VectorNormImpl(self, ord, dim, keepdim, dtype, nullptr);
+}
+at::Tensor& VectorNormOut(const at::Tensor& self, const at::Scalar& ord,
+                          at::OptionalIntArrayRef dim, bool keepdim,
+                          std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  VectorNormImpl(self, ord, dim, keepdim, dtype, &out);
+  return out;
+}
+
+// ---- _weight_norm_interface ----------------------------------------------------------
+// A contiguous tensor of v.size(dim) elements seen in v's rank, size 1 on
+// every other dim (WeightNorm's layout for g and norm).
+TensorRef AlongDim(const at::Tensor& t, int64_t ndim, int64_t dim, const char* op) {
+  TensorRef r = FlatRef(t, op);
+  const int64_t n = r.sizes[0];
+  r.ndim = static_cast<int>(ndim);
+  for (int d = 0; d < r.ndim; ++d) {
+    r.sizes[d] = d == dim ? n : 1;
+    r.strides[d] = d == dim ? 1 : 0;
+  }
+  return r;
+}
+
+// (w, norm) = (v * g / ||v||, ||v||) with the norm over every dim but `dim`
+// (0 or the last, as torch's CPU kernel); norm has g's sizes, float32 when g
+// is bfloat16/float16 (torch).
+std::tuple<at::Tensor, at::Tensor> WeightNormInterface(const at::Tensor& v, const at::Tensor& g,
+                                                       int64_t dim) {
+  const char* name = "aten::_weight_norm_interface";
+  const int device = CommonDevice(name, {&v, &g});
+  TORCH_CHECK(v.dim() > 0 && (dim == 0 || dim == v.dim() - 1), name,
+              ": the fused kernel normalizes over every dim but the first or the last (dim 0 or ",
+              v.dim() - 1, "), got dim ", dim, " for v of shape ", v.sizes());
+  const at::ScalarType dtype = v.scalar_type();
+  TORCH_CHECK(g.scalar_type() == dtype, "expected scalar type ", dtype, " but found ",
+              g.scalar_type());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(dtype), name, ": not implemented for '",
+                              c10::toString(dtype), "'");
+  TORCH_CHECK(g.numel() == v.size(dim), name, ": expected g of v.size(", dim, ") = ",
+              v.size(dim), " elements, got g of shape ", g.sizes());
+  ComputeDType(dtype, name);
+  const at::ScalarType norm_dtype = at::isReducedFloatingType(dtype) ? at::kFloat : dtype;
+  at::Tensor w = Empty(v.sizes(), dtype, device);
+  at::Tensor norm = Empty(g.sizes(), norm_dtype, device);
+  at::Tensor gc = g;
+  if (!g.is_contiguous()) {
+    gc = Empty(g.sizes(), dtype, device);
+    LaunchCopy(device, gc, g, name);
+  }
+  if (norm.numel() == 0) return {w, norm};
+  const TensorRef wr = Ref(w, name), vr = Ref(v, name);
+  const TensorRef gr = AlongDim(gc, v.dim(), dim, name);
+  const TensorRef nr = AlongDim(norm, v.dim(), dim, name);
+  const int d = static_cast<int>(dim);
+  Launch(device, kernels::DescribeWeightNorm(wr, vr, name),
+         [=] { return kernels::WeightNorm(wr, nr, vr, gr, d); });
+  return {w, norm};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -333,6 +503,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("any.out", TORCH_FN(LogicalDimOut<ReduceOp::kAny>));
   m.impl("any.dims_out", TORCH_FN(LogicalDimsOut<ReduceOp::kAny>));
   m.impl("any.all_out", TORCH_FN(LogicalAllOut<ReduceOp::kAny>));
+  m.impl("var.correction", TORCH_FN(VarStd<false>));
+  m.impl("var.correction_out", TORCH_FN(VarStdOut<false>));
+  m.impl("std.correction", TORCH_FN(VarStd<true>));
+  m.impl("std.correction_out", TORCH_FN(VarStdOut<true>));
+  m.impl("var_mean.correction", TORCH_FN(VarStdMean<false>));
+  m.impl("var_mean.correction_out", TORCH_FN(VarStdMeanOut<false>));
+  m.impl("std_mean.correction", TORCH_FN(VarStdMean<true>));
+  m.impl("std_mean.correction_out", TORCH_FN(VarStdMeanOut<true>));
+  m.impl("linalg_vector_norm", TORCH_FN(VectorNorm));
+  m.impl("linalg_vector_norm.out", TORCH_FN(VectorNormOut));
+  m.impl("_weight_norm_interface", TORCH_FN(WeightNormInterface));
 }
 
 }  // namespace trn::bridge::ops

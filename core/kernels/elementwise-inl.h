@@ -4,7 +4,10 @@
 //
 // Note [Vector math ranges]: Highway 1.0.3's Exp is valid up to +104 and its
 // Log on (0, FLT_MAX]; ExpF/LogF add torch's results outside those ranges
-// (NaN in -> NaN, exp(+big) = inf, log(0) = -inf, log(<0) = NaN).
+// (NaN in -> NaN, exp(+big) = inf, log(0) = -inf, log(<0) = NaN). Its Log1p
+// is valid on [0, FLT_MAX] (Goldberg's log(1+x)*x/((1+x)-1), which also holds
+// on (-1, 0)) and Expm1 up to +104; Log1pF/Expm1F add the same edges
+// (log1p(-1) = -inf, log1p(+inf) = inf, expm1(-0) = -0).
 
 #if defined(TRN_KERNELS_ELEMENTWISE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef TRN_KERNELS_ELEMENTWISE_INL_H_
@@ -34,15 +37,32 @@ HWY_INLINE V ExpF(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, y);
 }
 
+// y = a logarithm of x with its pole at x == pole: -inf there, inf at +inf,
+// NaN below the pole and for NaN.
+template <class D, class V>
+HWY_INLINE V LogEdges(D d, V x, V pole, V y) {
+  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
+  y = hn::IfThenElse(hn::Eq(x, pole), hn::Neg(inf), y);
+  y = hn::IfThenElse(hn::Eq(x, inf), inf, y);
+  const auto invalid = hn::Or(hn::Lt(x, pole), hn::IsNaN(x));
+  return hn::IfThenElse(invalid, hn::Set(d, std::numeric_limits<float>::quiet_NaN()), y);
+}
+
 template <class D, class V>
 HWY_INLINE V LogF(D d, V x) {
-  const V zero = hn::Zero(d);
-  const V inf = hn::Set(d, std::numeric_limits<float>::infinity());
-  V y = hn::Log(d, x);
-  y = hn::IfThenElse(hn::Eq(x, zero), hn::Neg(inf), y);
-  y = hn::IfThenElse(hn::Eq(x, inf), inf, y);
-  const auto invalid = hn::Or(hn::Lt(x, zero), hn::IsNaN(x));
-  return hn::IfThenElse(invalid, hn::Set(d, std::numeric_limits<float>::quiet_NaN()), y);
+  return LogEdges(d, x, hn::Zero(d), hn::Log(d, x));
+}
+
+template <class D, class V>
+HWY_INLINE V Log1pF(D d, V x) {
+  return LogEdges(d, x, hn::Set(d, -1.0f), hn::Log1p(d, x));
+}
+
+// expm1 has x's sign everywhere, so CopySign keeps -0 (and tiny negatives).
+template <class D, class V>
+HWY_INLINE V Expm1F(D d, V x) {
+  const V y = hn::CopySign(hn::Expm1(d, hn::Min(x, hn::Set(d, 100.0f))), x);
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
 }
 
 template <class D, class V>

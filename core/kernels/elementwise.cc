@@ -102,6 +102,8 @@ void UnaryF32(UnaryOp op, const float* in, float* out, size_t n) {
         return hn::IfThenElseZero(hn::Eq(x, hn::Zero(d)), hn::Set(d, 1.0f));
       });
     case UnaryOp::kErf: return map([](auto d, auto x) { return ErfPreciseF(d, x); });
+    case UnaryOp::kLog1p: return map([](auto d, auto x) { return Log1pF(d, x); });
+    case UnaryOp::kExpm1: return map([](auto d, auto x) { return Expm1F(d, x); });
     // CopySign: a zero result keeps x's sign (ceil(-0.5) is -0), which
     // Highway's SSSE3 emulation of these ops drops.
     case UnaryOp::kFloor: return map([](auto, auto x) { return hn::CopySign(hn::Floor(x), x); });
@@ -318,7 +320,8 @@ constexpr const char* kUnaryNames[][7] = {
     TRN_DTYPE_NAMES("gelu_tanh"), TRN_DTYPE_NAMES("sin"),   TRN_DTYPE_NAMES("cos"),
     TRN_DTYPE_NAMES("logical_not"), TRN_DTYPE_NAMES("erf"), TRN_DTYPE_NAMES("floor"),
     TRN_DTYPE_NAMES("ceil"),    TRN_DTYPE_NAMES("trunc"),   TRN_DTYPE_NAMES("round"),
-    TRN_DTYPE_NAMES("sign"),    TRN_DTYPE_NAMES("bitwise_not"), TRN_DTYPE_NAMES("isnan"),
+    TRN_DTYPE_NAMES("sign"),    TRN_DTYPE_NAMES("bitwise_not"), TRN_DTYPE_NAMES("log1p"),
+    TRN_DTYPE_NAMES("expm1"),   TRN_DTYPE_NAMES("isnan"),
     TRN_DTYPE_NAMES("isinf"),   TRN_DTYPE_NAMES("isposinf"), TRN_DTYPE_NAMES("isneginf"),
     TRN_DTYPE_NAMES("isfinite"),
 };
@@ -327,7 +330,7 @@ static_assert(std::size(kUnaryNames) == static_cast<size_t>(UnaryOp::kIsFinite) 
 // Estimated vector instructions per element (Note [Describe flops]): 1 for
 // plain arithmetic, the polynomial length for transcendental functions.
 constexpr uint64_t kUnaryFlops[] = {1, 1, 1, 10, 12, 1, 2, 1, 12, 14, 13, 22, 16, 16, 16, 1,
-                                    24, 1, 1, 1, 1, 3, 1, 1, 1, 1, 1, 1};
+                                    24, 1, 1, 1, 1, 3, 1, 16, 12, 1, 1, 1, 1, 1};
 static_assert(std::size(kUnaryFlops) == static_cast<size_t>(UnaryOp::kIsFinite) + 1);
 constexpr const char* kWhereNames[7] = TRN_DTYPE_NAMES("where");
 constexpr const char* kFillNames[7] = TRN_DTYPE_NAMES("fill");
@@ -407,11 +410,7 @@ Status Unary(UnaryOp op, const TensorRef& out, const TensorRef& in) {
              "Unary: out dtype must be in's dtype (kBool for predicates and logical_not)");
   if (IsFloating(in.dtype)) {
     const auto fn = HWY_DYNAMIC_DISPATCH(UnaryF32);
-    RunF32<1>(out, {&in}, [&](auto p, auto scalar, float* o, size_t n) {
-      if (!scalar[0]) return fn(op, p[0], o, n);
-      fn(op, p[0], o, 1);  // a broadcast input is one value: compute it once
-      std::fill_n(o + 1, n - 1, o[0]);
-    });
+    internal::MapF32(out, in, [&](const float* x, float* o, size_t n) { fn(op, x, o, n); });
     return Status::Ok();
   }
   VisitDType(in.dtype, [&](auto tag) {

@@ -1,9 +1,10 @@
 // Elementwise kernels with torch's integer and rounding rules, and the ones
 // that take scalar parameters: rounding division, remainder / fmod, bitwise
 // ops and shifts (internal::BinaryMath, reached through Binary and
-// BinaryScalar), Clamp, RoundDecimals, NanToNum, Lerp and their Describe*.
-// Clamp and RoundDecimals are Highway loops (clamp is hot in models); the
-// rest are scalar loops over float32 chunks or exact integer types.
+// BinaryScalar), Clamp, the parametrized activations (Activation),
+// RoundDecimals, NanToNum, Lerp and their Describe*. Clamp, Activation and
+// RoundDecimals are Highway loops (they are hot in models); the rest are
+// scalar loops over float32 chunks or exact integer types.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/kernels/elementwise_math.cc"
@@ -17,11 +18,14 @@
 HWY_BEFORE_NAMESPACE();
 namespace trn::kernels::HWY_NAMESPACE {
 
-// NaN is kept explicitly: x86 max/min return the second operand on NaN.
+// Selects instead of max/min, whose operand order on ties and NaN differs
+// between targets: x is kept unless it is past a bound, so NaN stays NaN and
+// -0 clamped to [0, 6] stays -0 (torch's vec::clamp).
 void ClampF32(const float* in, float* out, size_t n, float lo, float hi) {
   MapUnary(in, out, n, [lo, hi](auto d, auto x) {
-    const auto c = hn::Min(hn::Max(x, hn::Set(d, lo)), hn::Set(d, hi));
-    return hn::IfThenElse(hn::IsNaN(x), x, c);
+    const auto vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+    const auto c = hn::IfThenElse(hn::Lt(x, vlo), vlo, x);
+    return hn::IfThenElse(hn::Gt(c, vhi), vhi, c);
   });
 }
 
@@ -40,6 +44,49 @@ void RoundDecimalsF32(const float* in, float* out, size_t n, float scale, bool d
   }
 }
 
+// torch's CPU formulas in its evaluation order (aten/src/ATen/native/cpu/
+// Activation.cpp, the vector paths), so float32 results round alike.
+void ActivationF32(ActivationOp op, const float* in, float* out, size_t n, float p0, float p1,
+                   float p2) {
+  auto map = [&](const auto& f) { MapUnary(in, out, n, f); };
+  // min(max(x + 3, 0), 6), the hard gate of hardswish / hardsigmoid. x86
+  // max/min drop a NaN operand, so the callers put NaN back.
+  auto hard_gate = [](auto d, auto x) {
+    return hn::Min(hn::Max(hn::Add(x, hn::Set(d, 3.0f)), hn::Zero(d)), hn::Set(d, 6.0f));
+  };
+  switch (op) {
+    case ActivationOp::kLeakyRelu:
+      return map([p0](auto d, auto x) {
+        return hn::IfThenElse(hn::Gt(x, hn::Zero(d)), x, hn::Mul(x, hn::Set(d, p0)));
+      });
+    case ActivationOp::kElu: {
+      const float negcoef = p0 * p1;  // alpha * scale, rounded as torch does
+      return map([=](auto d, auto x) {
+        const auto neg = hn::Mul(Expm1F(d, hn::Mul(x, hn::Set(d, p2))), hn::Set(d, negcoef));
+        return hn::IfThenElse(hn::Gt(x, hn::Zero(d)), hn::Mul(x, hn::Set(d, p1)), neg);
+      });
+    }
+    case ActivationOp::kSoftplus:
+      return map([=](auto d, auto x) {
+        const auto bx = hn::Mul(x, hn::Set(d, p0));
+        const auto soft = hn::Div(Log1pF(d, ExpF(d, bx)), hn::Set(d, p0));
+        return hn::IfThenElse(hn::Gt(bx, hn::Set(d, p1)), x, soft);
+      });
+    case ActivationOp::kHardswish:
+      return map([&](auto d, auto x) {
+        const auto y = hn::Div(hn::Mul(x, hard_gate(d, x)), hn::Set(d, 6.0f));
+        return hn::IfThenElse(hn::IsNaN(x), x, y);
+      });
+    case ActivationOp::kHardsigmoid:
+      return map([&](auto d, auto x) {
+        const auto y = hn::Div(hard_gate(d, x), hn::Set(d, 6.0f));
+        return hn::IfThenElse(hn::IsNaN(x), x, y);
+      });
+    case ActivationOp::kMish:
+      return map([](auto d, auto x) { return hn::Mul(x, hn::Tanh(d, Log1pF(d, ExpF(d, x)))); });
+  }
+}
+
 }  // namespace trn::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
@@ -47,6 +94,7 @@ HWY_AFTER_NAMESPACE();
 
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <type_traits>
 
@@ -59,6 +107,7 @@ namespace trn::kernels {
 
 HWY_EXPORT(ClampF32);
 HWY_EXPORT(RoundDecimalsF32);
+HWY_EXPORT(ActivationF32);
 
 namespace {
 
@@ -203,6 +252,14 @@ C SaturatingBound(double v) {
 }
 
 constexpr const char* kClampNames[7] = TRN_DTYPE_NAMES("clamp");
+constexpr const char* kActivationNames[][7] = {
+    TRN_DTYPE_NAMES("leaky_relu"), TRN_DTYPE_NAMES("elu"),         TRN_DTYPE_NAMES("softplus"),
+    TRN_DTYPE_NAMES("hardswish"),  TRN_DTYPE_NAMES("hardsigmoid"), TRN_DTYPE_NAMES("mish"),
+};
+// Vector instructions per element (Note [Describe flops] in elementwise.cc).
+constexpr uint64_t kActivationFlops[] = {2, 16, 30, 5, 4, 44};
+static_assert(std::size(kActivationNames) == static_cast<size_t>(ActivationOp::kMish) + 1);
+static_assert(std::size(kActivationFlops) == std::size(kActivationNames));
 constexpr const char* kNanToNumNames[7] = TRN_DTYPE_NAMES("nan_to_num");
 constexpr const char* kLerpNames[7] = TRN_DTYPE_NAMES("lerp");
 
@@ -248,11 +305,7 @@ Status Clamp(const TensorRef& out, const TensorRef& in, double lo, double hi) {
   if (IsFloating(in.dtype)) {
     const auto fn = HWY_DYNAMIC_DISPATCH(ClampF32);
     const float flo = static_cast<float>(lo), fhi = static_cast<float>(hi);
-    RunF32<1>(out, {&in}, [&](auto p, auto scalar, float* o, size_t n) {
-      if (!scalar[0]) return fn(p[0], o, n, flo, fhi);
-      fn(p[0], o, 1, flo, fhi);
-      std::fill_n(o + 1, n - 1, o[0]);
-    });
+    internal::MapF32(out, in, [&](const float* x, float* o, size_t n) { fn(x, o, n, flo, fhi); });
     return Status::Ok();
   }
   VisitDType(in.dtype, [&](auto tag) {
@@ -266,6 +319,16 @@ Status Clamp(const TensorRef& out, const TensorRef& in, double lo, double hi) {
   return Status::Ok();
 }
 
+Status Activation(ActivationOp op, const TensorRef& out, const TensorRef& in, double p0,
+                  double p1, double p2) {
+  TRN_ASSERT(out.dtype == in.dtype && IsFloating(in.dtype),
+             "Activation: floating in and out of one dtype");
+  const auto fn = HWY_DYNAMIC_DISPATCH(ActivationF32);
+  const float a = static_cast<float>(p0), b = static_cast<float>(p1), c = static_cast<float>(p2);
+  internal::MapF32(out, in, [&](const float* x, float* o, size_t n) { fn(op, x, o, n, a, b, c); });
+  return Status::Ok();
+}
+
 Status RoundDecimals(const TensorRef& out, const TensorRef& in, int64_t decimals) {
   TRN_ASSERT(out.dtype == in.dtype && IsFloating(in.dtype),
              "RoundDecimals: floating in and out of one dtype");
@@ -273,11 +336,8 @@ Status RoundDecimals(const TensorRef& out, const TensorRef& in, int64_t decimals
   const float scale = static_cast<float>(std::pow(10.0, static_cast<double>(
                                                             divide_first ? -decimals : decimals)));
   const auto fn = HWY_DYNAMIC_DISPATCH(RoundDecimalsF32);
-  RunF32<1>(out, {&in}, [&](auto p, auto scalar, float* o, size_t n) {
-    if (!scalar[0]) return fn(p[0], o, n, scale, divide_first);
-    fn(p[0], o, 1, scale, divide_first);
-    std::fill_n(o + 1, n - 1, o[0]);
-  });
+  internal::MapF32(out, in,
+                   [&](const float* x, float* o, size_t n) { fn(x, o, n, scale, divide_first); });
   return Status::Ok();
 }
 
@@ -325,6 +385,12 @@ Status Lerp(const TensorRef& out, const TensorRef& a, const TensorRef& b,
 
 KernelInfo DescribeClamp(const TensorRef& out, const TensorRef& in, const char* aten_op) {
   return DescribeMap(kClampNames[static_cast<int>(in.dtype)], out, in, 2, aten_op);
+}
+KernelInfo DescribeActivation(ActivationOp op, const TensorRef& out, const TensorRef& in,
+                              const char* aten_op) {
+  const int k = static_cast<int>(op);
+  return DescribeMap(kActivationNames[k][static_cast<int>(in.dtype)], out, in,
+                     kActivationFlops[k], aten_op);
 }
 KernelInfo DescribeNanToNum(const TensorRef& out, const TensorRef& in, const char* aten_op) {
   return DescribeMap(kNanToNumNames[static_cast<int>(in.dtype)], out, in, 3, aten_op);

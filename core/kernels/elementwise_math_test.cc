@@ -1,13 +1,16 @@
 // The elementwise ops of real models (rounding, predicates, erf, sign,
-// rounding division, remainder/fmod, bitwise ops and shifts, clamp,
-// round(decimals), nan_to_num, lerp) on every compiled SIMD target against
-// scalar references written from torch's documented semantics, with edge
-// values (inf, -inf, NaN, -0.0, x.5, INT_MIN / -1, shifts past the width).
+// rounding division, remainder/fmod, bitwise ops and shifts, clamp, the
+// parametrized activations, log1p/expm1, round(decimals), nan_to_num, lerp)
+// on every compiled SIMD target against scalar references written from
+// torch's documented semantics, with edge values (inf, -inf, NaN, -0.0, x.5,
+// INT_MIN / -1, shifts past the width).
 //
 // Tolerances: floor/ceil/trunc/round/sign, predicates, integer and bitwise
 // ops, clamp, nan_to_num, div/remainder/fmod on quarter-valued inputs: exact.
 // erf: 1e-6 relative + 1e-7 absolute; lerp: 1e-6 relative to the operands'
-// magnitude; bf16/f16 outputs: plus one ulp of the storage type.
+// magnitude; leaky_relu 1e-7, hardswish/hardsigmoid 2.5e-7, elu/softplus and
+// log1p/expm1 1e-6, mish 2e-6 relative (+1e-7 absolute for the activations);
+// bf16/f16 outputs: plus one ulp of the storage type.
 
 #include <cmath>
 #include <cstdint>
@@ -579,6 +582,131 @@ TEST(Lerp, TensorAndScalarWeightsOnEveryTarget) {
   });
 }
 
+// ---- Activation, log1p / expm1 ----------------------------------------------------------
+// References in double from the definitions, on the float32 value the kernel
+// computes with; a product torch rounds to float32 before a transcendental
+// (x * beta, x * input_scale) is rounded the same way in the reference, as
+// are the parameters.
+struct ActivationCase {
+  ActivationOp op;
+  const char* name;
+  double p0, p1, p2;
+  double rel;  // float32 tolerance, relative (+1e-7 absolute near zero crossings)
+};
+const ActivationCase kActivationCases[] = {
+    {ActivationOp::kLeakyRelu, "leaky_relu", 0.01, 0, 0, 1e-7},
+    {ActivationOp::kLeakyRelu, "leaky_relu(-1.5)", -1.5, 0, 0, 1e-7},
+    {ActivationOp::kElu, "elu", 1.0, 1.0, 1.0, 1e-6},
+    {ActivationOp::kElu, "selu", 1.6732632423543772, 1.0507009873554805, 1.0, 1e-6},
+    {ActivationOp::kElu, "celu(0.3)", 0.3, 1.0, 1.0 / 0.3, 1e-6},
+    {ActivationOp::kSoftplus, "softplus", 1.0, 20.0, 0, 1e-6},
+    {ActivationOp::kSoftplus, "softplus(2, 5)", 2.0, 5.0, 0, 1e-6},
+    {ActivationOp::kSoftplus, "softplus(-0.5, 3)", -0.5, 3.0, 0, 1e-6},
+    {ActivationOp::kHardswish, "hardswish", 0, 0, 0, 2.5e-7},
+    {ActivationOp::kHardsigmoid, "hardsigmoid", 0, 0, 0, 2.5e-7},
+    {ActivationOp::kMish, "mish", 0, 0, 0, 2e-6},
+};
+
+double RefActivation(const ActivationCase& c, double x) {
+  const auto f = [](double v) { return static_cast<double>(static_cast<float>(v)); };
+  const double p0 = f(c.p0), p1 = f(c.p1), p2 = f(c.p2);
+  switch (c.op) {
+    case ActivationOp::kLeakyRelu: return x > 0 ? x : x * p0;
+    case ActivationOp::kElu: return x > 0 ? x * p1 : std::expm1(f(x * p2)) * f(p0 * p1);
+    case ActivationOp::kSoftplus: {
+      const double bx = f(x * p0);
+      return bx > p1 ? x : std::log1p(std::exp(bx)) / p0;
+    }
+    case ActivationOp::kHardswish: return x * std::min(std::max(x + 3, 0.0), 6.0) / 6;
+    case ActivationOp::kHardsigmoid: return std::min(std::max(x + 3, 0.0), 6.0) / 6;
+    case ActivationOp::kMish: return x * std::tanh(std::log1p(std::exp(x)));
+  }
+  return NAN;
+}
+
+TEST(Activation, EveryOpParamsDtypesLayoutsAndSpecialsOnEveryTarget) {
+  ForEachTarget([](const char*) {
+    for (const ActivationCase& c : kActivationCases) {
+      for (DType dt : kFloatTypes) {
+        uint32_t seed = 70;
+        for (const auto& shape : Shapes()) {
+          for (Layout l : AllLayouts()) {
+            TestTensor in = MakeRandom(dt, shape, l, seed++, -30, 30);
+            for (int64_t i = 0; i < in.numel(); ++i) {
+              if (i % 3 == 1) in.Set(i, in.At(i) * 1e-3);  // around 0 and the hard gates
+              if (i % 7 == 2) in.Set(i, kSpecials[static_cast<size_t>(i / 7) % kSpecials.size()]);
+            }
+            TestTensor out = Empty(dt, shape, l == Layout::kMisaligned ? 1 : 0);
+            ASSERT_TRUE(Activation(c.op, out.ref, in.ref, c.p0, c.p1, c.p2).ok());
+            for (int64_t i = 0; i < out.numel(); ++i) {
+              const double x = Compute(dt, in.At(i));
+              const double e = RefActivation(c, x);
+              const std::string err =
+                  CheckClose(out.At(i), RoundTo(dt, e), 0, 1e-7 + StorageTol(dt, e, c.rel));
+              ASSERT_EQ(err, "") << Ctx(c.name, dt, l, shape) << " x=" << x;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// torch keeps the sign of a zero result; assert_close would not notice.
+TEST(Activation, NegativeZeroKeepsItsSign) {
+  TestTensor in = FromValues(DType::kFloat32, {-0.0, -0.0, -0.0, -0.0, -0.0});
+  TestTensor out = Empty(DType::kFloat32, {5});
+  ForEachTarget([&](const char*) {
+    for (ActivationOp op : {ActivationOp::kLeakyRelu, ActivationOp::kElu, ActivationOp::kHardswish,
+                            ActivationOp::kMish}) {
+      ASSERT_TRUE(Activation(op, out.ref, in.ref, 0.01, 1.0, 1.0).ok());
+      EXPECT_TRUE(out.At(0) == 0 && std::signbit(out.At(0))) << static_cast<int>(op);
+    }
+    for (UnaryOp op : {UnaryOp::kLog1p, UnaryOp::kExpm1}) {
+      ASSERT_TRUE(Unary(op, out.ref, in.ref).ok());
+      EXPECT_TRUE(out.At(0) == 0 && std::signbit(out.At(0))) << static_cast<int>(op);
+    }
+    ASSERT_TRUE(Clamp(out.ref, in.ref, 0.0, 6.0).ok());  // relu6(-0.0) is -0.0 in torch
+    EXPECT_TRUE(out.At(0) == 0 && std::signbit(out.At(0)));
+  });
+}
+
+TEST(UnaryMath, Log1pExpm1NearZeroAndEdgesOnEveryTarget) {
+  ForEachTarget([](const char*) {
+    for (DType dt : kFloatTypes) {
+      uint32_t seed = 90;
+      for (const auto& shape : Shapes()) {
+        for (Layout l : AllLayouts()) {
+          TestTensor in = MakeRandom(dt, shape, l, seed++, -0.99, 12);
+          for (int64_t i = 0; i < in.numel(); i += 2) in.Set(i, in.At(i) * 1e-6);  // tiny
+          for (UnaryOp op : {UnaryOp::kLog1p, UnaryOp::kExpm1}) {
+            TestTensor out = Empty(dt, shape);
+            ASSERT_TRUE(Unary(op, out.ref, in.ref).ok());
+            for (int64_t i = 0; i < out.numel(); ++i) {
+              const double x = Compute(dt, in.At(i));
+              const double e = op == UnaryOp::kLog1p ? std::log1p(x) : std::expm1(x);
+              ASSERT_EQ(CheckClose(out.At(i), RoundTo(dt, e), 0, StorageTol(dt, e, 1e-6)), "")
+                  << Ctx(op == UnaryOp::kLog1p ? "log1p" : "expm1", dt, l, shape) << " x=" << x;
+            }
+          }
+        }
+      }
+    }
+    const std::vector<double> xs = {-1.0, -2.0, INFINITY, -INFINITY, NAN, 100.0, -200.0, 1e-30};
+    TestTensor in = FromValues(DType::kFloat32, xs);
+    TestTensor out = Empty(DType::kFloat32, {static_cast<int64_t>(xs.size())});
+    for (UnaryOp op : {UnaryOp::kLog1p, UnaryOp::kExpm1}) {
+      ASSERT_TRUE(Unary(op, out.ref, in.ref).ok());
+      for (size_t i = 0; i < xs.size(); ++i) {
+        const double x = static_cast<float>(xs[i]);
+        const double e = static_cast<float>(op == UnaryOp::kLog1p ? std::log1p(x) : std::expm1(x));
+        EXPECT_EQ(CheckClose(out.At(static_cast<int64_t>(i)), e, 1e-6), "")
+            << (op == UnaryOp::kLog1p ? "log1p" : "expm1") << " x=" << x;
+      }
+    }
+  });
+}
+
 TEST(DescribeMath, NamesAndBytes) {
   TestTensor a = Empty(DType::kFloat32, {64, 32});
   TestTensor o = Empty(DType::kFloat32, {64, 32});
@@ -599,6 +727,17 @@ TEST(DescribeMath, NamesAndBytes) {
                "bitwise_and_bool");
   EXPECT_STREQ(DescribeBinary(BinaryOp::kShiftRight, i.ref, i.ref, nullptr, "aten::__rshift__").name,
                "shift_right_i64");
+  EXPECT_STREQ(DescribeActivation(ActivationOp::kLeakyRelu, o.ref, a.ref, "aten::leaky_relu").name,
+               "leaky_relu_f32");
+  const KernelInfo mish = DescribeActivation(ActivationOp::kMish, h.ref, h.ref, "aten::mish");
+  EXPECT_STREQ(mish.name, "mish_bf16");
+  EXPECT_STREQ(mish.op, "aten::mish");
+  EXPECT_EQ(mish.bytes_read, 64u * 32 * 2);
+  EXPECT_EQ(mish.bytes_written, 64u * 32 * 2);
+  EXPECT_GT(mish.flops, 64u * 32);
+  EXPECT_STREQ(DescribeUnary(UnaryOp::kExpm1, o.ref, a.ref, "aten::expm1").name, "expm1_f32");
+  EXPECT_FALSE(UnaryOutIsBool(UnaryOp::kLog1p));
+  EXPECT_FALSE(UnaryOutIsBool(UnaryOp::kExpm1));
   EXPECT_TRUE(UnaryOutIsBool(UnaryOp::kIsFinite));
   EXPECT_FALSE(UnaryOutIsBool(UnaryOp::kSign));
   EXPECT_TRUE(IsBitwise(BinaryOp::kShiftLeft));

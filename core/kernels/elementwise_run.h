@@ -60,6 +60,17 @@ inline void RunF32(const TensorRef& out, const std::array<const TensorRef*, NIn>
   });
 }
 
+// out = f(in) for one input, where fn(const float* in, float* out, size_t n)
+// is a vector loop; a broadcast input is one value, computed once per run.
+template <class Fn>
+inline void MapF32(const TensorRef& out, const TensorRef& in, Fn&& fn) {
+  RunF32<1>(out, {&in}, [&](auto p, auto scalar, float* o, size_t n) {
+    if (!scalar[0]) return fn(p[0], o, n);
+    fn(p[0], o, 1);
+    std::fill_n(o + 1, n - 1, o[0]);
+  });
+}
+
 // ---- Exact integer / bool loops ----------------------------------------------------
 template <typename T>
 using ComputeType = std::conditional_t<std::is_same_v<T, bool>, int64_t, T>;

@@ -63,6 +63,7 @@ enum class UnaryOp : uint8_t {
   kRound,                 // half to even; identity on integers
   kSign,                  // -1/0/+1 (NaN -> 0, as torch); bool: identity
   kBitwiseNot,            // integers; bool is logical_not
+  kLog1p, kExpm1,         // log(1 + x), exp(x) - 1: accurate near 0
   kIsNan, kIsInf, kIsPosInf, kIsNegInf, kIsFinite,  // out kBool; any dtype
 };
 // True for the ops whose out is kBool whatever in's dtype.
@@ -82,6 +83,23 @@ Status RoundDecimals(const TensorRef& out, const TensorRef& in, int64_t decimals
 // bounds rounded to float32; integers compare exactly against the bounds.
 Status Clamp(const TensorRef& out, const TensorRef& in, double lo, double hi);
 KernelInfo DescribeClamp(const TensorRef& out, const TensorRef& in, const char* aten_op);
+
+// Activation functions with scalar parameters, torch's CPU formulas in
+// float32 (parameters rounded to float32, NaN in -> NaN out):
+enum class ActivationOp : uint8_t {
+  kLeakyRelu,    // x > 0 ? x : x * p0                         (negative_slope)
+  kElu,          // x > 0 ? x * p1 : expm1(x * p2) * (p0 * p1) (alpha, scale, input_scale;
+                 //                                              selu and celu too)
+  kSoftplus,     // x * p0 > p1 ? x : log1p(exp(x * p0)) / p0  (beta, threshold)
+  kHardswish,    // x * min(max(x + 3, 0), 6) / 6
+  kHardsigmoid,  // min(max(x + 3, 0), 6) / 6
+  kMish,         // x * tanh(log1p(exp(x)))
+};
+// Floating dtypes only (torch rejects the others; the caller checks); out like in.
+Status Activation(ActivationOp op, const TensorRef& out, const TensorRef& in, double p0 = 0,
+                  double p1 = 0, double p2 = 0);
+KernelInfo DescribeActivation(ActivationOp op, const TensorRef& out, const TensorRef& in,
+                              const char* aten_op);
 
 // torch.nan_to_num: NaN -> nan, +inf -> posinf, -inf -> neginf, each value
 // rounded to in's own dtype (float64 is exact here: a pure select). Integers
@@ -126,6 +144,27 @@ Status Reduce(ReduceOp op, const TensorRef& out, const TensorRef& in, uint32_t r
 KernelInfo DescribeReduce(ReduceOp op, const TensorRef& out, const TensorRef& in,
                           const char* aten_op);
 
+// var (take_sqrt: std) over `reduce_mask` in Reduce's keepdim layout:
+// sum((x - mean)^2) / max(0, count - correction), two passes accumulating in
+// double (Note [Double accumulation] in reduce.cc). mean_out (absent when
+// data == nullptr) receives the mean, in the same layout. `in` floating;
+// var_out / mean_out any floating dtypes. Over an empty extent both are NaN;
+// count <= correction gives inf (or NaN when every deviation is 0), as torch.
+Status VarMean(const TensorRef& var_out, const TensorRef& mean_out, const TensorRef& in,
+               uint32_t reduce_mask, double correction, bool take_sqrt);
+KernelInfo DescribeVarMean(const TensorRef& var_out, const TensorRef& mean_out,
+                           const TensorRef& in, bool take_sqrt, const char* aten_op);
+
+// linalg.vector_norm over `reduce_mask` (keepdim layout): ord +inf / -inf =
+// max / min |x|, 0 = count of nonzeros (NaN counts), otherwise
+// (sum |x|^ord)^(1/ord); terms in float32 as torch (|x|^2 of 1e20 is inf),
+// summed in double. `in` floating; out any floating dtype. Over an empty
+// extent the result is 0, except that ord < 0 and +inf have no identity and
+// return a Status error (torch raises; the bridge checks first).
+Status VectorNorm(const TensorRef& out, const TensorRef& in, uint32_t reduce_mask, double ord);
+KernelInfo DescribeVectorNorm(const TensorRef& out, const TensorRef& in, double ord,
+                              const char* aten_op);
+
 // softmax / log_softmax of `in` along dim; out same sizes and dtype.
 Status Softmax(const TensorRef& out, const TensorRef& in, int dim, bool log);
 KernelInfo DescribeSoftmax(const TensorRef& out, bool log, const char* aten_op);
@@ -146,6 +185,13 @@ Status LayerNorm(const TensorRef& out, const TensorRef& in, const TensorRef& wei
                  const TensorRef& rstd_out);
 KernelInfo DescribeLayerNorm(const TensorRef& out, const TensorRef& in,
                              const TensorRef& weight, const char* aten_op);
+
+// torch._weight_norm_interface: norm = ||v||_2 over every dim of v but `dim`
+// (VectorNorm), w = v * (g / norm). g and norm are given in v's rank, size 1
+// on every dim but `dim` (keepdim layout); floating dtypes, w like v.
+Status WeightNorm(const TensorRef& w, const TensorRef& norm, const TensorRef& v,
+                  const TensorRef& g, int dim);
+KernelInfo DescribeWeightNorm(const TensorRef& w, const TensorRef& v, const char* aten_op);
 
 // ---- Matmul ---------------------------------------------------------------------
 // out = beta * bias + alpha * (a @ b), batched when ndim == 3:

@@ -1,5 +1,6 @@
 // rms_norm and layer_norm: strided rows gathered to f32 when needed, the row
-// math in norm-inl.h (Note [fused rms_norm]).
+// math in norm-inl.h (Note [fused rms_norm]). weight_norm: a VectorNorm and
+// one scaling pass.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/kernels/norm.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -14,6 +15,7 @@
 
 #include "core/common/assert.h"
 #include "core/kernels/convert.h"
+#include "core/kernels/elementwise_run.h"
 #include "core/kernels/kernels.h"
 
 namespace trn::kernels {
@@ -242,6 +244,43 @@ Status LayerNorm(const TensorRef& out, const TensorRef& in, const TensorRef& wei
     StoreRowStat(rstd_out, lead, r, stats[1]);
   }
   return Status::Ok();
+}
+
+Status WeightNorm(const TensorRef& w, const TensorRef& norm, const TensorRef& v,
+                  const TensorRef& g, int dim) {
+  TRN_ASSERT(dim >= 0 && dim < v.ndim && g.ndim == v.ndim && norm.ndim == v.ndim,
+             "WeightNorm: dim inside v, g and norm in v's rank");
+  TRN_ASSERT(IsFloating(v.dtype) && w.dtype == v.dtype && IsFloating(g.dtype),
+             "WeightNorm: floating v, g; w like v");
+  const uint32_t mask = ((1u << v.ndim) - 1) & ~(1u << dim);
+  Status s = VectorNorm(norm, v, mask, 2.0);
+  if (!s.ok()) return s;
+  TensorRef ge = g, ne = norm;  // broadcast over v's other dims
+  for (TensorRef* p : {&ge, &ne}) {
+    for (int d = 0; d < v.ndim; ++d) {
+      if (d != dim) p->sizes[d] = v.sizes[d], p->strides[d] = 0;
+    }
+  }
+  internal::RunF32<3>(w, {&v, &ge, &ne}, [](auto in, auto sc, float* o, size_t n) {
+    for (size_t i = 0; i < n; ++i) {
+      o[i] = in[0][sc[0] ? 0 : i] * (in[1][sc[1] ? 0 : i] / in[2][sc[2] ? 0 : i]);
+    }
+  });
+  return Status::Ok();
+}
+
+KernelInfo DescribeWeightNorm(const TensorRef& w, const TensorRef& v, const char* aten_op) {
+  static const char* const kNames[4] = {"weight_norm_f32", "weight_norm_f64",
+                                        "weight_norm_bf16", "weight_norm_f16"};
+  KernelInfo info;
+  info.name = NormName(kNames, v.dtype);
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  // square-accumulate (2) + divide and scale (2) per element.
+  info.flops = 4 * static_cast<uint64_t>(v.numel());
+  info.bytes_read = 2 * internal::DistinctBytes(v);  // the norm pass and the scaling pass
+  info.bytes_written = w.nbytes();
+  return info;
 }
 
 KernelInfo DescribeRmsNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,

@@ -1,7 +1,8 @@
-// rms_norm and layer_norm against double-precision references on every
-// compiled SIMD target: row lengths across vector/unroll edges, strided and
-// misaligned rows, optional weight/bias/statistics, every floating dtype,
-// and the non-temporal store path for outputs past kStreamBytes.
+// rms_norm, layer_norm and weight_norm against double-precision references
+// on every compiled SIMD target: row lengths across vector/unroll edges,
+// strided and misaligned rows, optional weight/bias/statistics, every
+// floating dtype, and the non-temporal store path for outputs past
+// kStreamBytes. weight_norm: norm 1e-6 relative, w 1e-6 plus a storage ulp.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -239,6 +240,67 @@ TEST(LayerNorm, Dtypes) {
   }
 }
 
+// ---- weight_norm ------------------------------------------------------------------
+// v of `sizes`, g and norm of v.size(dim) elements in keepdim layout; the
+// reference norm is a double sum of float32 squares.
+void RunWeightNorm(const std::vector<int64_t>& sizes, int dim, DType dt, Layout layout) {
+  SCOPED_TRACE(std::string(DTypeName(dt)) + " dim " + std::to_string(dim) + " " +
+               testing::LayoutName(layout));
+  TestTensor v = MakeRandom(dt, sizes, layout, 3, -2, 2);
+  std::vector<int64_t> keep(sizes.size(), 1);
+  keep[dim] = sizes[dim];
+  const DType norm_dt = dt == DType::kFloat64 ? dt : DType::kFloat32;
+  TestTensor g = MakeRandom(dt, keep, Layout::kContiguous, 4, 0.5, 3);
+  TestTensor norm = Empty(norm_dt, keep);
+  TestTensor w = Empty(dt, sizes);
+  ASSERT_TRUE(WeightNorm(w.ref, norm.ref, v.ref, g.ref, dim).ok());
+  int64_t inner = 1;
+  for (size_t d = dim + 1; d < sizes.size(); ++d) inner *= sizes[d];
+  std::vector<double> sq(sizes[dim], 0);
+  auto slice = [&](int64_t i) { return (i / inner) % sizes[dim]; };
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    const double x = static_cast<float>(v.At(i));
+    sq[slice(i)] += static_cast<float>(x * x);
+  }
+  for (int64_t k = 0; k < sizes[dim]; ++k) {
+    const double e = std::sqrt(sq[k]);
+    ASSERT_EQ(testing::CheckClose(norm.At(k), static_cast<float>(e), 1e-6), "") << "norm " << k;
+  }
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    const int64_t k = slice(i);
+    const double e = v.At(i) * g.At(k) / std::sqrt(sq[k]);
+    ASSERT_EQ(testing::CheckClose(w.At(i), testing::RoundTo(dt, e), 0,
+                                  testing::StorageTol(dt, e, 1e-6)), "")
+        << "w at " << i;
+  }
+}
+
+TEST(WeightNorm, FirstAndLastDimDtypesAndLayouts) {
+  ForEachTarget([](const char*) {
+    for (DType dt : testing::kFloatTypes) {
+      for (Layout l : testing::AllLayouts()) {
+        RunWeightNorm({6, 3, 5}, 0, dt, l);
+        RunWeightNorm({6, 3, 5}, 2, dt, l);
+        RunWeightNorm({4, 33}, 1, dt, l);
+        RunWeightNorm({7}, 0, dt, l);  // 1-D: the norm of each element is |v|
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  });
+}
+
+TEST(WeightNorm, ZeroSliceGivesNaNAsTorch) {
+  TestTensor v = Empty(DType::kFloat32, {2, 3});
+  for (int64_t i = 3; i < 6; ++i) v.Set(i, 1.0);
+  TestTensor g = Empty(DType::kFloat32, {2, 1}), norm = Empty(DType::kFloat32, {2, 1});
+  g.Set(0, 1.0), g.Set(1, 2.0);
+  TestTensor w = Empty(DType::kFloat32, {2, 3});
+  ASSERT_TRUE(WeightNorm(w.ref, norm.ref, v.ref, g.ref, 0).ok());
+  EXPECT_EQ(norm.At(0), 0.0);
+  EXPECT_TRUE(std::isnan(w.At(0)));  // 0 * (1 / 0)
+  EXPECT_EQ(testing::CheckClose(w.At(3), 2 / std::sqrt(3.0), 1e-6), "");
+}
+
 TEST(Norm, Describe) {
   TestTensor in = Empty(DType::kBFloat16, {8, 64});
   TestTensor w = Empty(DType::kBFloat16, {64});
@@ -251,6 +313,11 @@ TEST(Norm, Describe) {
   info = DescribeLayerNorm(in.ref, in.ref, TensorRef{}, "aten::native_layer_norm");
   EXPECT_STREQ(info.name, "layer_norm_bf16");
   EXPECT_EQ(info.flops, 5u * 8 * 64);
+  info = DescribeWeightNorm(in.ref, in.ref, "aten::_weight_norm_interface");
+  EXPECT_STREQ(info.name, "weight_norm_bf16");
+  EXPECT_STREQ(info.op, "aten::_weight_norm_interface");
+  EXPECT_EQ(info.bytes_read, 2u * 8 * 64 * 2);  // the norm pass and the scaling pass
+  EXPECT_EQ(info.bytes_written, 8u * 64 * 2);
 }
 
 }  // namespace

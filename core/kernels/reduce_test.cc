@@ -5,10 +5,14 @@
 // worst case grows with n, four vector accumulators keep it far below this)
 // plus one storage ulp for bf16/f16; amax/amin/argmax and integer sums exact;
 // softmax 1e-5 relative + 1e-7 absolute, log_softmax 1e-5 relative + 2e-6
-// absolute (plus one storage ulp).
+// absolute (plus one storage ulp); var/std and mean 1e-6 relative (double
+// accumulation) plus one storage ulp; vector norms 1e-6 relative.
 
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -49,6 +53,13 @@ std::vector<int64_t> KeepDim(const std::vector<int64_t>& shape, uint32_t mask) {
   return out;
 }
 
+// {output elements, elements reduced into each} of a reduction over `mask`.
+std::pair<int64_t, int64_t> Extent(const std::vector<int64_t>& shape, uint32_t mask) {
+  int64_t onumel = 1, count = 1;
+  for (size_t d = 0; d < shape.size(); ++d) ((mask >> d) & 1 ? count : onumel) *= shape[d];
+  return {onumel, count};
+}
+
 // Logical index of `in` -> index of the keepdim output it reduces into.
 int64_t OutIndex(const std::vector<int64_t>& shape, uint32_t mask, int64_t i) {
   int64_t o = 0, scale = 1;
@@ -72,11 +83,7 @@ TEST(Reduce, SumMeanAmaxAminOverEveryMaskOnEveryTarget) {
           for (Layout l : AllLayouts()) {
             TestTensor in = MakeRandom(dt, shape, l, seed++, -3, 3);
             const auto osizes = KeepDim(shape, mask);
-            int64_t onumel = 1, count = 1;
-            for (size_t d = 0; d < shape.size(); ++d) {
-              onumel *= osizes[d];
-              if ((mask >> d) & 1) count *= shape[d];
-            }
+            const auto [onumel, count] = Extent(shape, mask);
             std::vector<double> sum(onumel, 0), asum(onumel, 0), mx(onumel, -INFINITY),
                 mn(onumel, INFINITY);
             for (int64_t i = 0; i < in.numel(); ++i) {
@@ -242,6 +249,160 @@ TEST(Softmax, SoftmaxAndLogSoftmaxEveryDimOnEveryTarget) {
   });
 }
 
+// ---- VarMean, VectorNorm ------------------------------------------------------------
+// Two-pass double references over the float32 values the kernels compute with.
+TEST(VarMean, EveryMaskCorrectionAndLayoutOnEveryTarget) {
+  ForEachTarget([](const char*) {
+    for (DType dt : testing::kFloatTypes) {
+      uint32_t seed = 50;
+      for (const auto& shape : Shapes()) {
+        const uint32_t nmask = 1u << shape.size();
+        for (uint32_t mask = 0; mask < nmask; ++mask) {
+          for (Layout l : AllLayouts()) {
+            TestTensor in = MakeRandom(dt, shape, l, seed++, -3, 5);
+            const auto osizes = KeepDim(shape, mask);
+            const auto [onumel, count] = Extent(shape, mask);
+            std::vector<double> mean(onumel, 0), m2(onumel, 0);
+            for (int64_t i = 0; i < in.numel(); ++i) {
+              mean[OutIndex(shape, mask, i)] += Compute(dt, in.At(i));
+            }
+            for (double& m : mean) m /= static_cast<double>(count);
+            for (int64_t i = 0; i < in.numel(); ++i) {
+              const int64_t o = OutIndex(shape, mask, i);
+              m2[o] += std::pow(Compute(dt, in.At(i)) - mean[o], 2);
+            }
+            for (double correction : {0.0, 1.0, 2.5}) {
+              for (bool take_sqrt : {false, true}) {
+                TestTensor var = Empty(dt, osizes), avg = Empty(dt, osizes);
+                ASSERT_TRUE(VarMean(var.ref, avg.ref, in.ref, mask, correction, take_sqrt).ok());
+                const std::string ctx = Ctx(dt, l, shape, mask) + " correction " +
+                                        std::to_string(correction) + (take_sqrt ? " std" : " var");
+                for (int64_t o = 0; o < onumel; ++o) {
+                  // count <= correction: M2 / 0 is inf (NaN when M2 is 0), as torch
+                  double v = count == 0 ? NAN : m2[o] / std::max(0.0, count - correction);
+                  if (take_sqrt) v = std::sqrt(v);
+                  const double m = count == 0 ? NAN : mean[o];
+                  auto tol = [dt](double e) { return 1e-6 * std::fabs(e) + testing::Ulp(dt, e); };
+                  ASSERT_EQ(CheckClose(var.At(o), RoundTo(dt, v), 0, tol(v)), "")
+                      << ctx << " var at " << o;
+                  ASSERT_EQ(CheckClose(avg.At(o), RoundTo(dt, m), 0, tol(m)), "")
+                      << ctx << " mean at " << o;
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+// A large mean over a small spread: a float32 accumulation loses var
+// entirely here (sum((x - mean)^2) is ~1e-8 of sum(x)^2 / n).
+TEST(VarMean, StaysAccurateWhenTheMeanDominates) {
+  TestTensor in = Empty(DType::kFloat32, {200003});
+  std::mt19937 rng(5);
+  std::normal_distribution<double> noise(0.0, 0.01);
+  for (int64_t i = 0; i < in.numel(); ++i) in.Set(i, 1e4 + noise(rng));
+  double mean = 0, m2 = 0;
+  for (int64_t i = 0; i < in.numel(); ++i) mean += in.At(i);
+  mean /= static_cast<double>(in.numel());
+  for (int64_t i = 0; i < in.numel(); ++i) m2 += (in.At(i) - mean) * (in.At(i) - mean);
+  ForEachTarget([&](const char*) {
+    TestTensor var = Empty(DType::kFloat32, {1});
+    ASSERT_TRUE(VarMean(var.ref, TensorRef{}, in.ref, 1u, 1.0, false).ok());
+    EXPECT_EQ(CheckClose(var.At(0), m2 / (in.numel() - 1), 1e-6), "");
+  });
+}
+
+TEST(VarMean, NaNAndInfPropagate) {
+  TestTensor in = Empty(DType::kFloat32, {2, 5});
+  for (int64_t i = 0; i < 10; ++i) in.Set(i, static_cast<double>(i));
+  in.Set(1, NAN);
+  in.Set(7, INFINITY);
+  TestTensor var = Empty(DType::kFloat32, {2, 1});
+  ASSERT_TRUE(VarMean(var.ref, TensorRef{}, in.ref, 2u, 1.0, false).ok());
+  EXPECT_TRUE(std::isnan(var.At(0)));
+  EXPECT_TRUE(std::isnan(var.At(1)));  // inf - inf in the deviations, as torch
+}
+
+double RefNorm(const std::vector<double>& xs, double ord) {
+  if (std::isinf(ord)) {
+    double r = ord > 0 ? 0 : INFINITY;
+    for (double x : xs) {
+      const double a = std::fabs(x);
+      r = std::isnan(x) || std::isnan(r) ? NAN : ord > 0 ? std::max(r, a) : std::min(r, a);
+    }
+    return r;
+  }
+  double sum = 0;
+  for (double x : xs) {
+    if (ord == 0) sum += x != 0;
+    else if (ord == 2) sum += static_cast<float>(x * x);  // float32 terms, as the kernel
+    else sum += std::pow(std::fabs(x), ord);
+  }
+  return ord == 0 ? sum : std::pow(sum, 1 / ord);
+}
+
+TEST(VectorNorm, EveryOrdMaskAndLayoutOnEveryTarget) {
+  const double ords[] = {2, 1, INFINITY, -INFINITY, 0, 3, 0.5, -1.5};
+  ForEachTarget([&](const char*) {
+    for (DType dt : testing::kFloatTypes) {
+      uint32_t seed = 80;
+      for (const auto& shape : Shapes()) {
+        const uint32_t nmask = 1u << shape.size();
+        for (uint32_t mask = 0; mask < nmask; ++mask) {
+          for (Layout l : AllLayouts()) {
+            TestTensor in = MakeRandom(dt, shape, l, seed++, -3, 3);
+            for (int64_t i = 0; i < in.numel(); i += 9) in.Set(i, 0.0);  // ord 0 counts
+            const auto osizes = KeepDim(shape, mask);
+            const auto [onumel, count] = Extent(shape, mask);
+            std::vector<std::vector<double>> groups(onumel);
+            for (int64_t i = 0; i < in.numel(); ++i) {
+              groups[OutIndex(shape, mask, i)].push_back(Compute(dt, in.At(i)));
+            }
+            for (double ord : ords) {
+              // out float32 for every input dtype: dtype= of torch
+              TestTensor out = Empty(DType::kFloat32, osizes);
+              const Status st = VectorNorm(out.ref, in.ref, mask, ord);
+              const std::string ctx = Ctx(dt, l, shape, mask) + " ord " + std::to_string(ord);
+              if (count == 0 && onumel > 0 && (ord < 0 || ord == INFINITY)) {
+                EXPECT_FALSE(st.ok()) << ctx;  // no identity: torch raises
+                continue;
+              }
+              ASSERT_TRUE(st.ok()) << ctx << ": " << st.error;
+              for (int64_t o = 0; o < onumel; ++o) {
+                const double e = RefNorm(groups[o], ord);
+                ASSERT_EQ(CheckClose(out.At(o), static_cast<float>(e), 1e-6), "")
+                    << ctx << " at " << o;
+              }
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(VectorNorm, SpecialsFollowTorch) {
+  const std::vector<double> xs = {1e20, 1.0, NAN, 0.0, -2.0};
+  TestTensor in = Empty(DType::kFloat32, {5, 1});
+  for (int64_t i = 0; i < 5; ++i) in.Set(i, xs[i]);
+  TestTensor out = Empty(DType::kFloat32, {1, 1});
+  auto norm = [&](TestTensor t, double ord) {
+    EXPECT_TRUE(VectorNorm(out.ref, t.ref, 1u, ord).ok());
+    return out.At(0);
+  };
+  EXPECT_TRUE(std::isnan(norm(in, 2)));
+  EXPECT_EQ(norm(in, 0), 4.0);  // NaN is nonzero
+  TestTensor big = in.Slice(0, 0, 1, 2);  // {1e20, 1}: 1e20^2 overflows float32, as in torch
+  EXPECT_EQ(norm(big, 2), INFINITY);
+  EXPECT_EQ(norm(big, 1), static_cast<float>(1e20 + 1));
+  EXPECT_EQ(norm(big, -INFINITY), 1.0);
+  TestTensor zeros = in.Slice(0, 3, 1, 1);
+  EXPECT_EQ(norm(zeros, -1), 0.0);  // 0^-1 = inf, inf^-1 = 0
+}
+
 TEST(Describe, ReduceAndSoftmax) {
   TestTensor in = Empty(DType::kBFloat16, {8, 128});
   TestTensor out = Empty(DType::kBFloat16, {8, 1});
@@ -250,6 +411,15 @@ TEST(Describe, ReduceAndSoftmax) {
   EXPECT_EQ(r.bytes_read, 8u * 128 * 2);
   EXPECT_EQ(r.bytes_written, 8u * 2);
   EXPECT_EQ(r.engine, rt::Engine::kVector);
+  KernelInfo v = DescribeVarMean(out.ref, out.ref, in.ref, true, "aten::std_mean");
+  EXPECT_STREQ(v.name, "std_mean_bf16");
+  EXPECT_EQ(v.bytes_read, 2u * 8 * 128 * 2);  // two passes over in
+  EXPECT_EQ(v.bytes_written, 2u * 8 * 2);
+  EXPECT_STREQ(DescribeVarMean(out.ref, TensorRef{}, in.ref, false, "aten::var").name, "var_bf16");
+  KernelInfo n = DescribeVectorNorm(out.ref, in.ref, 2.0, "aten::linalg_vector_norm");
+  EXPECT_STREQ(n.name, "vector_norm_bf16");
+  EXPECT_STREQ(n.op, "aten::linalg_vector_norm");
+  EXPECT_EQ(n.bytes_read, 8u * 128 * 2);
   KernelInfo s = DescribeSoftmax(in.ref, true, "aten::_log_softmax");
   EXPECT_STREQ(s.name, "log_softmax_bf16");
   EXPECT_EQ(s.bytes_written, 8u * 128 * 2);
