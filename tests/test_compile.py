@@ -645,6 +645,111 @@ def test_conv1d_relu_is_one_kernel_in_the_program(geom, bias):
     assert stats["eager_nodes"] == []
 
 
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x: F.relu6(x * 3) + 1,  # MobileNet's activation: aten.hardtanh
+        lambda x: F.hardtanh(x, -0.5, 0.25) * 2,
+        lambda x: x.clamp(min=-0.3) - x,
+        lambda x: x.clamp(max=0.1).exp(),
+        lambda x: torch.clamp(x, 0.5, -0.5),  # lo > hi gives hi
+    ],
+)
+def test_clamp_and_hardtanh_fuse_with_their_neighbours(fn):
+    x = torch.randn(4, 33)
+    x[0, 0] = float("nan")  # stays NaN
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), fn(x), equal_nan=True)
+    (stats,) = trnscope.compile_stats()
+    assert stats["num_kernels"] == 1 and stats["eager_nodes"] == [], stats
+
+
+@pytest.mark.parametrize(
+    "pad,shape,conv",
+    [
+        ((0, 1, 0, 1), (2, 3, 10, 10), dict(stride=2)),  # TF "same" for stride 2: asymmetric
+        ((1, 1, 2, 0), (1, 3, 7, 9), dict(stride=1, padding=1)),  # adds to the conv's own
+        ((3, 2), (2, 4, 17), dict(stride=2)),  # 1-D
+    ],
+)
+def test_zero_pad_before_a_conv_is_its_padding(pad, shape, conv):
+    """HF MobileNet pads explicitly before each conv: the pad is folded into the
+    convolution's (possibly asymmetric) padding and no eager step is left."""
+    torch.manual_seed(0)
+    x = torch.randn(*shape)
+    w = torch.randn(5, shape[1], *([3] * (len(shape) - 2)))
+    f = F.conv2d if len(shape) == 4 else F.conv1d
+    fn = lambda x, w: torch.relu(f(F.pad(x, pad), w, **conv))  # noqa: E731
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"), w.to("trn"))
+    torch.testing.assert_close(got.cpu(), fn(x, w), rtol=1e-4, atol=1e-4)
+    (stats,) = trnscope.compile_stats()
+    assert stats["kernels"] == ["fused[convolution,relu]"] and stats["eager_nodes"] == [], stats
+
+
+def test_nonzero_pad_before_a_conv_stays_a_pad():
+    x, w = torch.randn(1, 2, 6, 6), torch.randn(3, 2, 3, 3)
+    fn = lambda x, w: F.conv2d(F.pad(x, (1, 1, 1, 1), value=0.5), w)  # noqa: E731
+    with torch.inference_mode(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"), w.to("trn"))
+    torch.testing.assert_close(got.cpu(), fn(x, w), rtol=1e-4, atol=1e-4)
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == ["aten.constant_pad_nd.default"], stats
+
+
+@pytest.mark.parametrize(
+    "act,name",
+    [
+        (nn.ReLU(), "fused[convolution,batch_norm,relu]"),
+        (nn.ReLU6(), "fused[convolution,batch_norm,hardtanh,hardtanh]"),  # MobileNet
+        (nn.Hardtanh(-0.5, 0.25), "fused[convolution,batch_norm,hardtanh,hardtanh]"),
+        (nn.Identity(), "fused[convolution,batch_norm]"),
+    ],
+)
+@pytest.mark.parametrize("affine,groups", [(True, 1), (False, 1), (True, 8)])
+def test_conv_batch_norm_activation_is_one_kernel(act, name, affine, groups):
+    """Note [Conv epilogue]: inference batch norm folds into the conv's weights
+    and bias, the activation clamps its output, in one kernel."""
+    torch.manual_seed(0)
+    bn = nn.BatchNorm2d(16, affine=affine)
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.3, 3)
+    if affine:
+        bn.weight.data.uniform_(-2, 2)
+        bn.bias.data.uniform_(-1, 1)
+    fn = nn.Sequential(nn.Conv2d(8, 16, 3, padding=1, groups=groups), bn, act).eval()
+    x = torch.randn(2, 8, 9, 11)
+    x[0, 0, 0, 0] = float("nan")  # NaN flows through the folded kernel as through eager's three
+    want = fn(x)
+    fn.to("trn")
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4, equal_nan=True)
+    (stats,) = trnscope.compile_stats()
+    assert stats["kernels"] == [name], stats
+    assert stats["eager_nodes"] == []
+
+
+def test_conv_whose_output_is_also_read_keeps_its_batch_norm_apart():
+    torch.manual_seed(0)
+    conv, bn = nn.Conv2d(3, 4, 3).eval(), nn.BatchNorm2d(4).eval()
+
+    def fn(x):
+        y = conv(x)
+        return bn(y) + y  # the raw conv output is needed: no fold
+
+    x = torch.randn(1, 3, 6, 6)
+    want = fn(x)
+    conv.to("trn"), bn.to("trn")
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    (stats,) = trnscope.compile_stats()
+    assert stats["kernels"][:2] == ["convolution", "batch_norm"], stats
+
+
 def test_conv_whose_result_is_reused_keeps_relu_apart():
     torch.manual_seed(0)
     conv = nn.Conv2d(3, 4, 3, padding=1).eval()

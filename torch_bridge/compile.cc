@@ -223,7 +223,8 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
                           std::vector<int64_t> strides, int64_t storage_offset,
                           std::vector<int64_t> dims, std::optional<double> scalar,
                           bool scalar_first, double alpha, double beta, double eps,
-                          bool causal, std::vector<int64_t> conv, std::vector<int64_t> pool) {
+                          bool causal, std::vector<int64_t> conv, std::vector<int64_t> pool,
+                          bool pure) {
   compiler::Node node;
   node.op = ParseOp(op);
   node.target = target;
@@ -240,15 +241,18 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
   node.beta = beta;
   node.eps = eps;
   node.causal = causal;
+  node.pure = pure;
   if (!conv.empty()) {
-    TORCH_CHECK_VALUE(conv.size() == 7, "trn compile: conv attributes are stride, padding, "
-                      "dilation (2 each) and groups, got ", conv.size(), " values");
+    TORCH_CHECK_VALUE(conv.size() == 9, "trn compile: conv attributes are stride, padding "
+                      "before, padding after, dilation (2 each) and groups, got ", conv.size(),
+                      " values");
     for (int d = 0; d < 2; ++d) {
       node.conv.stride[d] = conv[d];
       node.conv.padding[d] = conv[2 + d];
-      node.conv.dilation[d] = conv[4 + d];
+      node.conv.padding_end[d] = conv[4 + d];
+      node.conv.dilation[d] = conv[6 + d];
     }
-    node.conv.groups = conv[6];
+    node.conv.groups = conv[8];
   }
   if (!pool.empty()) {
     TORCH_CHECK_VALUE(pool.size() == 8, "trn compile: pool attributes are kernel, stride, "

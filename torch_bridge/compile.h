@@ -31,7 +31,7 @@ class GraphBuilder {
               at::ScalarType dtype, std::vector<int64_t> sizes, std::vector<int64_t> strides,
               int64_t storage_offset, std::vector<int64_t> dims, std::optional<double> scalar,
               bool scalar_first, double alpha, double beta, double eps, bool causal,
-              std::vector<int64_t> conv, std::vector<int64_t> pool);
+              std::vector<int64_t> conv, std::vector<int64_t> pool, bool pure);
   void SetOutputs(std::vector<int> outputs);
   uint64_t Hash() const { return graph_.Hash(); }
   const compiler::Graph& graph() const { return graph_; }

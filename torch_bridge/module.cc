@@ -148,7 +148,7 @@ void BindCompile(py::module_& m) {
            py::arg("scalar") = std::nullopt, py::arg("scalar_first") = false,
            py::arg("alpha") = 1.0, py::arg("beta") = 1.0, py::arg("eps") = 0.0,
            py::arg("causal") = false, py::arg("conv") = std::vector<int64_t>{},
-           py::arg("pool") = std::vector<int64_t>{})
+           py::arg("pool") = std::vector<int64_t>{}, py::arg("pure") = false)
       .def("set_outputs", &GraphBuilder::SetOutputs)
       .def("hash", &GraphBuilder::Hash);
   py::class_<CompiledProgram, std::shared_ptr<CompiledProgram>>(m, "_Program")

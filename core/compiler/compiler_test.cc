@@ -633,6 +633,27 @@ TEST(CompilerTest, CastsAndFloat64) {
 }
 
 // ---- eager fallback, fuse=false ---------------------------------------------------------
+TEST(CompilerTest, UnusedEagerNodesRunUnlessPure) {
+  // Note [Eager nodes]: an unread pure eager node (a pad folded into a conv)
+  // is dropped; an unread impure one (an RNG draw) still runs.
+  const Sizes s = {2, 8};
+  for (bool pure : {true, false}) {
+    Graph g;
+    const int x = g.AddInput(M(DType::kFloat32, s));
+    Node e;
+    e.op = Op::kEager;
+    e.target = pure ? "aten.constant_pad_nd.default" : "aten.rand_like.default";
+    e.inputs = {x};
+    e.meta = M(DType::kFloat32, s);
+    e.pure = pure;
+    g.AddNode(e);
+    g.SetOutputs({BinS(g, Op::kMul, x, 2.0, s, "aten.mul.Tensor")});
+    const Program p = Compile(g);
+    EXPECT_EQ(p.eager().size(), pure ? 0u : 1u) << e.target;
+    EXPECT_EQ(p.kernels().size(), 1u);
+  }
+}
+
 TEST(CompilerTest, UnknownOpRunsEagerBetweenKernels) {
   const Sizes s = {3, 40};
   Graph g;

@@ -267,14 +267,40 @@ bool Fuser::RunsAsLibrary(int id) const {
 
 // A relu right after a convolution (its only user) becomes the
 // convolution kernel's fused activation: the pre-activation never reaches memory.
+// Note [Conv epilogue]: a convolution's library kernel takes what follows it
+// in inference CNNs: one batch norm with running statistics (folded into the
+// weights and bias), then relu or a clamp (maximum, then minimum, with number
+// bounds: hardtanh / relu6), each reading only the previous node's value.
 bool Fuser::JoinsConv(int id) {
   const Node& n = ir_.N(id);
-  if (!ir_.options.fuse || n.op != Op::kRelu) return false;
+  if (!ir_.options.fuse || n.inputs.empty()) return false;
   const int c = n.inputs[0];
   const int gi = ir_.group_of[c];
-  if (ir_.N(c).op != Op::kConv || gi < 0 || ir_.groups[gi].kind != Group::Kind::kLibrary ||
-      ir_.groups[gi].nodes.size() != 1 || ir_.N(c).meta.dtype != n.meta.dtype) {
+  if (gi < 0 || ir_.groups[gi].kind != Group::Kind::kLibrary ||
+      ir_.N(ir_.groups[gi].nodes[0]).op != Op::kConv || ir_.groups[gi].nodes.back() != c ||
+      ir_.N(c).meta.dtype != n.meta.dtype) {
     return false;
+  }
+  // What the group holds after the conv decides what may come next.
+  bool has_bn = false, has_max = false, has_min = false;
+  for (size_t i = 1; i < ir_.groups[gi].nodes.size(); ++i) {
+    const Op op = ir_.N(ir_.groups[gi].nodes[i]).op;
+    has_bn = has_bn || op == Op::kBatchNorm;
+    has_max = has_max || op == Op::kRelu || op == Op::kMaximum;
+    has_min = has_min || op == Op::kMinimum;
+  }
+  const bool number = n.has_scalar && !n.scalar_first && n.inputs.size() == 1;
+  bool joins = false;
+  switch (n.op) {
+    case Op::kBatchNorm: joins = !has_bn && !has_max && !has_min && RunsAsLibrary(id); break;
+    case Op::kRelu: joins = !has_max && !has_min; break;
+    case Op::kMaximum: joins = number && !has_max && !has_min; break;
+    case Op::kMinimum: joins = number && !has_min; break;
+    default: break;
+  }
+  if (!joins) return false;
+  for (size_t i = 1; i < n.inputs.size(); ++i) {  // batch norm statistics: not the conv
+    if (n.inputs[i] == c) return false;
   }
   int live_users = 0;
   for (int u : ir_.vals[c].users) live_users += ir_.vals[u].live;

@@ -312,12 +312,16 @@ void NodeCheck::Conv() {
   bool ok = (rank == 4 || rank == 3) && w.size() == rank && out_.size() == rank && c.groups > 0 &&
             x[1] == w[1] * c.groups && w[0] % c.groups == 0 && out_[0] == x[0] &&
             out_[1] == w[0] && (n_in_ == 2 || InSizes(2) == std::vector<int64_t>{w[0]});
-  if (ok && rank == 3) ok = c.stride[0] == 1 && c.padding[0] == 0 && c.dilation[0] == 1;
+  if (ok && rank == 3) {
+    ok = c.stride[0] == 1 && c.padding[0] == 0 && c.padding_end[0] == 0 && c.dilation[0] == 1;
+  }
   const int first = rank == 4 ? 0 : 1;  // the param index of the first spatial dim
   for (int d = first; ok && d < 2; ++d) {
     const size_t at = 2 + static_cast<size_t>(d - first);
-    ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 &&
-         out_[at] == (x[at] + 2 * c.padding[d] - c.dilation[d] * (w[at] - 1) - 1) / c.stride[d] + 1;
+    const int64_t padded = x[at] + c.padding[d] + c.padding_end[d];
+    ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 && c.padding_end[d] >= 0 &&
+         padded >= c.dilation[d] * (w[at] - 1) + 1 &&
+         out_[at] == (padded - c.dilation[d] * (w[at] - 1) - 1) / c.stride[d] + 1;
   }
   if (!ok) {
     Fail(fmt::format("convolution of {} by weight {} (groups {}) cannot give {}",
@@ -517,9 +521,11 @@ uint64_t Graph::Hash() const {
     h.MixDouble(n.beta);
     h.MixDouble(n.eps);
     h.Mix(n.causal);
+    h.Mix(n.pure);
     for (int d = 0; d < 2; ++d) {
       h.Mix(static_cast<uint64_t>(n.conv.stride[d]));
       h.Mix(static_cast<uint64_t>(n.conv.padding[d]));
+      h.Mix(static_cast<uint64_t>(n.conv.padding_end[d]));
       h.Mix(static_cast<uint64_t>(n.conv.dilation[d]));
     }
     h.Mix(static_cast<uint64_t>(n.conv.groups));

@@ -85,8 +85,10 @@ struct Node {
   double alpha = 1, beta = 1;  // add/sub alpha, addmm alpha/beta
   double eps = 0;
   bool causal = false;  // kSdpa
-  struct ConvAttrs {    // kConv, per spatial dim (H, W); padding on both sides
-    int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
+  bool pure = false;    // kEager: no side effect (no RNG, no mutation): dropped when unused
+  struct ConvAttrs {    // kConv, per spatial dim (H, W); padding before / after
+    int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, padding_end[2] = {0, 0};
+    int64_t dilation[2] = {1, 1};
     int64_t groups = 1;
   } conv;
   struct PoolAttrs {  // kMaxPool2d, per spatial dim (H, W); padding on both sides

@@ -3,6 +3,7 @@
 // covered aten ops, FLOPs, bytes), or an eager step.
 #include <fmt/format.h>
 
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -117,8 +118,7 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
       ki.lib_op = n.op;
       ki.lib_dims = n.dims;
       for (int v : n.inputs) ki.lib_ins.push_back(ir.vals[v].view);
-      ki.lib_out = ir.vals[g.nodes.back()].view;  // a joined relu writes the result
-      ki.lib_relu = g.nodes.size() > 1;
+      ki.lib_out = ir.vals[g.nodes.back()].view;  // a joined epilogue writes the result
       ki.lib_causal = n.causal;
       ki.lib_conv = n.conv;
       ki.lib_pool = n.pool;
@@ -127,6 +127,21 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
       ki.lib_eps = n.eps;
       ki.lib_has_scalar = n.has_scalar;
       ki.lib_scalar_first = n.scalar_first;
+      ki.lib_lo = -std::numeric_limits<double>::infinity();
+      ki.lib_hi = std::numeric_limits<double>::infinity();
+      for (size_t i = 1; i < g.nodes.size(); ++i) {  // Note [Conv epilogue]
+        const Node& e = ir.N(g.nodes[i]);
+        if (e.op == Op::kBatchNorm) {
+          for (size_t j = 1; j < e.inputs.size(); ++j) ki.lib_ins.push_back(ir.vals[e.inputs[j]].view);
+          ki.lib_bn_inputs = static_cast<int>(e.inputs.size()) - 1;
+          ki.lib_eps = e.eps;
+          continue;
+        }
+        ki.lib_clamp = true;
+        if (e.op == Op::kRelu) ki.lib_lo = 0;
+        if (e.op == Op::kMaximum) ki.lib_lo = e.scalar;
+        if (e.op == Op::kMinimum) ki.lib_hi = e.scalar;
+      }
       ki.reads = ki.lib_ins;
       ki.writes = {ki.lib_out};
       break;

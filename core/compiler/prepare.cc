@@ -63,11 +63,12 @@ KernelGraph Prepare(const Graph& graph, const CompileOptions& options) {
   for (size_t id = 0; id < nn; ++id) {
     for (int v : ir.nodes[id].inputs) ir.vals[v].users.push_back(static_cast<int>(id));
   }
-  // Liveness from the outputs (eager nodes always run).
+  // Liveness from the outputs. Eager nodes always run unless pure (an RNG op
+  // unused still advances the generator, as in eager mode).
   for (int o : graph.outputs()) ir.vals[o].live = true;
   for (size_t id = 0; id < nn; ++id) {
     const Op op = ir.nodes[id].op;
-    if (op == Op::kEager || op == Op::kInput) ir.vals[id].live = true;
+    if ((op == Op::kEager && !ir.nodes[id].pure) || op == Op::kInput) ir.vals[id].live = true;
   }
   for (int id = static_cast<int>(nn) - 1; id >= 0; --id) {
     if (!ir.vals[id].live) continue;

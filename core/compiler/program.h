@@ -41,7 +41,9 @@ struct View {
 
 // Note [Eager nodes]: a node the compiler cannot fuse (or does not know)
 // stays an aten op; the frontend runs it as an eager trn op on tensors made
-// from these views, between the program's kernels, on the same stream.
+// from these views, between the program's kernels, on the same stream. An
+// eager node always runs, unless the frontend marks it pure (Node::pure) and
+// nothing reads it (a pad folded into the convolution after it).
 struct EagerStep {
   int node = -1;              // graph node id
   std::string target;         // aten op

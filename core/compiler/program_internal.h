@@ -166,7 +166,12 @@ struct KernelImpl {
   double lib_scalar = 0, lib_alpha = 1, lib_eps = 0;
   bool lib_has_scalar = false, lib_scalar_first = false;
   bool lib_causal = false;  // kSdpa
-  bool lib_relu = false;    // kConv with a joined relu
+  // kConv's epilogue (Note [Conv epilogue]): a folded batch norm's inputs
+  // (mean, var[, weight, bias]) follow the conv's in lib_ins, lib_eps its eps;
+  // then clamp to [lib_lo, lib_hi] (relu: [0, inf]) when lib_clamp.
+  int lib_bn_inputs = 0;
+  bool lib_clamp = false;
+  double lib_lo = 0, lib_hi = 0;
   Node::ConvAttrs lib_conv;  // kConv
   Node::PoolAttrs lib_pool;  // kMaxPool2d
   // What the kernel reads and writes in memory (JSON shapes, bytes).

@@ -1,4 +1,5 @@
-// Row kernel of the depthwise convolution, compiled once per Highway target.
+// Row kernels of the convolution (depthwise taps, the epilogue's clamp),
+// compiled once per Highway target.
 // Included by conv.cc through hwy/foreach_target.h (Note [conv as GEMM]).
 
 #if defined(TRN_KERNELS_CONV_INL_H_) == defined(HWY_TARGET_TOGGLE)
@@ -32,6 +33,25 @@ void DepthwiseRow(const float* const* src, const float* wt, size_t ntaps, size_t
     }
     hn::StoreU(a0, d, dst + x);
     hn::StoreU(a1, d, dst + x + N);
+  }
+}
+
+// x[i] = min(max(x[i], lo), hi) in place for i < n: the conv epilogue's
+// relu / clamp. Compares and selects, so NaN stays NaN and lo > hi gives hi.
+void ClampRow(float* x, size_t n, float lo, float hi) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  const auto vlo = hn::Set(d, lo), vhi = hn::Set(d, hi);
+  size_t i = 0;
+  for (; i + N <= n; i += N) {
+    auto v = hn::LoadU(d, x + i);
+    v = hn::IfThenElse(hn::Lt(v, vlo), vlo, v);
+    v = hn::IfThenElse(hn::Gt(v, vhi), vhi, v);
+    hn::StoreU(v, d, x + i);
+  }
+  for (; i < n; ++i) {
+    float v = x[i] < lo ? lo : x[i];
+    x[i] = v > hi ? hi : v;
   }
 }
 

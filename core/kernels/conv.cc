@@ -39,6 +39,7 @@
 #include "core/kernels/conv.h"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "core/common/assert.h"
@@ -48,6 +49,7 @@
 namespace trn::kernels {
 namespace conv {
 HWY_EXPORT(DepthwiseRow);
+HWY_EXPORT(ClampRow);
 }  // namespace conv
 namespace {
 
@@ -282,8 +284,24 @@ TensorRef Mat2(void* data, DType dtype, int64_t rows, int64_t cols, int64_t rs, 
   return t;
 }
 
-void Relu(float* x, int64_t n, int64_t stride) {
-  for (int64_t i = 0; i < n; ++i) x[i * stride] = std::max(x[i * stride], 0.0f);
+float Activate(const ConvParams& p, float v) {
+  if (p.activation == Activation::kRelu) return std::max(v, 0.0f);  // NaN stays NaN
+  if (p.activation == Activation::kClamp) {
+    v = v < p.clamp_lo ? p.clamp_lo : v;
+    return v > p.clamp_hi ? p.clamp_hi : v;
+  }
+  return v;
+}
+
+// In place on n floats `stride` apart (relu is clamp(0, inf)); contiguous
+// rows through the vectorized ClampRow: a scalar loop cost 1.5 ns per element.
+void Activate(const ConvParams& p, float* x, int64_t n, int64_t stride) {
+  if (p.activation == Activation::kNone || n == 0) return;
+  const bool relu = p.activation == Activation::kRelu;
+  const float lo = relu ? 0.0f : p.clamp_lo;
+  const float hi = relu ? std::numeric_limits<float>::infinity() : p.clamp_hi;
+  if (stride == 1) return HWY_DYNAMIC_DISPATCH(conv::ClampRow)(x, static_cast<size_t>(n), lo, hi);
+  for (int64_t i = 0; i < n; ++i) x[i * stride] = Activate(p, x[i * stride]);
 }
 
 // Note [conv as GEMM]: the depthwise path. wf is [Cout][KH*KW], bf the bias
@@ -310,12 +328,35 @@ void Depthwise(const Plan& p, const ConvParams& prm, const TensorRef& out, const
           const int64_t o = c * p.og + m;
           row_fn(taps.data(), wf + o * p.k, taps.size(), static_cast<size_t>(p.ow),
                  bf ? bf[o] : 0.0f, row);
-          if (prm.activation == Activation::kRelu) Relu(row, p.ow, 1);
+          Activate(prm, row, p.ow, 1);
           internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, o, y, 0)),
                                  out.strides[3], p.ow, row);
         }
       }
     }
+  }
+}
+
+// ConvBatchNorm: scales the packed weights ([Cout][K] f32) and rewrites the
+// f32 bias in place. The per-channel factors are computed in double; the
+// weights are scaled in float (one rounding, a vectorized loop: a per-call
+// cost of one pass over the weights).
+void FoldBatchNorm(const Plan& p, const ConvBatchNorm& bn, float* wf, float* bf) {
+  auto at = [](const TensorRef& t, int64_t o) {
+    float v;
+    internal::LoadAsF32(t.dtype, static_cast<const char*>(t.data) +
+                                     o * (t.ndim == 1 ? t.strides[0] : 1) * ItemSize(t.dtype),
+                        1, 1, &v);
+    return static_cast<double>(v);
+  };
+  for (int64_t o = 0; o < p.cout; ++o) {
+    const double gamma = bn.weight.data != nullptr ? at(bn.weight, o) : 1.0;
+    const double beta = bn.bias.data != nullptr ? at(bn.bias, o) : 0.0;
+    const double s = gamma / std::sqrt(at(bn.var, o) + bn.eps);
+    const float sf = static_cast<float>(s);
+    float* row = wf + o * p.k;
+    for (int64_t j = 0; j < p.k; ++j) row[j] *= sf;
+    bf[o] = static_cast<float>((bf[o] - at(bn.mean, o)) * s + beta);
   }
 }
 
@@ -343,7 +384,7 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
                            Mat2(col, DType::kFloat32, p.k, np, np, 1), bias_ref);
   if (!st.ok()) return st;
   for (int64_t o = 0; o < p.cout; ++o) {
-    if (prm.activation == Activation::kRelu) Relu(tile + o * np, np, 1);
+    Activate(prm, tile + o * np, np, 1);
     for (int64_t n = 0; n < p.n; ++n) {
       for (int64_t y = 0; y < p.oh; ++y) {
         internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, o, y, 0)),
@@ -355,7 +396,8 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
 }
 
 Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
-              const TensorRef& bias, const ConvParams& prm, const TensorRef& workspace) {
+              const TensorRef& bias, const ConvParams& prm, const TensorRef& workspace,
+              const ConvBatchNorm* bn) {
   const Plan p = MakePlan(out, in, weight, prm);
   if (out.numel() == 0) return Status::Ok();
   std::vector<float> own;
@@ -373,15 +415,18 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   float* col = ws + p.col_off;
   float* tile = ws + p.tile_off;
   float* phases = ws + p.phase_off;
-  const bool has_bias = bias.data != nullptr;
-  if (has_bias) {
+  const bool has_bias = bias.data != nullptr || bn != nullptr;
+  if (bias.data != nullptr) {
     TRN_ASSERT(bias.numel() == p.cout && IsFloating(bias.dtype), "conv2d bias must be [Cout]");
     internal::LoadAsF32(bias.dtype, bias.data, bias.ndim == 1 ? bias.strides[0] : 1, p.cout, bf);
+  } else if (bn != nullptr) {
+    std::fill(bf, bf + p.cout, 0.0f);
   }
   if (p.k == 0) {  // no input channels: out = bias (or zero), then the activation
+    if (bn != nullptr) FoldBatchNorm(p, *bn, wf, bf);  // the bias only: K is empty
     for (int64_t i = 0; i < p.cout; ++i) {
       float v = has_bias ? bf[i] : 0.0f;
-      if (prm.activation == Activation::kRelu) v = std::max(v, 0.0f);
+      v = Activate(prm, v);
       for (int64_t b = 0; b < p.n; ++b) {
         for (int64_t y = 0; y < p.oh; ++y) {
           for (int64_t x = 0; x < p.ow; ++x) {
@@ -393,6 +438,7 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     return Status::Ok();
   }
   PackWeight(p, weight, wf);
+  if (bn != nullptr) FoldBatchNorm(p, *bn, wf, bf);
   if (!p.depthwise && !p.direct_in && !p.cl_in) {  // borders stay zero, interiors are rewritten
     std::fill(phases, ws + p.total, 0.0f);
   }
@@ -453,8 +499,8 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
           st = Matmul(o, wg, kp, bias_ref);
         }
         if (!st.ok()) return st;
-        if (prm.activation == Activation::kRelu) {
-          for (int64_t o = 0; o < p.og; ++o) Relu(dst + o * ds_o, np, ds_p);
+        if (prm.activation != Activation::kNone) {
+          for (int64_t o = 0; o < p.og; ++o) Activate(prm, dst + o * ds_o, np, ds_p);
         }
         if (p.direct_out) continue;
         // Convert the tile into out.

@@ -11,8 +11,9 @@
 
 namespace trn::kernels {
 
-// Epilogue applied to every output element after the bias.
-enum class Activation : uint8_t { kNone, kRelu };
+// Epilogue applied to every output element after the bias (and batch norm):
+// kClamp is min(max(x, clamp_lo), clamp_hi) (relu6 = hardtanh(0, 6)); NaN stays.
+enum class Activation : uint8_t { kNone, kRelu, kClamp };
 
 // Geometry of a 2-D convolution, dims in (H, W) order. A 1-D convolution is
 // the 2-D one with H = KH = 1, stride/dilation 1 and no padding on H.
@@ -24,6 +25,17 @@ struct ConvParams {
   int64_t dilation[2] = {1, 1};
   int64_t groups = 1;
   Activation activation = Activation::kNone;
+  float clamp_lo = 0, clamp_hi = 0;  // kClamp
+};
+
+// An inference batch norm folded into the convolution (the compiler's
+// conv-bn-activation kernel): per output channel o the weights are scaled by
+// s = gamma[o] / sqrt(var[o] + eps) and the bias becomes (bias[o] - mean[o]) *
+// s + beta[o]. mean and var [Cout] are required, weight (gamma) and bias
+// (beta) may be absent; any floating dtypes.
+struct ConvBatchNorm {
+  TensorRef mean, var, weight, bias;
+  double eps = 1e-5;
 };
 
 // Output extent of one spatial dim (torch's formula); may be <= 0 for a
@@ -42,7 +54,8 @@ inline int64_t ConvOutputSize(int64_t in, int64_t kernel, int64_t stride, int64_
 size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
                           const ConvParams& p);
 Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
-              const TensorRef& bias, const ConvParams& p, const TensorRef& workspace);
+              const TensorRef& bias, const ConvParams& p, const TensorRef& workspace,
+              const ConvBatchNorm* bn = nullptr);
 rt::KernelInfo DescribeConv2d(const TensorRef& out, const TensorRef& in,
                               const TensorRef& weight, const TensorRef& bias,
                               const ConvParams& p, const char* aten_op);

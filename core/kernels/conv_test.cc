@@ -218,6 +218,57 @@ TEST(Conv2d, Dtypes) {
   }
 }
 
+// ConvBatchNorm and kClamp against the reference convolution followed by
+// batch norm and min(max(x, lo), hi) in double, over every path of the
+// kernel (direct, depthwise, 1x1, merged images, bands) and with no K.
+TEST(Conv2d, FoldedBatchNormAndClamp) {
+  for (size_t ci : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{11}}) {
+    const Case c = Cases()[ci];
+    SCOPED_TRACE("case " + std::to_string(ci));
+    const int64_t oh = ConvOutputSize(c.in[2], c.kh, c.p.stride[0], c.p.pad_begin[0],
+                                      c.p.pad_end[0], c.p.dilation[0]);
+    const int64_t ow = ConvOutputSize(c.in[3], c.kw, c.p.stride[1], c.p.pad_begin[1],
+                                      c.p.pad_end[1], c.p.dilation[1]);
+    for (bool affine : {true, false}) {
+      const TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 21);
+      const TestTensor w = Make4d(DType::kFloat32, {c.cout, c.in[1] / c.p.groups, c.kh, c.kw},
+                                  Lay::kNchw, 22);
+      TestTensor b = Empty(DType::kFloat32, {c.cout});
+      FillRandom(b, 23, -1.0, 1.0);
+      ConvBatchNorm bn;
+      TestTensor mean = Empty(DType::kFloat32, {c.cout}), var = Empty(DType::kFloat32, {c.cout});
+      TestTensor gamma = Empty(DType::kBFloat16, {c.cout}), beta = Empty(DType::kFloat32, {c.cout});
+      FillRandom(mean, 24, -0.5, 0.5);
+      FillRandom(var, 25, 0.2, 2.0);
+      FillRandom(gamma, 26, -2.0, 2.0);
+      FillRandom(beta, 27, -0.5, 0.5);
+      bn.mean = mean.ref;
+      bn.var = var.ref;
+      bn.eps = 1e-3;
+      if (affine) {
+        bn.weight = gamma.ref;
+        bn.bias = beta.ref;
+      }
+      ConvParams p = c.p;
+      p.activation = Activation::kClamp;
+      p.clamp_lo = -0.25f;
+      p.clamp_hi = 0.5f;
+      TestTensor out = Make4d(DType::kFloat32, {c.in[0], c.cout, oh, ow}, Lay::kNchw, 0);
+      const std::vector<double> conv = Reference(c, in, w, &b, false, oh, ow);
+      ASSERT_TRUE(Conv2d(out.ref, in.ref, w.ref, b.ref, p, TensorRef{}, &bn).ok());
+      const int64_t k = (c.in[1] / c.p.groups) * c.kh * c.kw;
+      for (int64_t i = 0; i < out.numel(); ++i) {
+        const int64_t o = (i / (oh * ow)) % c.cout;
+        const double s = (affine ? gamma.At(o) : 1.0) / std::sqrt(var.At(o) + 1e-3);
+        double v = (conv[i] - mean.At(o)) * s + (affine ? beta.At(o) : 0.0);
+        v = std::min(std::max(v, -0.25), 0.5);
+        ASSERT_NEAR(out.At(i), v, (1e-6 * static_cast<double>(k) + 1e-6) * (1 + std::abs(s)))
+            << "element " << i;
+      }
+    }
+  }
+}
+
 TEST(Conv2d, DescribeCountsFlops) {
   const Case c = Cases()[0];
   const TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 0);

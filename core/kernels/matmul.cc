@@ -424,7 +424,14 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
       const char* base = mc.At(bi);
       for (int64_t i = 0; i < rows; ++i) {
         float* crow = args.c + i * args.ldc;
-        internal::LoadAsF32(bias.dtype, base + i * mc.rs * ItemSize(bias.dtype), mc.cs, cols, crow);
+        const char* brow = base + i * mc.rs * ItemSize(bias.dtype);
+        if (mc.cs == 0) {  // one value per row (a conv's per-channel bias): a fill
+          float v;
+          internal::LoadAsF32(bias.dtype, brow, 1, 1, &v);
+          std::fill(crow, crow + cols, v * static_cast<float>(beta));
+          continue;
+        }
+        internal::LoadAsF32(bias.dtype, brow, mc.cs, cols, crow);
         if (beta != 1.0) {
           for (int64_t j = 0; j < cols; ++j) crow[j] *= static_cast<float>(beta);
         }

@@ -104,6 +104,8 @@ _BINARY = {
     aten.ge.Tensor: "ge",
     aten.ge.Scalar: "ge",
 }
+_CLAMPS = (aten.clamp.default, aten.clamp_min.default, aten.clamp_max.default, aten.hardtanh.default)
+
 _UNARY = {
     aten.neg.default: "neg",
     aten.abs.default: "abs",
@@ -246,7 +248,9 @@ class _Lowering:
         out = self.vals[node] if index is None else self.vals[node][index]
         m = self._meta(out)
         target = str(node.target) + ("" if index is None else f"[{index}]")
-        gid = self.g.add_node(op="eager", target=target, inputs=[self.ids[t] for t in tensors], **m)
+        gid = self.g.add_node(
+            op="eager", target=target, inputs=[self.ids[t] for t in tensors], pure=_pure(node), **m
+        )
         self.calls[gid] = (node, tensors, index)
         self.reasons[gid] = reason or f"no core op for {node.target}"
         return gid
@@ -438,13 +442,56 @@ class _Lowering:
             return None
         if rank == 3:  # 1-D: the core's 2-D convolution with H = 1
             stride, padding, dilation = [1] + stride, [0] + padding, [1] + dilation
+        begin, end = list(padding), list(padding)
+        x = self._fold_zero_pad(x, rank, begin, end)
         inputs = [x, w] + ([bias] if bias is not None else [])
-        return self._add(
-            node,
-            "conv",
-            inputs,
-            conv=stride + padding + dilation + [int(self._value(a["groups"]))],
-        )
+        conv = stride + begin + end + dilation + [int(self._value(a["groups"]))]
+        return self._add(node, "conv", inputs, conv=conv)
+
+    def _fold_zero_pad(self, x: fx.Node, rank: int, begin: list, end: list) -> fx.Node:
+        """A zero constant_pad_nd of the spatial dims feeding a convolution (HF
+        MobileNet's TensorFlow-style "same" padding, often asymmetric) becomes
+        the convolution's own padding: x's input is returned, begin/end grown."""
+        if x.target is not aten.constant_pad_nd.default or not self._tensor(x.args[0]):
+            return x
+        try:
+            pads = [int(self._value(p)) for p in x.args[1]]
+            value = float(self._value(x.kwargs.get("value", x.args[2] if len(x.args) > 2 else 0)))
+        except (KeyError, TypeError, ValueError):
+            return x
+        if value != 0 or len(pads) not in (2, 2 * (rank - 2)) or min(pads) < 0:
+            return x
+        for i in range(len(pads) // 2):  # pads run from the last dim backwards
+            d = 1 - i  # param index: W is 1, H is 0
+            begin[d] += pads[2 * i]
+            end[d] += pads[2 * i + 1]
+        return x.args[0]
+
+    def _lower_clamp(self, node: fx.Node, t, args, kw) -> int | None:
+        """clamp / hardtanh (relu6) with number bounds -> maximum then minimum with
+        scalars (NaN stays NaN, lo > hi gives hi, as torch)."""
+        if t is aten.hardtanh.default:
+            lo = kw.get("min_val", args[1] if len(args) > 1 else -1.0)
+            hi = kw.get("max_val", args[2] if len(args) > 2 else 1.0)
+        elif t is aten.clamp_min.default:
+            lo, hi = kw.get("min", args[1]), None
+        elif t is aten.clamp_max.default:
+            lo, hi = None, kw.get("max", args[1])
+        else:
+            lo = kw.get("min", args[1] if len(args) > 1 else None)
+            hi = kw.get("max", args[2] if len(args) > 2 else None)
+        lo, hi = (None if b is None else self._value(b) for b in (lo, hi))
+        if not all(b is None or _is_number(b) for b in (lo, hi)) or lo is hi is None:
+            return None
+        steps = [(op, float(b)) for op, b in (("maximum", lo), ("minimum", hi)) if b is not None]
+        m = self._meta(self.vals[node])
+        cur = self.ids[args[0]]
+        for op, bound in steps:
+            cur = self.g.add_node(op=op, target=str(node.target), inputs=[cur], **m, scalar=bound)
+            # Should the core leave a step to the eager path, the whole clamp
+            # runs there: clamping again after it changes nothing.
+            self.calls[cur] = (node, [args[0]], None)
+        return cur
 
     def _lower_tensor(self, node, t, args, kw) -> int:
         v = self.vals[node]
@@ -470,6 +517,10 @@ class _Lowering:
                 return self._add(node, op, [x], scalar=float(self._value(s)), scalar_first=True)
             if t is aten.convolution.default:
                 gid = self._lower_conv(node, args, kw)
+                if gid is not None:
+                    return gid
+            if t in _CLAMPS and self._tensor(args[0]) and v.dtype.is_floating_point:
+                gid = self._lower_clamp(node, t, args, kw)
                 if gid is not None:
                     return gid
             if t in _UNARY:
@@ -579,6 +630,19 @@ def _warn_eager_nodes(targets: list[str], reasons: list[str]) -> None:
 
 
 # ---- Execution --------------------------------------------------------------------------------
+def _pure(node: fx.Node) -> bool:
+    """An aten op without side effects: no mutation, no RNG (Note [Eager nodes]:
+    the core drops an unused pure eager node, e.g. a pad folded into a conv)."""
+    t = node.target
+    return (
+        isinstance(t, torch._ops.OpOverload)
+        and t.namespace in ("aten", "prims")
+        and not t._schema.is_mutable
+        and torch.Tag.nondeterministic_seeded not in t.tags
+        and not node.is_impure()
+    )
+
+
 def _out_overload(target) -> Any:
     """The out= overload of a functional aten op with one result (index.Tensor ->
     index.Tensor_out) that trn implements natively, or None: its arguments are

@@ -32,6 +32,16 @@ def _dims(size: str) -> dict:
     raise ValueError(f"size must be 'tiny' or 'bench', got {size!r}")
 
 
+def _layers(d: dict) -> dict:
+    """The transformer stack's sizes, as most transformers configs name them."""
+    return dict(
+        hidden_size=d["hidden"],
+        intermediate_size=d["inter"],
+        num_hidden_layers=d["layers"],
+        num_attention_heads=d["heads"],
+    )
+
+
 def _ids(d: dict, seed: int = 0) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(3, d["vocab"], (d["batch"], d["seq"]), generator=g)
@@ -52,10 +62,7 @@ def _lm(config_cls, model_cls, extra: Callable[[dict], dict]):
 def _llama_cfg(d):
     return dict(
         vocab_size=d["vocab"],
-        hidden_size=d["hidden"],
-        intermediate_size=d["inter"],
-        num_hidden_layers=d["layers"],
-        num_attention_heads=d["heads"],
+        **_layers(d),
         num_key_value_heads=d["heads"] // 2,  # grouped-query attention
         max_position_embeddings=256,
         pad_token_id=0,
@@ -90,10 +97,7 @@ def _bert(size: str):
     d = _dims(size)
     cfg = T.BertConfig(
         vocab_size=d["vocab"],
-        hidden_size=d["hidden"],
-        num_hidden_layers=d["layers"],
-        num_attention_heads=d["heads"],
-        intermediate_size=d["inter"],
+        **_layers(d),
         max_position_embeddings=256,
     )
     torch.manual_seed(0)
@@ -156,6 +160,44 @@ def _whisper(size: str):
     }
 
 
+def _wav2vec2(size: str):
+    """Speech encoder on raw audio: strided conv1d feature extractor with group
+    norm and gelu, a weight-normed grouped positional conv1d, then transformer
+    layers."""
+    import transformers as T
+
+    d = _dims(size)
+    cfg = T.Wav2Vec2Config(
+        **_layers(d),
+        conv_dim=(32, 32, 32) if size == "tiny" else (128, 128, 128),
+        conv_stride=(5, 2, 2),
+        conv_kernel=(10, 3, 3),
+        num_conv_pos_embeddings=16,
+        num_conv_pos_embedding_groups=4,
+    )
+    torch.manual_seed(0)
+    samples = 2000 if size == "tiny" else 16000
+    audio = torch.randn(d["batch"], samples, generator=torch.Generator().manual_seed(1))
+    return T.Wav2Vec2Model(cfg).eval(), {"input_values": audio}
+
+
+def _mobilenet_v2(size: str):
+    """Inverted residuals: 1x1 expand, depthwise 3x3, 1x1 project, relu6
+    (hardtanh), batch norm. Kaiming-initialised convolutions: transformers'
+    init shrinks the activations of a random network towards 0."""
+    import transformers as T
+
+    image = 32 if size == "tiny" else 96
+    cfg = T.MobileNetV2Config(image_size=image, depth_multiplier=0.35, num_labels=10)
+    torch.manual_seed(0)
+    model = T.MobileNetV2ForImageClassification(cfg).eval()
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            nn.init.kaiming_normal_(m.weight, nonlinearity="relu")
+    x = torch.randn(2, 3, image, image, generator=torch.Generator().manual_seed(1))
+    return model, {"pixel_values": x}
+
+
 def _vit(size: str):
     import transformers as T
 
@@ -165,10 +207,7 @@ def _vit(size: str):
         image_size=image,
         patch_size=8,
         num_channels=3,
-        hidden_size=d["hidden"],
-        num_hidden_layers=d["layers"],
-        num_attention_heads=d["heads"],
-        intermediate_size=d["inter"],
+        **_layers(d),
         num_labels=10,
     )
     torch.manual_seed(0)
@@ -239,12 +278,17 @@ def _families() -> dict[str, Spec]:
         "bert": Spec(_bert, "last_hidden_state"),
         "t5": Spec(_t5, "logits"),
         "whisper": Spec(_whisper, "last_hidden_state"),
+        "wav2vec2": Spec(_wav2vec2, "last_hidden_state"),
         "vit": Spec(_vit, "logits"),
         "resnet": Spec(_resnet, ""),
+        "mobilenet_v2": Spec(_mobilenet_v2, "logits"),
     }
 
 
-NAMES = ("llama", "gpt2", "qwen2", "mixtral", "bert", "t5", "whisper", "vit", "resnet")
+NAMES = (
+    "llama", "gpt2", "qwen2", "mixtral", "bert", "t5", "whisper", "wav2vec2", "vit", "resnet",
+    "mobilenet_v2",
+)
 
 
 def get(name: str) -> Spec:
