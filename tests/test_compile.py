@@ -317,6 +317,41 @@ def test_eager_step_with_an_out_overload_writes_the_program_buffer():
     assert "index_f32" in keys and not any(k.startswith("copy_") for k in keys), keys
 
 
+@pytest.mark.parametrize("w_first", [True, False])
+def test_bmm_of_gathered_expert_weights_is_one_kernel(w_first):
+    """Note [Gathered bmm]: transformers' batched_mm experts (MoE decode off the
+    CPU) gather w[ids] and bmm it; the program multiplies w[ids[b]] in place."""
+    torch.manual_seed(0)
+    w = torch.randn(4, 12, 8) if w_first else torch.randn(4, 8, 12)
+    ids = torch.tensor([3, 0, 3, 1, -1])  # repeats and a negative id, as indexing allows
+
+    def fn(w, ids, x):
+        g = w[ids]
+        y = torch.bmm(g, x.unsqueeze(-1)).squeeze(-1) if w_first else torch.bmm(x.unsqueeze(1), g).squeeze(1)
+        return y * 2
+
+    x = torch.randn(5, 8)
+    with torch.inference_mode(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = torch.compile(fn, backend="trn", dynamic=False)(w.to("trn"), ids.to("trn"), x.to("trn"))
+    torch.testing.assert_close(got.cpu(), fn(w, ids, x), rtol=1e-5, atol=1e-5)
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == ["trnscope.gathered_bmm.default"], stats  # the gather is gone
+    assert not [w for w in caught if "runs as an eager trn op" in str(w.message)]
+
+
+def test_gathered_bmm_checks_its_ids():
+    w, x = torch.randn(3, 4, 5, device="trn"), torch.randn(2, 5, 1, device="trn")
+    op = torch.ops.trnscope.gathered_bmm
+    with pytest.raises(RuntimeError, match="index 3 at position 1 is out of range for 3"):
+        op(w, torch.tensor([0, 3], device="trn"), x, True)
+        torch.trn.synchronize()
+    with pytest.raises(RuntimeError, match="1-D int64 or int32"):
+        op(w, torch.tensor([0.0, 1.0], device="trn"), x, True)
+    with pytest.raises(RuntimeError, match="cannot be multiplied"):
+        op(w, torch.tensor([0, 1], device="trn"), x, False)
+
+
 def test_eager_step_out_overload_is_found_only_for_native_single_results():
     from trnscope.compile.backend import _out_overload
 

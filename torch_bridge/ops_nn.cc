@@ -105,6 +105,7 @@ TORCH_LIBRARY_FRAGMENT(trnscope, m) {
   m.def("_gemm_pack_cache_stats() -> int[]", &PackCacheStatsOp);
   m.def("_gemm_pack_cache_capacity(int bytes) -> ()", &PackCacheCapacityOp);
   m.def("_gemm_pack_cache_clear() -> ()", &PackCacheClearOp);
+  m.def("gathered_bmm(Tensor w, Tensor ids, Tensor x, bool w_first) -> Tensor");
 }
 
 // res = beta * bias + alpha * (a @ b); a/b are [M,K]/[K,N] or [B,M,K]/[B,K,N].
@@ -230,6 +231,35 @@ at::Tensor GroupedMm(const at::Tensor& a, const at::Tensor& b, const std::option
   const TensorRef roffs = o.defined() ? Ref(o, name) : NoRef();
   Launch(device, kernels::DescribeGroupedMatmul(ro, ra, rb, name),
          [=] { return kernels::GroupedMatmul(ro, ra, rb, roffs); });
+  return res;
+}
+
+// torch.ops.trnscope.gathered_bmm(w, ids, x, w_first): bmm(w[ids], x) (or
+// bmm(x, w[ids])) without the gather's copy; the compiler rewrites a MoE
+// decode step's index + bmm into it (Note [Gathered bmm] in compile/backend.py).
+at::Tensor GatheredBmm(const at::Tensor& w, const at::Tensor& ids, const at::Tensor& x,
+                       bool w_first) {
+  const char* name = "trnscope::gathered_bmm";
+  const int device = CommonDevice(name, {&w, &ids, &x});
+  TORCH_CHECK(w.dim() == 3 && x.dim() == 3, name, ": w and x must be 3-D, got ", w.dim(),
+              "-D and ", x.dim(), "-D");
+  TORCH_CHECK(ids.dim() == 1 && (ids.scalar_type() == at::kLong || ids.scalar_type() == at::kInt),
+              name, ": ids must be a 1-D int64 or int32 tensor, got ", ids.dim(), "-D ",
+              ids.scalar_type());
+  TORCH_CHECK(ids.size(0) == x.size(0), name, ": ", ids.size(0), " ids for a batch of ", x.size(0));
+  TORCH_CHECK(w.scalar_type() == x.scalar_type() && at::isFloatingType(w.scalar_type()), name,
+              ": expected w and x of one floating dtype, got ", w.scalar_type(), " and ",
+              x.scalar_type());
+  const int64_t k = w_first ? w.size(2) : w.size(1);
+  TORCH_CHECK(k == (w_first ? x.size(1) : x.size(2)), name, ": w ", w.sizes(), " and x ",
+              x.sizes(), " cannot be multiplied");
+  const at::DimVector sizes = w_first ? at::DimVector{x.size(0), w.size(1), x.size(2)}
+                                      : at::DimVector{x.size(0), x.size(1), w.size(2)};
+  at::Tensor res = Empty(sizes, w.scalar_type(), device);
+  if (res.numel() == 0) return res;
+  const TensorRef ro = Ref(res, name), rw = Ref(w, name), ri = Ref(ids, name), rx = Ref(x, name);
+  Launch(device, kernels::DescribeGatheredMatmul(ro, rw, rx, w_first, name),
+         [=] { return kernels::GatheredMatmul(ro, rw, ri, rx, w_first); });
   return res;
 }
 
@@ -651,6 +681,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("cat", TORCH_FN(Cat));
   m.impl("cat.out", TORCH_FN(CatOut));
   m.impl("clone", TORCH_FN(Clone));
+}
+
+TORCH_LIBRARY_IMPL(trnscope, PrivateUse1, m) {
+  m.impl("gathered_bmm", TORCH_FN(GatheredBmm));
 }
 
 }  // namespace trn::bridge::ops

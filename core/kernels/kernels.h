@@ -224,6 +224,17 @@ Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& 
 KernelInfo DescribeGroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
                                  const char* aten_op);
 
+// A batched product with one operand gathered by index, read on the device
+// (a MoE decode step's bmm(W[ids], x) without materialising W[ids]):
+//   w_first: out[b] = w[ids[b]] @ x[b]   w [E,N,K], x [B,K,M], out [B,N,M]
+//   else:    out[b] = x[b] @ w[ids[b]]   w [E,K,N], x [B,M,K], out [B,M,N]
+// ids 1-D kInt32/kInt64 [B]; negative ids count from the end (torch's
+// indexing); one outside [-E, E) is a Status error naming it (nothing written).
+Status GatheredMatmul(const TensorRef& out, const TensorRef& w, const TensorRef& ids,
+                      const TensorRef& x, bool w_first);
+KernelInfo DescribeGatheredMatmul(const TensorRef& out, const TensorRef& w, const TensorRef& x,
+                                  bool w_first, const char* aten_op);
+
 // Packed-weight cache (Note [Packed weight cache] in matmul.cc). Thread-safe.
 // Called on the launching thread when the GEMM is enqueued: b is the B
 // operand of a Matmul, `storage` the base of the allocation holding it (what

@@ -516,6 +516,47 @@ Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& 
   return Status::Ok();
 }
 
+Status GatheredMatmul(const TensorRef& out, const TensorRef& w, const TensorRef& ids,
+                      const TensorRef& x, bool w_first) {
+  TRN_ASSERT(w.ndim == 3 && x.ndim == 3 && out.ndim == 3 && ids.ndim == 1 &&
+                 ids.sizes[0] == x.sizes[0] && out.sizes[0] == x.sizes[0],
+             "gathered matmul: w [E,..], x and out [B,..], ids [B]");
+  const int64_t experts = w.sizes[0], batch = ids.sizes[0];
+  for (int64_t b = 0; b < batch; ++b) {  // validate before writing anything
+    const int64_t id = internal::IndexValue(ids, b * ids.strides[0]);
+    if (id < -experts || id >= experts) {
+      return Status::Error("gathered matmul: index " + std::to_string(id) + " at position " +
+                           std::to_string(b) + " is out of range for " + std::to_string(experts) +
+                           " stacked matrices");
+    }
+  }
+  const TensorRef none;
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t id = internal::IndexValue(ids, b * ids.strides[0]);
+    if (id < 0) id += experts;
+    const TensorRef wb = Pick(w, id), xb = Pick(x, b), ob = Pick(out, b);
+    const int64_t k = w_first ? wb.sizes[1] : xb.sizes[1];
+    const Status s = k == 0 ? Fill(ob, 0.0) : w_first ? Matmul(ob, wb, xb, none) : Matmul(ob, xb, wb, none);
+    if (!s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+KernelInfo DescribeGatheredMatmul(const TensorRef& out, const TensorRef& w, const TensorRef& x,
+                                  bool w_first, const char* aten_op) {
+  KernelInfo info = DescribeMatmul(out, x, x, TensorRef{}, aten_op);
+  switch (out.dtype) {
+    case DType::kBFloat16: info.name = "gathered_matmul_bf16"; break;
+    case DType::kFloat16: info.name = "gathered_matmul_f16"; break;
+    default: info.name = "gathered_matmul_f32"; break;
+  }
+  const uint64_t k = static_cast<uint64_t>(w_first ? w.sizes[2] : w.sizes[1]);
+  const uint64_t one = static_cast<uint64_t>(w.sizes[1] * w.sizes[2]) * ItemSize(w.dtype);
+  info.flops = 2 * static_cast<uint64_t>(out.numel()) * k;
+  info.bytes_read = static_cast<uint64_t>(x.sizes[0]) * one + RealBytes(x);  // one matrix per batch
+  return info;
+}
+
 KernelInfo DescribeGroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
                                  const char* aten_op) {
   KernelInfo info = DescribeMatmul(out, a, b, TensorRef{}, aten_op);

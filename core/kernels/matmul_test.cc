@@ -645,5 +645,42 @@ TEST(GroupedMatmul, BadOffsetsWriteNothing) {
   EXPECT_EQ(info.flops, 2u * 8 * 5 * 4);
 }
 
+TEST(GatheredMatmul, BothOrdersNegativeIdsAndRange) {
+  const int64_t e = 3, b = 4, n = 7, k = 5;
+  TestTensor w = MakeRandom(DType::kFloat32, {e, n, k}, Layout::kContiguous, 31);
+  TestTensor x = MakeRandom(DType::kFloat32, {b, k, 2}, Layout::kStep2, 32);
+  TestTensor ids = Empty(DType::kInt64, {b});
+  const int64_t id[] = {2, 0, -1, 2};  // -1 is matrix 2
+  for (int64_t i = 0; i < b; ++i) ids.Set(i, static_cast<double>(id[i]));
+  TestTensor out = Empty(DType::kFloat32, {b, n, 2});
+  ASSERT_TRUE(GatheredMatmul(out.ref, w.ref, ids.ref, x.ref, true).ok());
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t m = (id[i] + e) % e;
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t c = 0; c < 2; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < k; ++j) acc += w.At((m * n + r) * k + j) * x.At((i * k + j) * 2 + c);
+        EXPECT_NEAR(out.At((i * n + r) * 2 + c), acc, 1e-5) << "batch " << i;
+      }
+    }
+  }
+  TestTensor xt = MakeRandom(DType::kFloat32, {b, 1, n}, Layout::kContiguous, 33);
+  TestTensor o2 = Empty(DType::kFloat32, {b, 1, k});
+  ASSERT_TRUE(GatheredMatmul(o2.ref, w.ref, ids.ref, xt.ref, false).ok());  // x[b] @ w[ids[b]]
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t m = (id[i] + e) % e;
+    for (int64_t c = 0; c < k; ++c) {
+      double acc = 0;
+      for (int64_t j = 0; j < n; ++j) acc += xt.At(i * n + j) * w.At((m * n + j) * k + c);
+      EXPECT_NEAR(o2.At(i * k + c), acc, 1e-5);
+    }
+  }
+  ids.Set(3, 3.0);
+  for (int64_t i = 0; i < out.numel(); ++i) out.Set(i, 9.0);
+  const Status s = GatheredMatmul(out.ref, w.ref, ids.ref, x.ref, true);
+  EXPECT_NE(s.error.find("index 3 at position 3 is out of range for 3"), std::string::npos) << s.error;
+  for (int64_t i = 0; i < out.numel(); ++i) EXPECT_EQ(out.At(i), 9.0);
+}
+
 }  // namespace
 }  // namespace trn::kernels

@@ -22,6 +22,7 @@ import math
 import operator
 import os
 import time
+import types
 import warnings
 from typing import Any, Callable
 
@@ -178,6 +179,14 @@ def _is_view_op(target) -> bool:
 
 def _legacy_empty(v) -> bool:
     return isinstance(v, torch.Tensor) and v.dim() == 1 and v.numel() == 0
+
+
+@torch.library.register_fake("trnscope::gathered_bmm")
+def _gathered_bmm_fake(w, ids, x, w_first):
+    """Shapes of torch.ops.trnscope.gathered_bmm (Note [Gathered bmm]) under FakeTensors."""
+    if w_first:
+        return w.new_empty((x.shape[0], w.shape[1], x.shape[2]))
+    return w.new_empty((x.shape[0], x.shape[1], w.shape[2]))
 
 
 def _is_number(x) -> bool:
@@ -467,6 +476,36 @@ class _Lowering:
             end[d] += pads[2 * i + 1]
         return x.args[0]
 
+    def _lower_gathered_bmm(self, node: fx.Node, a, b) -> int | None:
+        """Note [Gathered bmm]: off the CPU, transformers' MoE decode step
+        (`batched_mm` experts) gathers every token's expert weights, w[ids]
+        (megabytes per layer), and multiplies them with bmm. bmm of one
+        `index.Tensor(w, [ids])` operand runs as trnscope.gathered_bmm instead:
+        one kernel reads ids on the device and multiplies w[ids[b]] in place.
+        The gather, left without users, is dropped (a pure eager node)."""
+        for gathered, other, w_first in ((a, b, True), (b, a, False)):
+            if not (isinstance(gathered, fx.Node) and gathered.target is aten.index.Tensor):
+                continue
+            w, idx = gathered.args[0], gathered.args[1]
+            if not (len(idx) == 1 and self._tensor(w) and self._tensor(idx[0]) and self._tensor(other)):
+                continue
+            wv, iv = self.vals[w], self.vals[idx[0]]
+            if wv.dim() != 3 or iv.dim() != 1 or iv.dtype not in (torch.int64, torch.int32):
+                continue
+            if wv.dtype != self.vals[other].dtype or not wv.dtype.is_floating_point:
+                continue
+            op = torch.ops.trnscope.gathered_bmm.default
+            call = types.SimpleNamespace(target=op, args=(w, idx[0], other, w_first), kwargs={})
+            tensors = [w, idx[0], other]
+            gid = self.g.add_node(
+                op="eager", target=str(op), inputs=[self.ids[x] for x in tensors],
+                **self._meta(self.vals[node]),
+            )
+            self.calls[gid] = (call, tensors, None)
+            self.reasons[gid] = "a gathered bmm (Note [Gathered bmm]): one native trn kernel"
+            return gid
+        return None
+
     def _lower_clamp(self, node: fx.Node, t, args, kw) -> int | None:
         """clamp / hardtanh (relu6) with number bounds -> maximum then minimum with
         scalars (NaN stays NaN, lo > hi gives hi, as torch)."""
@@ -584,6 +623,10 @@ class _Lowering:
                     return self._add_eager(node, reason=f"a copy to {dev}")
                 op = "cast" if v.dtype != self.vals[x].dtype else "clone"
                 return self._add(node, op, [x])
+            if t is aten.bmm.default:
+                gid = self._lower_gathered_bmm(node, args[0], args[1])
+                if gid is not None:
+                    return gid
             if t in (aten.mm.default, aten.bmm.default):
                 return self._add(node, "mm" if t is aten.mm.default else "bmm", list(args[:2]))
             if t is aten.addmm.default:
@@ -618,7 +661,7 @@ _warned_eager: set[tuple[str, str]] = set()
 def _warn_eager_nodes(targets: list[str], reasons: list[str]) -> None:
     """One UserWarning per (op, reason) and process: the op runs as an eager trn op."""
     for t, r in zip(targets, reasons):
-        if (t, r) in _warned_eager:
+        if (t, r) in _warned_eager or t.startswith("trnscope."):  # our own native ops
             continue
         _warned_eager.add((t, r))
         warnings.warn(
