@@ -180,14 +180,64 @@ def test_conv_bad_input():
         F.conv2d(torch.randn(1, 3, 2, 2).to("trn"), torch.randn(4, 3, 3, 3).to("trn"))
 
 
+# ---- transposed convolutions --------------------------------------------------------------
+TRANSPOSED = [
+    # cin, cout, k, stride, padding, dilation, output_padding, groups
+    (4, 6, 3, 1, 0, 1, 0, 1),
+    (4, 6, 3, 2, 1, 1, 1, 1),  # the usual 2x upsampler
+    (6, 4, 4, 2, 1, 1, 0, 2),
+    (4, 8, 3, 3, 2, 2, 2, 4),  # output_padding < stride, dilation, groups
+    (8, 8, 3, 1, 1, 1, 0, 8),  # depthwise
+]
+
+
+@pytest.mark.parametrize("case", TRANSPOSED)
+@pytest.mark.parametrize("dims", [1, 2])
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv_transpose_matches_cpu(case, dims, bias):
+    cin, cout, k, s, p, d, op, g = case
+    x = make((2, cin) + ((9,) if dims == 1 else (7, 9)))
+    w = make((cin, cout // g) + (k,) * dims, salt="w")
+    b = make((cout,), salt="b") if bias else None
+    f = F.conv_transpose1d if dims == 1 else F.conv_transpose2d
+    kw = dict(stride=s, padding=p, output_padding=op, groups=g, dilation=d)
+    want = f(x, w, b, **kw)
+    got = f(x.to("trn"), w.to("trn"), None if b is None else b.to("trn"), **kw)
+    check(got, want, conv=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_conv_transpose_dtypes_and_layouts(dtype):
+    m = nn.ConvTranspose2d(4, 3, 3, stride=2, padding=1, output_padding=1).eval()
+    x = make((2, 4, 6, 5))
+    want = m.to(dtype)(x.to(dtype)).float()
+    m.to("trn")
+    xt = x.to(dtype).to("trn").to(memory_format=torch.channels_last)  # any strides
+    got = m(xt)
+    assert got.dtype == dtype
+    torch.testing.assert_close(got.float().cpu(), want, rtol=3e-2, atol=3e-2)
+
+
+def test_conv_transpose_profiles_one_kernel():
+    from torch.profiler import ProfilerActivity, profile
+
+    x, w = make((1, 4, 5, 5)).to("trn"), make((4, 2, 3, 3), salt="w").to("trn")
+    F.conv_transpose2d(x, w, stride=2)
+    torch.trn.synchronize()
+    with profile(activities=[ProfilerActivity.PrivateUse1]) as prof:
+        F.conv_transpose2d(x, w, stride=2)
+        torch.trn.synchronize()
+    (k,) = [e for e in prof.key_averages() if e.key == "conv_transpose2d_f32"]
+    assert k.count == 1 and k.device_time_total > 0
+
+
 # ---- the CPU fallback for ops without a CPU kernel ------------------------------------------
-def test_conv_transpose_uses_cpu_fallback():
-    x = make((2, 4, 5, 5))
-    w = make((4, 3, 3, 3), salt="w")
-    b = make((3,), salt="b")
-    want = F.conv_transpose2d(x, w, b, stride=2, padding=1, output_padding=1)
-    got = F.conv_transpose2d(x.to("trn"), w.to("trn"), b.to("trn"), stride=2, padding=1,
-                             output_padding=1)
+def test_conv3d_uses_cpu_fallback():
+    x = make((2, 3, 4, 5, 5))
+    w = make((4, 3, 3, 3, 3), salt="w")
+    b = make((4,), salt="b")
+    want = F.conv3d(x, w, b, stride=2, padding=1)
+    got = F.conv3d(x.to("trn"), w.to("trn"), b.to("trn"), stride=2, padding=1)
     check(got, want, conv=True)
     assert trnscope.fallback_ops().get("aten::convolution_overrideable") == 1
 

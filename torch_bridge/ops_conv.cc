@@ -7,8 +7,9 @@
 // and sends any device that is not CPU/CUDA/MPS/... to
 // aten::convolution_overrideable. Registering that op makes every 1-D/2-D
 // convolution one conv2d_* launch while autograd still records
-// ConvolutionBackward0 on aten::convolution. Transposed and 3-D convolutions
-// go to the CPU fallback (Note [overrideable ops on the CPU] in fallback.cc).
+// ConvolutionBackward0 on aten::convolution. Transposed 1-D / 2-D ones are one
+// conv_transpose2d_* launch; 3-D convolutions go to the CPU fallback (Note
+// [overrideable ops on the CPU] in fallback.cc).
 //
 // batch_norm: F.batch_norm reaches aten::native_batch_norm in eager mode and
 // aten::_native_batch_norm_legit_no_training in AOTAutograd inference graphs;
@@ -24,6 +25,7 @@
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <torch/library.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -73,6 +75,59 @@ bool NativeConvDisabled() {
 }
 
 // ---- convolution ----------------------------------------------------------------------
+// The kernel's 4-D views of a convolution's operands: a 1-D one with H = 1.
+std::array<TensorRef, 4> ConvRefs(const at::Tensor& input, const at::Tensor& weight,
+                                  const at::Tensor& bias, const at::Tensor& out, const char* name) {
+  TensorRef ri = Ref(input, name), rw = Ref(weight, name), ro = Ref(out, name);
+  if (input.dim() == 3) {
+    ri = Unsqueezed(ri, 2);
+    rw = Unsqueezed(rw, 2);
+    ro = Unsqueezed(ro, 2);
+  }
+  return {ri, rw, ro, bias.defined() ? Ref(bias, name) : NoRef()};
+}
+
+// Transposed 1-D / 2-D convolutions (UNet and GAN decoders, SAM's mask
+// upscaler): aten::_convolution has checked the shapes; one kernel launch.
+at::Tensor ConvTranspose(const at::Tensor& input, const at::Tensor& weight,
+                         const std::optional<at::Tensor>& bias_opt, c10::SymIntArrayRef stride,
+                         c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
+                         c10::SymIntArrayRef output_padding, const c10::SymInt& groups) {
+  constexpr const char* kName = "aten::convolution";  // transposed
+  const int64_t dims = input.dim() - 2;
+  const at::Tensor bias = bias_opt.has_value() ? *bias_opt : at::Tensor();
+  const int device = CommonDevice(kName, {&input, &weight, &bias});
+  CheckFloating(input, kName);
+  TORCH_CHECK(weight.scalar_type() == input.scalar_type() &&
+                  (!bias.defined() || bias.scalar_type() == input.scalar_type()),
+              kName, ": input, weight and bias must have one dtype, got ", input.scalar_type(),
+              ", ", weight.scalar_type(), bias.defined() ? ", " : "",
+              bias.defined() ? c10::toString(bias.scalar_type()) : "");
+  kernels::ConvParams p;
+  p.groups = groups.guard_int(__FILE__, __LINE__);
+  auto at_d = [](c10::SymIntArrayRef v, int64_t d) {
+    return v[v.size() == 1 ? 0 : d].guard_int(__FILE__, __LINE__);
+  };
+  std::vector<int64_t> out_sizes = {input.size(0), weight.size(1) * p.groups};
+  for (int64_t d = 0; d < dims; ++d) {
+    const int k = static_cast<int>(d + 2 - dims);  // 1-D fills the W slot
+    p.stride[k] = at_d(stride, d);
+    p.pad_begin[k] = p.pad_end[k] = at_d(padding, d);
+    p.dilation[k] = at_d(dilation, d);
+    const int64_t o = (input.size(d + 2) - 1) * p.stride[k] - 2 * p.pad_begin[k] +
+                      p.dilation[k] * (weight.size(d + 2) - 1) + at_d(output_padding, d) + 1;
+    TORCH_CHECK(o > 0, kName, ": transposed convolution of ", input.sizes(), " by ",
+                weight.sizes(), " gives an empty output (size ", o, ")");
+    out_sizes.push_back(o);
+  }
+  at::Tensor out = EmptyLike4d(out_sizes, input, device);
+  if (out.numel() == 0) return out;
+  const auto [ri, rw, ro, rb] = ConvRefs(input, weight, bias, out, kName);
+  Launch(device, kernels::DescribeConvTranspose2d(ro, ri, rw, rb, kName),
+         [=] { return kernels::ConvTranspose2d(ro, ri, rw, rb, p); });
+  return out;
+}
+
 at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias_opt,
                                    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
@@ -80,6 +135,9 @@ at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& we
                                    c10::SymIntArrayRef output_padding, c10::SymInt groups) {
   constexpr const char* kName = "aten::convolution";
   const int64_t dims = input.dim() - 2;
+  if (transposed && (dims == 1 || dims == 2) && !NativeConvDisabled()) {
+    return ConvTranspose(input, weight, bias_opt, stride, padding, dilation, output_padding, groups);
+  }
   if (transposed || (dims != 1 && dims != 2) || NativeConvDisabled()) {
     return at::native::call_fallback_fn_symint<&CpuFallback,
                                                at::_ops::convolution_overrideable>::
@@ -122,13 +180,7 @@ at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   }
   at::Tensor out = EmptyLike4d(out_sizes, input, device);
   if (out.numel() == 0) return out;
-  TensorRef ri = Ref(input, kName), rw = Ref(weight, kName), ro = Ref(out, kName);
-  if (dims == 1) {
-    ri = Unsqueezed(ri, 2);
-    rw = Unsqueezed(rw, 2);
-    ro = Unsqueezed(ro, 2);
-  }
-  const TensorRef rb = bias.defined() ? Ref(bias, kName) : NoRef();
+  const auto [ri, rw, ro, rb] = ConvRefs(input, weight, bias, out, kName);
   const size_t ws_bytes = kernels::ConvWorkspaceBytes(ro, ri, rw, p);
   const at::Tensor ws =
       Empty({static_cast<int64_t>(ws_bytes / sizeof(float))}, at::kFloat, device);

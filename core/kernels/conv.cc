@@ -526,6 +526,87 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   return Status::Ok();
 }
 
+Status ConvTranspose2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                       const TensorRef& bias, const ConvParams& p) {
+  const int64_t n = in.sizes[0], cin = in.sizes[1], h = in.sizes[2], w = in.sizes[3];
+  const int64_t cout = out.sizes[1], oh = out.sizes[2], ow = out.sizes[3];
+  const int64_t kh = weight.sizes[2], kw = weight.sizes[3], groups = p.groups;
+  const int64_t cig = cin / groups, cog = cout / groups, k = cog * kh * kw, pix = h * w;
+  TRN_ASSERT(groups > 0 && cin % groups == 0 && weight.sizes[0] == cin && weight.sizes[1] == cog &&
+                 out.sizes[0] == n && p.activation == Activation::kNone,
+             "conv_transpose2d: weight [Cin, Cout/groups, KH, KW], out [N, Cout, OH, OW]");
+  if (out.numel() == 0) return Status::Ok();
+  std::vector<float> x(static_cast<size_t>(cig * pix)), wt(static_cast<size_t>(cig * k));
+  std::vector<float> col(static_cast<size_t>(k * pix)), acc(static_cast<size_t>(cout * oh * ow));
+  std::vector<float> bf(static_cast<size_t>(cout), 0.0f);
+  if (bias.data != nullptr) {
+    internal::LoadAsF32(bias.dtype, bias.data, bias.ndim == 1 ? bias.strides[0] : 1, cout, bf.data());
+  }
+  const TensorRef none;
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t o = 0; o < cout; ++o) std::fill_n(acc.data() + o * oh * ow, oh * ow, bf[o]);
+    for (int64_t g = 0; g < groups; ++g) {
+      for (int64_t c = 0; c < cig; ++c) {
+        for (int64_t y = 0; y < h; ++y) {
+          internal::LoadAsF32(in.dtype, At(in, b, g * cig + c, y, 0), in.strides[3], w,
+                              x.data() + c * pix + y * w);
+        }
+        for (int64_t o = 0; o < cog; ++o) {
+          for (int64_t y = 0; y < kh; ++y) {
+            internal::LoadAsF32(weight.dtype, At(weight, g * cig + c, o, y, 0), weight.strides[3], kw,
+                                wt.data() + c * k + (o * kh + y) * kw);
+          }
+        }
+      }
+      if (cig == 0 || pix == 0 || k == 0) continue;  // nothing to add to the bias
+      // col [K, H*W] = wt^T [K, cig] x [cig, H*W]
+      const Status st = Matmul(Mat2(col.data(), DType::kFloat32, k, pix, pix, 1),
+                               Mat2(wt.data(), DType::kFloat32, k, cig, 1, k),
+                               Mat2(x.data(), DType::kFloat32, cig, pix, pix, 1), none);
+      if (!st.ok()) return st;
+      for (int64_t o = 0; o < cog; ++o) {  // col2im
+        float* dst = acc.data() + (g * cog + o) * oh * ow;
+        for (int64_t ky = 0; ky < kh; ++ky) {
+          for (int64_t kx = 0; kx < kw; ++kx) {
+            const float* row = col.data() + ((o * kh + ky) * kw + kx) * pix;
+            for (int64_t y = 0; y < h; ++y) {
+              const int64_t oy = y * p.stride[0] - p.pad_begin[0] + ky * p.dilation[0];
+              if (oy < 0 || oy >= oh) continue;
+              for (int64_t xx = 0; xx < w; ++xx) {
+                const int64_t ox = xx * p.stride[1] - p.pad_begin[1] + kx * p.dilation[1];
+                if (ox >= 0 && ox < ow) dst[oy * ow + ox] += row[y * w + xx];
+              }
+            }
+          }
+        }
+      }
+    }
+    for (int64_t o = 0; o < cout; ++o) {
+      for (int64_t y = 0; y < oh; ++y) {
+        internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, b, o, y, 0)), out.strides[3], ow,
+                               acc.data() + (o * oh + y) * ow);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+rt::KernelInfo DescribeConvTranspose2d(const TensorRef& out, const TensorRef& in,
+                                       const TensorRef& weight, const TensorRef& bias,
+                                       const char* aten_op) {
+  rt::KernelInfo info = DescribeConv2d(out, in, weight, bias, ConvParams{}, aten_op);
+  switch (out.dtype) {
+    case DType::kFloat64: info.name = "conv_transpose2d_f64"; break;
+    case DType::kBFloat16: info.name = "conv_transpose2d_bf16"; break;
+    case DType::kFloat16: info.name = "conv_transpose2d_f16"; break;
+    default: info.name = "conv_transpose2d_f32"; break;
+  }
+  // Every input pixel meets every weight of its group once.
+  const uint64_t per_in = static_cast<uint64_t>(weight.sizes[1] * weight.sizes[2] * weight.sizes[3]);
+  info.flops = 2 * static_cast<uint64_t>(in.numel()) * per_in;
+  return info;
+}
+
 rt::KernelInfo DescribeConv2d(const TensorRef& out, const TensorRef& in,
                               const TensorRef& weight, const TensorRef& bias,
                               const ConvParams& p, const char* aten_op) {

@@ -56,6 +56,20 @@ size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const Tenso
 Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
               const TensorRef& bias, const ConvParams& p, const TensorRef& workspace,
               const ConvBatchNorm* bn = nullptr);
+// Transposed convolution (the gradient of Conv2d with respect to its input):
+// in [N, Cin, H, W], weight [Cin, Cout/groups, KH, KW], bias absent or
+// [Cout], out [N, Cout, OH, OW] with OH = (H - 1) * stride - pad_begin -
+// pad_end + dilation * (KH - 1) + 1 + output_padding (the caller sizes out; an
+// output_padding row receives only the bias). Per image and group one GEMM
+// col = W^T X on the packed GEMM, then col2im adds col into out. Any strides,
+// floating dtypes, float32 compute; p.activation must be kNone. 1-D as 2-D
+// with H = KH = 1.
+Status ConvTranspose2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                       const TensorRef& bias, const ConvParams& p);
+rt::KernelInfo DescribeConvTranspose2d(const TensorRef& out, const TensorRef& in,
+                                       const TensorRef& weight, const TensorRef& bias,
+                                       const char* aten_op);
+
 rt::KernelInfo DescribeConv2d(const TensorRef& out, const TensorRef& in,
                               const TensorRef& weight, const TensorRef& bias,
                               const ConvParams& p, const char* aten_op);
