@@ -312,6 +312,35 @@ def test_batch_norm_training_fallback():
     torch.testing.assert_close(mt.running_var.cpu(), m.running_var)
 
 
+@pytest.mark.parametrize("dtype", [F32, BF16])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda t, w, b: F.instance_norm(t),
+        lambda t, w, b: F.instance_norm(t, weight=w, bias=b, eps=1e-3),
+        lambda t, w, b: F.batch_norm(t, None, None, w, b, training=True),  # no running stats
+        lambda t, w, b: F.batch_norm(t[:, :, 0], None, None, training=True),  # [N, C, L]
+        lambda t, w, b: F.batch_norm(t[:, :, 0, 0], None, None, training=True),  # [N, C]
+    ],
+)
+def test_batch_statistics_instance_norm(fn, dtype):
+    """_native_batch_norm_legit.no_stats: per-channel mean and biased variance of the
+    batch, one native launch (F.instance_norm views the input as one batch of N*C)."""
+    x = (make((2, 3, 5, 7)) * 3 + 1).to(dtype)
+    w, b = make((3,), salt="w").to(dtype), make((3,), salt="b").to(dtype)
+    want = fn(x.float(), w.float(), b.float()).to(dtype)
+    got = fn(to_trn(x, "channels_last") if x.dim() == 4 else x.to("trn"), w.to("trn"), b.to("trn"))
+    check(got, want)
+
+
+def test_batch_statistics_save_mean_and_invstd():
+    x = make((4, 3, 6, 5))
+    want = torch.ops.aten._native_batch_norm_legit.no_stats(x, None, None, True, 0.1, 1e-5)
+    got = torch.ops.aten._native_batch_norm_legit.no_stats(x.to("trn"), None, None, True, 0.1, 1e-5)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-5, atol=1e-5)
+
+
 # ---- pooling ------------------------------------------------------------------------------
 MAXPOOL = [
     dict(kernel_size=2),

@@ -13,8 +13,9 @@
 //
 // batch_norm: F.batch_norm reaches aten::native_batch_norm in eager mode and
 // aten::_native_batch_norm_legit_no_training in AOTAutograd inference graphs;
-// both run the inference kernel with running statistics, training mode goes
-// to the CPU fallback.
+// both run the inference kernel with running statistics. Batch statistics
+// without running ones (_native_batch_norm_legit.no_stats: instance_norm) are
+// native; training mode that updates running statistics goes to the CPU fallback.
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Pool.h>
@@ -25,13 +26,17 @@
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <tuple>
+#include <vector>
 
 #include "core/kernels/conv.h"
+#include "core/kernels/convert.h"
 #include "core/kernels/vision.h"
 #include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
@@ -238,6 +243,71 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormInference(
   return {out, save_mean, save_invstd};
 }
 
+// Batch statistics without running ones (_native_batch_norm_legit.no_stats:
+// F.instance_norm, which views [N, C, ...] as [1, N*C, ...], and batch_norm in
+// training mode with track_running_stats=False): one launch computes the
+// per-channel mean and biased variance over every dim but 1 (in double), then
+// normalizes with the inference kernel; save_mean / save_invstd in the input's
+// dtype, as torch.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBatchStats(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, double eps, const char* name) {
+  const at::Tensor w = weight.has_value() ? *weight : at::Tensor();
+  const at::Tensor b = bias.has_value() ? *bias : at::Tensor();
+  const int device = CommonDevice(name, {&input, &w, &b});
+  CheckFloating(input, name);
+  TORCH_CHECK(input.dim() >= 2, name, ": expected an input of at least 2 dims, got ",
+              input.sizes());
+  const int64_t c = input.size(1);
+  for (const at::Tensor* t : {&w, &b}) {
+    TORCH_CHECK(!t->defined() || (t->dim() == 1 && t->size(0) == c), name,
+                ": expected weight/bias of size [", c, "], got ", t->sizes());
+  }
+  TORCH_CHECK(input.numel() / std::max<int64_t>(c, 1) > 1, name,
+              ": expected more than 1 value per channel when training, got input size ",
+              input.sizes());
+  at::Tensor out = EmptyLike4d(input.sizes(), input, device);
+  at::Tensor save_mean = Empty({c}, input.scalar_type(), device);
+  at::Tensor save_invstd = Empty({c}, input.scalar_type(), device);
+  const at::Tensor stats = Empty({2, c}, at::kFloat, device);  // mean, var
+  const TensorRef ro = Ref(out, name), ri = Ref(input, name);
+  const TensorRef rw = w.defined() ? Ref(w, name) : NoRef();
+  const TensorRef rb = b.defined() ? Ref(b, name) : NoRef();
+  const TensorRef rsm = Ref(save_mean, name), rsi = Ref(save_invstd, name);
+  const TensorRef rmean = Ref(stats[0], name), rvar = Ref(stats[1], name);
+  uint32_t mask = 0;
+  for (int d = 0; d < input.dim(); ++d) mask |= d == 1 ? 0u : 1u << d;
+  Launch(device, kernels::DescribeBatchNorm(ro, ri, name), [=] {
+    auto keepdim = [&](TensorRef r) {  // [C] in Reduce's keepdim layout [1, C, 1, ...]
+      r.ndim = ri.ndim;
+      for (int d = 0; d < ri.ndim; ++d) {
+        r.sizes[d] = d == 1 ? c : 1;
+        r.strides[d] = d == 1 ? rmean.strides[0] : 0;
+      }
+      return r;
+    };
+    Status s = kernels::VarMean(keepdim(rvar), keepdim(rmean), ri, mask, 0.0, false);
+    if (s.ok()) s = kernels::BatchNormInference(ro, ri, rmean, rvar, rw, rb, eps);
+    if (!s.ok()) return s;
+    std::vector<float> v(static_cast<size_t>(c));
+    kernels::internal::LoadAsF32(DType::kFloat32, rvar.data, rvar.strides[0], c, v.data());
+    for (float& x : v) x = static_cast<float>(1.0 / std::sqrt(static_cast<double>(x) + eps));
+    kernels::internal::StoreFromF32(rsi.dtype, rsi.data, rsi.strides[0], c, v.data());
+    kernels::internal::LoadAsF32(DType::kFloat32, rmean.data, rmean.strides[0], c, v.data());
+    kernels::internal::StoreFromF32(rsm.dtype, rsm.data, rsm.strides[0], c, v.data());
+    return Status::Ok();
+  });
+  return {out, save_mean, save_invstd};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormLegitNoStats(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, bool training, double /*momentum*/, double eps) {
+  TORCH_CHECK(training, "aten::_native_batch_norm_legit.no_stats: running statistics are "
+              "required when not training");
+  return BatchNormBatchStats(input, weight, bias, eps, "aten::_native_batch_norm_legit");
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNorm(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& running_mean,
@@ -254,11 +324,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNorm(
       return at::native::call_fallback_fn<&CpuFallback, at::_ops::_native_batch_norm_legit>::
           call(input, weight, bias, mean, var, training, momentum, eps);
     }
-    if (training) {
-      return at::native::call_fallback_fn<&CpuFallback,
-                                          at::_ops::_native_batch_norm_legit_no_stats>::
-          call(input, weight, bias, training, momentum, eps);
-    }
+    if (training) return BatchNormBatchStats(input, weight, bias, eps, "aten::native_batch_norm");
     return at::native::call_fallback_fn<&CpuFallback, at::_ops::native_batch_norm>::call(
         input, weight, bias, running_mean, running_var, training, momentum, eps);
   }
@@ -485,6 +551,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("convolution_backward_overrideable", TORCH_FN(ConvolutionBackwardOverrideable));
   m.impl("native_batch_norm", TORCH_FN(NativeBatchNorm));
   m.impl("_native_batch_norm_legit_no_training", TORCH_FN(BatchNormLegitNoTraining));
+  m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(BatchNormLegitNoStats));
   m.impl("_native_batch_norm_legit", TORCH_FN(BatchNormLegit));
   m.impl("max_pool2d_with_indices", TORCH_FN(MaxPool2dWithIndices));
   m.impl("avg_pool2d", TORCH_FN(AvgPool2d));
