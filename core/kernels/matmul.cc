@@ -13,6 +13,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/common/assert.h"
@@ -373,11 +374,9 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
   // the GEMV path streams (Note [GEMV path]); the blocked GEMM would pack all
   // of A to pad one column to a micro-tile.
   if (n == 1 && m > 1 && packed_b == nullptr) {
-    Mat ta = mb, tb = ma;
-    ta.Transpose();
-    tb.Transpose();
-    ma = ta;
-    mb = tb;
+    std::swap(ma, mb);
+    ma.Transpose();
+    mb.Transpose();
     mo.Transpose();
     mc.Transpose();
   }
@@ -544,7 +543,10 @@ Status GatheredMatmul(const TensorRef& out, const TensorRef& w, const TensorRef&
 
 KernelInfo DescribeGatheredMatmul(const TensorRef& out, const TensorRef& w, const TensorRef& x,
                                   bool w_first, const char* aten_op) {
-  KernelInfo info = DescribeMatmul(out, x, x, TensorRef{}, aten_op);
+  KernelInfo info;
+  info.op = aten_op;
+  info.engine = rt::Engine::kTensor;
+  info.bytes_written = out.nbytes();
   switch (out.dtype) {
     case DType::kBFloat16: info.name = "gathered_matmul_bf16"; break;
     case DType::kFloat16: info.name = "gathered_matmul_f16"; break;
