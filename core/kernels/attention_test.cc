@@ -251,6 +251,21 @@ TEST(AttentionTest, DecodeAcrossKeyBlocks) {
   }
 }
 
+TEST(AttentionTest, DecodeOverACacheLargerThanL2) {
+  // k and v over kStreamBytes take the prefetching dot products (Note
+  // [Decode streams]); dv = 8 * 16 + 16 + 3 runs P @ V's eight-vector,
+  // one-vector and scalar columns on every target.
+  AttnCase c;
+  c.sq = 1;
+  c.skv = 1100;
+  c.d = 128;
+  c.dv = 147;
+  c.hq = 4;
+  c.hkv = 2;
+  c.mask = MaskKind::kBool;
+  RunCase(c);
+}
+
 TEST(AttentionTest, GivenScale) {
   AttnCase c;
   c.scale = 0.3;
