@@ -317,6 +317,56 @@ def test_eager_step_with_an_out_overload_writes_the_program_buffer():
     assert "index_f32" in keys and not any(k.startswith("copy_") for k in keys), keys
 
 
+class _HostTable(nn.Module):
+    """VideoMAE's pattern: a plain tensor attribute (not a buffer, so .to("trn")
+    leaves it on the CPU) moved to the input's device on every call."""
+
+    def __init__(self, cpu_output: bool = False):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.table = torch.randn(1, 4, 8)
+        self.cpu_output = cpu_output
+
+    def forward(self, x):
+        pos = self.table.detach().type_as(x).to(x.device, copy=True)
+        y = self.lin(x + pos * 2)
+        return (y, self.table * 3) if self.cpu_output else y
+
+
+def test_a_cpu_tensor_moved_to_the_device_per_call_is_a_program_input():
+    # Note [Host inputs]: the table is copied to trn when the program runs.
+    m = _HostTable().eval()
+    x = torch.randn(2, 4, 8)
+    with torch.no_grad():
+        want = m(x)
+        m.to("trn")
+        assert m.table.device.type == "cpu"
+        compiled = torch.compile(m, backend="trn")
+        got = compiled(x.to("trn"))
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+        m.table.add_(1.0)  # changed on the host: the next call copies the new values
+        got = compiled(x.to("trn"))
+        torch.testing.assert_close(got.cpu(), m.cpu()(x), rtol=1e-5, atol=1e-5)
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None and stats["num_kernels"] >= 1
+
+
+def test_a_graph_returning_a_cpu_tensor_still_runs_eagerly():
+    m = _HostTable(cpu_output=True).eval()
+    x = torch.randn(2, 4, 8)
+    with torch.no_grad():
+        want_y, want_t = m(x)
+        m.to("trn")
+        with warnings.catch_warnings(record=True):
+            warnings.simplefilter("always")
+            got_y, got_t = torch.compile(m, backend="trn")(x.to("trn"))
+    assert got_t.device.type == "cpu" and got_y.device.type == "trn"
+    torch.testing.assert_close(got_t, want_t)
+    torch.testing.assert_close(got_y.cpu(), want_y, rtol=1e-5, atol=1e-5)
+    stats = trnscope.compile_stats()
+    assert stats and "cpu" in str(stats[0]["fallback"]), stats
+
+
 @pytest.mark.parametrize("w_first", [True, False])
 def test_bmm_of_gathered_expert_weights_is_one_kernel(w_first):
     """Note [Gathered bmm]: transformers' batched_mm experts (MoE decode off the

@@ -231,13 +231,75 @@ def test_conv_transpose_profiles_one_kernel():
     assert k.count == 1 and k.device_time_total > 0
 
 
+# ---- 3-D convolutions -----------------------------------------------------------------------
+CONV3D = [
+    # (N, C, T, H, W), (Cout, KT, KH, KW), kwargs
+    ((2, 3, 4, 5, 5), (4, 3, 3, 3), dict(stride=2, padding=1)),
+    ((2, 3, 8, 32, 32), (8, 2, 16, 16), dict(stride=(2, 16, 16))),  # VideoMAE patch embedding
+    ((1, 4, 5, 9, 10), (6, 3, 3, 3), dict(stride=(1, 2, 1), padding=(1, 0, 2), dilation=(2, 1, 1),
+                                         groups=2)),
+    ((2, 4, 3, 6, 7), (4, 1, 3, 3), dict(padding=(0, 1, 1), groups=4)),  # depthwise, (1, 3, 3)
+    ((1, 2, 4, 6, 6), (3, 3, 3, 3), dict(padding="same")),
+    ((2, 8, 3, 4, 4), (5, 1, 1, 1), {}),  # pointwise
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV3D)))
+@pytest.mark.parametrize("bias", [True, False])
+def test_conv3d_geometry(case, bias):
+    shape, (cout, kt, kh, kw), kwargs = CONV3D[case]
+    groups = kwargs.get("groups", 1)
+    x = make(shape)
+    w = make((cout, shape[1] // groups, kt, kh, kw), salt="w")
+    b = make((cout,), salt="b") if bias else None
+    want = F.conv3d(x, w, b, **kwargs)
+    got = F.conv3d(x.to("trn"), w.to("trn"), b.to("trn") if bias else None, **kwargs)
+    check(got, want, conv=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("layout", ["contig", "channels_last_3d", "strided"])
+def test_conv3d_dtypes_layouts_and_module(dtype, layout):
+    m = nn.Conv3d(4, 6, (2, 3, 3), stride=(1, 2, 1), padding=(1, 1, 0), groups=2).eval()
+    x = make((2, 4, 3, 7, 6))
+    want = m.to(dtype)(x.to(dtype)).float()
+    m.to("trn")
+    if layout == "channels_last_3d":
+        xt = x.to(dtype).to(memory_format=torch.channels_last_3d).to("trn")
+    else:
+        xt = to_trn(x.to(dtype), layout)
+    got = m(xt)
+    assert got.dtype == dtype and got.device.type == "trn"
+    rtol, atol = tol(dtype, conv=True)
+    torch.testing.assert_close(got.float().cpu(), want, rtol=rtol, atol=atol)
+    if layout == "channels_last_3d":  # torch keeps channels_last_3d through a conv
+        assert got.is_contiguous(memory_format=torch.channels_last_3d)
+
+
+def test_conv3d_profiles_one_kernel_and_checks_its_input():
+    from torch.profiler import ProfilerActivity, profile
+
+    x, w = make((1, 2, 3, 4, 4)).to("trn"), make((3, 2, 2, 2, 2), salt="w").to("trn")
+    F.conv3d(x, w)
+    torch.trn.synchronize()
+    with profile(activities=[ProfilerActivity.PrivateUse1]) as prof:
+        F.conv3d(x, w)
+        torch.trn.synchronize()
+    (k,) = [e for e in prof.key_averages() if e.key == "conv3d_f32"]
+    assert k.count == 1 and k.device_time_total > 0
+    with pytest.raises(RuntimeError, match="[Kk]ernel size"):
+        F.conv3d(make((1, 2, 1, 4, 4)).to("trn"), w)
+    with pytest.raises(RuntimeError, match="expected input.* to have 4 channels"):
+        F.conv3d(x, make((3, 4, 2, 2, 2), salt="w").to("trn"))
+
+
 # ---- the CPU fallback for ops without a CPU kernel ------------------------------------------
-def test_conv3d_uses_cpu_fallback():
+def test_conv_transpose3d_uses_cpu_fallback():
     x = make((2, 3, 4, 5, 5))
-    w = make((4, 3, 3, 3, 3), salt="w")
+    w = make((3, 4, 3, 3, 3), salt="w")
     b = make((4,), salt="b")
-    want = F.conv3d(x, w, b, stride=2, padding=1)
-    got = F.conv3d(x.to("trn"), w.to("trn"), b.to("trn"), stride=2, padding=1)
+    want = F.conv_transpose3d(x, w, b, stride=2, padding=1)
+    got = F.conv_transpose3d(x.to("trn"), w.to("trn"), b.to("trn"), stride=2, padding=1)
     check(got, want, conv=True)
     assert trnscope.fallback_ops().get("aten::convolution_overrideable") == 1
 

@@ -8,8 +8,9 @@
 // aten::convolution_overrideable. Registering that op makes every 1-D/2-D
 // convolution one conv2d_* launch while autograd still records
 // ConvolutionBackward0 on aten::convolution. Transposed 1-D / 2-D ones are one
-// conv_transpose2d_* launch; 3-D convolutions go to the CPU fallback (Note
-// [overrideable ops on the CPU] in fallback.cc).
+// conv_transpose2d_* launch, 3-D ones one conv3d_* launch; transposed 3-D
+// convolutions go to the CPU fallback (Note [overrideable ops on the CPU] in
+// fallback.cc).
 //
 // batch_norm: F.batch_norm reaches aten::native_batch_norm in eager mode and
 // aten::_native_batch_norm_legit_no_training in AOTAutograd inference graphs;
@@ -133,6 +134,50 @@ at::Tensor ConvTranspose(const at::Tensor& input, const at::Tensor& weight,
   return out;
 }
 
+// 3-D convolutions (VideoMAE's and ViViT's patch embeddings, 3-D CNNs): one
+// conv3d_* launch (Note [conv3d] in conv.cc). The dtypes are checked by the caller.
+at::Tensor Conv3d(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
+                  c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
+                  c10::SymIntArrayRef dilation, int64_t groups, int device) {
+  constexpr const char* kName = "aten::convolution";
+  TORCH_CHECK(weight.dim() == 5, kName, ": expected a 5-D weight for a 5-D input, got ",
+              weight.sizes());
+  TORCH_CHECK(groups > 0 && input.size(1) % groups == 0 && weight.size(0) % groups == 0 &&
+                  weight.size(1) * groups == input.size(1),
+              kName, ": groups=", groups, ", weight of size ", weight.sizes(),
+              " do not fit an input of size ", input.sizes());
+  kernels::Conv3dParams p;
+  p.groups = groups;
+  std::vector<int64_t> out_sizes = {input.size(0), weight.size(0)};
+  for (int d = 0; d < 3; ++d) {
+    const auto at_d = [d](c10::SymIntArrayRef v) {
+      return v[v.size() == 1 ? 0 : d].guard_int(__FILE__, __LINE__);
+    };
+    p.stride[d] = at_d(stride);
+    p.pad[d] = at_d(padding);
+    p.dilation[d] = at_d(dilation);
+    const int64_t o = kernels::ConvOutputSize(input.size(d + 2), weight.size(d + 2), p.stride[d],
+                                              p.pad[d], p.pad[d], p.dilation[d]);
+    TORCH_CHECK(o > 0, kName, ": kernel size ", weight.sizes(), " (dilated) is larger than the ",
+                "padded input ", input.sizes());
+    out_sizes.push_back(o);
+  }
+  at::Tensor out;
+  if (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast3d) {
+    out = Empty({out_sizes[0], out_sizes[2], out_sizes[3], out_sizes[4], out_sizes[1]},
+                input.scalar_type(), device)
+              .permute({0, 4, 1, 2, 3});
+  } else {
+    out = Empty(out_sizes, input.scalar_type(), device);
+  }
+  if (out.numel() == 0) return out;
+  const TensorRef ri = Ref(input, kName), rw = Ref(weight, kName), ro = Ref(out, kName);
+  const TensorRef rb = bias.defined() ? Ref(bias, kName) : NoRef();
+  Launch(device, kernels::DescribeConv3d(ro, ri, rw, rb, kName),
+         [=] { return kernels::Conv3d(ro, ri, rw, rb, p); });
+  return out;
+}
+
 at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& weight,
                                    const std::optional<at::Tensor>& bias_opt,
                                    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
@@ -143,7 +188,7 @@ at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   if (transposed && (dims == 1 || dims == 2) && !NativeConvDisabled()) {
     return ConvTranspose(input, weight, bias_opt, stride, padding, dilation, output_padding, groups);
   }
-  if (transposed || (dims != 1 && dims != 2) || NativeConvDisabled()) {
+  if (transposed || dims < 1 || dims > 3 || NativeConvDisabled()) {
     return at::native::call_fallback_fn_symint<&CpuFallback,
                                                at::_ops::convolution_overrideable>::
         call(input, weight, bias_opt, stride, padding, dilation, transposed, output_padding,
@@ -160,6 +205,10 @@ at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& we
               ") should be the same");
   TORCH_CHECK(weight.dim() == input.dim(), kName, ": expected a ", input.dim(),
               "-D weight for a ", input.dim(), "-D input, got ", weight.sizes());
+  if (dims == 3) {
+    return Conv3d(input, weight, bias, stride, padding, dilation,
+                  groups.guard_int(__FILE__, __LINE__), device);
+  }
   kernels::ConvParams p;
   p.groups = groups.guard_int(__FILE__, __LINE__);
   for (int64_t d = 0; d < dims; ++d) {

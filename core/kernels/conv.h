@@ -70,6 +70,23 @@ rt::KernelInfo DescribeConvTranspose2d(const TensorRef& out, const TensorRef& in
                                        const TensorRef& weight, const TensorRef& bias,
                                        const char* aten_op);
 
+// 3-D convolution (video patch embeddings, 3-D CNNs), dims in (T, H, W)
+// order with symmetric padding: in [N, C, T, H, W], weight [Cout, C/groups,
+// KT, KH, KW], bias absent or [Cout], out [N, Cout, OT, OH, OW] (sizes from
+// ConvOutputSize). Any strides, floating dtypes (one for in/weight/out),
+// float32 compute; per image, group and output frame one GEMM on im2col
+// (Note [conv3d] in conv.cc).
+struct Conv3dParams {
+  int64_t stride[3] = {1, 1, 1};
+  int64_t pad[3] = {0, 0, 0};
+  int64_t dilation[3] = {1, 1, 1};
+  int64_t groups = 1;
+};
+Status Conv3d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+              const TensorRef& bias, const Conv3dParams& p);
+rt::KernelInfo DescribeConv3d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                              const TensorRef& bias, const char* aten_op);
+
 rt::KernelInfo DescribeConv2d(const TensorRef& out, const TensorRef& in,
                               const TensorRef& weight, const TensorRef& bias,
                               const ConvParams& p, const char* aten_op);

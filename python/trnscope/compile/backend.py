@@ -203,7 +203,10 @@ class _Lowering:
         self.consts: dict[fx.Node, Any] = {}  # numbers (specialized sizes)
         self.tensor_inputs: list[int] = []  # placeholder positions that are tensors
         self.num_placeholders = 0
-        self.cpu_inputs: list[int] = []  # positions in tensor_inputs of 0-dim CPU tensors
+        # Positions in tensor_inputs of CPU tensors copied to the device when the
+        # program runs: 0-dim ones, and host inputs (Note [Host inputs]).
+        self.cpu_inputs: list[int] = []
+        self.host_vals: set[int] = set()  # id() of the host inputs' values and their uses'
         self.device: torch.device | None = None  # of the first trn input
         self.attr_inputs: list[str] = []  # get_attr tensors, appended to the inputs
         # Every core node made from a call: how to run it as an aten op if the
@@ -215,9 +218,12 @@ class _Lowering:
         self.output_template: list = []
 
     # Meta of a FakeTensor as add_input/add_node take it.
-    @staticmethod
-    def _meta(v: torch.Tensor, cpu_scalar_ok: bool = False) -> dict:
-        if v.device.type != "trn" and not (cpu_scalar_ok and v.dim() == 0 and v.device.type == "cpu"):
+    def _meta(self, v: torch.Tensor, cpu_scalar_ok: bool = False) -> dict:
+        if (
+            v.device.type != "trn"
+            and id(v) not in self.host_vals
+            and not (cpu_scalar_ok and v.dim() == 0 and v.device.type == "cpu")
+        ):
             raise _Unsupported(f"a value lives on {v.device}, not on trn")
         return dict(
             dtype=v.dtype,
@@ -264,13 +270,51 @@ class _Lowering:
         self.reasons[gid] = reason or f"no core op for {node.target}"
         return gid
 
+    def _host_inputs(self) -> set[fx.Node]:
+        """Note [Host inputs]: a model may keep a tensor on the CPU that it moves to
+        the device on every call (VideoMAE's sinusoid position table, a plain
+        attribute that .to("trn") leaves behind: `table.type_as(x).to(x.device)`).
+        Such a CPU placeholder of any rank is copied to trn when the program runs,
+        and the ops between it and the move run on trn, when that cannot change
+        a result: no graph output is a CPU tensor, and every op on the CPU values
+        is pure (no mutation, no RNG) with one tensor output. Returns those placeholders and
+        CPU-valued nodes (empty when the rule does not hold; the graph then
+        runs eagerly, as before)."""
+        host: set[fx.Node] = set()
+        for node in self.gm.graph.nodes:
+            v = self.vals.get(node)
+            on_cpu = isinstance(v, torch.Tensor) and v.device.type == "cpu"
+            if node.op == "placeholder":
+                if on_cpu and v.dim() > 0:
+                    if not v.is_contiguous():  # .to(trn) would not keep its strides
+                        return set()
+                    host.add(node)
+                continue
+            if node.op == "output":
+                if any(a in host for a in pytree.tree_leaves(node.args[0])):
+                    return set()
+                continue
+            uses_host = any(a in host for a in pytree.tree_leaves((node.args, node.kwargs)))
+            if not uses_host:
+                continue
+            if not isinstance(v, torch.Tensor):
+                return set()  # a tuple or a number computed from host values
+            if on_cpu:
+                if not _pure(node):
+                    return set()
+                host.add(node)
+        return host
+
     def lower(self) -> None:
+        host = self._host_inputs()
+        self.host_vals = {id(self.vals[n]) for n in host}
         for i, node in enumerate(n for n in self.gm.graph.nodes if n.op == "placeholder"):
             self.num_placeholders = i + 1
             v = self.vals[node]
             if isinstance(v, torch.Tensor):
                 # A 0-dim CPU tensor mixes with trn tensors as in eager mode;
-                # it is copied to the device when the program runs.
+                # it and the host inputs (Note [Host inputs]) are copied to the
+                # device when the program runs.
                 self.ids[node] = self.g.add_input(**self._meta(v, cpu_scalar_ok=True))
                 if v.device.type != "trn":
                     self.cpu_inputs.append(len(self.tensor_inputs))
@@ -558,6 +602,10 @@ class _Lowering:
                 gid = self._lower_conv(node, args, kw)
                 if gid is not None:
                     return gid
+                return self._add_eager(
+                    node, reason="a transposed or 3-D convolution (the core lowers 1-D and 2-D "
+                    "ones): its native trn kernel runs"
+                )
             if t in _CLAMPS and self._tensor(args[0]) and v.dtype.is_floating_point:
                 gid = self._lower_clamp(node, t, args, kw)
                 if gid is not None:

@@ -215,6 +215,22 @@ def _vit(size: str):
     return T.ViTForImageClassification(cfg).eval(), {"pixel_values": x}
 
 
+def _videomae(size: str):
+    """Video: a Conv3d tubelet embedding (2 frames x patch^2, stride = kernel) and a CPU
+    position table the model moves to the device per call (Note [Host inputs])."""
+    import transformers as T
+
+    d = _dims(size)
+    image, patch = (32, 8) if size == "tiny" else (64, 16)
+    cfg = T.VideoMAEConfig(
+        image_size=image, patch_size=patch, num_frames=4, tubelet_size=2, **_layers(d),
+        num_labels=10,
+    )
+    torch.manual_seed(0)
+    x = torch.randn(d["batch"], 4, 3, image, image, generator=torch.Generator().manual_seed(1))
+    return T.VideoMAEForVideoClassification(cfg).eval(), {"pixel_values": x}
+
+
 class BasicBlock(nn.Module):
     """ResNet basic block: conv-bn-relu-conv-bn plus the (projected) identity."""
 
@@ -280,14 +296,15 @@ def _families() -> dict[str, Spec]:
         "whisper": Spec(_whisper, "last_hidden_state"),
         "wav2vec2": Spec(_wav2vec2, "last_hidden_state"),
         "vit": Spec(_vit, "logits"),
+        "videomae": Spec(_videomae, "logits"),
         "resnet": Spec(_resnet, ""),
         "mobilenet_v2": Spec(_mobilenet_v2, "logits"),
     }
 
 
 NAMES = (
-    "llama", "gpt2", "qwen2", "mixtral", "bert", "t5", "whisper", "wav2vec2", "vit", "resnet",
-    "mobilenet_v2",
+    "llama", "gpt2", "qwen2", "mixtral", "bert", "t5", "whisper", "wav2vec2", "vit", "videomae",
+    "resnet", "mobilenet_v2",
 )
 
 
