@@ -596,8 +596,9 @@ Status ConvTranspose2d(const TensorRef& out, const TensorRef& in, const TensorRe
 // K = Cg*KT*KH*KW in the weight's own (c, kt, kh, kw) order, so a contiguous
 // weight needs no reordering. col rows of a tap outside the padded input are
 // zero; the valid run of each row is one strided load. Bands of output rows
-// keep col near kColBytes. Video models' patch embeddings (VideoMAE, ViViT:
-// kernel = stride, no padding) are this with one band per frame.
+// (n, t, y) flattened keep col near kColBytes and span frames and images: a
+// video patch embedding (VideoMAE: 4x4 patches per frame) is one GEMM, not one
+// per frame (2.4 ms as 4 GEMMs of 16 pixels for VideoMAE at bench size).
 Status Conv3d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
               const TensorRef& bias, const Conv3dParams& p) {
   TRN_ASSERT(in.ndim == 5 && weight.ndim == 5 && out.ndim == 5, "conv3d operands must be 5-D");
@@ -616,10 +617,17 @@ Status Conv3d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   }
   if (out.numel() == 0) return Status::Ok();
   const int64_t taps = kdim[0] * kdim[1] * kdim[2], k = cg * taps, ow = odim[2];
+  // Output rows (n, t, y) flattened: a band spans frames and images, so small
+  // frames (a patch embedding's 4x4) share one GEMM instead of many skinny ones.
+  const int64_t total_rows = n * odim[0] * odim[1];
   const int64_t band = std::clamp<int64_t>(kColBytes / (4 * std::max<int64_t>(k * ow, 1)), 1,
-                                           odim[1]);
+                                           total_rows);
   std::vector<float> wf(static_cast<size_t>(cout * k)), bf(static_cast<size_t>(cout), 0.0f);
-  for (int64_t o = 0; o < cout; ++o) {  // [Cout][K], K in (c, kt, kh, kw) order
+  const bool w_dense = weight.strides[4] == 1 && weight.strides[3] == kdim[2] &&
+                       weight.strides[2] == kdim[1] * kdim[2] && weight.strides[1] == taps &&
+                       weight.strides[0] == k;
+  if (w_dense) internal::LoadAsF32(weight.dtype, weight.data, 1, cout * k, wf.data());
+  for (int64_t o = 0; o < (w_dense ? 0 : cout); ++o) {  // [Cout][K], K in (c, kt, kh, kw) order
     for (int64_t c = 0; c < cg; ++c) {
       for (int64_t kt = 0; kt < kdim[0]; ++kt) {
         for (int64_t kh = 0; kh < kdim[1]; ++kh) {
@@ -637,57 +645,52 @@ Status Conv3d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   std::vector<float> col(static_cast<size_t>(k * band * ow)), tile(static_cast<size_t>(og * band * ow));
   const int64_t in_item = static_cast<int64_t>(ItemSize(in.dtype));
   const int64_t out_item = static_cast<int64_t>(ItemSize(out.dtype));
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t g = 0; g < groups; ++g) {
-      for (int64_t t = 0; t < odim[0]; ++t) {
-        for (int64_t y0 = 0; y0 < odim[1]; y0 += band) {
-          const int64_t rows = std::min(band, odim[1] - y0), np = rows * ow;
-          for (int64_t c = 0; c < cg; ++c) {
-            for (int64_t kt = 0; kt < kdim[0]; ++kt) {
-              const int64_t it = t * p.stride[0] - p.pad[0] + kt * p.dilation[0];
-              for (int64_t kh = 0; kh < kdim[1]; ++kh) {
-                for (int64_t kw = 0; kw < kdim[2]; ++kw) {
-                  float* row = col.data() + (((c * kdim[0] + kt) * kdim[1] + kh) * kdim[2] + kw) * np;
-                  if (it < 0 || it >= idim[0]) {
-                    std::fill_n(row, np, 0.0f);
-                    continue;
-                  }
-                  int64_t x_lo, x_hi;
-                  const int64_t x_off = kw * p.dilation[2] - p.pad[2];
-                  ValidRange(ow, p.stride[2], x_off, idim[2], &x_lo, &x_hi);
-                  for (int64_t y = y0; y < y0 + rows; ++y) {
-                    float* dst = row + (y - y0) * ow;
-                    const int64_t iy = y * p.stride[1] - p.pad[1] + kh * p.dilation[1];
-                    if (iy < 0 || iy >= idim[1] || x_lo >= x_hi) {
-                      std::fill_n(dst, ow, 0.0f);
-                      continue;
-                    }
-                    std::fill_n(dst, x_lo, 0.0f);
-                    std::fill(dst + x_hi, dst + ow, 0.0f);
-                    const int64_t off = b * in.strides[0] + (g * cg + c) * in.strides[1] +
-                                        it * in.strides[2] + iy * in.strides[3] +
-                                        (x_lo * p.stride[2] + x_off) * in.strides[4];
-                    internal::LoadAsF32(in.dtype, static_cast<const char*>(in.data) + off * in_item,
-                                        in.strides[4] * p.stride[2], x_hi - x_lo, dst + x_lo);
-                  }
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t r0 = 0; r0 < total_rows; r0 += band) {
+      const int64_t rows = std::min(band, total_rows - r0), np = rows * ow;
+      for (int64_t r = r0; r < r0 + rows; ++r) {
+        const int64_t y = r % odim[1], t = (r / odim[1]) % odim[0], b = r / (odim[1] * odim[0]);
+        for (int64_t c = 0; c < cg; ++c) {
+          for (int64_t kt = 0; kt < kdim[0]; ++kt) {
+            const int64_t it = t * p.stride[0] - p.pad[0] + kt * p.dilation[0];
+            for (int64_t kh = 0; kh < kdim[1]; ++kh) {
+              const int64_t iy = y * p.stride[1] - p.pad[1] + kh * p.dilation[1];
+              const bool inside = it >= 0 && it < idim[0] && iy >= 0 && iy < idim[1];
+              for (int64_t kw = 0; kw < kdim[2]; ++kw) {
+                float* dst = col.data() +
+                             (((c * kdim[0] + kt) * kdim[1] + kh) * kdim[2] + kw) * np +
+                             (r - r0) * ow;
+                int64_t x_lo = 0, x_hi = 0;
+                const int64_t x_off = kw * p.dilation[2] - p.pad[2];
+                if (inside) ValidRange(ow, p.stride[2], x_off, idim[2], &x_lo, &x_hi);
+                if (x_lo >= x_hi) {
+                  std::fill_n(dst, ow, 0.0f);
+                  continue;
                 }
+                std::fill_n(dst, x_lo, 0.0f);
+                std::fill(dst + x_hi, dst + ow, 0.0f);
+                const int64_t off = b * in.strides[0] + (g * cg + c) * in.strides[1] +
+                                    it * in.strides[2] + iy * in.strides[3] +
+                                    (x_lo * p.stride[2] + x_off) * in.strides[4];
+                internal::LoadAsF32(in.dtype, static_cast<const char*>(in.data) + off * in_item,
+                                    in.strides[4] * p.stride[2], x_hi - x_lo, dst + x_lo);
               }
             }
           }
-          const TensorRef bias_ref =
-              Mat2(bf.data() + g * og, DType::kFloat32, og, np, 1, 0);
-          const Status st = Matmul(Mat2(tile.data(), DType::kFloat32, og, np, np, 1),
-                                   Mat2(wf.data() + g * og * k, DType::kFloat32, og, k, k, 1),
-                                   Mat2(col.data(), DType::kFloat32, k, np, np, 1), bias_ref);
-          if (!st.ok()) return st;
-          for (int64_t o = 0; o < og; ++o) {
-            for (int64_t y = 0; y < rows; ++y) {
-              const int64_t off = b * out.strides[0] + (g * og + o) * out.strides[1] +
-                                  t * out.strides[2] + (y0 + y) * out.strides[3];
-              internal::StoreFromF32(out.dtype, static_cast<char*>(out.data) + off * out_item,
-                                     out.strides[4], ow, tile.data() + o * np + y * ow);
-            }
-          }
+        }
+      }
+      const TensorRef bias_ref = Mat2(bf.data() + g * og, DType::kFloat32, og, np, 1, 0);
+      const Status st = Matmul(Mat2(tile.data(), DType::kFloat32, og, np, np, 1),
+                               Mat2(wf.data() + g * og * k, DType::kFloat32, og, k, k, 1),
+                               Mat2(col.data(), DType::kFloat32, k, np, np, 1), bias_ref);
+      if (!st.ok()) return st;
+      for (int64_t r = r0; r < r0 + rows; ++r) {
+        const int64_t y = r % odim[1], t = (r / odim[1]) % odim[0], b = r / (odim[1] * odim[0]);
+        for (int64_t o = 0; o < og; ++o) {
+          const int64_t off = b * out.strides[0] + (g * og + o) * out.strides[1] +
+                              t * out.strides[2] + y * out.strides[3];
+          internal::StoreFromF32(out.dtype, static_cast<char*>(out.data) + off * out_item,
+                                 out.strides[4], ow, tile.data() + o * np + (r - r0) * ow);
         }
       }
     }
