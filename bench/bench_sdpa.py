@@ -59,6 +59,7 @@ def main() -> None:
         (1, 8, 512, 512, 64, False),
         (2, 8, 128, 128, 128, True),
         (1, 32, 1, 1024, 128, False),  # decode: one query against a KV cache
+        (1, 32, 1, 4096, 128, False),  # long-context decode: the cache streams from DRAM
     ]
     if args.quick:
         shapes = [(1, 4, 256, 256, 64, True), (1, 8, 1, 512, 128, False)]

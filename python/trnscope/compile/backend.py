@@ -277,9 +277,9 @@ class _Lowering:
         Such a CPU placeholder of any rank is copied to trn when the program runs,
         and the ops between it and the move run on trn, when that cannot change
         a result: no graph output is a CPU tensor, and every op on the CPU values
-        is pure (no mutation, no RNG) with one tensor output. Returns those placeholders and
-        CPU-valued nodes (empty when the rule does not hold; the graph then
-        runs eagerly, as before)."""
+        is pure (no mutation, no RNG) with one tensor output. Returns those
+        placeholders and CPU-valued nodes (empty when the rule does not hold:
+        the graph then runs eagerly, as before)."""
         host: set[fx.Node] = set()
         for node in self.gm.graph.nodes:
             v = self.vals.get(node)
@@ -603,8 +603,8 @@ class _Lowering:
                 if gid is not None:
                     return gid
                 return self._add_eager(
-                    node, reason="a transposed or 3-D convolution (the core lowers 1-D and 2-D "
-                    "ones): its native trn kernel runs"
+                    node, reason="a convolution the core does not lower (it takes 1-D and 2-D, "
+                    "not transposed): trn's native kernel runs"
                 )
             if t in _CLAMPS and self._tensor(args[0]) and v.dtype.is_floating_point:
                 gid = self._lower_clamp(node, t, args, kw)
