@@ -10,7 +10,9 @@
 #include <ATen/ops/result_type.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_local_scalar_dense.h>
+#include <ATen/ops/nll_loss_forward_ops.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -18,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -645,6 +648,64 @@ at::Tensor Histc(const at::Tensor& self, int64_t bins, const at::Scalar& min,
   return HistcOut(self, bins, min, max, out);
 }
 
+// ---- nll_loss ----------------------------------------------------------------------
+// cross_entropy = log_softmax + nll_loss: a causal LM's loss when labels are
+// given (perplexity evaluation). One kernel; the host only checks shapes.
+// uint8 targets (torch allows Byte) take the CPU fallback.
+std::tuple<at::Tensor&, at::Tensor&> NllLossForwardOut(const at::Tensor& self,
+                                                       const at::Tensor& target,
+                                                       const std::optional<at::Tensor>& weight_opt,
+                                                       int64_t reduction, c10::SymInt ignore,
+                                                       at::Tensor& output,
+                                                       at::Tensor& total_weight) {
+  const char* name = "aten::nll_loss_forward";
+  at::Tensor weight = weight_opt.has_value() ? *weight_opt : at::Tensor();
+  const int device = CommonDevice(name, {&self, &target, &weight, &output, &total_weight});
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "input tensor should be 1D or 2D");
+  TORCH_CHECK(target.dim() <= 1, "0D or 1D target tensor expected, multi-target not supported");
+  const bool no_batch = self.dim() == 1 && target.dim() == 0;
+  TORCH_CHECK(no_batch || self.size(0) == target.size(0), "size mismatch (got input: ",
+              self.sizes(), ", target: ", target.sizes(), ")");
+  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kByte,
+              "expected target dtype to be Long or Byte, but got ", target.scalar_type());
+  if (target.scalar_type() == at::kByte) {  // trn has no uint8 kernels: CPU PyTorch's
+    return at::native::call_fallback_fn_symint<&CpuFallback, at::_ops::nll_loss_forward_output>::call(
+        self, target, weight_opt, reduction, std::move(ignore), output, total_weight);
+  }
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), name, ": expected a floating input, got ",
+              self.scalar_type());
+  const int64_t classes = self.size(-1);
+  TORCH_CHECK(!weight.defined() || (weight.dim() <= 1 && weight.numel() == classes),
+              "weight tensor should be defined either for all ", classes,
+              " classes or no classes but got weight tensor of shape: ", weight.sizes());
+  TORCH_CHECK(!weight.defined() || weight.scalar_type() == self.scalar_type(), name,
+              ": expected weight of dtype ", self.scalar_type(), ", got ", weight.scalar_type());
+  TORCH_CHECK(reduction >= 0 && reduction <= 2, name, ": reduction must be 0 (none), 1 (mean) ",
+              "or 2 (sum), got ", reduction);
+  if (weight.defined() && weight.dim() == 0) weight = weight.unsqueeze(0);
+  const bool rows = reduction == 0 && self.dim() == 2;
+  PrepareOut(output, rows ? at::IntArrayRef{self.size(0)} : at::IntArrayRef{},
+             self.scalar_type(), name);
+  PrepareOut(total_weight, {}, self.scalar_type(), name);
+  const TensorRef o = Ref(output, name), tw = Ref(total_weight, name), i = Ref(self, name);
+  const TensorRef t = Ref(target, name), w = weight.defined() ? Ref(weight, name) : NoRef();
+  const int64_t ignore_index = ignore.guard_int(__FILE__, __LINE__);
+  LaunchIndexing(device, IndexingKernel::kNllLoss, o, &i, name,
+                 [=] { return kernels::NllLoss(o, tw, i, t, w, static_cast<int>(reduction),
+                                               ignore_index); });
+  return {output, total_weight};
+}
+
+std::tuple<at::Tensor, at::Tensor> NllLossForward(const at::Tensor& self, const at::Tensor& target,
+                                                  const std::optional<at::Tensor>& weight,
+                                                  int64_t reduction, c10::SymInt ignore_index) {
+  const int device = DeviceIndex(self);
+  at::Tensor output = Empty({0}, self.scalar_type(), device);
+  at::Tensor total_weight = Empty({}, self.scalar_type(), device);
+  NllLossForwardOut(self, target, weight, reduction, std::move(ignore_index), output, total_weight);
+  return {output, total_weight};
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -689,6 +750,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isin.Tensor_Scalar", TORCH_FN(IsInScalar));
   m.impl("histc", TORCH_FN(Histc));
   m.impl("histc.out", TORCH_FN(HistcOut));
+  m.impl("nll_loss_forward", TORCH_FN(NllLossForward));
+  m.impl("nll_loss_forward.output", TORCH_FN(NllLossForwardOut));
 }
 
 }  // namespace trn::bridge::ops

@@ -640,6 +640,61 @@ Status Histc(const TensorRef& out, const TensorRef& in, int64_t bins, double lo,
   return status;
 }
 
+Status NllLoss(const TensorRef& out, const TensorRef& total_weight, const TensorRef& in,
+               const TensorRef& target, const TensorRef& weight, int reduction,
+               int64_t ignore_index) {
+  TRN_ASSERT((in.ndim == 1 || in.ndim == 2) && IsFloating(in.dtype) &&
+                 target.dtype == DType::kInt64 &&
+                 target.ndim == in.ndim - 1 && reduction >= 0 && reduction <= 2 &&
+                 out.dtype == in.dtype && total_weight.dtype == in.dtype,
+             "nll_loss: in [N, C] or [C] floating, target [N] int64, out of in's dtype");
+  const int64_t n = in.ndim == 2 ? in.sizes[0] : 1, c = in.sizes[in.ndim - 1];
+  const int64_t row = in.ndim == 2 ? in.strides[0] : 0, col = in.strides[in.ndim - 1];
+  const int64_t tstride = target.ndim == 1 ? target.strides[0] : 0;
+  TRN_ASSERT(target.ndim == 0 || target.sizes[0] == n, "nll_loss: target [N] for in [N, C]");
+  TRN_ASSERT(weight.data == nullptr || (weight.ndim == 1 && weight.sizes[0] == c &&
+                                        weight.dtype == in.dtype),
+             "nll_loss: weight [C] of in's dtype");
+  auto label = [&](int64_t i) { return target.ptr<const int64_t>()[i * tstride]; };
+  for (int64_t i = 0; i < n; ++i) {  // checked first, so a bad target writes nothing
+    const int64_t t = label(i);
+    if (t != ignore_index && (t < 0 || t >= c)) {
+      return Status::Error("Target " + std::to_string(t) + " is out of bounds.");
+    }
+  }
+  internal::VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T> || std::is_same_v<T, internal::BF16> ||
+                  std::is_same_v<T, internal::F16>) {
+      auto f64 = [](T v) -> double {
+        if constexpr (std::is_floating_point_v<T>) return static_cast<double>(v);
+        else return static_cast<double>(internal::ToF32(v));
+      };
+      auto store = [](T* p, double v) {
+        if constexpr (std::is_floating_point_v<T>) *p = static_cast<T>(v);
+        else *p = internal::Cast<T>(static_cast<float>(v));
+      };
+      const T* x = in.ptr<const T>();
+      double sum = 0, wsum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t t = label(i);
+        double loss = 0;
+        if (t != ignore_index) {
+          const double w = weight.data == nullptr ? 1.0 : f64(weight.ptr<const T>()[t * weight.strides[0]]);
+          loss = -w * f64(x[i * row + t * col]);
+          sum += loss;
+          wsum += w;
+        }
+        if (reduction == 0) store(out.ptr<T>() + (out.ndim == 1 ? i * out.strides[0] : 0), loss);
+      }
+      if (reduction == 1) store(out.ptr<T>(), sum / wsum);  // 0 / 0 = NaN when nothing counts
+      if (reduction == 2) store(out.ptr<T>(), sum);
+      store(total_weight.ptr<T>(), reduction == 0 ? 0.0 : wsum);
+    }
+  });
+  return Status::Ok();
+}
+
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op) {
   static constexpr const char* kNames[][7] = {
@@ -649,7 +704,7 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
       TRN_DTYPE_NAMES("cumsum"),    TRN_DTYPE_NAMES("cumprod"),     TRN_DTYPE_NAMES("sort"),
       TRN_DTYPE_NAMES("topk"),      TRN_DTYPE_NAMES("flip"),        TRN_DTYPE_NAMES("roll"),
       TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"), TRN_DTYPE_NAMES("isin"),
-      TRN_DTYPE_NAMES("histc"),
+      TRN_DTYPE_NAMES("histc"),     TRN_DTYPE_NAMES("nll_loss"),
   };
   KernelInfo info;
   const DType named = in != nullptr ? in->dtype : out.dtype;
@@ -658,7 +713,8 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
   const bool math = kernel == IndexingKernel::kScatterAdd ||
                     kernel == IndexingKernel::kIndexPutAdd || kernel == IndexingKernel::kCumsum ||
                     kernel == IndexingKernel::kCumprod || kernel == IndexingKernel::kSort ||
-                    kernel == IndexingKernel::kTopk || kernel == IndexingKernel::kHistc;
+                    kernel == IndexingKernel::kTopk || kernel == IndexingKernel::kHistc ||
+                    kernel == IndexingKernel::kNllLoss;
   info.engine = math ? rt::Engine::kVector : rt::Engine::kDma;
   info.flops = math ? static_cast<uint64_t>(in != nullptr ? in->numel() : out.numel()) : 0;
   info.bytes_read = in != nullptr ? internal::DistinctBytes(*in) : 0;

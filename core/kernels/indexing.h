@@ -99,12 +99,26 @@ Status IsIn(const TensorRef& out, const TensorRef& elements, const TensorRef& te
 // hi truncated. out 1-D [bins] of in's dtype.
 Status Histc(const TensorRef& out, const TensorRef& in, int64_t bins, double lo, double hi);
 
+// nll_loss (cross_entropy after log_softmax: a causal LM's loss with labels):
+// in [N, C] floating (or [C] with a 0-dim target), target [N] int64,
+// weight absent or [C] of in's dtype. Row i counts unless target[i] ==
+// ignore_index: loss_i = -w[t] * in[i, t]. reduction 0 (none): out [N] (0-dim
+// for 1-D in) holds loss_i, 0 where ignored; 1 (mean): out 0-dim = sum loss_i /
+// sum w[t] (NaN when nothing counts, as torch); 2 (sum): the sum. total_weight
+// 0-dim of in's dtype: sum w[t] over the counted rows (0 for none). Sums in
+// float64. A target outside [0, C) that is not ignore_index is a Status
+// error naming it ("Target 7 is out of bounds."), nothing written.
+Status NllLoss(const TensorRef& out, const TensorRef& total_weight, const TensorRef& in,
+               const TensorRef& target, const TensorRef& weight, int reduction,
+               int64_t ignore_index);
+
 // KernelInfo of the kernels above: the name is the kernel's stem with the
 // dtype of `data` ("gather_f32", "sort_bf16"); bytes: `out` written, `in`
 // (when given) read.
 enum class IndexingKernel : uint8_t {
   kArange, kTril, kTriu, kGather, kScatter, kScatterAdd, kIndex, kIndexPut, kIndexPutAdd,
   kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex, kIsIn, kHistc,
+  kNllLoss,
 };
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op);

@@ -1,0 +1,152 @@
+"""nll_loss / cross_entropy on trn against CPU PyTorch: every reduction, class
+weights, ignore_index, 1-D input, non-contiguous input, every floating dtype
+(uint8 targets take the CPU fallback); bad targets and shapes fail with torch's messages; a causal
+LM's loss with labels runs without the CPU fallback.
+
+Tolerances: the kernel sums in float64, CPU PyTorch in the element type, so
+float32 agrees to 1e-6 relative; 16-bit results are rounded once (one ulp).
+"""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import trnscope
+
+FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+TOL = {torch.float32: 1e-6, torch.float64: 1e-12, torch.bfloat16: 1e-2, torch.float16: 1e-3}
+
+
+@pytest.fixture(autouse=True)
+def no_fallback(request):
+    before = trnscope.fallback_ops()
+    yield
+    if "fallback" not in request.node.name:
+        assert trnscope.fallback_ops() == before, "nll_loss went through the CPU fallback"
+
+
+def _inputs(n=13, c=7, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, c, generator=g).log_softmax(-1).to(dtype)
+    t = torch.randint(0, c, (n,), generator=g)
+    t[::4] = -100  # ignored rows
+    w = torch.rand(c, generator=g).to(dtype)
+    return x, t, w
+
+
+def _close(got, want, dtype):
+    assert got.device.type == "trn" and got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, rtol=TOL[dtype], atol=TOL[dtype], equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nll_loss_matches_cpu(dtype, reduction, weighted):
+    x, t, w = _inputs(dtype=dtype)
+    w = w if weighted else None
+    want = F.nll_loss(x, t, weight=w, reduction=reduction)
+    got = F.nll_loss(x.to("trn"), t.to("trn"), weight=None if w is None else w.to("trn"),
+                     reduction=reduction)
+    _close(got, want, dtype)
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_total_weight_and_the_out_overload(reduction):
+    x, t, w = _inputs()
+    want, want_tw = torch.ops.aten.nll_loss_forward(x, t, w, reduction, -100)
+    out = torch.empty(5, device="trn")  # resized like torch's out=
+    tw = torch.empty(2, device="trn")
+    got, got_tw = torch.ops.aten.nll_loss_forward.output(
+        x.to("trn"), t.to("trn"), w.to("trn"), reduction, -100, output=out, total_weight=tw
+    )
+    assert got.data_ptr() == out.data_ptr() or got.shape != (5,)
+    _close(got, want, torch.float32)
+    _close(got_tw, want_tw, torch.float32)
+
+
+def test_ignore_index_everywhere_gives_nan_mean_and_zero_sum():
+    x, _, _ = _inputs()
+    t = torch.full((x.shape[0],), 5)
+    for reduction in ["mean", "sum", "none"]:
+        want = F.nll_loss(x, t, ignore_index=5, reduction=reduction)
+        got = F.nll_loss(x.to("trn"), t.to("trn"), ignore_index=5, reduction=reduction)
+        _close(got, want, torch.float32)
+
+
+def test_uint8_targets_use_the_cpu_fallback():
+    x, t, w = _inputs(n=6, c=9)
+    tb = t.clamp(min=0).to(torch.uint8)
+    before = trnscope.fallback_ops().get("aten::nll_loss_forward.output", 0)
+    _close(F.nll_loss(x.to("trn"), tb.to("trn"), w.to("trn")), F.nll_loss(x, tb, w), torch.float32)
+    assert trnscope.fallback_ops().get("aten::nll_loss_forward.output", 0) == before + 1
+
+
+def test_one_dim_input_and_strided_input():
+    x, t, w = _inputs(n=6, c=9)
+    for reduction in ["none", "mean", "sum"]:  # [C] input, 0-dim target
+        want = F.nll_loss(x[2], t[1], reduction=reduction)
+        got = F.nll_loss(x[2].to("trn"), t[1].to("trn"), reduction=reduction)
+        _close(got, want, torch.float32)
+    xt = x.t().contiguous().to("trn").t()  # column-major [N, C]
+    assert not xt.is_contiguous()
+    _close(F.nll_loss(xt, t.to("trn"), reduction="none"), F.nll_loss(x, t, reduction="none"),
+           torch.float32)
+
+
+@pytest.mark.parametrize("label_smoothing", [0.0, 0.1])
+def test_cross_entropy_matches_cpu(label_smoothing):
+    g = torch.Generator().manual_seed(4)
+    logits, t = torch.randn(3, 10, 11, generator=g), torch.randint(0, 11, (3, 10), generator=g)
+    want = F.cross_entropy(logits.flatten(0, 1), t.flatten(), label_smoothing=label_smoothing)
+    got = F.cross_entropy(logits.to("trn").flatten(0, 1), t.to("trn").flatten(),
+                          label_smoothing=label_smoothing)
+    _close(got, want, torch.float32)
+
+
+def test_bad_targets_and_shapes():
+    x, t, w = _inputs()
+    xt = x.to("trn")
+    bad = t.clone()
+    bad[3] = 7  # == C
+    with pytest.raises(RuntimeError, match="Target 7 is out of bounds"):
+        F.nll_loss(xt, bad.to("trn")).cpu()
+    bad[3] = -2
+    with pytest.raises(RuntimeError, match="Target -2 is out of bounds"):
+        F.nll_loss(xt, bad.to("trn")).cpu()
+    with pytest.raises(RuntimeError, match="expected target dtype to be Long or Byte"):
+        F.nll_loss(xt, t.to(torch.int32).to("trn"))
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        torch.ops.aten.nll_loss_forward(xt, t[:5].to("trn"), None, 1, -100)
+    with pytest.raises(RuntimeError, match="weight tensor should be defined"):
+        F.nll_loss(xt, t.to("trn"), weight=w[:3].to("trn"))
+
+
+def test_profiled_as_one_kernel():
+    from torch.profiler import ProfilerActivity, profile
+
+    x, t, _ = _inputs()
+    xt, tt = x.to("trn"), t.to("trn")
+    F.nll_loss(xt, tt)
+    torch.trn.synchronize()
+    with profile(activities=[ProfilerActivity.PrivateUse1]) as prof:
+        F.nll_loss(xt, tt)
+        torch.trn.synchronize()
+    (k,) = [e for e in prof.key_averages() if e.key == "nll_loss_f32"]
+    assert k.count == 1
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_causal_lm_loss_with_labels(name):
+    pytest.importorskip("transformers")
+    from trnscope.studies import zoo
+
+    spec = zoo.get(name)
+    model, inputs = spec.build("tiny")
+    ids = inputs["input_ids"]
+    with torch.no_grad():
+        want = model(**inputs, labels=ids).loss
+        model.to("trn")
+        got = model(**zoo.to_device(inputs, "trn"), labels=ids.to("trn")).loss
+    assert got.device.type == "trn"
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
