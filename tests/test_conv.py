@@ -528,7 +528,7 @@ UPSAMPLE = [
 
 
 @pytest.mark.parametrize("case", range(len(UPSAMPLE)))
-@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bilinear_ac"])
+@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bilinear_ac", "bicubic", "bicubic_ac"])
 def test_upsample2d(case, mode):
     kwargs = dict(UPSAMPLE[case])
     if mode != "nearest":
@@ -540,12 +540,25 @@ def test_upsample2d(case, mode):
 
 
 @pytest.mark.parametrize("dtype", [BF16, F16])
-@pytest.mark.parametrize("mode", ["nearest", "linear", "bilinear"])
+@pytest.mark.parametrize("mode", ["nearest", "linear", "bilinear", "bicubic"])
 def test_upsample_dtypes_1d(dtype, mode):
-    x = make((2, 3, 6, 5) if mode == "bilinear" else (2, 3, 7), dtype)
+    x = make((2, 3, 6, 5) if mode in ("bilinear", "bicubic") else (2, 3, 7), dtype)
     kwargs = {} if mode == "nearest" else dict(align_corners=False)
     want = F.interpolate(x.float(), scale_factor=3, mode=mode, **kwargs).to(dtype)
     check(F.interpolate(to_trn(x, "channels_last"), scale_factor=3, mode=mode, **kwargs), want)
+
+
+def test_bicubic_position_embedding_interpolation_and_the_antialias_fallback():
+    # ViT's interpolate_pos_encoding: a 4x4 grid of patch embeddings to 6x5, as
+    # transformers does for an image larger than the config's; also the
+    # antialiased form, which takes the CPU fallback.
+    x = make((1, 32, 4, 4))
+    want = F.interpolate(x, size=(6, 5), mode="bicubic", align_corners=False)
+    check(F.interpolate(x.to("trn"), size=(6, 5), mode="bicubic", align_corners=False), want)
+    before = trnscope.fallback_ops().get("aten::_upsample_bicubic2d_aa.out", 0)
+    want = F.interpolate(x, size=(2, 3), mode="bicubic", antialias=True)
+    check(F.interpolate(x.to("trn"), size=(2, 3), mode="bicubic", antialias=True), want)
+    assert trnscope.fallback_ops().get("aten::_upsample_bicubic2d_aa.out", 0) == before + 1
 
 
 # ---- a small CNN end to end ---------------------------------------------------------------

@@ -135,3 +135,22 @@ def test_bfloat16_eager_and_compiled_match_cpu(name):
         assert got.dtype == torch.bfloat16
         torch.testing.assert_close(got.float().cpu(), want, rtol=3e-2, atol=atol)
     _assert_no_fallback()
+
+
+def test_vit_at_another_resolution_interpolates_its_position_embeddings():
+    # interpolate_pos_encoding=True: a bicubic upsample of the patch-position grid.
+    spec = zoo.get("vit")
+    model, _ = spec.build("tiny")
+    x = torch.randn(2, 3, 48, 40, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        want = model(pixel_values=x, interpolate_pos_encoding=True).logits
+        model.to("trn")
+        xt = x.to("trn")
+        got = model(pixel_values=xt, interpolate_pos_encoding=True).logits
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            compiled = torch.compile(model, backend="trn")(pixel_values=xt, interpolate_pos_encoding=True)
+    torch.testing.assert_close(got.cpu(), want, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(compiled.logits.cpu(), want, rtol=RTOL, atol=ATOL)
+    assert all(s["fallback"] is None for s in trnscope.compile_stats())
+    _assert_no_fallback()

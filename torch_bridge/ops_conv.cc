@@ -566,7 +566,9 @@ at::Tensor Upsample(const at::Tensor& self, c10::SymIntArrayRef output_size,
   }
   const kernels::VisionKernel k = mode == kernels::UpsampleMode::kNearest
                                       ? kernels::VisionKernel::kUpsampleNearest2d
-                                      : kernels::VisionKernel::kUpsampleBilinear2d;
+                                  : mode == kernels::UpsampleMode::kBilinear
+                                      ? kernels::VisionKernel::kUpsampleBilinear2d
+                                      : kernels::VisionKernel::kUpsampleBicubic2d;
   Launch(device, kernels::DescribeVision(k, ro, ri, 1, name), [=] {
     return kernels::Upsample2d(ro, ri, mode, align_corners, scale_h, scale_w);
   });
@@ -583,6 +585,14 @@ at::Tensor UpsampleBilinear2d(const at::Tensor& self, c10::SymIntArrayRef output
                               std::optional<double> sw) {
   return Upsample(self, output_size, kernels::UpsampleMode::kBilinear, align_corners, sh, sw,
                   "aten::upsample_bilinear2d");
+}
+// Bicubic without antialias (ViT / DINOv2 / CLIP position-embedding
+// interpolation); the antialiased form takes the CPU fallback.
+at::Tensor UpsampleBicubic2d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                             bool align_corners, std::optional<double> sh,
+                             std::optional<double> sw) {
+  return Upsample(self, output_size, kernels::UpsampleMode::kBicubic, align_corners, sh, sw,
+                  "aten::upsample_bicubic2d");
 }
 at::Tensor UpsampleNearest1d(const at::Tensor& self, c10::SymIntArrayRef output_size,
                              std::optional<double> s) {
@@ -607,6 +617,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_adaptive_avg_pool2d", TORCH_FN(AdaptiveAvgPool2d));
   m.impl("upsample_nearest2d", TORCH_FN(UpsampleNearest2d));
   m.impl("upsample_bilinear2d", TORCH_FN(UpsampleBilinear2d));
+  m.impl("upsample_bicubic2d", TORCH_FN(UpsampleBicubic2d));
   m.impl("upsample_nearest1d", TORCH_FN(UpsampleNearest1d));
   m.impl("upsample_linear1d", TORCH_FN(UpsampleLinear1d));
 }

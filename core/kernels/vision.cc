@@ -358,6 +358,32 @@ Tap LinearTap(int64_t o, int64_t in, int64_t out, bool align_corners, double sca
   return {i0, i0 + (i0 < in - 1 ? 1 : 0), 1.0f - lambda, lambda};
 }
 
+// torch's bicubic taps (A = -0.75, Keys' kernel): source x = floor(real) - 1
+// .. + 2, clamped to the input, with the cubic convolution weights of the
+// fraction t. Unlike linear modes the source index is not clamped at 0.
+struct CubicTap {
+  int64_t i[4];
+  float w[4];
+};
+CubicTap CubicTapOf(int64_t o, int64_t in, int64_t out, bool align_corners, double scale) {
+  const float s = align_corners ? (out > 1 ? static_cast<float>(in - 1) / (out - 1) : 0.0f)
+                                : ScaleValue(scale, in, out);
+  const float real = align_corners ? s * o : s * (o + 0.5f) - 0.5f;
+  const float fl = std::floor(real);
+  const float t = real - fl;
+  constexpr float kA = -0.75f;
+  const auto near = [](float x) { return ((kA + 2) * x - (kA + 3)) * x * x + 1; };  // |x| <= 1
+  const auto far = [](float x) { return ((kA * x - 5 * kA) * x + 8 * kA) * x - 4 * kA; };  // 1 < |x| < 2
+  CubicTap tap;
+  tap.w[0] = far(t + 1.0f);
+  tap.w[1] = near(t);
+  tap.w[2] = near(1.0f - t);
+  tap.w[3] = far(2.0f - t);
+  const int64_t base = static_cast<int64_t>(fl) - 1;
+  for (int k = 0; k < 4; ++k) tap.i[k] = std::clamp<int64_t>(base + k, 0, in - 1);
+  return tap;
+}
+
 }  // namespace
 
 Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
@@ -376,6 +402,39 @@ Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
       if (y != 0 && iy == last) return;
       gather(plane + iy * w, xs.data(), static_cast<size_t>(ow), row);
       last = iy;
+    });
+    return Status::Ok();
+  }
+  if (mode == UpsampleMode::kBicubic) {
+    // Separable: every input row of the plane interpolated along W once, then
+    // each output row blends four of them along H. Same sizes copy (torch).
+    std::vector<CubicTap> xs(static_cast<size_t>(ow)), ys(static_cast<size_t>(oh));
+    for (int64_t x = 0; x < ow; ++x) xs[x] = CubicTapOf(x, w, ow, align_corners, scale_w);
+    for (int64_t y = 0; y < oh; ++y) ys[y] = CubicTapOf(y, h, oh, align_corners, scale_h);
+    const bool same = h == oh && w == ow;
+    float* rows = Scratch(2, h * ow);
+    ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
+      if (same) {
+        std::copy(plane + y * w, plane + (y + 1) * w, row);
+        return;
+      }
+      if (y == 0) {  // a new plane
+        for (int64_t iy = 0; iy < h; ++iy) {
+          const float* src = plane + iy * w;
+          float* dst = rows + iy * ow;
+          for (int64_t x = 0; x < ow; ++x) {
+            const CubicTap& t = xs[x];
+            dst[x] = t.w[0] * src[t.i[0]] + t.w[1] * src[t.i[1]] + t.w[2] * src[t.i[2]] +
+                     t.w[3] * src[t.i[3]];
+          }
+        }
+      }
+      const CubicTap& t = ys[y];
+      const float* r[4] = {rows + t.i[0] * ow, rows + t.i[1] * ow, rows + t.i[2] * ow,
+                           rows + t.i[3] * ow};
+      for (int64_t x = 0; x < ow; ++x) {
+        row[x] = t.w[0] * r[0][x] + t.w[1] * r[1][x] + t.w[2] * r[2][x] + t.w[3] * r[3][x];
+      }
     });
     return Status::Ok();
   }
@@ -424,7 +483,7 @@ rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, cons
 
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op) {
-  static const char* const kNames[5][4] = {
+  static const char* const kNames[6][4] = {
       {"max_pool2d_f32", "max_pool2d_f64", "max_pool2d_bf16", "max_pool2d_f16"},
       {"avg_pool2d_f32", "avg_pool2d_f64", "avg_pool2d_bf16", "avg_pool2d_f16"},
       {"adaptive_avg_pool2d_f32", "adaptive_avg_pool2d_f64", "adaptive_avg_pool2d_bf16",
@@ -433,6 +492,8 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
        "upsample_nearest2d_f16"},
       {"upsample_bilinear2d_f32", "upsample_bilinear2d_f64", "upsample_bilinear2d_bf16",
        "upsample_bilinear2d_f16"},
+      {"upsample_bicubic2d_f32", "upsample_bicubic2d_f64", "upsample_bicubic2d_bf16",
+       "upsample_bicubic2d_f16"},
   };
   rt::KernelInfo info;
   info.name = DTypeSuffixed(kNames[static_cast<int>(kernel)], in.dtype);
@@ -441,6 +502,7 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
   uint64_t per_out = window;
   if (kernel == VisionKernel::kUpsampleNearest2d) per_out = 1;
   if (kernel == VisionKernel::kUpsampleBilinear2d) per_out = 7;
+  if (kernel == VisionKernel::kUpsampleBicubic2d) per_out = 15;  // 4 + 4 taps, one per FMA pair
   info.flops = per_out * static_cast<uint64_t>(out.numel());
   info.bytes_read = internal::DistinctBytes(in);
   info.bytes_written = out.nbytes();

@@ -41,17 +41,19 @@ Status AvgPool2d(const TensorRef& out, const TensorRef& in, const PoolParams& p)
 // Window [floor(o*I/O), ceil((o+1)*I/O)) per output index, any output size.
 Status AdaptiveAvgPool2d(const TensorRef& out, const TensorRef& in);
 
-enum class UpsampleMode : uint8_t { kNearest, kBilinear };
-// torch's upsample_nearest2d / upsample_bilinear2d; scale_h/scale_w are the
-// user's scale factors or <= 0 when output sizes were given (then in/out).
-// align_corners is bilinear only.
+enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBicubic };
+// torch's upsample_nearest2d / upsample_bilinear2d / upsample_bicubic2d (no
+// antialias); scale_h/scale_w are the user's scale factors or <= 0 when
+// output sizes were given (then in/out). align_corners: bilinear and bicubic.
 Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
                   bool align_corners, double scale_h, double scale_w);
 
 // Kernel info of the pools and upsamplers: name like "max_pool2d_f32"; flops
-// per output element = the window size (pools), 1 (nearest), 7 (bilinear).
+// per output element = the window size (pools), 1 (nearest), 7 (bilinear),
+// 15 (bicubic).
 enum class VisionKernel : uint8_t {
   kMaxPool2d, kAvgPool2d, kAdaptiveAvgPool2d, kUpsampleNearest2d, kUpsampleBilinear2d,
+  kUpsampleBicubic2d,
 };
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op);
