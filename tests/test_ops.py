@@ -923,6 +923,7 @@ MODEL_BINARY = {
     "remainder": (torch.remainder, "nonzero"),
     "mod_op": (lambda a, b: a % b, "nonzero"),
     "fmod": (torch.fmod, "nonzero"),
+    "atan2": (torch.atan2, "any"),
     "div_trunc": (lambda a, b: torch.div(a, b, rounding_mode="trunc"), "nonzero"),
     "div_floor": (lambda a, b: torch.div(a, b, rounding_mode="floor"), "nonzero"),
     "div_none": (lambda a, b: torch.div(a, b, rounding_mode=None), "nonzero"),
@@ -1048,6 +1049,10 @@ def test_float_division_rounding_specials():
         check(torch.div(a.to("trn"), b.to("trn"), rounding_mode=mode), torch.div(a, b, rounding_mode=mode), rtol=0, atol=0)
     check(torch.remainder(a.to("trn"), b.to("trn")), torch.remainder(a, b), rtol=0, atol=0)
     check(torch.fmod(a.to("trn"), b.to("trn")), torch.fmod(a, b), rtol=0, atol=0)
+    check(torch.atan2(a.to("trn"), b.to("trn")), torch.atan2(a, b), rtol=0, atol=0)  # signed zeros, inf
+    t = a.to("trn")
+    t.atan2_(b.to("trn"))
+    check(t, torch.atan2(a, b), rtol=0, atol=0)
     with pytest.raises(RuntimeError, match="rounding_mode"):
         torch.div(a.to("trn"), b.to("trn"), rounding_mode="round")
 

@@ -84,6 +84,24 @@ def test_arange(args, dtype):
     check(out, torch.arange(*args, **kw))
 
 
+@pytest.mark.parametrize("args,dtype", [
+    ((0, 1, 7), None), ((-3.5, 2.25, 100), None), ((2, 10, 5), I64), ((0, 7, 4), I32),
+    ((0, 1, 9), BF16), ((1, 0, 6), F16), ((1, 0, 4), torch.float64), ((5, 5, 1), None),
+    ((0, 3, 0), None),
+])
+def test_linspace_and_logspace(args, dtype):
+    kw = {} if dtype is None else {"dtype": dtype}
+    check(torch.linspace(*args, device="trn", **kw), torch.linspace(*args, **kw))
+    out = torch.empty(3, device="trn", dtype=dtype or torch.float32)
+    torch.linspace(*args, out=out)
+    check(out, torch.linspace(*args, **kw))
+    for base in (10.0, 2.0):
+        check(torch.logspace(*args, base=base, device="trn", **kw),
+              torch.logspace(*args, base=base, **kw))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        torch.linspace(0, 1, -1, device="trn")
+
+
 def test_arange_bad_step():
     with pytest.raises(RuntimeError, match="step"):
         torch.arange(0, 5, 0, device="trn")

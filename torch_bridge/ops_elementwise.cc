@@ -73,7 +73,8 @@ enum class Into { kNew, kSelf, kOut };
 // produce bool, true division of integers produces the default float dtype.
 at::Tensor BinaryImpl(BinaryOp op, const char* name, Operand a, Operand b,
                       at::ScalarType common, double alpha, at::Tensor* out, Into into) {
-  if (op == BinaryOp::kDiv && at::isIntegralType(common, /*includeBool=*/true)) {
+  if ((op == BinaryOp::kDiv || op == BinaryOp::kAtan2) &&
+      at::isIntegralType(common, /*includeBool=*/true)) {
     common = DefaultFloat();
   }
   TORCH_CHECK(!(op == BinaryOp::kPow && b.tensor == nullptr && b.scalar < 0 &&
@@ -250,6 +251,7 @@ TRN_BINARY_TT(ShiftRight, BinaryOp::kShiftRight, "bitwise_right_shift")
 TRN_BINARY_TS(ShiftRight, BinaryOp::kShiftRight, "__rshift__")
 TRN_BINARY_TT(Remainder, BinaryOp::kRemainder, "remainder")
 TRN_BINARY_TT(Fmod, BinaryOp::kFmod, "fmod")
+TRN_BINARY_TT(Atan2, BinaryOp::kAtan2, "atan2")
 TRN_BINARY_TT(FloorDivide, BinaryOp::kDivFloor, "floor_divide")
 TRN_BINARY_TS(Pow, BinaryOp::kPow, "pow")
 TRN_BINARY_TT(Eq, BinaryOp::kEq, "eq")
@@ -986,6 +988,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl(NAME ".Tensor_out", TORCH_FN(Fn##Out));
   TRN_REGISTER_TT("remainder", Remainder)
   TRN_REGISTER_TT("fmod", Fmod)
+  m.impl("atan2", TORCH_FN(Atan2));  // atan2's overloads have no .Tensor suffix
+  m.impl("atan2_", TORCH_FN(Atan2_));
+  m.impl("atan2.out", TORCH_FN(Atan2Out));
   TRN_REGISTER_TT("bitwise_and", BitwiseAnd)
   TRN_REGISTER_TT("bitwise_or", BitwiseOr)
   TRN_REGISTER_TT("bitwise_xor", BitwiseXor)

@@ -75,6 +75,30 @@ at::Tensor& ArangeOut(const at::Scalar& start, const at::Scalar& end, const at::
   return out;
 }
 
+// ---- linspace / logspace -----------------------------------------------------------
+at::Tensor& LinspaceInto(const at::Scalar& start, const at::Scalar& end, int64_t steps, double base,
+                         at::Tensor& out, const char* name) {
+  TORCH_CHECK(steps >= 0, "number of steps must be non-negative");
+  TORCH_CHECK(out.scalar_type() != at::kBool, name, ": dtype bool is not supported");
+  const double xs = start.to<double>(), xe = end.to<double>();
+  PrepareOut(out, {steps}, out.scalar_type(), name);
+  const int device = DeviceIndex(out);
+  if (steps == 0) return out;
+  const TensorRef o = Ref(out, name);
+  LaunchIndexing(device, IndexingKernel::kLinspace, o, nullptr, name,
+                 [=] { return kernels::Linspace(o, xs, xe, base); });
+  return out;
+}
+at::Tensor& LinspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t steps,
+                        at::Tensor& out) {
+  return LinspaceInto(start, end, steps, 0.0, out, "aten::linspace");
+}
+at::Tensor& LogspaceOut(const at::Scalar& start, const at::Scalar& end, int64_t steps, double base,
+                        at::Tensor& out) {
+  TORCH_CHECK(base > 0, "aten::logspace: trn supports a positive base, got ", base);
+  return LinspaceInto(start, end, steps, base, out, "aten::logspace");
+}
+
 // ---- tril / triu -----------------------------------------------------------------
 at::Tensor& TriangleInto(const at::Tensor& self, int64_t diagonal, bool upper, at::Tensor& out) {
   const char* name = upper ? "aten::triu" : "aten::tril";
@@ -710,6 +734,8 @@ std::tuple<at::Tensor, at::Tensor> NllLossForward(const at::Tensor& self, const 
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("arange.start_out", TORCH_FN(ArangeOut));
+  m.impl("linspace.out", TORCH_FN(LinspaceOut));
+  m.impl("logspace.out", TORCH_FN(LogspaceOut));
   m.impl("tril", TORCH_FN(Triangle<false>));
   m.impl("tril.out", TORCH_FN(TriangleOut<false>));
   m.impl("tril_", TORCH_FN(TriangleInplace<false>));

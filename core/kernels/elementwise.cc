@@ -62,6 +62,7 @@ void BinaryF32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool 
     case BinaryOp::kDivFloor:
     case BinaryOp::kRemainder:
     case BinaryOp::kFmod:
+    case BinaryOp::kAtan2:
     case BinaryOp::kBitwiseAnd:
     case BinaryOp::kBitwiseOr:
     case BinaryOp::kBitwiseXor:
@@ -306,7 +307,8 @@ constexpr const char* kBinaryNames[][7] = {
     TRN_DTYPE_NAMES("add"),     TRN_DTYPE_NAMES("sub"),     TRN_DTYPE_NAMES("mul"),
     TRN_DTYPE_NAMES("div"),     TRN_DTYPE_NAMES("pow"),     TRN_DTYPE_NAMES("maximum"),
     TRN_DTYPE_NAMES("minimum"), TRN_DTYPE_NAMES("div_trunc"), TRN_DTYPE_NAMES("div_floor"),
-    TRN_DTYPE_NAMES("remainder"), TRN_DTYPE_NAMES("fmod"), TRN_DTYPE_NAMES("bitwise_and"),
+    TRN_DTYPE_NAMES("remainder"), TRN_DTYPE_NAMES("fmod"), TRN_DTYPE_NAMES("atan2"),
+    TRN_DTYPE_NAMES("bitwise_and"),
     TRN_DTYPE_NAMES("bitwise_or"), TRN_DTYPE_NAMES("bitwise_xor"), TRN_DTYPE_NAMES("shift_left"),
     TRN_DTYPE_NAMES("shift_right"), TRN_DTYPE_NAMES("eq"),      TRN_DTYPE_NAMES("ne"),
     TRN_DTYPE_NAMES("lt"),      TRN_DTYPE_NAMES("le"),      TRN_DTYPE_NAMES("gt"),

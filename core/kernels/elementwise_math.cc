@@ -148,6 +148,7 @@ float FloatMath(float a, float b, Q q) {
   if constexpr (kOp == BinaryOp::kDivFloor) return DivFloorF(a, b, q);
   if constexpr (kOp == BinaryOp::kRemainder) return RemainderF(a, b);
   if constexpr (kOp == BinaryOp::kFmod) return std::fmod(a, b);
+  if constexpr (kOp == BinaryOp::kAtan2) return std::atan2(a, b);
   return 0;
 }
 
@@ -287,6 +288,7 @@ Status BinaryMath(BinaryOp op, DType dtype, const TensorRef& out, const TensorRe
       case BinaryOp::kDivFloor: RunFloatMath<BinaryOp::kDivFloor>(dtype, out, a, b); break;
       case BinaryOp::kRemainder: RunFloatMath<BinaryOp::kRemainder>(dtype, out, a, b); break;
       case BinaryOp::kFmod: RunFloatMath<BinaryOp::kFmod>(dtype, out, a, b); break;
+      case BinaryOp::kAtan2: RunFloatMath<BinaryOp::kAtan2>(dtype, out, a, b); break;
       default: TRN_ASSERT(false, "bitwise ops need an integer or bool dtype");
     }
     return Status::Ok();

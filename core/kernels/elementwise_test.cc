@@ -135,7 +135,7 @@ double RefBinary(BinaryOp op, DType dt, double a, double b, double alpha) {
 }
 
 const char* kBinaryOpNames[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum",
-                                "div_trunc", "div_floor", "remainder", "fmod", "bitwise_and",
+                                "div_trunc", "div_floor", "remainder", "fmod", "atan2", "bitwise_and",
                                 "bitwise_or", "bitwise_xor", "shift_left", "shift_right", "eq",
                                 "ne",  "lt",  "le",  "gt",  "ge",  "and",     "or"};
 static_assert(std::size(kBinaryOpNames) == static_cast<size_t>(BinaryOp::kLogicalOr) + 1);

@@ -276,6 +276,29 @@ Status Arange(const TensorRef& out, double start, double step) {
   return Status::Ok();
 }
 
+Status Linspace(const TensorRef& out, double start, double end, double base) {
+  TRN_ASSERT(out.ndim == 1 && out.dtype != DType::kBool, "linspace: 1-D out, not bool");
+  internal::VisitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = std::conditional_t<std::is_integral_v<T> || std::is_same_v<T, double>, double, float>;
+    const int64_t n = out.sizes[0], half = n / 2;
+    // Integers: torch casts start and end to the dtype first.
+    const C s = std::is_integral_v<T> ? static_cast<C>(static_cast<int64_t>(start)) : static_cast<C>(start);
+    const C e = std::is_integral_v<T> ? static_cast<C>(static_cast<int64_t>(end)) : static_cast<C>(end);
+    const C step = n > 1 ? (e - s) / static_cast<C>(n - 1) : C(0);
+    const C b = static_cast<C>(base);
+    T* o = out.ptr<T>();
+    for (int64_t i = 0; i < n; ++i) {
+      C v = i < half ? s + step * static_cast<C>(i) : e - step * static_cast<C>(n - 1 - i);
+      if (n == 1) v = s;
+      if (base > 0) v = std::pow(b, v);
+      if constexpr (std::is_integral_v<T>) o[i * out.strides[0]] = static_cast<T>(v);
+      else o[i * out.strides[0]] = internal::Cast<T>(v);
+    }
+  });
+  return Status::Ok();
+}
+
 Status Triangle(const TensorRef& out, const TensorRef& in, int64_t diagonal, bool upper) {
   TRN_ASSERT(out.ndim >= 2 && out.ndim == in.ndim && out.dtype == in.dtype,
              "tril/triu: out and in of one shape and dtype, ndim >= 2");
@@ -705,7 +728,9 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
       TRN_DTYPE_NAMES("topk"),      TRN_DTYPE_NAMES("flip"),        TRN_DTYPE_NAMES("roll"),
       TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"), TRN_DTYPE_NAMES("isin"),
       TRN_DTYPE_NAMES("histc"),     TRN_DTYPE_NAMES("nll_loss"),
+      TRN_DTYPE_NAMES("linspace"),
   };
+  static_assert(std::size(kNames) == static_cast<size_t>(IndexingKernel::kLinspace) + 1);
   KernelInfo info;
   const DType named = in != nullptr ? in->dtype : out.dtype;
   info.name = kNames[static_cast<int>(kernel)][static_cast<int>(named)];

@@ -23,6 +23,12 @@ using rt::KernelInfo;
 // are computed in double and rounded (torch's CPU accumulates in double);
 // integer dtypes as int64(start) + i * int64(step).
 Status Arange(const TensorRef& out, double start, double step);
+// torch.linspace (base <= 0) / torch.logspace (base^linspace): out 1-D of n =
+// out.sizes[0] points, torch's CPU formula: step = (end - start) / (n - 1), the
+// first n/2 points start + step*i, the rest end - step*(n-1-i) (symmetric
+// rounding); computed in float32 for float32 and 16-bit floats, double for
+// float64 and integers (the value truncated, as torch). n == 1 gives start.
+Status Linspace(const TensorRef& out, double start, double end, double base);
 
 // tril (upper = false) keeps in[..., i, j] where j - i <= diagonal, triu
 // (upper = true) where j - i >= diagonal; the rest is 0. out and in have the
@@ -118,7 +124,7 @@ Status NllLoss(const TensorRef& out, const TensorRef& total_weight, const Tensor
 enum class IndexingKernel : uint8_t {
   kArange, kTril, kTriu, kGather, kScatter, kScatterAdd, kIndex, kIndexPut, kIndexPutAdd,
   kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex, kIsIn, kHistc,
-  kNllLoss,
+  kNllLoss, kLinspace,
 };
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op);

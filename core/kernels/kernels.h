@@ -28,6 +28,7 @@ enum class BinaryOp : uint8_t {
                          // round intermediates to storage as torch's CPU does
   kRemainder,            // python %: the result has the divisor's sign
   kFmod,                 // C fmod: the result has the dividend's sign
+  kAtan2,                // atan2(a, b), floating only (the caller promotes integers)
   // Integer and bool dtypes only (the caller rejects floats); shifts: ints.
   kBitwiseAnd, kBitwiseOr, kBitwiseXor, kShiftLeft, kShiftRight,
   kEq, kNe, kLt, kLe, kGt, kGe,   // comparisons: out is kBool
