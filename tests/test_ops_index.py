@@ -576,3 +576,72 @@ def test_index_out_writes_in_place_or_through_a_temporary_when_it_overlaps():
     torch.ops.aten.index.Tensor_out(wt, [ids.to("trn")], out=out64)
     assert torch.equal(out64.cpu(), want.double())
     assert trnscope.fallback_ops() == {}
+
+
+# ---- searchsorted / bucketize / bincount ------------------------------------------------
+@pytest.mark.parametrize("dtype", [F32, BF16, F16, I32, I64, torch.float64], ids=str)
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize("rows", [False, True])  # one 1-D sequence, or one per leading index
+def test_searchsorted(dtype, side, rows):
+    seq = torch.sort(make((3, 4, 9) if rows else (9,), dtype), dim=-1).values
+    seq[..., 3] = seq[..., 4]  # repeated boundaries: left and right differ there
+    values = make((3, 4, 6), dtype)
+    values[0, 0, :2] = seq[..., 4].flatten()[:2]
+    for layout in LAYOUTS:
+        got = torch.searchsorted(on_trn(seq, layout), on_trn(values, layout), side=side)
+        check(got, torch.searchsorted(seq, values, side=side), exact=True)
+    right = side == "right"
+    got = torch.searchsorted(seq.to("trn"), values.to("trn"), right=right, out_int32=True)
+    check(got, torch.searchsorted(seq, values, right=right, out_int32=True), exact=True)
+    out = torch.empty(0, dtype=torch.int64, device="trn")
+    torch.searchsorted(seq.to("trn"), values.to("trn"), side=side, out=out)
+    check(out, torch.searchsorted(seq, values, side=side), exact=True)
+
+
+def test_searchsorted_nan_mixed_dtypes_bucketize_and_errors():
+    seq = torch.tensor([1.0, 2.0, 2.0, 3.0, float("nan")])
+    v = torch.tensor([float("nan"), 2.0, 0.5, 3.5, float("inf")])
+    for right in (False, True):
+        check(torch.searchsorted(seq.to("trn"), v.to("trn"), right=right),
+              torch.searchsorted(seq, v, right=right), exact=True)
+    ints = torch.tensor([0, 2, 3, 9])  # int values in a float sequence: promoted
+    check(torch.searchsorted(seq.to("trn"), ints.to("trn")), torch.searchsorted(seq, ints), exact=True)
+    b, x = torch.tensor([0, 2, 5]), torch.tensor([[-1, 0, 3], [5, 6, 2]])
+    for right in (False, True):
+        check(torch.bucketize(x.to("trn"), b.to("trn"), right=right),
+              torch.bucketize(x, b, right=right), exact=True)
+    with pytest.raises(RuntimeError, match="side and right can't be set to opposites"):
+        torch.searchsorted(seq.to("trn"), v.to("trn"), right=True, side="left")
+    with pytest.raises(RuntimeError, match="first N-1 dimensions"):
+        torch.searchsorted(torch.zeros(2, 3, device="trn"), torch.zeros(3, 1, device="trn"))
+    with pytest.raises(RuntimeError, match="boundaries tensor must be 1 dimension"):
+        torch.bucketize(v.to("trn"), torch.zeros(2, 2, device="trn"))
+
+
+@pytest.mark.parametrize("weights", [None, F32, BF16, torch.float64, I64])
+@pytest.mark.parametrize("minlength", [0, 12])
+def test_bincount(weights, minlength):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 9, (40,), generator=g)
+    w = None if weights is None else make((40,), weights)
+    want = torch.bincount(x, weights=w, minlength=minlength)
+    for layout in ("contig", "strided"):
+        got = torch.bincount(on_trn(x, layout), weights=None if w is None else on_trn(w, layout),
+                             minlength=minlength)
+        check(got, want)
+    check(torch.bincount(x.to(torch.int32).to("trn"), minlength=minlength),
+          torch.bincount(x.to(torch.int32), minlength=minlength), exact=True)
+
+
+def test_bincount_edges_and_errors():
+    empty = torch.tensor([], dtype=torch.long)
+    check(torch.bincount(empty.to("trn"), minlength=3), torch.bincount(empty, minlength=3), exact=True)
+    check(torch.bincount(empty.to("trn")), torch.bincount(empty), exact=True)
+    with pytest.raises(RuntimeError, match="non-negative integral"):
+        torch.bincount(torch.tensor([0, -1]).to("trn"))
+    with pytest.raises(RuntimeError, match="non-negative integral"):
+        torch.bincount(torch.tensor([0.5]).to("trn"))
+    with pytest.raises(RuntimeError, match="same length"):
+        torch.bincount(torch.tensor([0, 1]).to("trn"), weights=torch.ones(3, device="trn"))
+    with pytest.raises(RuntimeError, match="minlength"):
+        torch.bincount(torch.tensor([0, 1]).to("trn"), minlength=-1)

@@ -13,6 +13,7 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/ops/_local_scalar_dense.h>
 #include <ATen/ops/nll_loss_forward_ops.h>
+#include <ATen/ops/searchsorted_ops.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -730,6 +731,103 @@ std::tuple<at::Tensor, at::Tensor> NllLossForward(const at::Tensor& self, const 
   return {output, total_weight};
 }
 
+// ---- searchsorted / bucketize / bincount ------------------------------------------
+at::Tensor& SearchSortedInto(const at::Tensor& seq, const at::Tensor& self, bool out_int32,
+                             bool right, at::Tensor& out, const char* name) {
+  const int device = CommonDevice(name, {&seq, &self, &out});
+  TORCH_CHECK(seq.dim() > 0, "torch.searchsorted(): boundaries tensor should have positive "
+              "dimension, but got 0 dimension");
+  TORCH_CHECK(seq.dim() == 1 || (seq.dim() == self.dim() &&
+                                 seq.sizes().slice(0, seq.dim() - 1).equals(
+                                     self.sizes().slice(0, self.dim() - 1))),
+              "torch.searchsorted(): boundaries tensor should be 1 dimension or the first N-1 "
+              "dimensions of boundaries tensor and input value tensor must match, but we got "
+              "boundaries tensor ", seq.sizes(), " and input value tensor ", self.sizes());
+  TORCH_CHECK(seq.scalar_type() != at::kBool && self.scalar_type() != at::kBool, name,
+              ": bool tensors are not supported");
+  const at::ScalarType common = at::result_type(seq, self);
+  const at::Tensor s = seq.scalar_type() == common ? seq : seq.to(common);
+  const at::Tensor v = self.scalar_type() == common ? self : self.to(common);
+  PrepareOut(out, self.sizes(), out_int32 ? at::kInt : at::kLong, name);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Ref(out, name), rs = Ref(s, name), rv = Ref(v, name);
+  LaunchIndexing(device, IndexingKernel::kSearchSorted, o, &rv, name,
+                 [=] { return kernels::SearchSorted(o, rs, rv, right); });
+  return out;
+}
+
+bool SearchRight(bool right, std::optional<c10::string_view> side) {
+  if (!side.has_value()) return right;
+  const std::string s(*side);
+  TORCH_CHECK(s == "left" || s == "right",
+              "torch.searchsorted(): side can only be 'left' or 'right' but got ", s);
+  TORCH_CHECK(!(s == "left" && right), "torch.searchsorted(): side and right can't be set to "
+              "opposites, got side of left while right was True");
+  return s == "right";
+}
+
+at::Tensor& SearchSortedOut(const at::Tensor& seq, const at::Tensor& self, bool out_int32,
+                            bool right, std::optional<c10::string_view> side,
+                            const std::optional<at::Tensor>& sorter, at::Tensor& out) {
+  if (sorter.has_value() && sorter->defined()) {  // rare: CPU PyTorch sorts through it
+    return at::native::call_fallback_fn_symint<&CpuFallback, at::_ops::searchsorted_Tensor_out>::
+        call(seq, self, out_int32, right, side, sorter, out);
+  }
+  return SearchSortedInto(seq, self, out_int32, SearchRight(right, side), out,
+                          "aten::searchsorted");
+}
+at::Tensor SearchSorted(const at::Tensor& seq, const at::Tensor& self, bool out_int32, bool right,
+                        std::optional<c10::string_view> side,
+                        const std::optional<at::Tensor>& sorter) {
+  at::Tensor out = Empty({0}, out_int32 ? at::kInt : at::kLong, DeviceIndex(self));
+  return SearchSortedOut(seq, self, out_int32, right, side, sorter, out);
+}
+at::Tensor& BucketizeOut(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32,
+                         bool right, at::Tensor& out) {
+  TORCH_CHECK(boundaries.dim() == 1, "boundaries tensor must be 1 dimension, but got dim(",
+              boundaries.dim(), ")");
+  return SearchSortedInto(boundaries, self, out_int32, right, out, "aten::bucketize");
+}
+at::Tensor Bucketize(const at::Tensor& self, const at::Tensor& boundaries, bool out_int32,
+                     bool right) {
+  at::Tensor out = Empty({0}, out_int32 ? at::kInt : at::kLong, DeviceIndex(self));
+  return BucketizeOut(self, boundaries, out_int32, right, out);
+}
+
+// The output length depends on the data: like CUDA, the host reads the range
+// (two synchronizing reductions), then one kernel counts.
+at::Tensor Bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights_opt,
+                    c10::SymInt minlength_s) {
+  const char* name = "aten::bincount";
+  const at::Tensor weights = weights_opt.has_value() ? *weights_opt : at::Tensor();
+  const int device = CommonDevice(name, {&self, &weights});
+  const int64_t minlength = minlength_s.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(minlength >= 0, "minlength should be >= 0");
+  TORCH_CHECK(self.dim() == 1 && at::isIntegralType(self.scalar_type(), /*includeBool=*/false),
+              "bincount only supports 1-d non-negative integral inputs.");
+  TORCH_CHECK(!weights.defined() || (weights.dim() == 1 && weights.size(0) == self.size(0)),
+              "weights should be 1-d and have the same length as input");
+  const at::Tensor in = (self.scalar_type() == at::kInt || self.scalar_type() == at::kLong)
+                            ? self : self.to(at::kLong);
+  int64_t bins = minlength;
+  if (in.numel() > 0) {
+    TORCH_CHECK(in.min().item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral "
+                "inputs.");
+    bins = std::max<int64_t>(bins, in.max().item<int64_t>() + 1);
+  }
+  // torch's CPU: float32 weights count in float32, any other weights in float64.
+  const at::ScalarType dtype = !weights.defined()                      ? at::kLong
+                               : weights.scalar_type() == at::kFloat ? at::kFloat
+                                                                      : at::kDouble;
+  at::Tensor out = Empty({bins}, dtype, device);
+  if (bins == 0) return out;
+  const TensorRef o = Ref(out, name), ri = Ref(in, name);
+  const TensorRef rw = weights.defined() ? Ref(weights, name) : NoRef();
+  LaunchIndexing(device, IndexingKernel::kBincount, o, &ri, name,
+                 [=] { return kernels::Bincount(o, ri, rw); });
+  return out;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
@@ -778,6 +876,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("histc.out", TORCH_FN(HistcOut));
   m.impl("nll_loss_forward", TORCH_FN(NllLossForward));
   m.impl("nll_loss_forward.output", TORCH_FN(NllLossForwardOut));
+  m.impl("searchsorted.Tensor", TORCH_FN(SearchSorted));
+  m.impl("searchsorted.Tensor_out", TORCH_FN(SearchSortedOut));
+  m.impl("bucketize.Tensor", TORCH_FN(Bucketize));
+  m.impl("bucketize.Tensor_out", TORCH_FN(BucketizeOut));
+  m.impl("bincount", TORCH_FN(Bincount));
 }
 
 }  // namespace trn::bridge::ops

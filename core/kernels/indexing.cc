@@ -718,6 +718,85 @@ Status NllLoss(const TensorRef& out, const TensorRef& total_weight, const Tensor
   return Status::Ok();
 }
 
+Status SearchSorted(const TensorRef& out, const TensorRef& seq, const TensorRef& values,
+                    bool right) {
+  TRN_ASSERT(seq.ndim >= 1 && seq.dtype == values.dtype && values.dtype != DType::kBool &&
+                 (out.dtype == DType::kInt32 || out.dtype == DType::kInt64) &&
+                 out.ndim == values.ndim,
+             "searchsorted: seq and values of one dtype, out int32/int64 of values' shape");
+  TRN_ASSERT(seq.ndim == 1 || seq.ndim == values.ndim, "searchsorted: seq 1-D or of values' rank");
+  const int64_t len = seq.sizes[seq.ndim - 1], step = seq.strides[seq.ndim - 1];
+  internal::VisitDType(values.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = std::conditional_t<std::is_integral_v<T> || std::is_same_v<T, double>, T, float>;
+    auto load = [](const T* p) -> C {
+      if constexpr (std::is_integral_v<T> || std::is_same_v<T, double>) return *p;
+      else return internal::ToF32(*p);
+    };
+    const T* s = seq.ptr<const T>();
+    const T* v = values.ptr<const T>();
+    ForEachOffset<2>(values.ndim, values.sizes, {values.strides, out.strides},
+                     [&](const std::array<int64_t, 2>& off, const int64_t* idx) {
+      int64_t row = 0;  // the seq row of this value: its leading coordinates
+      if (seq.ndim > 1) {
+        for (int d = 0; d < seq.ndim - 1; ++d) row += idx[d] * seq.strides[d];
+      }
+      const C x = load(v + off[0]);
+      int64_t lo = 0, hi = len;
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        const C m = load(s + row + mid * step);
+        if (right ? !(m > x) : !(m >= x)) lo = mid + 1;
+        else hi = mid;
+      }
+      if (out.dtype == DType::kInt64) out.ptr<int64_t>()[off[1]] = lo;
+      else out.ptr<int32_t>()[off[1]] = static_cast<int32_t>(lo);
+    });
+  });
+  return Status::Ok();
+}
+
+Status Bincount(const TensorRef& out, const TensorRef& in, const TensorRef& weights) {
+  TRN_ASSERT(in.ndim == 1 && (in.dtype == DType::kInt32 || in.dtype == DType::kInt64) &&
+                 out.ndim == 1,
+             "bincount: in 1-D int32/int64, out 1-D");
+  TRN_ASSERT(weights.data == nullptr || (weights.ndim == 1 && weights.sizes[0] == in.sizes[0]),
+             "bincount: weights [n]");
+  const int64_t n = in.sizes[0], bins = out.sizes[0];
+  for (int64_t i = 0; i < n; ++i) {  // checked first, so a bad entry writes nothing
+    const int64_t k = internal::IndexValue(in, i * in.strides[0]);
+    if (k < 0 || k >= bins) {
+      return Status::Error("bincount: entry " + std::to_string(k) + " at position " +
+                           std::to_string(i) + " is outside [0, " + std::to_string(bins) + ")");
+    }
+  }
+  std::vector<double> acc(static_cast<size_t>(bins), 0.0);
+  if (weights.data == nullptr) {
+    for (int64_t i = 0; i < n; ++i) acc[internal::IndexValue(in, i * in.strides[0])] += 1.0;
+  } else {
+    internal::VisitDType(weights.dtype, [&](auto tag) {
+      using W = decltype(tag);
+      const W* w = weights.ptr<const W>();
+      for (int64_t i = 0; i < n; ++i) {
+        const W x = w[i * weights.strides[0]];
+        double v;
+        if constexpr (std::is_integral_v<W> || std::is_floating_point_v<W>) v = static_cast<double>(x);
+        else v = internal::ToF32(x);
+        acc[internal::IndexValue(in, i * in.strides[0])] += v;
+      }
+    });
+  }
+  internal::VisitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = out.ptr<T>();
+    for (int64_t k = 0; k < bins; ++k) {
+      if constexpr (std::is_integral_v<T> || std::is_same_v<T, double>) o[k * out.strides[0]] = static_cast<T>(acc[k]);
+      else o[k * out.strides[0]] = internal::Cast<T>(static_cast<float>(acc[k]));
+    }
+  });
+  return Status::Ok();
+}
+
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op) {
   static constexpr const char* kNames[][7] = {
@@ -728,9 +807,9 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
       TRN_DTYPE_NAMES("topk"),      TRN_DTYPE_NAMES("flip"),        TRN_DTYPE_NAMES("roll"),
       TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"), TRN_DTYPE_NAMES("isin"),
       TRN_DTYPE_NAMES("histc"),     TRN_DTYPE_NAMES("nll_loss"),
-      TRN_DTYPE_NAMES("linspace"),
+      TRN_DTYPE_NAMES("linspace"),  TRN_DTYPE_NAMES("searchsorted"), TRN_DTYPE_NAMES("bincount"),
   };
-  static_assert(std::size(kNames) == static_cast<size_t>(IndexingKernel::kLinspace) + 1);
+  static_assert(std::size(kNames) == static_cast<size_t>(IndexingKernel::kBincount) + 1);
   KernelInfo info;
   const DType named = in != nullptr ? in->dtype : out.dtype;
   info.name = kNames[static_cast<int>(kernel)][static_cast<int>(named)];
@@ -739,7 +818,7 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
                     kernel == IndexingKernel::kIndexPutAdd || kernel == IndexingKernel::kCumsum ||
                     kernel == IndexingKernel::kCumprod || kernel == IndexingKernel::kSort ||
                     kernel == IndexingKernel::kTopk || kernel == IndexingKernel::kHistc ||
-                    kernel == IndexingKernel::kNllLoss;
+                    kernel == IndexingKernel::kNllLoss || kernel == IndexingKernel::kBincount;
   info.engine = math ? rt::Engine::kVector : rt::Engine::kDma;
   info.flops = math ? static_cast<uint64_t>(in != nullptr ? in->numel() : out.numel()) : 0;
   info.bytes_read = in != nullptr ? internal::DistinctBytes(*in) : 0;

@@ -118,13 +118,27 @@ Status NllLoss(const TensorRef& out, const TensorRef& total_weight, const Tensor
                const TensorRef& target, const TensorRef& weight, int reduction,
                int64_t ignore_index);
 
+// torch.searchsorted / bucketize: out[p] = the insertion index of values[p]
+// in the sorted innermost row of seq: the first i with !(seq[i] < v) (left)
+// or !(seq[i] <= v) (right), so a NaN value goes to the end as torch's. seq
+// 1-D (one row for every value) or of values' rank with equal leading dims;
+// values and seq of one dtype, out kInt32/kInt64 of values' shape.
+Status SearchSorted(const TensorRef& out, const TensorRef& seq, const TensorRef& values,
+                    bool right);
+
+// torch.bincount: out[k] = the number of entries of in equal to k (or the sum
+// of their weights); in 1-D int32/int64, every entry in [0, out.sizes[0]) (a
+// Status error names one outside, nothing written); weights absent or [n] of
+// any dtype, summed in double; out int64 without weights, else floating.
+Status Bincount(const TensorRef& out, const TensorRef& in, const TensorRef& weights);
+
 // KernelInfo of the kernels above: the name is the kernel's stem with the
 // dtype of `data` ("gather_f32", "sort_bf16"); bytes: `out` written, `in`
 // (when given) read.
 enum class IndexingKernel : uint8_t {
   kArange, kTril, kTriu, kGather, kScatter, kScatterAdd, kIndex, kIndexPut, kIndexPutAdd,
   kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex, kIsIn, kHistc,
-  kNllLoss, kLinspace,
+  kNllLoss, kLinspace, kSearchSorted, kBincount,
 };
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op);
