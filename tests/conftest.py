@@ -35,3 +35,18 @@ def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subp
         text=True,
         timeout=timeout,
     )
+
+
+def profiled_kernel(fn, name: str):
+    """The profiler's entry for kernel `name` over one call of fn (after a warm-up
+    call); fails unless exactly one such entry exists."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.trn.synchronize()
+    with profile(activities=[ProfilerActivity.PrivateUse1]) as prof:
+        fn()
+        torch.trn.synchronize()
+    found = [e for e in prof.key_averages() if e.key == name]
+    assert len(found) == 1, [e.key for e in prof.key_averages()]
+    return found[0]

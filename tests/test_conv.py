@@ -20,7 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import trnscope
-from conftest import run_python
+from conftest import profiled_kernel, run_python
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 FLOATS = [F32, BF16, F16]
@@ -219,15 +219,8 @@ def test_conv_transpose_dtypes_and_layouts(dtype):
 
 
 def test_conv_transpose_profiles_one_kernel():
-    from torch.profiler import ProfilerActivity, profile
-
     x, w = make((1, 4, 5, 5)).to("trn"), make((4, 2, 3, 3), salt="w").to("trn")
-    F.conv_transpose2d(x, w, stride=2)
-    torch.trn.synchronize()
-    with profile(activities=[ProfilerActivity.PrivateUse1]) as prof:
-        F.conv_transpose2d(x, w, stride=2)
-        torch.trn.synchronize()
-    (k,) = [e for e in prof.key_averages() if e.key == "conv_transpose2d_f32"]
+    k = profiled_kernel(lambda: F.conv_transpose2d(x, w, stride=2), "conv_transpose2d_f32")
     assert k.count == 1 and k.device_time_total > 0
 
 
@@ -277,15 +270,8 @@ def test_conv3d_dtypes_layouts_and_module(dtype, layout):
 
 
 def test_conv3d_profiles_one_kernel_and_checks_its_input():
-    from torch.profiler import ProfilerActivity, profile
-
     x, w = make((1, 2, 3, 4, 4)).to("trn"), make((3, 2, 2, 2, 2), salt="w").to("trn")
-    F.conv3d(x, w)
-    torch.trn.synchronize()
-    with profile(activities=[ProfilerActivity.PrivateUse1]) as prof:
-        F.conv3d(x, w)
-        torch.trn.synchronize()
-    (k,) = [e for e in prof.key_averages() if e.key == "conv3d_f32"]
+    k = profiled_kernel(lambda: F.conv3d(x, w), "conv3d_f32")
     assert k.count == 1 and k.device_time_total > 0
     with pytest.raises(RuntimeError, match="[Kk]ernel size"):
         F.conv3d(make((1, 2, 1, 4, 4)).to("trn"), w)

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 
 import trnscope
+from conftest import profiled_kernel
 
 FLOATS = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
 TOL = {torch.float32: 1e-6, torch.float64: 1e-12, torch.bfloat16: 1e-2, torch.float16: 1e-3}
@@ -123,17 +124,9 @@ def test_bad_targets_and_shapes():
 
 
 def test_profiled_as_one_kernel():
-    from torch.profiler import ProfilerActivity, profile
-
     x, t, _ = _inputs()
     xt, tt = x.to("trn"), t.to("trn")
-    F.nll_loss(xt, tt)
-    torch.trn.synchronize()
-    with profile(activities=[ProfilerActivity.PrivateUse1]) as prof:
-        F.nll_loss(xt, tt)
-        torch.trn.synchronize()
-    (k,) = [e for e in prof.key_averages() if e.key == "nll_loss_f32"]
-    assert k.count == 1
+    assert profiled_kernel(lambda: F.nll_loss(xt, tt), "nll_loss_f32").count == 1
 
 
 @pytest.mark.parametrize("name", ["llama", "gpt2"])

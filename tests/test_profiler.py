@@ -135,12 +135,21 @@ def test_every_op_that_launched_a_kernel_has_device_time(rms):
         assert r.device_time_total >= r.self_device_time_total
 
 
-def test_mul_has_the_largest_self_device_time(rms):
-    prof, _, _, _ = rms
-    aten = {
-        e.key: e.self_device_time_total for e in prof.key_averages() if e.key.startswith("aten::")
-    }
-    assert max(aten, key=aten.get) == "aten::mul", aten
+def test_mul_launches_the_most_kernels_and_owns_their_time(rms):
+    # The seed's finding (mul dominates a naive RMSNorm) as a property that does not
+    # depend on timing: two muls per call, and mul's self device time is exactly
+    # its kernels' durations. Which op is slowest on a shared host is a benchmark's
+    # question (make demo), not a test's.
+    prof, _, events, _ = rms
+    per_op: dict = {}
+    for k in device_events(events):
+        if k["cat"] == "kernel":
+            n, us = per_op.get(k["args"]["op"], (0, 0.0))
+            per_op[k["args"]["op"]] = (n + 1, us + k["dur"])
+    assert max(per_op, key=lambda op: per_op[op][0]) == "aten::mul", per_op
+    assert per_op["aten::mul"][0] == 2 * per_op["aten::pow"][0], per_op
+    mul = row(prof, "aten::mul")
+    assert mul.self_device_time_total == pytest.approx(per_op["aten::mul"][1], abs=0.01)
 
 
 def test_self_device_time_sums_to_kernel_durations(rms):
