@@ -469,6 +469,41 @@ def test_sum_dtype(src, dtype):
         check(x.to("trn").mean(0, dtype=dtype), x.mean(0, dtype=dtype), rtol=1e-2, atol=1e-2)
 
 
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dim", [None, 0, -1], ids=str)
+@pytest.mark.parametrize("dtype", ALL, ids=str)
+@pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
+def test_prod(dtype, dim, keepdim, layout):
+    # Values near 1 keep 35-term float products finite; ints wrap in int64 as torch.
+    x = make((5, 7), dtype)
+    if dtype.is_floating_point:
+        x = (1 + 0.1 * x.float()).to(dtype)
+    x, t = on_trn(x, layout)
+    if dim is None:
+        if keepdim:
+            pytest.skip("keepdim needs dim")
+        got, want = torch.prod(t), torch.prod(x)
+    else:
+        got, want = torch.prod(t, dim, keepdim=keepdim), torch.prod(x, dim, keepdim=keepdim)
+    r, a = tol(want.dtype)
+    check(got, want, rtol=4 * r, atol=4 * a)
+
+
+def test_prod_dtype_out_empty_and_wrapping():
+    grid = torch.tensor([[1, 16, 16], [2, 8, 12]])  # Qwen2-VL's grid_thw.prod(-1)
+    check(grid.to("trn").prod(-1), grid.prod(-1), rtol=0, atol=0)
+    big = torch.tensor([2**40, 2**40, 3])
+    check(big.to("trn").prod(), big.prod(), rtol=0, atol=0)  # wraps in int64
+    x = make((4, 6), F32)
+    check(x.to("trn").prod(1, dtype=torch.float64), x.prod(1, dtype=torch.float64))
+    out = torch.empty(0, device="trn")
+    torch.prod(x.to("trn"), 0, out=out)
+    check(out, x.prod(0), rtol=1e-5, atol=1e-5)
+    empty = torch.empty(0, 3)
+    check(empty.to("trn").prod(0), empty.prod(0))
+    check(empty.to("trn").prod(), empty.prod())
+
+
 def test_mean_int_rejected():
     with pytest.raises(RuntimeError, match="mean"):
         torch.ones(3, dtype=I64, device="trn").mean()

@@ -62,6 +62,7 @@ const char* OpName(ReduceOp op) {
     case ReduceOp::kArgmin: return "aten::argmin";
     case ReduceOp::kAll: return "aten::all";
     case ReduceOp::kAny: return "aten::any";
+    case ReduceOp::kProd: return "aten::prod";
   }
   return "aten::?";
 }
@@ -74,8 +75,8 @@ void ReduceInto(ReduceOp op, const char* name, const at::Tensor& self, uint32_t 
   const int device = CommonDevice(name, {&self, &res});
   at::ScalarType in = self.scalar_type();
   at::ScalarType kernel_out = in;
-  if (op == ReduceOp::kSum || op == ReduceOp::kMean) {
-    // Kernel: floating in -> same dtype out; int/bool in -> int64 out (sum).
+  if (op == ReduceOp::kSum || op == ReduceOp::kMean || op == ReduceOp::kProd) {
+    // Kernel: floating in -> same dtype out; int/bool in -> int64 out (sum, prod).
     if (at::isFloatingType(result) || !at::isIntegralType(in, /*includeBool=*/true)) in = result;
     kernel_out = at::isFloatingType(in) ? in : at::kLong;
   } else if (op == ReduceOp::kArgmax || op == ReduceOp::kArgmin) {
@@ -92,12 +93,12 @@ void ReduceInto(ReduceOp op, const char* name, const at::Tensor& self, uint32_t 
   if (res.numel() == 0) return;
   if (ReducesEmpty(self, mask)) {
     TORCH_CHECK(op == ReduceOp::kSum || op == ReduceOp::kMean || op == ReduceOp::kAll ||
-                    op == ReduceOp::kAny,
+                    op == ReduceOp::kAny || op == ReduceOp::kProd,
                 name, "(): expected a reduction dim of non-zero size, got input of shape ",
                 self.sizes());
-    const double v = op == ReduceOp::kMean  ? std::numeric_limits<double>::quiet_NaN()
-                     : op == ReduceOp::kAll ? 1.0
-                                            : 0.0;
+    const double v = op == ReduceOp::kMean                            ? std::numeric_limits<double>::quiet_NaN()
+                     : op == ReduceOp::kAll || op == ReduceOp::kProd ? 1.0
+                                                                      : 0.0;
     const TensorRef o = Ref(res, name);
     Launch(device, kernels::DescribeFill(o, name), [=] { return kernels::Fill(o, v); });
     return;
@@ -156,6 +157,24 @@ at::Tensor& SumDimOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool 
 }
 at::Tensor Sum(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
   return ReduceDims(ReduceOp::kSum, self, std::nullopt, false, SumDType(self, dtype), nullptr);
+}
+// prod: the dtypes of sum (int/bool -> int64); Qwen2/3-VL's grid_thw.prod(-1).
+at::Tensor Prod(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return ReduceDims(ReduceOp::kProd, self, std::nullopt, false, SumDType(self, dtype), nullptr);
+}
+at::Tensor& ProdOut(const at::Tensor& self, std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  ReduceDims(ReduceOp::kProd, self, std::nullopt, false, SumDType(self, dtype), &out);
+  return out;
+}
+at::Tensor ProdDim(const at::Tensor& self, int64_t dim, bool keepdim,
+                   std::optional<at::ScalarType> dtype) {
+  return ReduceDims(ReduceOp::kProd, self, at::IntArrayRef{dim}, keepdim, SumDType(self, dtype),
+                    nullptr);
+}
+at::Tensor& ProdDimOut(const at::Tensor& self, int64_t dim, bool keepdim,
+                       std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  ReduceDims(ReduceOp::kProd, self, at::IntArrayRef{dim}, keepdim, SumDType(self, dtype), &out);
+  return out;
 }
 at::Tensor MeanDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
                    std::optional<at::ScalarType> dtype) {
@@ -474,6 +493,10 @@ std::tuple<at::Tensor, at::Tensor> WeightNormInterface(const at::Tensor& v, cons
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("sum", TORCH_FN(Sum));
+  m.impl("prod", TORCH_FN(Prod));
+  m.impl("prod.out", TORCH_FN(ProdOut));
+  m.impl("prod.dim_int", TORCH_FN(ProdDim));
+  m.impl("prod.int_out", TORCH_FN(ProdDimOut));
   m.impl("sum.dim_IntList", TORCH_FN(SumDim));
   m.impl("sum.IntList_out", TORCH_FN(SumDimOut));
   m.impl("mean", TORCH_FN(Mean));

@@ -129,7 +129,7 @@ Status Copy(const TensorRef& out, const TensorRef& in);
 KernelInfo DescribeCopy(const TensorRef& out, const TensorRef& in, const char* aten_op);
 
 // ---- Reductions ---------------------------------------------------------------
-enum class ReduceOp : uint8_t { kSum, kMean, kAmax, kAmin, kArgmax, kArgmin, kAll, kAny };
+enum class ReduceOp : uint8_t { kSum, kMean, kAmax, kAmin, kArgmax, kArgmin, kAll, kAny, kProd };
 // out has in's ndim with every reduced dim of size 1 (keepdim layout; the
 // caller squeezes). Bit d of reduce_mask set = dim d reduced; mask 0 with
 // ndim 0 is a copy. kSum/kMean: out floating like in, or int64 for int/bool
@@ -139,6 +139,8 @@ enum class ReduceOp : uint8_t { kSum, kMean, kAmax, kAmin, kArgmax, kArgmin, kAl
 // same contract, first index of the minimum (NaN still wins, as torch).
 // kAll/kAny: out kBool, any input dtype (nonzero / NaN = true); over an empty
 // extent all is true and any false.
+// kProd: out floating like in (products in double) or int64 for int/bool input
+// (wrapping, as torch); the product of nothing is 1.
 // Over an empty reduced extent: kSum gives 0, kMean NaN, and kAmax/kAmin/
 // kArgmax return a Status error (torch raises; the bridge should check first).
 Status Reduce(ReduceOp op, const TensorRef& out, const TensorRef& in, uint32_t reduce_mask);

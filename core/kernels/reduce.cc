@@ -230,7 +230,7 @@ using internal::ForEachRun;
 using internal::kChunk;
 
 constexpr const char* kOpNames[] = {"sum",    "mean",   "amax", "amin",
-                                    "argmax", "argmin", "all",  "any"};
+                                    "argmax", "argmin", "all",  "any", "prod"};
 
 // A contiguous accumulator of out's (keepdim) shape, viewed with in's sizes
 // and stride 0 on the reduced dims.
@@ -434,6 +434,38 @@ void ReduceLogical(bool all, const TensorRef& in, const TensorRef& acc) {
   });
 }
 
+// kProd: one scalar pass in memory order against the accumulator view; products
+// are rare (grid sizes of vision-language models) and short.
+Status ReduceProd(const TensorRef& out, const TensorRef& in, uint32_t reduce_mask) {
+  const size_t numel = static_cast<size_t>(out.numel());
+  const bool floating = IsFloating(in.dtype);
+  std::vector<double> accf(floating ? numel : 0, 1.0);
+  std::vector<int64_t> acci(floating ? 0 : numel, 1);
+  const TensorRef acc = AccumulatorView(in, reduce_mask, floating ? static_cast<void*>(accf.data())
+                                                                  : static_cast<void*>(acci.data()),
+                                        floating ? DType::kFloat64 : DType::kInt64);
+  internal::VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ForEachRun<2>({&in, &acc}, [&](const std::array<char*, 2>& p, int64_t n,
+                                   const std::array<int64_t, 2>& st) {
+      const T* x = reinterpret_cast<const T*>(p[0]);
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = x[i * st[0]];
+        if constexpr (std::is_integral_v<T>) {  // wraps like torch's int64 product
+          int64_t* a = reinterpret_cast<int64_t*>(p[1]) + i * st[1];
+          *a = static_cast<int64_t>(static_cast<uint64_t>(*a) * static_cast<uint64_t>(static_cast<int64_t>(v)));
+        } else {
+          double* a = reinterpret_cast<double*>(p[1]) + i * st[1];
+          if constexpr (std::is_floating_point_v<T>) *a *= static_cast<double>(v);
+          else *a *= static_cast<double>(internal::ToF32(v));
+        }
+      }
+    });
+  });
+  return floating ? Copy(out, DenseOut(out, accf.data(), DType::kFloat64))
+                  : Copy(out, DenseOut(out, acci.data(), DType::kInt64));
+}
+
 }  // namespace
 
 Status Reduce(ReduceOp op, const TensorRef& out, const TensorRef& in, uint32_t reduce_mask) {
@@ -456,6 +488,11 @@ Status Reduce(ReduceOp op, const TensorRef& out, const TensorRef& in, uint32_t r
     return ArgExtremum<false>(out, in, reduced_dim);
   }
   if (out.numel() == 0) return Status::Ok();
+  if (op == ReduceOp::kProd) {
+    TRN_ASSERT(out.dtype == (IsFloating(in.dtype) ? in.dtype : DType::kInt64),
+               "prod: out floating like in, or int64");
+    return ReduceProd(out, in, reduce_mask);
+  }
   if (op == ReduceOp::kAll || op == ReduceOp::kAny) {
     TRN_ASSERT(out.dtype == DType::kBool, "all/any: out kBool");
     std::vector<uint8_t> acc(static_cast<size_t>(out.numel()), op == ReduceOp::kAll ? 1 : 0);
@@ -586,8 +623,9 @@ KernelInfo DescribeReduce(ReduceOp op, const TensorRef& out, const TensorRef& in
   static constexpr const char* kNames[][7] = {
       TRN_DTYPE_NAMES("sum"),  TRN_DTYPE_NAMES("mean"),   TRN_DTYPE_NAMES("amax"),
       TRN_DTYPE_NAMES("amin"), TRN_DTYPE_NAMES("argmax"), TRN_DTYPE_NAMES("argmin"),
-      TRN_DTYPE_NAMES("all"),  TRN_DTYPE_NAMES("any"),
+      TRN_DTYPE_NAMES("all"),  TRN_DTYPE_NAMES("any"),    TRN_DTYPE_NAMES("prod"),
   };
+  static_assert(std::size(kNames) == static_cast<size_t>(ReduceOp::kProd) + 1);
   KernelInfo info;
   info.name = kNames[static_cast<int>(op)][static_cast<int>(in.dtype)];
   info.op = aten_op;
