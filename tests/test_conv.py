@@ -547,6 +547,35 @@ def test_bicubic_position_embedding_interpolation_and_the_antialias_fallback():
     assert trnscope.fallback_ops().get("aten::_upsample_bicubic2d_aa.out", 0) == before + 1
 
 
+UNFOLD = [
+    dict(kernel_size=3),
+    dict(kernel_size=(2, 3), dilation=(2, 1), padding=(1, 2), stride=(2, 3)),
+    dict(kernel_size=4, stride=4),  # Llama 4's vision patches: nn.Unfold(k, stride=k)
+    dict(kernel_size=1),
+]
+
+
+@pytest.mark.parametrize("case", range(len(UNFOLD)))
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("layout", ["contig", "channels_last", "strided"])
+def test_unfold_matches_cpu_exactly(case, dtype, layout):
+    x = make((2, 3, 9, 12), dtype)
+    want = F.unfold(x, **UNFOLD[case])
+    got = F.unfold(to_trn(x, layout), **UNFOLD[case])
+    assert got.device.type == "trn" and got.dtype == dtype
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
+
+
+def test_unfold_module_unbatched_and_errors():
+    x = make((3, 8, 8))
+    m = nn.Unfold(kernel_size=2, stride=2)
+    torch.testing.assert_close(m(x.to("trn")).cpu(), m(x), rtol=0, atol=0)
+    with pytest.raises(RuntimeError, match="must be at least one"):
+        F.unfold(x.to("trn"), kernel_size=9)
+    with pytest.raises(RuntimeError, match="stride should be greater than zero"):
+        torch.ops.aten.im2col(x.to("trn"), [2, 2], [1, 1], [0, 0], [0, 1])
+
+
 # ---- a small CNN end to end ---------------------------------------------------------------
 class Block(nn.Module):
     def __init__(self, c):

@@ -605,7 +605,66 @@ at::Tensor UpsampleLinear1d(const at::Tensor& self, c10::SymIntArrayRef output_s
                   std::nullopt, "aten::upsample_linear1d");
 }
 
+// ---- im2col (F.unfold) ----------------------------------------------------------------
+// Llama 4's vision patch embedding is nn.Unfold then a linear: one copy kernel.
+at::Tensor& Im2ColOut(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                      at::IntArrayRef padding, at::IntArrayRef stride, at::Tensor& out) {
+  constexpr const char* kName = "aten::im2col";
+  const int device = CommonDevice(kName, {&self, &out});
+  CheckFloating(self, kName);
+  TORCH_CHECK(kernel_size.size() == 2 && dilation.size() == 2 && padding.size() == 2 &&
+                  stride.size() == 2,
+              "im2col: kernel_size, dilation, padding and stride must have 2 elements each");
+  TORCH_CHECK(kernel_size[0] > 0 && kernel_size[1] > 0, "kernel size should be greater than zero, "
+              "but got kernel_height: ", kernel_size[0], " kernel_width: ", kernel_size[1]);
+  TORCH_CHECK(dilation[0] > 0 && dilation[1] > 0, "dilation should be greater than zero, but got "
+              "dilation_height: ", dilation[0], " dilation_width: ", dilation[1]);
+  TORCH_CHECK(padding[0] >= 0 && padding[1] >= 0, "padding should be non-negative, but got "
+              "pad_height: ", padding[0], " pad_width: ", padding[1]);
+  TORCH_CHECK(stride[0] > 0 && stride[1] > 0, "stride should be greater than zero, but got "
+              "stride_height: ", stride[0], " stride_width: ", stride[1]);
+  TORCH_CHECK((self.dim() == 3 || self.dim() == 4) && self.size(-1) > 0 && self.size(-2) > 0 &&
+                  self.size(-3) > 0,
+              "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other "
+              "non-zero dimensions for input, but got: ", self.sizes());
+  const at::Tensor in = self.dim() == 3 ? self.unsqueeze(0) : self;
+  kernels::Im2ColParams p;
+  for (int d = 0; d < 2; ++d) {
+    p.kernel[d] = kernel_size[d];
+    p.dilation[d] = dilation[d];
+    p.padding[d] = padding[d];
+    p.stride[d] = stride[d];
+  }
+  const int64_t h = in.size(2), w = in.size(3);
+  const int64_t oh = (h + 2 * p.padding[0] - p.dilation[0] * (p.kernel[0] - 1) - 1) / p.stride[0] + 1;
+  const int64_t ow = (w + 2 * p.padding[1] - p.dilation[1] * (p.kernel[1] - 1) - 1) / p.stride[1] + 1;
+  TORCH_CHECK(oh > 0 && ow > 0, "Given input with spatial size (", h, ", ", w,
+              "), kernel_size=(", p.kernel[0], ", ", p.kernel[1], "), dilation=(", p.dilation[0],
+              ", ", p.dilation[1], "), padding=(", p.padding[0], ", ", p.padding[1],
+              "), calculated shape of the array of sliding blocks as (", oh, ", ", ow,
+              "), but its components must be at least one.");
+  const int64_t rows = in.size(1) * p.kernel[0] * p.kernel[1];
+  if (self.dim() == 3) {
+    PrepareOut(out, {rows, oh * ow}, self.scalar_type(), kName);
+  } else {
+    PrepareOut(out, {in.size(0), rows, oh * ow}, self.scalar_type(), kName);
+  }
+  if (out.numel() == 0) return out;
+  const at::Tensor o3 = self.dim() == 3 ? out.unsqueeze(0) : out;
+  const TensorRef ro = Ref(o3, kName), ri = Ref(in, kName);
+  Launch(device, kernels::DescribeVision(kernels::VisionKernel::kIm2Col, ro, ri, 0, kName),
+         [=] { return kernels::Im2Col(ro, ri, p); });
+  return out;
+}
+at::Tensor Im2Col(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                  at::IntArrayRef padding, at::IntArrayRef stride) {
+  at::Tensor out = Empty({0}, self.scalar_type(), DeviceIndex(self));
+  return Im2ColOut(self, kernel_size, dilation, padding, stride, out);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("im2col", TORCH_FN(Im2Col));
+  m.impl("im2col.out", TORCH_FN(Im2ColOut));
   m.impl("convolution_overrideable", TORCH_FN(ConvolutionOverrideable));
   m.impl("convolution_backward_overrideable", TORCH_FN(ConvolutionBackwardOverrideable));
   m.impl("native_batch_norm", TORCH_FN(NativeBatchNorm));

@@ -468,6 +468,54 @@ Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
   return Status::Ok();
 }
 
+namespace {
+
+template <typename U>
+void Im2ColTyped(const TensorRef& out, const TensorRef& in, const Im2ColParams& p) {
+  const int64_t n = in.sizes[0], c = in.sizes[1], h = in.sizes[2], w = in.sizes[3];
+  const int64_t kh = p.kernel[0], kw = p.kernel[1];
+  const int64_t oh = (h + 2 * p.padding[0] - p.dilation[0] * (kh - 1) - 1) / p.stride[0] + 1;
+  const int64_t ow = (w + 2 * p.padding[1] - p.dilation[1] * (kw - 1) - 1) / p.stride[1] + 1;
+  const U* src = static_cast<const U*>(in.data);
+  U* dst = static_cast<U*>(out.data);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      for (int64_t i = 0; i < kh; ++i) {
+        for (int64_t j = 0; j < kw; ++j) {
+          const int64_t row = (ch * kh + i) * kw + j;
+          U* o = dst + b * out.strides[0] + row * out.strides[1];
+          for (int64_t y = 0; y < oh; ++y) {
+            const int64_t iy = y * p.stride[0] - p.padding[0] + i * p.dilation[0];
+            for (int64_t x = 0; x < ow; ++x) {
+              const int64_t ix = x * p.stride[1] - p.padding[1] + j * p.dilation[1];
+              const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
+              o[(y * ow + x) * out.strides[2]] =
+                  inside ? src[b * in.strides[0] + ch * in.strides[1] + iy * in.strides[2] +
+                               ix * in.strides[3]]
+                         : U{0};
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Status Im2Col(const TensorRef& out, const TensorRef& in, const Im2ColParams& p) {
+  TRN_ASSERT(in.ndim == 4 && out.ndim == 3 && out.dtype == in.dtype && out.sizes[0] == in.sizes[0] &&
+                 out.sizes[1] == in.sizes[1] * p.kernel[0] * p.kernel[1],
+             "im2col: in [N, C, H, W], out [N, C*KH*KW, L] of in's dtype");
+  switch (ItemSize(in.dtype)) {  // a copy: the element's bytes are all that matter
+    case 1: Im2ColTyped<uint8_t>(out, in, p); break;
+    case 2: Im2ColTyped<uint16_t>(out, in, p); break;
+    case 4: Im2ColTyped<uint32_t>(out, in, p); break;
+    default: Im2ColTyped<uint64_t>(out, in, p); break;
+  }
+  return Status::Ok();
+}
+
 rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, const char* aten_op) {
   static const char* const kNames[4] = {"batch_norm_f32", "batch_norm_f64", "batch_norm_bf16",
                                         "batch_norm_f16"};
@@ -483,7 +531,7 @@ rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, cons
 
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op) {
-  static const char* const kNames[6][4] = {
+  static const char* const kNames[7][4] = {
       {"max_pool2d_f32", "max_pool2d_f64", "max_pool2d_bf16", "max_pool2d_f16"},
       {"avg_pool2d_f32", "avg_pool2d_f64", "avg_pool2d_bf16", "avg_pool2d_f16"},
       {"adaptive_avg_pool2d_f32", "adaptive_avg_pool2d_f64", "adaptive_avg_pool2d_bf16",
@@ -494,15 +542,17 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
        "upsample_bilinear2d_f16"},
       {"upsample_bicubic2d_f32", "upsample_bicubic2d_f64", "upsample_bicubic2d_bf16",
        "upsample_bicubic2d_f16"},
+      {"im2col_f32", "im2col_f64", "im2col_bf16", "im2col_f16"},
   };
   rt::KernelInfo info;
   info.name = DTypeSuffixed(kNames[static_cast<int>(kernel)], in.dtype);
   info.op = aten_op;
-  info.engine = rt::Engine::kVector;
+  info.engine = kernel == VisionKernel::kIm2Col ? rt::Engine::kDma : rt::Engine::kVector;
   uint64_t per_out = window;
   if (kernel == VisionKernel::kUpsampleNearest2d) per_out = 1;
   if (kernel == VisionKernel::kUpsampleBilinear2d) per_out = 7;
   if (kernel == VisionKernel::kUpsampleBicubic2d) per_out = 15;  // 4 + 4 taps, one per FMA pair
+  if (kernel == VisionKernel::kIm2Col) per_out = 0;                // a copy
   info.flops = per_out * static_cast<uint64_t>(out.numel());
   info.bytes_read = internal::DistinctBytes(in);
   info.bytes_written = out.nbytes();

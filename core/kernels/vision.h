@@ -48,12 +48,21 @@ enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBicubic };
 Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
                   bool align_corners, double scale_h, double scale_w);
 
+// torch's im2col (F.unfold, nn.Unfold: Llama 4's vision patch embedding):
+// in [N, C, H, W] any dtype and strides, out [N, C*KH*KW, OH*OW] with
+// out[n, (c*KH + i)*KW + j, y*OW + x] = in[n, c, y*sh - ph + i*dh, x*sw - pw +
+// j*dw], 0 outside the input. A copy: exact for every dtype.
+struct Im2ColParams {
+  int64_t kernel[2], dilation[2], padding[2], stride[2];
+};
+Status Im2Col(const TensorRef& out, const TensorRef& in, const Im2ColParams& p);
+
 // Kernel info of the pools and upsamplers: name like "max_pool2d_f32"; flops
 // per output element = the window size (pools), 1 (nearest), 7 (bilinear),
 // 15 (bicubic).
 enum class VisionKernel : uint8_t {
   kMaxPool2d, kAvgPool2d, kAdaptiveAvgPool2d, kUpsampleNearest2d, kUpsampleBilinear2d,
-  kUpsampleBicubic2d,
+  kUpsampleBicubic2d, kIm2Col,
 };
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op);
