@@ -645,3 +645,28 @@ def test_bincount_edges_and_errors():
         torch.bincount(torch.tensor([0, 1]).to("trn"), weights=torch.ones(3, device="trn"))
     with pytest.raises(RuntimeError, match="minlength"):
         torch.bincount(torch.tensor([0, 1]).to("trn"), minlength=-1)
+
+
+# ---- unique ---------------------------------------------------------------------------------
+UNIQUE = [
+    torch.tensor([3, 1, 3, 2, 1, 5]),
+    torch.tensor([1.0, float("nan"), 2.0, float("nan"), 1.0]),  # every NaN its own group, last
+    torch.tensor([[2, 1], [2, 3]]),  # the inverse keeps the input's shape
+    torch.tensor([True, False, True]),
+    torch.tensor([], dtype=torch.long),
+    torch.tensor([7]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(UNIQUE) + 1))
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("counts", [False, True])
+def test_unique_matches_cpu(case, inverse, counts):
+    x = UNIQUE[case] if case < len(UNIQUE) else make((6, 7), BF16).round()
+    for xt in (x.to("trn"), on_trn(x, "strided") if x.dim() else x.to("trn")):
+        got = torch.unique(xt, return_inverse=inverse, return_counts=counts)
+        want = torch.unique(x, return_inverse=inverse, return_counts=counts)
+        got, want = (got, want) if isinstance(got, tuple) else ((got,), (want,))
+        for g, w in zip(got, want):
+            check(g, w, exact=True)
+    check(torch.unique(x.to("trn"), sorted=False), torch.unique(x, sorted=False), exact=True)

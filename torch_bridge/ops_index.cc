@@ -731,6 +731,47 @@ std::tuple<at::Tensor, at::Tensor> NllLossForward(const at::Tensor& self, const 
   return {output, total_weight};
 }
 
+// ---- unique -----------------------------------------------------------------------
+// torch.unique without dim (ViLT, Grounding DINO, SAM 3 video call it in their
+// forward) as trn ops: a stable sort, the group starts (each value unlike the
+// one before it, so every NaN is its own group, sorted last, as CPU PyTorch),
+// then masked_select, and for the inverse / counts a cumsum scattered back
+// through the sort's permutation / the distances between starts. The output
+// size is data-dependent: masked_select synchronizes, as on CUDA. Always
+// sorted (torch's CPU result for sorted=False too).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> Unique2(const at::Tensor& self, bool /*sorted*/,
+                                                       bool return_inverse, bool return_counts) {
+  const int device = DeviceIndex(self);
+  const at::Tensor flat = self.reshape({-1});
+  const int64_t n = flat.numel();
+  const auto longs = [&](at::IntArrayRef sizes) { return Empty(sizes, at::kLong, device); };
+  if (n == 0) {
+    at::Tensor inverse = return_inverse ? longs(self.sizes()) : longs({0});
+    return {Empty({0}, self.scalar_type(), device), inverse, longs({0})};
+  }
+  const at::Tensor keys = self.scalar_type() == at::kBool ? flat.to(at::kLong) : flat;
+  const auto [sorted, perm] = keys.sort(/*stable=*/true, 0, /*descending=*/false);
+  at::Tensor start = Empty({n}, at::kBool, device);
+  start.slice(0, 0, 1).fill_(true);
+  if (n > 1) {
+    at::Tensor rest = start.slice(0, 1);
+    at::ne_out(rest, sorted.slice(0, 1), sorted.slice(0, 0, n - 1));
+  }
+  at::Tensor values = sorted.masked_select(start);
+  if (self.scalar_type() == at::kBool) values = values.to(at::kBool);
+  at::Tensor inverse = longs({0}), counts = longs({0});
+  if (return_inverse) {
+    const at::Tensor group = start.cumsum(0, at::kLong).sub_(1);
+    inverse = longs({n}).scatter_(0, perm, group).view(self.sizes());
+  }
+  if (return_counts) {
+    const at::Tensor first = start.nonzero().squeeze(1);
+    const at::Tensor ends = at::cat({first.slice(0, 1), at::full({1}, n, first.options())});
+    counts = ends.sub_(first);
+  }
+  return {values, inverse, counts};
+}
+
 // ---- searchsorted / bucketize / bincount ------------------------------------------
 at::Tensor& SearchSortedInto(const at::Tensor& seq, const at::Tensor& self, bool out_int32,
                              bool right, at::Tensor& out, const char* name) {
@@ -881,6 +922,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bucketize.Tensor", TORCH_FN(Bucketize));
   m.impl("bucketize.Tensor_out", TORCH_FN(BucketizeOut));
   m.impl("bincount", TORCH_FN(Bincount));
+  m.impl("_unique2", TORCH_FN(Unique2));
 }
 
 }  // namespace trn::bridge::ops
