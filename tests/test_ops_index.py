@@ -11,6 +11,7 @@ arithmetic (cumsum, cumprod, scatter_add, index_put accumulate) uses
 rtol/atol 1e-5/1e-5 for float32, 1e-2/1e-2 for bfloat16, 1e-3/1e-3 for float16.
 """
 
+import math
 import zlib
 
 import pytest
@@ -670,3 +671,52 @@ def test_unique_matches_cpu(case, inverse, counts):
         for g, w in zip(got, want):
             check(g, w, exact=True)
     check(torch.unique(x.to("trn"), sorted=False), torch.unique(x, sorted=False), exact=True)
+
+
+# ---- kthvalue / median / nanmedian ------------------------------------------------------------
+def _distinct(shape, dtype):
+    """Distinct values (the index of an order statistic is then unambiguous)."""
+    n = math.prod(shape)
+    v = torch.randperm(n, generator=torch.Generator().manual_seed(n)).reshape(shape)
+    return (v - n // 2).to(dtype)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I32, I64, torch.float64], ids=str)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_order_statistics(dtype, dim, keepdim):
+    x = _distinct((6, 7), dtype)
+    for layout in LAYOUTS:
+        t = on_trn(x, layout)
+        for k in (1, 3, x.size(dim)):
+            got, want = torch.kthvalue(t, k, dim, keepdim), torch.kthvalue(x, k, dim, keepdim)
+            check(got.values, want.values, exact=True)
+            check(got.indices, want.indices, exact=True)
+        for fn in (torch.median, torch.nanmedian):
+            got, want = fn(t, dim, keepdim), fn(x, dim, keepdim)
+            check(got.values, want.values, exact=True)
+            check(got.indices, want.indices, exact=True)
+            check(fn(t), fn(x), exact=True)
+
+
+def test_order_statistics_nan_ties_scalars_and_errors():
+    nan = float("nan")
+    x = torch.tensor([[3.0, 1.0, nan, 2.0, 5.0], [5.0, 4.0, 4.0, 1.0, 2.0], [nan, 1.0, 2.0, nan, 0.5]])
+    t = x.to("trn")
+    for fn in (torch.median, torch.nanmedian):
+        got, want = fn(t, 1), fn(x, 1)
+        check(got.values, want.values, exact=True)
+        # a row's first NaN (median), the lower median (ties: the first index)
+        check(got.indices[:2], want.indices[:2], exact=True)
+        check(fn(t), fn(x), exact=True)
+    check(torch.kthvalue(t, 4, 1).values, torch.kthvalue(x, 4, 1).values, exact=True)
+    out_v, out_i = torch.empty(0, device="trn"), torch.empty(0, dtype=I64, device="trn")
+    torch.median(t, 1, out=(out_v, out_i))
+    check(out_v, torch.median(x, 1).values, exact=True)
+    s = torch.tensor(3.0)
+    check(torch.median(s.to("trn"), 0).values, torch.median(s, 0).values, exact=True)
+    check(torch.median(torch.empty(0, device="trn")), torch.median(torch.empty(0)), exact=True)
+    with pytest.raises(RuntimeError, match="k out of range"):
+        torch.kthvalue(t, 6, 1)
+    with pytest.raises(RuntimeError, match="non-zero size"):
+        torch.median(torch.empty(2, 0, device="trn"), 1)

@@ -772,6 +772,93 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> Unique2(const at::Tensor& self, b
   return {values, inverse, counts};
 }
 
+// ---- kthvalue / median / nanmedian -------------------------------------------------
+// Order statistics as trn ops: a stable sort along dim, then one gather at
+// the wanted position. Stable, so ties give the first index (CPU PyTorch's
+// for the lower median) and NaNs sort last in input order: median returns
+// the first NaN of a row holding one, nanmedian the lower median of the rest.
+enum class OrderStat { kKth, kMedian, kNanMedian };
+
+std::tuple<at::Tensor, at::Tensor> SelectSorted(const at::Tensor& self, int64_t k, int64_t dim,
+                                                bool keepdim, OrderStat stat, const char* name) {
+  const at::Tensor x = self.dim() == 0 ? self.unsqueeze(0) : self;
+  dim = at::maybe_wrap_dim(dim, x.dim());
+  const int64_t n = x.size(dim);
+  TORCH_CHECK(n > 0, name, "(): Expected reduction dim ", dim, " to have non-zero size.");
+  if (stat == OrderStat::kKth) {
+    TORCH_CHECK(k >= 1 && k <= n, "kthvalue(): selected number k out of range for dimension ",
+                dim);
+  }
+  const auto [sorted, order] = x.sort(/*stable=*/true, dim, /*descending=*/false);
+  std::vector<int64_t> one(static_cast<size_t>(x.dim()));
+  for (int64_t d = 0; d < x.dim(); ++d) one[d] = d == dim ? 1 : x.size(d);
+  at::Tensor pos;
+  if (stat == OrderStat::kKth || !at::isFloatingType(x.scalar_type())) {
+    const int64_t p = stat == OrderStat::kKth ? k - 1 : (n - 1) / 2;
+    pos = at::full(one, p, order.options());
+  } else {
+    const at::Tensor valid = at::rsub(x.isnan().sum(dim, /*keepdim=*/true, at::kLong), n);
+    if (stat == OrderStat::kMedian) {  // a NaN row: its first NaN, else the lower median
+      pos = at::where(valid.lt(n), valid, at::full(one, (n - 1) / 2, order.options()));
+    } else {  // the lower median of the non-NaN values (index 0 of an all-NaN row)
+      pos = at::div(valid.sub(1), 2, "trunc").clamp_min_(0);
+    }
+  }
+  at::Tensor values = sorted.gather(dim, pos), indices = order.gather(dim, pos);
+  if (!keepdim || self.dim() == 0) {
+    values = values.squeeze(dim);
+    indices = indices.squeeze(dim);
+  }
+  return {values, indices};
+}
+
+std::tuple<at::Tensor&, at::Tensor&> SelectSortedInto(std::tuple<at::Tensor, at::Tensor> res,
+                                                       at::Tensor& values, at::Tensor& indices,
+                                                       const char* name) {
+  PrepareOut(values, std::get<0>(res).sizes(), std::get<0>(res).scalar_type(), name);
+  PrepareOut(indices, std::get<1>(res).sizes(), at::kLong, name);
+  values.copy_(std::get<0>(res));
+  indices.copy_(std::get<1>(res));
+  return {values, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> Kthvalue(const at::Tensor& self, c10::SymInt k, int64_t dim,
+                                            bool keepdim) {
+  return SelectSorted(self, k.guard_int(__FILE__, __LINE__), dim, keepdim, OrderStat::kKth,
+                      "kthvalue");
+}
+std::tuple<at::Tensor&, at::Tensor&> KthvalueOut(const at::Tensor& self, c10::SymInt k,
+                                                 int64_t dim, bool keepdim, at::Tensor& values,
+                                                 at::Tensor& indices) {
+  return SelectSortedInto(Kthvalue(self, std::move(k), dim, keepdim), values, indices,
+                          "aten::kthvalue");
+}
+template <OrderStat kStat>
+std::tuple<at::Tensor, at::Tensor> MedianDim(const at::Tensor& self, int64_t dim, bool keepdim) {
+  return SelectSorted(self, 0, dim, keepdim, kStat,
+                      kStat == OrderStat::kMedian ? "median" : "nanmedian");
+}
+template <OrderStat kStat>
+std::tuple<at::Tensor&, at::Tensor&> MedianDimOut(const at::Tensor& self, int64_t dim, bool keepdim,
+                                                  at::Tensor& values, at::Tensor& indices) {
+  return SelectSortedInto(MedianDim<kStat>(self, dim, keepdim), values, indices,
+                          kStat == OrderStat::kMedian ? "aten::median" : "aten::nanmedian");
+}
+template <OrderStat kStat>
+at::Tensor MedianAll(const at::Tensor& self) {
+  if (self.numel() == 0) {  // torch: the median of nothing is NaN
+    return at::full({}, std::numeric_limits<double>::quiet_NaN(), self.options());
+  }
+  return std::get<0>(MedianDim<kStat>(self.reshape({-1}), 0, false));
+}
+template <OrderStat kStat>
+at::Tensor& MedianAllOut(const at::Tensor& self, at::Tensor& out) {
+  const at::Tensor r = MedianAll<kStat>(self);
+  PrepareOut(out, {}, r.scalar_type(), kStat == OrderStat::kMedian ? "aten::median"
+                                                                   : "aten::nanmedian");
+  return out.copy_(r);
+}
+
 // ---- searchsorted / bucketize / bincount ------------------------------------------
 at::Tensor& SearchSortedInto(const at::Tensor& seq, const at::Tensor& self, bool out_int32,
                              bool right, at::Tensor& out, const char* name) {
@@ -923,6 +1010,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("bucketize.Tensor_out", TORCH_FN(BucketizeOut));
   m.impl("bincount", TORCH_FN(Bincount));
   m.impl("_unique2", TORCH_FN(Unique2));
+  m.impl("kthvalue", TORCH_FN(Kthvalue));
+  m.impl("kthvalue.values", TORCH_FN(KthvalueOut));
+  m.impl("median", TORCH_FN(MedianAll<OrderStat::kMedian>));
+  m.impl("median.out", TORCH_FN(MedianAllOut<OrderStat::kMedian>));
+  m.impl("median.dim", TORCH_FN(MedianDim<OrderStat::kMedian>));
+  m.impl("median.dim_values", TORCH_FN(MedianDimOut<OrderStat::kMedian>));
+  m.impl("nanmedian", TORCH_FN(MedianAll<OrderStat::kNanMedian>));
+  m.impl("nanmedian.out", TORCH_FN(MedianAllOut<OrderStat::kNanMedian>));
+  m.impl("nanmedian.dim", TORCH_FN(MedianDim<OrderStat::kNanMedian>));
+  m.impl("nanmedian.dim_values", TORCH_FN(MedianDimOut<OrderStat::kNanMedian>));
 }
 
 }  // namespace trn::bridge::ops
