@@ -1,5 +1,5 @@
-// Conv2d against a double-precision direct convolution on every compiled SIMD
-// target (the GEMM under it dispatches per target): stride, asymmetric
+// Conv2d (and Conv3d, at the end) against a double-precision direct
+// convolution on every compiled SIMD target (the GEMM under it dispatches per target): stride, asymmetric
 // padding, dilation, groups (depthwise included), bias, the fused relu, the
 // 1x1 direct path, NCHW / channels-last / strided operands, every floating
 // dtype, with and without a caller workspace.
@@ -278,6 +278,103 @@ TEST(Conv2d, DescribeCountsFlops) {
   EXPECT_STREQ(info.name, "conv2d_f32");
   EXPECT_EQ(info.flops, 2u * 2 * 4 * 7 * 7 * 27);
   EXPECT_EQ(info.bytes_written, out.ref.nbytes());
+}
+
+// Conv3d (Note [conv3d]) against a double-precision direct convolution on
+// every target: bands across frames and images, padding in all three dims,
+// dilation, groups, bias, a strided input and a bfloat16 run.
+struct Case3d {
+  std::vector<int64_t> in;  // N, C, T, H, W
+  int64_t cout;
+  std::vector<int64_t> k;   // KT, KH, KW
+  Conv3dParams p;
+};
+
+void RunConv3d(const Case3d& c, DType dt, bool strided_in, bool bias) {
+  const Conv3dParams& p = c.p;
+  std::vector<int64_t> o = {c.in[0], c.cout};
+  for (int d = 0; d < 3; ++d) {
+    o.push_back(ConvOutputSize(c.in[d + 2], c.k[d], p.stride[d], p.pad[d], p.pad[d], p.dilation[d]));
+  }
+  const int64_t cg = c.in[1] / p.groups, og = c.cout / p.groups;
+  TestTensor in = strided_in ? Empty(dt, {c.in[0], c.in[1], c.in[2], c.in[3], 2 * c.in[4]})
+                                   .Slice(4, 1, 2, c.in[4])
+                             : Empty(dt, c.in);
+  FillRandom(in, 21, -1.0, 1.0);
+  TestTensor w = Empty(dt, {c.cout, cg, c.k[0], c.k[1], c.k[2]});
+  FillRandom(w, 22, -1.0, 1.0);
+  TestTensor b;
+  if (bias) {
+    b = Empty(dt, {c.cout});
+    FillRandom(b, 23, -1.0, 1.0);
+  }
+  TestTensor out = Empty(dt, o);
+  const auto idx = [](const std::vector<int64_t>& s, int64_t a, int64_t bb, int64_t t, int64_t y,
+                      int64_t x) { return (((a * s[1] + bb) * s[2] + t) * s[3] + y) * s[4] + x; };
+  std::vector<double> want(static_cast<size_t>(out.numel()));
+  const std::vector<int64_t> ws = {c.cout, cg, c.k[0], c.k[1], c.k[2]};
+  for (int64_t n = 0; n < o[0]; ++n)
+    for (int64_t oc = 0; oc < o[1]; ++oc)
+      for (int64_t t = 0; t < o[2]; ++t)
+        for (int64_t y = 0; y < o[3]; ++y)
+          for (int64_t x = 0; x < o[4]; ++x) {
+            double acc = bias ? b.At(oc) : 0.0;
+            const int64_t g = oc / og;
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t kt = 0; kt < c.k[0]; ++kt)
+                for (int64_t ky = 0; ky < c.k[1]; ++ky)
+                  for (int64_t kx = 0; kx < c.k[2]; ++kx) {
+                    const int64_t it = t * p.stride[0] - p.pad[0] + kt * p.dilation[0];
+                    const int64_t iy = y * p.stride[1] - p.pad[1] + ky * p.dilation[1];
+                    const int64_t ix = x * p.stride[2] - p.pad[2] + kx * p.dilation[2];
+                    if (it < 0 || it >= c.in[2] || iy < 0 || iy >= c.in[3] || ix < 0 ||
+                        ix >= c.in[4]) {
+                      continue;
+                    }
+                    acc += in.At(idx(c.in, n, g * cg + ci, it, iy, ix)) *
+                           w.At(idx(ws, oc, ci, kt, ky, kx));
+                  }
+            want[static_cast<size_t>(idx(o, n, oc, t, y, x))] = acc;
+          }
+  ForEachTarget([&](const char*) {
+    ASSERT_TRUE(Conv3d(out.ref, in.ref, w.ref, bias ? b.ref : TensorRef{}, p).ok());
+    const int64_t k = cg * c.k[0] * c.k[1] * c.k[2];
+    int failures = 0;
+    for (int64_t i = 0; i < out.numel() && failures < 5; ++i) {
+      const double tol = 1e-6 * static_cast<double>(k) + 1e-6 + testing::StorageTol(dt, want[i], 0.0);
+      const std::string err = testing::CheckClose(out.At(i), want[i], 0.0, tol);
+      if (!err.empty()) {
+        ++failures;
+        ADD_FAILURE() << "element " << i << ": " << err;
+      }
+    }
+  });
+}
+
+Conv3dParams Params3d(std::vector<int64_t> s, std::vector<int64_t> pad, std::vector<int64_t> d,
+                      int64_t groups) {
+  Conv3dParams p;
+  for (int i = 0; i < 3; ++i) {
+    p.stride[i] = s[i];
+    p.pad[i] = pad[i];
+    p.dilation[i] = d[i];
+  }
+  p.groups = groups;
+  return p;
+}
+
+TEST(Conv3d, GeometriesLayoutsAndDtypes) {
+  const std::vector<Case3d> cases = {
+      {{2, 3, 4, 8, 8}, 5, {2, 4, 4}, Params3d({2, 4, 4}, {0, 0, 0}, {1, 1, 1}, 1)},  // patches
+      {{1, 4, 5, 7, 6}, 6, {3, 3, 3}, Params3d({1, 2, 1}, {1, 0, 2}, {2, 1, 1}, 2)},
+      {{2, 4, 3, 5, 5}, 4, {1, 3, 3}, Params3d({1, 1, 1}, {0, 1, 1}, {1, 1, 1}, 4)},  // depthwise
+      {{2, 6, 2, 3, 3}, 3, {1, 1, 1}, Params3d({1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1)},  // pointwise
+  };
+  for (const Case3d& c : cases) {
+    RunConv3d(c, DType::kFloat32, false, true);
+    RunConv3d(c, DType::kFloat32, true, false);
+  }
+  RunConv3d(cases[1], DType::kBFloat16, false, true);
 }
 
 }  // namespace
