@@ -266,6 +266,27 @@ TEST(AttentionTest, DecodeOverACacheLargerThanL2) {
   RunCase(c);
 }
 
+TEST(AttentionTest, DecodeReadsBfloat16RowsInPlace) {
+  // bfloat16 k/v with unit inner stride are widened in registers (Note
+  // [Decode streams]); in cache and streamed, every layout (transposed and
+  // step-2 k/v take the converting pack), head dims across vector widths.
+  for (Layout layout : testing::AllLayouts()) {
+    for (int64_t skv : {37, 2100}) {
+      AttnCase c;
+      c.dtype = DType::kBFloat16;
+      c.layout = layout;
+      c.sq = 1;
+      c.skv = skv;
+      c.d = 128;
+      c.dv = 147;
+      c.hq = 4;
+      c.hkv = 2;
+      c.mask = MaskKind::kAdditive;
+      RunCase(c);
+    }
+  }
+}
+
 TEST(AttentionTest, GivenScale) {
   AttnCase c;
   c.scale = 0.3;
