@@ -276,8 +276,10 @@ HWY_INLINE float ExpShift(float* s, int64_t n, float m) {
 }
 
 // One query head on the row path (Note [fused attention]), k/v rows of T.
+// Not inlined: both instantiations inlined into AttentionHead made the float32
+// decode of a 4096-token cache 15-25 % slower (6.8-7.5 against 5.8-6.0 ms).
 template <typename T>
-HWY_INLINE void RowPath(const HeadArgs& a, const T* k, const T* v) {
+HWY_NOINLINE void RowPath(const HeadArgs& a, const T* k, const T* v) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const bool q_direct = a.dtype == DType::kFloat32 && a.q_col == 1;
   const int64_t item = static_cast<int64_t>(ItemSize(a.dtype));
