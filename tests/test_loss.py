@@ -61,7 +61,7 @@ def test_total_weight_and_the_out_overload(reduction):
     got, got_tw = torch.ops.aten.nll_loss_forward.output(
         x.to("trn"), t.to("trn"), w.to("trn"), reduction, -100, output=out, total_weight=tw
     )
-    assert got.data_ptr() == out.data_ptr() or got.shape != (5,)
+    assert got is out and got_tw is tw  # out= returns the tensors it was given, resized
     _close(got, want, torch.float32)
     _close(got_tw, want_tw, torch.float32)
 

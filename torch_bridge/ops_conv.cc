@@ -58,12 +58,17 @@ TensorRef Unsqueezed(TensorRef r, int dim) {
   return r;
 }
 
-// New trn tensor laid out like `like` would be by torch: channels_last when
-// like suggests it (4-D), contiguous otherwise.
-at::Tensor EmptyLike4d(at::IntArrayRef sizes, const at::Tensor& like, int device) {
-  if (sizes.size() == 4 && like.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
+// New trn tensor laid out like `like` would be by torch: channels_last (4-D) or
+// channels_last_3d (5-D) when like suggests it, contiguous otherwise.
+at::Tensor EmptyLikeInput(at::IntArrayRef sizes, const at::Tensor& like, int device) {
+  const at::MemoryFormat f = like.suggest_memory_format();
+  if (sizes.size() == 4 && f == at::MemoryFormat::ChannelsLast) {
     return Empty({sizes[0], sizes[2], sizes[3], sizes[1]}, like.scalar_type(), device)
         .permute({0, 3, 1, 2});
+  }
+  if (sizes.size() == 5 && f == at::MemoryFormat::ChannelsLast3d) {
+    return Empty({sizes[0], sizes[2], sizes[3], sizes[4], sizes[1]}, like.scalar_type(), device)
+        .permute({0, 4, 1, 2, 3});
   }
   return Empty(sizes, like.scalar_type(), device);
 }
@@ -126,7 +131,7 @@ at::Tensor ConvTranspose(const at::Tensor& input, const at::Tensor& weight,
                 weight.sizes(), " gives an empty output (size ", o, ")");
     out_sizes.push_back(o);
   }
-  at::Tensor out = EmptyLike4d(out_sizes, input, device);
+  at::Tensor out = EmptyLikeInput(out_sizes, input, device);
   if (out.numel() == 0) return out;
   const auto [ri, rw, ro, rb] = ConvRefs(input, weight, bias, out, kName);
   Launch(device, kernels::DescribeConvTranspose2d(ro, ri, rw, rb, kName),
@@ -135,17 +140,12 @@ at::Tensor ConvTranspose(const at::Tensor& input, const at::Tensor& weight,
 }
 
 // 3-D convolutions (VideoMAE's and ViViT's patch embeddings, 3-D CNNs): one
-// conv3d_* launch (Note [conv3d] in conv.cc). The dtypes are checked by the caller.
+// conv3d_* launch (Note [conv3d] in conv.cc). Dtypes, the weight's rank and the
+// groups are checked by the caller.
 at::Tensor Conv3d(const at::Tensor& input, const at::Tensor& weight, const at::Tensor& bias,
                   c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
                   c10::SymIntArrayRef dilation, int64_t groups, int device) {
   constexpr const char* kName = "aten::convolution";
-  TORCH_CHECK(weight.dim() == 5, kName, ": expected a 5-D weight for a 5-D input, got ",
-              weight.sizes());
-  TORCH_CHECK(groups > 0 && input.size(1) % groups == 0 && weight.size(0) % groups == 0 &&
-                  weight.size(1) * groups == input.size(1),
-              kName, ": groups=", groups, ", weight of size ", weight.sizes(),
-              " do not fit an input of size ", input.sizes());
   kernels::Conv3dParams p;
   p.groups = groups;
   std::vector<int64_t> out_sizes = {input.size(0), weight.size(0)};
@@ -162,14 +162,7 @@ at::Tensor Conv3d(const at::Tensor& input, const at::Tensor& weight, const at::T
                 "padded input ", input.sizes());
     out_sizes.push_back(o);
   }
-  at::Tensor out;
-  if (input.suggest_memory_format() == at::MemoryFormat::ChannelsLast3d) {
-    out = Empty({out_sizes[0], out_sizes[2], out_sizes[3], out_sizes[4], out_sizes[1]},
-                input.scalar_type(), device)
-              .permute({0, 4, 1, 2, 3});
-  } else {
-    out = Empty(out_sizes, input.scalar_type(), device);
-  }
+  at::Tensor out = EmptyLikeInput(out_sizes, input, device);
   if (out.numel() == 0) return out;
   const TensorRef ri = Ref(input, kName), rw = Ref(weight, kName), ro = Ref(out, kName);
   const TensorRef rb = bias.defined() ? Ref(bias, kName) : NoRef();
@@ -205,24 +198,22 @@ at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& we
               ") should be the same");
   TORCH_CHECK(weight.dim() == input.dim(), kName, ": expected a ", input.dim(),
               "-D weight for a ", input.dim(), "-D input, got ", weight.sizes());
-  if (dims == 3) {
-    return Conv3d(input, weight, bias, stride, padding, dilation,
-                  groups.guard_int(__FILE__, __LINE__), device);
-  }
+  const int64_t g = groups.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(g > 0 && input.size(1) % g == 0 && weight.size(0) % g == 0,
+              kName, ": groups=", g, " must divide the input channels (", input.size(1),
+              ") and the output channels (", weight.size(0), ")");
+  TORCH_CHECK(weight.size(1) * g == input.size(1), kName, ": given groups=", g,
+              ", weight of size ", weight.sizes(), ", expected input", input.sizes(), " to have ",
+              weight.size(1) * g, " channels, but got ", input.size(1), " channels");
+  if (dims == 3) return Conv3d(input, weight, bias, stride, padding, dilation, g, device);
   kernels::ConvParams p;
-  p.groups = groups.guard_int(__FILE__, __LINE__);
+  p.groups = g;
   for (int64_t d = 0; d < dims; ++d) {
     const int k = static_cast<int>(d + 2 - dims);  // 1-D fills the W slot
     p.stride[k] = stride[stride.size() == 1 ? 0 : d].guard_int(__FILE__, __LINE__);
     p.pad_begin[k] = p.pad_end[k] = padding[padding.size() == 1 ? 0 : d].guard_int(__FILE__, __LINE__);
     p.dilation[k] = dilation[dilation.size() == 1 ? 0 : d].guard_int(__FILE__, __LINE__);
   }
-  TORCH_CHECK(p.groups > 0 && input.size(1) % p.groups == 0 && weight.size(0) % p.groups == 0,
-              kName, ": groups=", p.groups, " must divide the input channels (", input.size(1),
-              ") and the output channels (", weight.size(0), ")");
-  TORCH_CHECK(weight.size(1) * p.groups == input.size(1), kName, ": given groups=", p.groups,
-              ", weight of size ", weight.sizes(), ", expected input", input.sizes(), " to have ",
-              weight.size(1) * p.groups, " channels, but got ", input.size(1), " channels");
   std::vector<int64_t> out_sizes = {input.size(0), weight.size(0)};
   for (int64_t d = 0; d < dims; ++d) {
     const int k = static_cast<int>(d + 2 - dims);
@@ -232,7 +223,7 @@ at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& we
                 "padded input ", input.sizes());
     out_sizes.push_back(o);
   }
-  at::Tensor out = EmptyLike4d(out_sizes, input, device);
+  at::Tensor out = EmptyLikeInput(out_sizes, input, device);
   if (out.numel() == 0) return out;
   const auto [ri, rw, ro, rb] = ConvRefs(input, weight, bias, out, kName);
   const size_t ws_bytes = kernels::ConvWorkspaceBytes(ro, ri, rw, p);
@@ -278,7 +269,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormInference(
                 t->sizes());
     if (t->defined()) CheckFloating(*t, name);
   }
-  at::Tensor out = EmptyLike4d(input.sizes(), input, device);
+  at::Tensor out = EmptyLikeInput(input.sizes(), input, device);
   // torch returns empty save_mean / save_invstd in inference.
   at::Tensor save_mean = Empty({0}, input.scalar_type(), device);
   at::Tensor save_invstd = Empty({0}, input.scalar_type(), device);
@@ -315,7 +306,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBatchStats(
   TORCH_CHECK(input.numel() / std::max<int64_t>(c, 1) > 1, name,
               ": expected more than 1 value per channel when training, got input size ",
               input.sizes());
-  at::Tensor out = EmptyLike4d(input.sizes(), input, device);
+  at::Tensor out = EmptyLikeInput(input.sizes(), input, device);
   at::Tensor save_mean = Empty({c}, input.scalar_type(), device);
   at::Tensor save_invstd = Empty({c}, input.scalar_type(), device);
   const at::Tensor stats = Empty({2, c}, at::kFloat, device);  // mean, var
@@ -466,7 +457,7 @@ std::tuple<at::Tensor, at::Tensor> MaxPool2dWithIndices(const at::Tensor& self,
   constexpr const char* kName = "aten::max_pool2d_with_indices";
   const int device = DeviceIndex(self);
   const PoolGeometry g = MakePool(self, kernel, stride, padding, dilation, ceil_mode, kName);
-  at::Tensor out = EmptyLike4d(g.out_sizes, self, device);
+  at::Tensor out = EmptyLikeInput(g.out_sizes, self, device);
   at::Tensor indices;
   if (out.dim() == 4 && self.suggest_memory_format() == at::MemoryFormat::ChannelsLast) {
     indices = Empty({g.out_sizes[0], g.oh, g.ow, g.c}, at::kLong, device).permute({0, 3, 1, 2});
@@ -494,7 +485,7 @@ at::Tensor AvgPool2d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArra
   PoolGeometry g = MakePool(self, kernel, stride, padding, {1}, ceil_mode, kName);
   g.p.count_include_pad = count_include_pad;
   g.p.divisor_override = divisor_override.value_or(0);
-  at::Tensor out = EmptyLike4d(g.out_sizes, self, device);
+  at::Tensor out = EmptyLikeInput(g.out_sizes, self, device);
   if (out.numel() == 0) return out;
   const TensorRef ro = PoolRef(out, kName), ri = PoolRef(self, kName);
   const kernels::PoolParams p = g.p;
@@ -524,7 +515,7 @@ at::Tensor AdaptiveAvgPool2d(const at::Tensor& self, c10::SymIntArrayRef output_
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
   sizes[sizes.size() - 2] = oh;
   sizes[sizes.size() - 1] = ow;
-  at::Tensor out = EmptyLike4d(sizes, self, device);
+  at::Tensor out = EmptyLikeInput(sizes, self, device);
   if (out.numel() == 0) return out;
   const TensorRef ro = PoolRef(out, kName), ri = PoolRef(self, kName);
   const uint64_t window = static_cast<uint64_t>(
@@ -554,7 +545,7 @@ at::Tensor Upsample(const at::Tensor& self, c10::SymIntArrayRef output_size,
                 self.sizes(), ") output (", output_size, ")");
     sizes.push_back(o);
   }
-  at::Tensor out = EmptyLike4d(sizes, self, device);
+  at::Tensor out = EmptyLikeInput(sizes, self, device);
   if (out.numel() == 0) return out;
   TensorRef ro = Ref(out, name), ri = Ref(self, name);
   double scale_h = sh.value_or(0.0), scale_w = sw.value_or(0.0);

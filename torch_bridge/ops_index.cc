@@ -923,7 +923,7 @@ at::Tensor Bucketize(const at::Tensor& self, const at::Tensor& boundaries, bool 
 }
 
 // The output length depends on the data: like CUDA, the host reads the range
-// (two synchronizing reductions), then one kernel counts.
+// (min and max on the device, one synchronizing copy of both), then one kernel counts.
 at::Tensor Bincount(const at::Tensor& self, const std::optional<at::Tensor>& weights_opt,
                     c10::SymInt minlength_s) {
   const char* name = "aten::bincount";
@@ -939,9 +939,10 @@ at::Tensor Bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
                             ? self : self.to(at::kLong);
   int64_t bins = minlength;
   if (in.numel() > 0) {
-    TORCH_CHECK(in.min().item<int64_t>() >= 0, "bincount only supports 1-d non-negative integral "
-                "inputs.");
-    bins = std::max<int64_t>(bins, in.max().item<int64_t>() + 1);
+    const at::Tensor range = at::cat({in.min().reshape({1}), in.max().reshape({1})}).cpu();
+    const int64_t lo = range[0].item<int64_t>(), hi = range[1].item<int64_t>();
+    TORCH_CHECK(lo >= 0, "bincount only supports 1-d non-negative integral inputs.");
+    bins = std::max<int64_t>(bins, hi + 1);
   }
   // torch's CPU: float32 weights count in float32, any other weights in float64.
   const at::ScalarType dtype = !weights.defined()                      ? at::kLong

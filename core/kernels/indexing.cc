@@ -289,8 +289,9 @@ Status Linspace(const TensorRef& out, double start, double end, double base) {
     const C b = static_cast<C>(base);
     T* o = out.ptr<T>();
     for (int64_t i = 0; i < n; ++i) {
-      C v = i < half ? s + step * static_cast<C>(i) : e - step * static_cast<C>(n - 1 - i);
-      if (n == 1) v = s;
+      C v = n == 1 ? s  // step is 0 and the one point is start, not end
+            : i < half ? s + step * static_cast<C>(i)
+                       : e - step * static_cast<C>(n - 1 - i);
       if (base > 0) v = std::pow(b, v);
       if constexpr (std::is_integral_v<T>) o[i * out.strides[0]] = static_cast<T>(v);
       else o[i * out.strides[0]] = internal::Cast<T>(v);
