@@ -197,7 +197,9 @@ def test_decoder_block_launches_far_fewer_kernels_than_eager():
     assert stats["eager_nodes"] == [] and stats["kernels"].count("cat") == 2
     # Each naive RMSNorm chain (plus the residual add before it) is one kernel.
     assert sum(1 for k in stats["kernels"] if k.endswith("pow,mean,add,rsqrt,mul,mul]")) == 2
-    assert sum(eager.values()) == 40
+    # Rope's results keep q's and k's [B, S, H, D] memory order, as on CPU (Note
+    # [Output layout]), so eager matmul's reshape copies them: 2 of the 42.
+    assert sum(eager.values()) == 42
     assert sum(compiled.values()) <= 0.65 * sum(eager.values()), (eager, compiled)
 
 

@@ -1610,3 +1610,66 @@ def test_new_ops_float64_policy():
     ww, nn = torch._weight_norm_interface(x, g, 0)
     check(w, ww, transcendental=True)
     check(n, nn, transcendental=True)
+
+
+# ---- result layout (Note [Output layout]) ----------------------------------------------
+def _layouts(device="cpu"):
+    """name -> tensor [2, 4, 3, 5] on `device` viewed in a layout torch keeps or drops."""
+    base = make((2, 4, 3, 5), F32).to(device)
+    return {
+        "contiguous": base,
+        "permuted": base.permute(0, 2, 1, 3).contiguous().permute(0, 2, 1, 3),
+        "channels_last": base.contiguous(memory_format=torch.channels_last),
+        "transposed": base.transpose(-1, -2).contiguous().transpose(-1, -2),
+        "sliced": torch.cat([base, base], -1)[..., ::2],  # not dense: contiguous result
+        "expanded": base[:, :1].expand(2, 4, 3, 5),
+    }
+
+
+LAYOUT_OPS = {
+    "mul_scalar": lambda x, y: x * 2,
+    "add": lambda x, y: x + y,  # the first operand's order decides
+    "add_reversed": lambda x, y: y + x,
+    "add_row": lambda x, y: x + y[0, 0, 0],  # a broadcast operand does not vote
+    "add_column": lambda x, y: x + y[..., :1],
+    "neg": lambda x, y: -x,
+    "exp": lambda x, y: x.exp(),
+    "gelu": lambda x, y: F.gelu(x),
+    "silu": lambda x, y: F.silu(x),
+    "clamp": lambda x, y: x.clamp(-0.5, 0.5),
+    "gt": lambda x, y: x > 0,
+    "cast": lambda x, y: (x * 10).long(),
+    "where": lambda x, y: torch.where(y > 0, x, 0.0),
+    "lerp": lambda x, y: torch.lerp(x, y, 0.25),
+    "round_decimals": lambda x, y: x.round(decimals=1),
+    "masked_fill": lambda x, y: x.masked_fill(x > 0, 1.0),  # contiguous on CPU
+    "softmax": lambda x, y: x.softmax(-1),
+}
+
+
+@pytest.mark.parametrize("other", ["contiguous", "permuted"])
+@pytest.mark.parametrize("layout", ["contiguous", "permuted", "channels_last", "transposed", "sliced", "expanded"])
+@pytest.mark.parametrize("name", list(LAYOUT_OPS))
+def test_elementwise_results_are_laid_out_as_on_cpu(name, layout, other):
+    """A new result has CPU's strides (TensorIterator's rule), so code that views
+    it after a permute works on trn as on CPU, and torch.compile's FakeTensors
+    (which follow the same rule) describe trn's tensors."""
+    x, y = _layouts()[layout], _layouts()[other]
+    xt, yt = _layouts("trn")[layout], _layouts("trn")[other]
+    assert xt.stride() == x.stride()
+    want = LAYOUT_OPS[name](x, y)
+    got = LAYOUT_OPS[name](xt, yt)
+    assert got.stride() == want.stride(), (got.stride(), want.stride())
+    check(got, want, transcendental=True)
+
+
+def test_a_transposed_attention_output_views_as_on_cpu():
+    # The pattern transformers' attention uses: [B, S, H, D] memory viewed as
+    # [B, H, S, D], an elementwise op, then a view back that needs its strides.
+    q = make((2, 16, 4, 8), F32)
+    for dev in ("cpu", "trn"):
+        x = q.to(dev).transpose(1, 2) * 0.5
+        merged = x.transpose(1, 2).view(2, 16, 32)  # raises if x came back contiguous
+        if dev == "cpu":
+            want = merged
+    check(merged, want)

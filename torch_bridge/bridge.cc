@@ -165,6 +165,87 @@ at::Tensor Empty(at::IntArrayRef sizes, at::ScalarType dtype, int device_index) 
                                    std::nullopt);
 }
 
+// Note [Output layout]: TensorIterator's rule (reorder_dimensions and
+// allocate_or_resize_outputs in TensorIterator.cpp), which CPU kernels and the
+// meta kernels of FakeTensors follow. Inputs of one shape that are all
+// contiguous, all channels_last, or all dense with one set of strides give that
+// layout. Otherwise dims are sorted by the inputs' strides, the first input
+// with a strict order deciding (broadcast dims do not vote, equal strides
+// put the smaller dim inside), and the result is dense in that order.
+at::Tensor EmptyElementwise(at::IntArrayRef sizes, at::ScalarType dtype, int device_index,
+                            std::initializer_list<const at::Tensor*> inputs) {
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  std::vector<const at::Tensor*> ins;
+  for (const at::Tensor* t : inputs) {
+    if (t != nullptr && t->defined()) ins.push_back(t);
+  }
+  if (nd <= 1 || ins.empty()) return Empty(sizes, dtype, device_index);
+  bool same_shape = true, contiguous = true, channels_last = true, dense = true;
+  bool same_strides = true;
+  for (const at::Tensor* t : ins) {
+    same_shape &= t->sizes().equals(ins[0]->sizes());
+    same_strides &= t->strides().equals(ins[0]->strides());
+    contiguous &= t->is_contiguous();
+    channels_last &= t->is_contiguous(at::MemoryFormat::ChannelsLast);
+    dense &= t->is_non_overlapping_and_dense();
+  }
+  constexpr c10::DispatchKeySet kKeys(c10::DispatchKey::PrivateUse1);
+  auto strided = [&](at::IntArrayRef strides) {
+    return at::detail::empty_strided_generic(sizes, strides, DeviceAllocator(device_index), kKeys,
+                                             dtype);
+  };
+  if (same_shape && ins[0]->sizes().equals(sizes)) {
+    if (contiguous) return Empty(sizes, dtype, device_index);
+    if (channels_last) {
+      return strided(c10::get_channels_last_strides_2d(sizes));
+    }
+    if (dense && same_strides) return strided(ins[0]->strides());
+  }
+  // Each input's strides over the broadcast dims (0 where it broadcasts).
+  std::vector<std::array<int64_t, kMaxDims>> st(ins.size());
+  TORCH_CHECK(nd <= kMaxDims, "trn: at most ", kMaxDims, " dims, got ", nd);
+  for (size_t k = 0; k < ins.size(); ++k) {
+    const at::Tensor& t = *ins[k];
+    const int64_t lead = nd - t.dim();
+    for (int64_t d = 0; d < nd; ++d) {
+      const bool broadcast = d < lead || (t.size(d - lead) == 1 && sizes[d] != 1);
+      st[k][d] = broadcast ? 0 : t.stride(d - lead);
+    }
+  }
+  auto should_swap = [&](int64_t d0, int64_t d1) {
+    for (const auto& s : st) {
+      if (s[d0] == 0 || s[d1] == 0) continue;
+      if (s[d0] != s[d1]) return s[d0] < s[d1] ? -1 : 1;
+      if (sizes[d0] > sizes[d1]) return 1;
+    }
+    return 0;
+  };
+  std::array<int64_t, kMaxDims> perm;  // perm[0] the innermost dim
+  for (int64_t i = 0; i < nd; ++i) perm[i] = nd - 1 - i;
+  for (int64_t i = 1; i < nd; ++i) {  // insertion sort that tolerates ambiguous pairs
+    int64_t d1 = i;
+    for (int64_t d0 = i - 1; d0 >= 0; --d0) {
+      const int c = should_swap(perm[d0], perm[d1]);
+      if (c > 0) {
+        std::swap(perm[d0], perm[d1]);
+        d1 = d0;
+      } else if (c < 0) {
+        break;
+      }
+    }
+  }
+  bool reversed = true;
+  for (int64_t i = 0; i < nd; ++i) reversed &= perm[i] == nd - 1 - i;
+  if (reversed) return Empty(sizes, dtype, device_index);
+  std::array<int64_t, kMaxDims> strides;
+  int64_t next = 1;
+  for (int64_t i = 0; i < nd; ++i) {
+    strides[perm[i]] = next;
+    next *= sizes[perm[i]];
+  }
+  return strided(at::IntArrayRef(strides.data(), nd));
+}
+
 void Launch(int device_index, const rt::KernelInfo& info, rt::Task&& task) {
   rt::Stream& stream = CurrentStream(device_index);
   Guarded([&] { stream.Launch(info, std::move(task)); });

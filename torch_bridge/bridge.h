@@ -39,6 +39,11 @@ inline TensorRef NoRef() { return TensorRef{}; }
 // New contiguous trn tensor on `device_index`.
 at::Tensor Empty(at::IntArrayRef sizes, at::ScalarType dtype, int device_index);
 
+// New trn tensor for an elementwise result of `inputs` (nullptr entries are
+// scalars): laid out as CPU PyTorch lays it out (Note [Output layout]).
+at::Tensor EmptyElementwise(at::IntArrayRef sizes, at::ScalarType dtype, int device_index,
+                            std::initializer_list<const at::Tensor*> inputs);
+
 // Enqueue a kernel on the current stream of device_index. Never waits.
 void Launch(int device_index, const rt::KernelInfo& info, rt::Task&& task);
 

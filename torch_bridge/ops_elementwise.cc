@@ -112,7 +112,7 @@ at::Tensor BinaryImpl(BinaryOp op, const char* name, Operand a, Operand b,
                                               : at::infer_size_dimvector(ta->sizes(), tb->sizes());
   at::Tensor res;
   if (into == Into::kNew) {
-    res = Empty(sizes, result, device);
+    res = EmptyElementwise(sizes, result, device, {ta, tb});
   } else if (into == Into::kSelf) {
     TORCH_CHECK(out->sizes().equals(sizes), name, ": output with shape ", out->sizes(),
                 " doesn't match the broadcast shape ", at::IntArrayRef(sizes));
@@ -128,7 +128,7 @@ at::Tensor BinaryImpl(BinaryOp op, const char* name, Operand a, Operand b,
   const at::Tensor ca = ta != nullptr ? CastTo(*ta, common, name) : at::Tensor();
   const at::Tensor cb = tb != nullptr ? CastTo(*tb, common, name) : at::Tensor();
   const at::Tensor dst =
-      res.scalar_type() == kernel_out ? res : Empty(sizes, kernel_out, device);
+      res.scalar_type() == kernel_out ? res : EmptyElementwise(sizes, kernel_out, device, {&res});
   const TensorRef o = Ref(dst, name);
   const bool scaled = op == BinaryOp::kAdd || op == BinaryOp::kSub;
   if (ta != nullptr && tb != nullptr) {
@@ -144,7 +144,7 @@ at::Tensor BinaryImpl(BinaryOp op, const char* name, Operand a, Operand b,
   } else {
     at::Tensor scaled_b = cb;  // s - alpha * b: scale first (rare: rsub with alpha)
     if (scaled && alpha != 1.0) {
-      scaled_b = Empty(sizes, common, device);
+      scaled_b = EmptyElementwise(sizes, common, device, {&cb});
       const TensorRef so = Ref(scaled_b, name);
       const TensorRef si = Ref(cb, name);
       Launch(device, kernels::DescribeBinary(BinaryOp::kMul, so, si, nullptr, name),
@@ -368,13 +368,14 @@ at::Tensor WhereImpl(const at::Tensor& cond, const at::Tensor& self, const at::T
   if (b.tensor != nullptr) sizes = at::infer_size_dimvector(sizes, b.tensor->sizes());
   at::Tensor res;
   if (out == nullptr) {
-    res = Empty(sizes, common, device);
+    res = EmptyElementwise(sizes, common, device, {&cond, a.tensor, b.tensor});
   } else {
     PrepareOut(*out, sizes, common, name);
     res = *out;
   }
   // Selection moves float64 values exactly: no float64 policy (Ref checks the dtype).
-  const at::Tensor dst = res.scalar_type() == common ? res : Empty(sizes, common, device);
+  const at::Tensor dst =
+      res.scalar_type() == common ? res : EmptyElementwise(sizes, common, device, {&res});
   LaunchWhere(device, dst, cond, MakeSide(a, common, device, name),
               MakeSide(b, common, device, name), name);
   if (!dst.is_same(res)) LaunchCopy(device, res, dst, name);
@@ -417,6 +418,7 @@ at::Tensor& MaskedFillImpl_(at::Tensor& self, const at::Tensor& mask, const Oper
 at::Tensor MaskedFillImpl(const at::Tensor& self, const at::Tensor& mask, const Operand& value) {
   const char* name = "aten::masked_fill";
   const at::DimVector sizes = at::infer_size_dimvector(self.sizes(), mask.sizes());
+  // Contiguous, as CPU's (a contiguous clone of self, then masked_fill_).
   at::Tensor out = Empty(sizes, self.scalar_type(), DeviceIndex(self));
   MaskedFillInto(out, self, mask, value, name);
   return out;
@@ -457,7 +459,7 @@ at::Tensor UnaryImpl(UnaryOp op, const char* name, bool float_op, const at::Tens
   const int device = CommonDevice(name, {&self, out});
   at::Tensor res;
   if (into == Into::kNew) {
-    res = Empty(self.sizes(), result, device);
+    res = EmptyElementwise(self.sizes(), result, device, {&self});
   } else if (into == Into::kSelf) {
     CheckCanCast(result, in, name);
     res = *out;
@@ -468,7 +470,8 @@ at::Tensor UnaryImpl(UnaryOp op, const char* name, bool float_op, const at::Tens
   ComputeDType(compute, name);
   if (res.numel() == 0) return res;
   const at::Tensor src = CastTo(self, compute, name);
-  const at::Tensor dst = res.scalar_type() == result ? res : Empty(self.sizes(), result, device);
+  const at::Tensor dst =
+      res.scalar_type() == result ? res : EmptyElementwise(self.sizes(), result, device, {&res});
   const TensorRef o = Ref(dst, name);
   const TensorRef i = Ref(src, name);
   Launch(device, kernels::DescribeUnary(op, o, i, name), [=] { return kernels::Unary(op, o, i); });
@@ -543,7 +546,7 @@ at::Tensor RoundDecimalsImpl(const at::Tensor& self, int64_t decimals, at::Tenso
   const int device = CommonDevice(name, {&self, out});
   at::Tensor res;
   if (into == Into::kNew) {
-    res = Empty(self.sizes(), dtype, device);
+    res = EmptyElementwise(self.sizes(), dtype, device, {&self});
   } else if (into == Into::kSelf) {
     res = *out;
   } else {
@@ -552,7 +555,8 @@ at::Tensor RoundDecimalsImpl(const at::Tensor& self, int64_t decimals, at::Tenso
   }
   ComputeDType(dtype, name);
   if (res.numel() == 0) return res;
-  const at::Tensor dst = res.scalar_type() == dtype ? res : Empty(self.sizes(), dtype, device);
+  const at::Tensor dst =
+      res.scalar_type() == dtype ? res : EmptyElementwise(self.sizes(), dtype, device, {&res});
   const TensorRef o = Ref(dst, name);
   const TensorRef i = Ref(self, name);
   Launch(device, kernels::DescribeUnary(UnaryOp::kRound, o, i, name),
@@ -581,7 +585,7 @@ at::Tensor MapInto(const char* name, const at::Tensor& self, at::ScalarType resu
   const int device = CommonDevice(name, {&self, out});
   at::Tensor res;
   if (into == Into::kNew) {
-    res = Empty(self.sizes(), result, device);
+    res = EmptyElementwise(self.sizes(), result, device, {&self});
   } else if (into == Into::kSelf) {
     CheckCanCast(result, out->scalar_type(), name);
     res = *out;
@@ -592,7 +596,8 @@ at::Tensor MapInto(const char* name, const at::Tensor& self, at::ScalarType resu
   if (compute) ComputeDType(result, name);  // float64 policy
   if (res.numel() == 0) return res;
   const at::Tensor src = CastTo(self, result, name);
-  const at::Tensor dst = res.scalar_type() == result ? res : Empty(self.sizes(), result, device);
+  const at::Tensor dst =
+      res.scalar_type() == result ? res : EmptyElementwise(self.sizes(), result, device, {&res});
   const TensorRef o = Ref(dst, name);
   const TensorRef i = Ref(src, name);
   Launch(device, describe(o, i), [=] { return kernel(o, i); });
@@ -828,7 +833,7 @@ at::Tensor LerpImpl(const at::Tensor& self, const at::Tensor& end, const Operand
   if (weight.tensor != nullptr) sizes = at::infer_size_dimvector(sizes, weight.tensor->sizes());
   at::Tensor res;
   if (into == Into::kNew) {
-    res = Empty(sizes, dtype, device);
+    res = EmptyElementwise(sizes, dtype, device, {&self, &end, weight.tensor});
   } else if (into == Into::kSelf) {
     TORCH_CHECK(out->sizes().equals(sizes), name, ": output with shape ", out->sizes(),
                 " doesn't match the broadcast shape ", at::IntArrayRef(sizes));
@@ -839,7 +844,8 @@ at::Tensor LerpImpl(const at::Tensor& self, const at::Tensor& end, const Operand
   }
   ComputeDType(dtype, name);
   if (res.numel() == 0) return res;
-  const at::Tensor dst = res.scalar_type() == dtype ? res : Empty(sizes, dtype, device);
+  const at::Tensor dst =
+      res.scalar_type() == dtype ? res : EmptyElementwise(sizes, dtype, device, {&res});
   const TensorRef o = Ref(dst, name);
   const TensorRef ra = RefExpanded(self, sizes, name);
   const TensorRef rb = RefExpanded(end, sizes, name);
