@@ -369,6 +369,69 @@ def test_a_graph_returning_a_cpu_tensor_still_runs_eagerly():
     assert stats and "cpu" in str(stats[0]["fallback"]), stats
 
 
+class _HostConstants(torch.nn.Module):
+    """Tensors built on the CPU from constants alone, as Mistral's mask value
+    (a torch.tensor literal) and BEiT's relative position table (torch.arange
+    without a device) are."""
+
+    def __init__(self, cpu_output=False):
+        super().__init__()
+        self.cpu_output = cpu_output
+
+    def forward(self, x):
+        floor = torch.tensor(-0.25)  # 0-dim, on the CPU
+        n = x.shape[-1]
+        pos = torch.arange(n)
+        rel = (pos[:, None] - pos[None, :]).abs().clamp(max=3)  # [n, n] on the CPU
+        bias = torch.tensor([0.5, -1.0, 2.0, 0.25])[rel].to(x.device)
+        y = torch.maximum(x @ bias, floor)
+        return (y, rel) if self.cpu_output else y
+
+
+def test_tensors_built_on_the_host_from_constants_are_folded_at_compile_time():
+    # Note [Host constants]: before, such a graph ran eagerly as a whole.
+    m = _HostConstants()
+    x = torch.randn(2, 3, 6)
+    want = m(x)
+    with torch.no_grad():
+        got = torch.compile(m, backend="trn")(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None and stats["eager_nodes"] == [], stats
+    assert "arange" not in stats["kernels"]  # computed once, not per call
+
+
+def test_a_host_constant_the_graph_returns_stays_on_the_host():
+    m = _HostConstants(cpu_output=True)
+    x = torch.randn(2, 3, 6)
+    want_y, want_rel = m(x)
+    with torch.no_grad(), warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        got_y, got_rel = torch.compile(m, backend="trn")(x.to("trn"))
+    assert got_rel.device.type == "cpu" and got_y.device.type == "trn"
+    torch.testing.assert_close(got_rel, want_rel)
+    torch.testing.assert_close(got_y.cpu(), want_y, rtol=1e-5, atol=1e-5)
+
+
+def test_views_of_an_eager_copy_into_a_select_keep_its_strides():
+    # BART's shift_tokens_right, functionalized: copy(select(buf, 1, 0), x) is
+    # a FakeTensor with buf's row stride, and the views after it index by it.
+    def fn(ids, table):
+        shifted = ids.new_zeros(ids.shape)
+        shifted[:, 1:] = ids[:, :-1].clone()
+        shifted[:, 0] = 2
+        first = shifted[:, 0].unsqueeze(1).expand(-1, ids.shape[1])
+        return table[shifted] + table[first]
+
+    ids = torch.randint(0, 10, (3, 7))
+    table = torch.randn(10, 4)
+    want = fn(ids, table)
+    got = torch.compile(fn, backend="trn", dynamic=False)(ids.to("trn"), table.to("trn"))
+    torch.testing.assert_close(got.cpu(), want)
+    stats = trnscope.compile_stats()
+    assert stats and all(s["fallback"] is None for s in stats), [s["fallback"] for s in stats]
+
+
 @pytest.mark.parametrize("w_first", [True, False])
 def test_bmm_of_gathered_expert_weights_is_one_kernel(w_first):
     """Note [Gathered bmm]: transformers' batched_mm experts (MoE decode off the

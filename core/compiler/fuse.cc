@@ -86,6 +86,13 @@ void Fuser::Place(int id) {
   v.view.sizes = n.meta.sizes;
   const bool dense = !n.meta.strides.empty() && IsDense(n.meta.sizes, n.meta.strides);
   v.view.strides = dense ? n.meta.strides : ContiguousStrides(n.meta.sizes);
+  // An eager op's FakeTensor may be a strided part of a larger storage (a
+  // functional copy into a select: BART's shift_tokens_right) that later views
+  // index by those strides; its buffer keeps them, holes and all.
+  if (!dense && n.op == Op::kEager && !n.meta.strides.empty() && n.meta.storage_offset == 0 &&
+      IsNonOverlapping(n.meta.sizes, n.meta.strides)) {
+    v.view.strides = n.meta.strides;
+  }
   const bool fusable = n.op != Op::kView && n.op != Op::kEager && n.op != Op::kInput &&
                        n.op != Op::kConstant && !IsMatmulOp(n.op) && Fusable(n);
   if (!fusable || !ir_.options.fuse) {  // pending_ inputs are read from memory: give them kernels

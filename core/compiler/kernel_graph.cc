@@ -52,6 +52,20 @@ bool IsDense(const Sizes& sizes, const Sizes& strides) {
   return true;
 }
 
+bool IsNonOverlapping(const Sizes& sizes, const Sizes& strides) {
+  std::vector<int> perm;
+  for (int d = 0; d < static_cast<int>(sizes.size()); ++d) {
+    if (sizes[d] != 1) perm.push_back(d);
+  }
+  std::sort(perm.begin(), perm.end(), [&](int a, int b) { return strides[a] < strides[b]; });
+  int64_t span = 1;  // elements the dims inside the current one reach
+  for (int d : perm) {
+    if (strides[d] < span) return false;
+    span += (sizes[d] - 1) * strides[d];
+  }
+  return true;
+}
+
 int64_t Extent(const Sizes& sizes, const Sizes& strides) {
   int64_t e = 1;
   for (size_t d = 0; d < sizes.size(); ++d) {

@@ -33,6 +33,8 @@ bool SameUpToLeadingOnes(const Sizes& a, const Sizes& b);
 bool IsContiguous(const Sizes& sizes, const Sizes& strides);
 // Non-overlapping and without holes: a permutation of contiguous strides.
 bool IsDense(const Sizes& sizes, const Sizes& strides);
+// No two elements at one address; holes allowed (a select of a larger tensor).
+bool IsNonOverlapping(const Sizes& sizes, const Sizes& strides);
 // Elements from the view's first element to one past its last.
 int64_t Extent(const Sizes& sizes, const Sizes& strides);
 

@@ -899,11 +899,84 @@ def _dump_dir(options: dict) -> str | None:
     return options.get("dump_dir") or config.dump_dir or os.environ.get("TRNSCOPE_DUMP_DIR") or None
 
 
+def _fold_host_constants(gm: fx.GraphModule) -> int:
+    """Note [Host constants]: model code builds some tensors on the CPU out of
+    constants alone: torch.tensor literals Dynamo lifts into get_attr constants
+    (Mistral's and Gemma 2's mask values, DeBERTa's attention scale), index tables
+    from a torch.arange without a device (BEiT's relative positions). Their values
+    cannot depend on a call's inputs, so they are computed once here, on the CPU
+    with the graph's own ops, and each pure trn-side user takes the result as a
+    constant tensor on the graph's trn device (the program's constant inputs).
+    A value stays as it was where a graph output or an impure op uses it.
+    Rewrites gm in place; returns how many uses were replaced."""
+    device = next(
+        (
+            v.device
+            for n in gm.graph.nodes
+            if n.op == "placeholder"
+            and isinstance(v := n.meta.get("val"), torch.Tensor)
+            and v.device.type == "trn"
+        ),
+        None,
+    )
+    if device is None:
+        return 0
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+    with unset_fake_temporarily():  # the compiler runs under aot_autograd's fake mode
+        return _fold_host_constants_on(gm, device)
+
+
+def _fold_host_constants_on(gm: fx.GraphModule, device: torch.device) -> int:
+    known: dict[fx.Node, torch.Tensor] = {}
+    for node in gm.graph.nodes:
+        if node.op == "get_attr":
+            v = getattr(gm, node.target, None)
+            if isinstance(v, torch.Tensor) and v.device.type == "cpu":
+                known[node] = v
+            continue
+        v = node.meta.get("val")
+        if node.op != "call_function" or not _pure(node):
+            continue
+        if not (isinstance(v, torch.Tensor) and v.device.type == "cpu"):
+            continue
+        ins = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, fx.Node)]
+        if all(a in known for a in ins):
+            args, kwargs = pytree.tree_map(
+                lambda a: known[a] if isinstance(a, fx.Node) else a, (node.args, node.kwargs)
+            )
+            with torch.no_grad():
+                known[node] = node.target(*args, **kwargs)
+    replaced = 0
+    first = next(iter(gm.graph.nodes))
+    for node, value in known.items():
+        users = [u for u in node.users if u not in known and u.op == "call_function" and _pure(u)]
+        if not users:
+            continue
+        name = f"_trn_host_constant_{replaced}"
+        while hasattr(gm, name):
+            name += "_"
+        gm.register_buffer(name, value.to(device), persistent=False)
+        with gm.graph.inserting_before(first):
+            const = gm.graph.get_attr(name)
+        const.meta["val"] = getattr(gm, name)
+        for u in users:
+            u.replace_input_with(node, const)
+            replaced += 1
+    if replaced:
+        for node in reversed(list(known)):
+            if not node.users:
+                gm.graph.erase_node(node)
+        gm.recompile()
+    return replaced
+
+
 class _GraphRunner:
     """The callable aot_autograd gets for one aten graph: a program per
     signature (one for a static graph). Called by the thread running the model."""
 
     def __init__(self, gm: fx.GraphModule, names: list[str], options: dict):
+        _fold_host_constants(gm)
         self.gm, self.names, self.options = gm, names, options
         self.programs: dict[cache.Signature, Callable] = {}
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
