@@ -413,6 +413,57 @@ def test_a_host_constant_the_graph_returns_stays_on_the_host():
     torch.testing.assert_close(got_y.cpu(), want_y, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_integer_operands_of_floating_ops_fuse(dtype):
+    # torch casts the integers to the floating result type first; the fused
+    # kernel widens them as it loads them (before: one eager step per op).
+    def fn(x, i, j):
+        return (x - i) * 2, x * i + j, x**j, (x > i).to(x.dtype) + x, torch.where(x > 0, x, i), i / x
+
+    x = torch.randn(4, 6).to(dtype)
+    i = torch.randint(-3, 4, (4, 6))
+    j = torch.randint(0, 3, (6,), dtype=torch.int32)
+    want = fn(x, i, j)
+    got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"), i.to("trn"), j.to("trn"))
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g.cpu(), w, rtol=tol, atol=tol)
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
+
+
+def test_composites_models_use_compile_to_core_ops():
+    # repeat (WavLM, GPT-J; its result viewed as contiguous), vector norms and
+    # group norm (HuBERT, ConvNeXt V2), clamp with tensor bounds, and a
+    # convolution whose padding is one value for both dims (SigLIP's "valid").
+    def fn(x, img, w, gw, gb, lo, hi):
+        r = x.repeat(2, 1, 3).view(4, -1)
+        n = torch.linalg.vector_norm(x, dim=-1, keepdim=True)
+        g = F.group_norm(img, 2, gw, gb)
+        c = torch.clamp(x, min=lo, max=hi)
+        v = F.conv2d(img, w, padding="valid")
+        return r, x / n, g, c, v
+
+    torch.manual_seed(0)
+    args = (
+        torch.randn(2, 3, 5),
+        torch.randn(2, 4, 6, 6),
+        torch.randn(3, 4, 3, 3),
+        torch.randn(4),
+        torch.randn(4),
+        torch.full((5,), -0.5),
+        torch.full((3, 5), 0.5),
+    )
+    want = fn(*args)
+    got = torch.compile(fn, backend="trn", dynamic=False)(*(a.to("trn") for a in args))
+    for g, w in zip(got, want):
+        assert g.stride() == w.stride()
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-4, atol=1e-5)
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None and stats["eager_nodes"] == [], stats["eager_reasons"]
+
+
 def test_views_of_an_eager_copy_into_a_select_keep_its_strides():
     # BART's shift_tokens_right, functionalized: copy(select(buf, 1, 0), x) is
     # a FakeTensor with buf's row stride, and the views after it index by it.

@@ -210,8 +210,14 @@ bool Fuser::Fusable(const Node& n) const {
     return fb(in) || IsFloating(out) || (in == out);
   }
   if (!fb(n.meta.dtype)) return false;
+  // Integer operands of a floating elementwise op are widened as they load:
+  // torch casts them to the floating result type first (SegFormer's x - an
+  // int64 index, BLOOM's alibi pow).
+  bool floating_in = false;
+  for (int v : n.inputs) floating_in = floating_in || IsFloating(ir_.N(v).meta.dtype);
+  const bool widens = floating_in && (IsBinaryOp(n.op) || n.op == Op::kWhere);
   for (int v : n.inputs) {
-    if (!fb(ir_.N(v).meta.dtype)) return false;
+    if (!fb(ir_.N(v).meta.dtype) && !widens) return false;
   }
   if (IsReductionOp(n.op) || IsSoftmaxOp(n.op)) return IsFloating(ir_.N(n.inputs[0]).meta.dtype);
   return true;

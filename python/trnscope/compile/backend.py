@@ -63,9 +63,20 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
     return _var_mean(x, dim, correction=correction, keepdim=keepdim)[0]
 
 
+def _repeat(x, repeats):
+    """aten.repeat as expand + a contiguous copy: a view of the result (WavLM's
+    position bias) needs repeat's contiguous strides, which torch's own
+    decomposition does not give."""
+    sizes = [1] * (len(repeats) - x.dim()) + list(x.shape)
+    spread = [d for s in sizes for d in (1, s)]
+    tiled = [d for r, s in zip(repeats, sizes) for d in (r, s)]
+    y = x.reshape(spread).expand(tiled).clone(memory_format=torch.contiguous_format)
+    return y.view([r * s for r, s in zip(repeats, sizes)])
+
+
 @functools.cache
 def decomposition_table() -> dict:
-    from torch._decomp import core_aten_decompositions
+    from torch._decomp import core_aten_decompositions, get_decompositions
 
     table = dict(core_aten_decompositions())
     # silu and native_layer_norm stay primitives: the core's fused silu, and the
@@ -75,6 +86,15 @@ def decomposition_table() -> dict:
         table.pop(op, None)
     table[aten.var_mean.correction] = _var_mean
     table[aten.var.correction] = _var
+    # Composites the core takes once decomposed, and eager steps otherwise:
+    # vector norms and group norm (reductions and elementwise rows), clamp with
+    # tensor bounds (maximum / minimum), repeat (expand + clone).
+    table.update(
+        get_decompositions(
+            [aten.linalg_vector_norm.default, aten.native_group_norm.default, aten.clamp.Tensor]
+        )
+    )
+    table[aten.repeat.default] = _repeat
     return table
 
 
@@ -491,6 +511,10 @@ class _Lowering:
         stride, padding, dilation = (
             [int(self._value(e)) for e in a[key]] for key in ("stride", "padding", "dilation")
         )
+        # One value stands for every spatial dim (SigLIP's padding="valid" is [0]).
+        stride, padding, dilation = (
+            v * (rank - 2) if len(v) == 1 else v for v in (stride, padding, dilation)
+        )
         if not (len(stride) == len(padding) == len(dilation) == rank - 2):
             return None
         if rank == 3:  # 1-D: the core's 2-D convolution with H = 1
@@ -612,6 +636,9 @@ class _Lowering:
                     return gid
             if t in _UNARY:
                 return self._add(node, _UNARY[t], [args[0]])
+            if t is aten.isnan.default and self._tensor(args[0]):  # clamp's decomposition
+                if self.vals[args[0]].dtype.is_floating_point:
+                    return self._add(node, "ne", [args[0], args[0]])  # only NaN != NaN
             if t in _LOGICAL and all(self._tensor(a) for a in args):
                 return self._add(node, _LOGICAL[t], list(args))
             if (
