@@ -295,16 +295,16 @@ def test_unsupported_node_runs_eagerly_inside_the_program():
 
 
 def test_eager_step_with_an_out_overload_writes_the_program_buffer():
-    """A MoE decode step's expert-weight gather (index.Tensor, an eager node)
-    writes its planned buffer through index.Tensor_out: no copy after it."""
+    """An eager node with an out= overload (log1p, which the core does not take)
+    writes its planned buffer through log1p.out: no copy after it."""
     from torch.profiler import ProfilerActivity, profile
 
-    def fn(w, ids, x):
-        return torch.bmm(w[ids] * 2, x)  # the gather feeds a core op
+    def fn(x, y):
+        return torch.log1p(x.abs()) * y  # the eager step feeds a core op
 
-    w, ids, x = torch.randn(4, 6, 5), torch.tensor([2, 0, 2]), torch.randn(3, 5, 1)
+    x, y = torch.randn(3, 5), torch.randn(3, 5)
     compiled = torch.compile(fn, backend="trn", dynamic=False)
-    args = (w.to("trn"), ids.to("trn"), x.to("trn"))
+    args = (x.to("trn"), y.to("trn"))
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled(*args)
@@ -312,11 +312,11 @@ def test_eager_step_with_an_out_overload_writes_the_program_buffer():
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
             got = compiled(*args)
             torch.trn.synchronize()
-    torch.testing.assert_close(got.cpu(), fn(w, ids, x))
+    torch.testing.assert_close(got.cpu(), fn(x, y))
     (stats,) = trnscope.compile_stats()
-    assert stats["eager_nodes"] == ["aten.index.Tensor"]
+    assert stats["eager_nodes"] == ["aten.log1p.default"]
     keys = {k.key for k in p.key_averages()}
-    assert "index_f32" in keys and not any(k.startswith("copy_") for k in keys), keys
+    assert "log1p_f32" in keys and not any(k.startswith("copy_") for k in keys), keys
 
 
 class _HostTable(nn.Module):
@@ -462,6 +462,47 @@ def test_composites_models_use_compile_to_core_ops():
         torch.testing.assert_close(g.cpu(), w, rtol=1e-4, atol=1e-5)
     (stats,) = trnscope.compile_stats()
     assert stats["fallback"] is None and stats["eager_nodes"] == [], stats["eager_reasons"]
+
+
+INDEXING = {
+    # transformers' padding mask: mask[batch_idx, kv_idx] with broadcast aranges
+    "mask": lambda x, i, j: x[:, 0][i[:2, None, None, None], j[None, None, None, :]],
+    "adjacent_inner": lambda x, i, j: x[:, i, j],  # B after the leading dim
+    "separated": lambda x, i, j: x[i, :, j],  # B first (torch's rule)
+    "one_dim_negative": lambda x, i, j: x[:, :, i - 5],
+    "int32_index": lambda x, i, j: x[i.int()],
+    "gather_dim0": lambda x, i, j: torch.gather(x, 0, i.view(-1, 1, 1).expand(-1, 3, 2)),
+    "gather_last_transposed": lambda x, i, j: torch.gather(x.transpose(1, 2), 2, i.view(1, 1, -1).expand(2, 5, -1)),
+    "cumsum": lambda x, i, j: torch.cumsum(x, 1) + torch.cumsum(i, 0)[0],
+    "cumsum_int64_mask": lambda x, i, j: (torch.cumsum(j * 0 + 1, 0) * j)[None, None, :].to(x.dtype) + x[..., :4],
+    "embedding_broadcast_index": lambda x, i, j: F.embedding(i.view(1, -1).expand(3, -1), x[0]),
+}
+
+
+@pytest.mark.parametrize("name", list(INDEXING))
+def test_indexing_ops_run_as_core_kernels(name):
+    # gather, advanced indexing and cumsum were eager steps (a call back into
+    # Python per call) in nearly every transformers model's graph.
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 5)
+    i = torch.tensor([1, 0, 1, 1])
+    j = torch.tensor([4, 0, 2, 3])
+    fn = INDEXING[name]
+    want = fn(x, i, j)
+    got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"), i.to("trn"), j.to("trn"))
+    assert got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-6, atol=1e-6)
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None and stats["eager_nodes"] == [], stats["eager_reasons"]
+
+
+def test_an_out_of_range_index_in_a_compiled_program_is_an_error():
+    fn = torch.compile(lambda x, i: x[i] * 2, backend="trn", dynamic=False)
+    x = torch.randn(4, 3, device="trn")
+    fn(x, torch.tensor([0, 3], device="trn"))
+    with pytest.raises((IndexError, RuntimeError), match="out of"):
+        fn(x, torch.tensor([0, 4], device="trn"))
+        torch.trn.synchronize()
 
 
 def test_views_of_an_eager_copy_into_a_select_keep_its_strides():

@@ -91,6 +91,9 @@ compiler::Op ParseOp(const std::string& name) {
       {"max_pool2d", Op::kMaxPool2d},
       {"index_put", Op::kIndexPut},
       {"arange", Op::kArange},
+      {"gather", Op::kGather},
+      {"index", Op::kIndex},
+      {"cumsum", Op::kCumsum},
       {"eager", Op::kEager},
   };
   auto it = kOps.find(name);

@@ -265,6 +265,15 @@ bool Fuser::RunsAsLibrary(int id) const {
     case Op::kIndexPut:
       return in(0) == out && in(2) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
     case Op::kArange: return out != DType::kBool;
+    case Op::kGather: return in(0) == out && in(1) == DType::kInt64;
+    case Op::kIndex: {
+      bool ok = in(0) == out;
+      for (size_t i = 1; i < n.inputs.size(); ++i) {
+        ok = ok && (in(i) == DType::kInt32 || in(i) == DType::kInt64);
+      }
+      return ok;
+    }
+    case Op::kCumsum: return in(0) == out && out != DType::kBool;
     case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
     case Op::kNeg:
     case Op::kAbs:
@@ -350,7 +359,7 @@ void Fuser::ResolveView(int id) {
   v.view.dtype = n.meta.dtype;
   v.view.sizes = n.meta.sizes;
   bool ok = true;
-  if (!n.meta.strides.empty()) {
+  if (!n.meta.strides.empty() || n.meta.sizes.empty()) {  // a 0-dim view has no strides
     v.view.strides = n.meta.strides;
     v.view.offset = n.meta.storage_offset - s.root_offset;
   } else {

@@ -3,7 +3,9 @@
 #include "core/compiler/graph.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -68,6 +70,9 @@ const char* OpName(Op op) {
     case Op::kMaxPool2d: return "max_pool2d";
     case Op::kIndexPut: return "index_put";
     case Op::kArange: return "arange";
+    case Op::kGather: return "gather";
+    case Op::kIndex: return "index";
+    case Op::kCumsum: return "cumsum";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -155,6 +160,9 @@ class NodeCheck {
   void MaxPool2d();
   void LayerNorm();
   void Embedding();
+  void Gather();
+  void Index();
+  void Cumsum();
   void Reduction();
   void Shapes();  // broadcasting of elementwise inputs, cast sizes
 
@@ -218,6 +226,9 @@ void NodeCheck::Run() {
     case Op::kMaxPool2d: MaxPool2d(); break;
     case Op::kLayerNorm: LayerNorm(); break;
     case Op::kEmbedding: Embedding(); break;
+    case Op::kGather: Gather(); break;
+    case Op::kIndex: Index(); break;
+    case Op::kCumsum: Cumsum(); break;
     default:
       if (IsBinary(node_.op)) {
         Arity(node_.has_scalar ? 1 : 2);
@@ -406,6 +417,71 @@ void NodeCheck::Embedding() {
   }
   if (!ix.strides.empty() && !Contiguous(ix.sizes, ix.strides)) {
     Fail("the index must be contiguous");
+  }
+}
+
+void NodeCheck::Gather() {
+  Arity(2);
+  const auto& self = InSizes(0);
+  const auto& index = InSizes(1);
+  const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
+  bool ok = d >= 0 && d < static_cast<int64_t>(self.size()) &&
+            index.size() == self.size() && out_ == index;
+  for (size_t k = 0; ok && k < self.size(); ++k) {
+    ok = static_cast<int64_t>(k) == d || index[k] <= self[k];
+  }
+  if (!ok) {
+    Fail(fmt::format("gather of {} on dim {} by index {} cannot give {}", Shape(self), d,
+                     Shape(index), Shape(out_)));
+  }
+}
+
+void NodeCheck::Index() {
+  const auto& self = InSizes(0);
+  const auto& dims = node_.dims;
+  const size_t k = dims.size();
+  bool ok = k >= 1 && n_in_ == k + 1 && k <= self.size();
+  for (size_t j = 0; ok && j < k; ++j) {
+    ok = dims[j] >= 0 && dims[j] < static_cast<int64_t>(self.size()) &&
+         (j == 0 || dims[j] > dims[j - 1]);
+  }
+  std::vector<int64_t> b;  // the indices' broadcast shape
+  for (size_t j = 1; ok && j <= k; ++j) {
+    const auto& s = InSizes(j);
+    std::vector<int64_t> r(std::max(b.size(), s.size()), 1);
+    for (size_t i = 0; ok && i < r.size(); ++i) {
+      const int64_t x = i + b.size() >= r.size() ? b[i + b.size() - r.size()] : 1;
+      const int64_t y = i + s.size() >= r.size() ? s[i + s.size() - r.size()] : 1;
+      ok = x == y || x == 1 || y == 1;
+      r[i] = x == 1 ? y : x;
+    }
+    b = std::move(r);
+  }
+  if (ok) {
+    const bool adjacent = dims.back() - dims.front() + 1 == static_cast<int64_t>(k);
+    std::vector<int64_t> want;
+    const int64_t at = adjacent ? dims.front() : 0;
+    std::vector<int64_t> rest;
+    for (int64_t d = 0; d < static_cast<int64_t>(self.size()); ++d) {
+      if (std::find(dims.begin(), dims.end(), d) == dims.end()) rest.push_back(self[d]);
+    }
+    want.assign(rest.begin(), rest.begin() + at);
+    want.insert(want.end(), b.begin(), b.end());
+    want.insert(want.end(), rest.begin() + at, rest.end());
+    ok = want == out_;
+  }
+  if (!ok) {
+    Fail(fmt::format("index of {} on dims [{}] by {} indices cannot give {}", Shape(self),
+                     fmt::join(dims, ", "), n_in_ - 1, Shape(out_)));
+  }
+}
+
+void NodeCheck::Cumsum() {
+  Arity(1);
+  const auto& x = InSizes(0);
+  const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
+  if (d < 0 || d >= static_cast<int64_t>(x.size()) || out_ != x) {
+    Fail(fmt::format("cumsum of {} on dim {} cannot give {}", Shape(x), d, Shape(out_)));
   }
 }
 

@@ -61,6 +61,15 @@ enum class Op : uint8_t {
   kIndexPut,
   // out[i] = scalar + i * alpha, 1-D, no inputs (an arange of constants).
   kArange,
+  // torch.gather on attr dims[0]: inputs self, int64 index; out has index's sizes.
+  kGather,
+  // Advanced indexing self[..., i0, i1, ...]: inputs self, then one int32/int64
+  // index per indexed dim (attr dims, ascending; the indices broadcast to B).
+  // out: self's dims before the indexed ones, B, the dims after (adjacent
+  // indexed dims), or B then the unindexed dims (torch's rule otherwise).
+  kIndex,
+  // Inclusive cumulative sum on attr dims[0]; out has input 0's sizes and dtype.
+  kCumsum,
   kEager,  // anything else: attr target names the aten op
 };
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)

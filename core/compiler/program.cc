@@ -185,6 +185,59 @@ Status RunIndexPut(const TensorRef& out, const TensorRef& self, const TensorRef&
                            {d});
 }
 
+// self[i0, i1, ...] on `dims` (Op::kIndex): the kernel sees self with the
+// indexed dims first and the indices broadcast to B, and writes out seen as
+// [B..., rest...] (kernels/indexing.h); torch's result order puts B after
+// self's leading unindexed dims when the indexed dims are adjacent.
+Status RunIndex(const TensorRef& out, const TensorRef& self, std::vector<TensorRef> indices,
+                const std::vector<int64_t>& dims) {
+  const int k = static_cast<int>(dims.size());
+  TensorRef b;  // B: the indices' broadcast shape
+  b.ndim = 0;
+  for (const TensorRef& t : indices) {
+    const int nd = std::max(b.ndim, t.ndim);
+    TensorRef r;
+    r.ndim = nd;
+    for (int i = 0; i < nd; ++i) {
+      const int ib = i - (nd - b.ndim), it = i - (nd - t.ndim);
+      const int64_t x = ib >= 0 ? b.sizes[ib] : 1, y = it >= 0 ? t.sizes[it] : 1;
+      r.sizes[i] = x == 1 ? y : x;
+    }
+    b = r;
+  }
+  for (TensorRef& t : indices) t = Expand(t, b);
+  TensorRef in = self;  // indexed dims first, then the rest in order
+  int at = 0;
+  for (int j = 0; j < k; ++j) {
+    in.sizes[at] = self.sizes[dims[j]];
+    in.strides[at] = self.strides[dims[j]];
+    ++at;
+  }
+  for (int d = 0; d < self.ndim; ++d) {
+    if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
+    in.sizes[at] = self.sizes[d];
+    in.strides[at] = self.strides[d];
+    ++at;
+  }
+  const bool adjacent = dims.back() - dims.front() + 1 == k;
+  const int lead = adjacent ? static_cast<int>(dims.front()) : 0;  // rest dims before B
+  TensorRef o = out;  // [lead rest..., B..., rest...] -> [B..., lead rest..., rest...]
+  at = 0;
+  for (int j = 0; j < b.ndim; ++j, ++at) {
+    o.sizes[at] = out.sizes[lead + j];
+    o.strides[at] = out.strides[lead + j];
+  }
+  for (int j = 0; j < lead; ++j, ++at) {
+    o.sizes[at] = out.sizes[j];
+    o.strides[at] = out.strides[j];
+  }
+  for (int j = lead + b.ndim; j < out.ndim; ++j, ++at) {
+    o.sizes[at] = out.sizes[j];
+    o.strides[at] = out.strides[j];
+  }
+  return kernels::Index(o, in, indices, std::vector<int>(dims.begin(), dims.end()));
+}
+
 kernels::PoolParams PoolParamsOf(const KernelImpl& ki) {
   kernels::PoolParams p;
   for (int d = 0; d < 2; ++d) {
@@ -252,6 +305,14 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kMaxPool2d: return kernels::MaxPool2d(out, TensorRef{}, in(0), PoolParamsOf(ki));
     case Op::kIndexPut: return RunIndexPut(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]));
     case Op::kArange: return kernels::Arange(out, ki.lib_scalar, ki.lib_alpha);
+    case Op::kGather: return kernels::Gather(out, in(0), static_cast<int>(ki.lib_dims[0]), in(1));
+    case Op::kIndex: {
+      std::vector<TensorRef> indices;
+      for (size_t i = 1; i < ki.lib_ins.size(); ++i) indices.push_back(in(i));
+      return RunIndex(out, in(0), std::move(indices), ki.lib_dims);
+    }
+    case Op::kCumsum:
+      return kernels::Scan(kernels::ScanOp::kSum, out, in(0), static_cast<int>(ki.lib_dims[0]));
     case Op::kConv: {
       kernels::ConvParams p;
       for (int d = 0; d < 2; ++d) {

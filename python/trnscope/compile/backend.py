@@ -213,6 +213,9 @@ def _is_number(x) -> bool:
     return isinstance(x, (int, float, bool)) and not isinstance(x, torch.Tensor)
 
 
+_INDEX_DTYPES = (torch.int32, torch.int64)
+
+
 class _Lowering:
     """Builds one _C._CompileGraph from an aten graph and concrete metas. One use."""
 
@@ -671,6 +674,28 @@ class _Lowering:
                 weight, index = args[0], args[1]
                 if self.vals[weight].dim() == 2 and self.vals[index].is_contiguous():
                     return self._add(node, "embedding", [weight, index])
+                if self.vals[index].dtype in _INDEX_DTYPES:  # a broadcast index (BERT's token types)
+                    return self._add(node, "index", [weight, index], dims=[0])
+            if t is aten.index.Tensor and self._tensor(args[0]):
+                # Advanced indexing by integer tensors (transformers' padding
+                # masks: mask[batch_idx, kv_idx]); a bool index is data-dependent.
+                picked = [(d, i) for d, i in enumerate(args[1]) if i is not None]
+                if picked and all(
+                    self._tensor(i) and self.vals[i].dtype in _INDEX_DTYPES for _, i in picked
+                ):
+                    return self._add(
+                        node, "index", [args[0]] + [i for _, i in picked], dims=[d for d, _ in picked]
+                    )
+            if t is aten.gather.default and self._tensor(args[0]) and self._tensor(args[2]):
+                x = self.vals[args[0]]
+                if x.dim() > 0 and not kw.get("sparse_grad", False):
+                    dim = int(self._value(args[1])) % x.dim()
+                    return self._add(node, "gather", [args[0], args[2]], dims=[dim])
+            if t is aten.cumsum.default and self._tensor(args[0]):
+                x = self.vals[args[0]]
+                if x.dim() > 0 and x.dtype == v.dtype:  # int64 masks' positions (OPT, RoBERTa)
+                    dim = int(self._value(args[1])) % x.dim()
+                    return self._add(node, "cumsum", [args[0]], dims=[dim])
             if t is aten.gelu.default:
                 approx = kw.get("approximate", args[1] if len(args) > 1 else "none")
                 return self._add(node, "gelu_tanh" if approx == "tanh" else "gelu", [args[0]])
