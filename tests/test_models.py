@@ -154,3 +154,70 @@ def test_vit_at_another_resolution_interpolates_its_position_embeddings():
     torch.testing.assert_close(compiled.logits.cpu(), want, rtol=RTOL, atol=ATOL)
     assert all(s["fallback"] is None for s in trnscope.compile_stats())
     _assert_no_fallback()
+
+
+# ---- More families, compiled as a whole -------------------------------------------------------
+def _families():
+    """Tiny configs of families whose graphs ran eagerly as a whole or failed to
+    compile before (each line says what they exercise)."""
+    import transformers as T
+
+    layers = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)
+    ids = torch.randint(3, 200, (2, 16), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(2, 16, dtype=torch.long)
+    mask[1, 12:] = 0  # a padded row: the padding mask's advanced indexing
+    text = {"input_ids": ids, "attention_mask": mask}
+    pixels = {"pixel_values": torch.randn(2, 3, 32, 32, generator=torch.Generator().manual_seed(0))}
+    audio = {"input_values": torch.randn(2, 800, generator=torch.Generator().manual_seed(0))}
+    speech = dict(conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
+                  num_conv_pos_embeddings=8, num_conv_pos_embedding_groups=4, **layers)
+    return {
+        # a torch.tensor literal on the CPU (Note [Host constants]) and a transposed
+        # attention output viewed after rope (Note [Output layout])
+        "mistral": (T.MistralConfig(vocab_size=256, num_key_value_heads=2, **layers),
+                    T.MistralForCausalLM, text),
+        "gemma2": (T.Gemma2Config(vocab_size=256, num_key_value_heads=2, head_dim=16, **layers),
+                   T.Gemma2ForCausalLM, text),
+        # shift_tokens_right: an eager copy into a select, viewed by its strides
+        "bart": (T.BartConfig(vocab_size=256, d_model=64, encoder_layers=2, decoder_layers=2,
+                              encoder_attention_heads=4, decoder_attention_heads=4,
+                              encoder_ffn_dim=128, decoder_ffn_dim=128), T.BartModel, text),
+        # 0-dim CPU constants through mul and sqrt
+        "deberta-v2": (T.DebertaV2Config(vocab_size=256, **layers), T.DebertaV2Model, text),
+        # a relative-position table built on the CPU with torch.arange
+        "beit": (T.BeitConfig(image_size=32, patch_size=8, use_relative_position_bias=True, **layers),
+                 T.BeitModel, pixels),
+        # padding="valid" (one value for both dims)
+        "siglip-vision": (T.SiglipVisionConfig(image_size=32, patch_size=8, **layers),
+                          T.SiglipVisionModel, pixels),
+        # repeat viewed as contiguous, group norm, weight norm
+        "wavlm": (T.WavLMConfig(**speech), T.WavLMModel, audio),
+        # cumsum positions, gather
+        "opt": (T.OPTConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
+                            num_attention_heads=4, ffn_dim=128, word_embed_proj_dim=64),
+                T.OPTForCausalLM, text),
+    }
+
+
+FAMILIES = ["mistral", "gemma2", "bart", "deberta-v2", "beit", "siglip-vision", "wavlm", "opt"]
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_more_families_compile_as_one_program(name):
+    config, cls, inputs = _families()[name]
+    torch.manual_seed(0)
+    model = cls(config).eval()
+    out = "logits" if hasattr(model, "lm_head") else "last_hidden_state"
+    with torch.no_grad():
+        want = getattr(model(**inputs), out)
+        model.to("trn")
+        x = zoo.to_device(inputs, "trn")
+        eager = getattr(model(**x), out)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the eager-node warnings
+            compiled = getattr(torch.compile(model, backend="trn")(**x), out)
+    torch.testing.assert_close(eager.cpu(), want, rtol=RTOL, atol=ATOL)
+    torch.testing.assert_close(compiled.cpu(), want, rtol=RTOL, atol=ATOL)
+    stats = trnscope.compile_stats()
+    assert stats and all(s["fallback"] is None for s in stats), [s["fallback"] for s in stats]
+    _assert_no_fallback()
