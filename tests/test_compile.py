@@ -505,6 +505,21 @@ def test_an_out_of_range_index_in_a_compiled_program_is_an_error():
         torch.trn.synchronize()
 
 
+def test_layer_norm_without_bias_or_weight_is_the_layer_norm_kernel():
+    # ModernBERT's norms have no bias; before, each ran as an eager step.
+    def fn(x, w, b):
+        return (F.layer_norm(x, (8,), w, None) * 2, F.layer_norm(x, (8,)) + 1,
+                F.layer_norm(x, (4, 8)), F.layer_norm(x, (8,), w, b))
+
+    x, w, b = torch.randn(3, 4, 8), torch.randn(8), torch.randn(8)
+    want = fn(x, w, b)
+    got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"), w.to("trn"), b.to("trn"))
+    for g, t in zip(got, want):
+        torch.testing.assert_close(g.cpu(), t, rtol=1e-5, atol=1e-5)
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [] and stats["kernels"].count("layer_norm") == 4, stats
+
+
 def test_views_of_an_eager_copy_into_a_select_keep_its_strides():
     # BART's shift_tokens_right, functionalized: copy(select(buf, 1, 0), x) is
     # a FakeTensor with buf's row stride, and the views after it index by it.

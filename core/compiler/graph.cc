@@ -393,15 +393,16 @@ void NodeCheck::MaxPool2d() {
 }
 
 void NodeCheck::LayerNorm() {
-  Arity(3);
+  if (n_in_ < 1 || n_in_ > 3) Fail(fmt::format("expects x[, weight[, bias]], got {} inputs", n_in_));
   const auto& x = InSizes(0);
   const int64_t k = node_.dims.size() == 1 ? node_.dims[0] : -1;
   const std::vector<int64_t> tail(x.end() - std::min<int64_t>(std::max<int64_t>(k, 0), x.size()), x.end());
-  if (k < 1 || k > static_cast<int64_t>(x.size()) || out_ != x || InSizes(1) != tail ||
-      InSizes(2) != tail) {
+  if (k < 1 || k > static_cast<int64_t>(x.size()) || out_ != x ||
+      (n_in_ > 1 && InSizes(1) != tail) || (n_in_ > 2 && InSizes(2) != tail)) {
     Fail(fmt::format("layer_norm of {} over the last {} dims with weight {} "
                      "and bias {} cannot give {}", Shape(x), k,
-                     Shape(InSizes(1)), Shape(InSizes(2)), Shape(out_)));
+                     n_in_ > 1 ? Shape(InSizes(1)) : "none", n_in_ > 2 ? Shape(InSizes(2)) : "none",
+                     Shape(out_)));
   }
 }
 

@@ -436,15 +436,17 @@ class _Lowering:
         )
 
     def _lower_layer_norm(self, node: fx.Node, src: fx.Node) -> int | None:
-        """getitem 0 of native_layer_norm(x, normalized_shape, weight, bias, eps) with an
-        affine weight and bias -> the layer_norm kernel (or None: run it eagerly)."""
+        """getitem 0 of native_layer_norm(x, normalized_shape, weight, bias, eps), with
+        weight and bias, weight alone (ModernBERT) or neither -> the layer_norm kernel
+        (or None: run it eagerly)."""
         x, shape, w, b, eps = (list(src.args) + [None] * 5)[:5]
-        if not all(self._tensor(t) for t in (x, w, b)):
+        params = [t for t in (w, b) if t is not None]
+        if (w is None and b is not None) or not all(self._tensor(t) for t in [x, *params]):
             return None
         k = len(self._value(shape))
         return self._add(
-            node, "layer_norm", [x, w, b], target="aten.layer_norm", call=(src, [x, w, b], 0),
-            dims=[k], eps=float(self._value(eps)),
+            node, "layer_norm", [x, *params], target="aten.layer_norm",
+            call=(src, [x, *params], 0), dims=[k], eps=float(self._value(eps)),
         )
 
     def _lower_batch_norm(self, node: fx.Node, src: fx.Node) -> int | None:
