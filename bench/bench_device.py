@@ -7,6 +7,8 @@
 2. fused rms_norm 4096x4096 f32: bandwidth vs a device copy of the same bytes target >= 0.7x
    and speed vs CPU PyTorch rms_norm with one thread                        target >= 1.0x
 3. GEMM 1024^3 f32 vs CPU PyTorch mm with one thread                         target >= 0.5x
+4. activations on 1M f32 (gelu, gelu tanh, silu, erf, exp) vs CPU PyTorch with one thread
+   (report: the transformer MLPs' elementwise cost)
 """
 
 import argparse
@@ -86,6 +88,28 @@ def gemm(repeat: int) -> None:
           f"{flops / t_cpu / 1e9:6.1f} GFLOP/s -> {t_cpu / t_trn:5.2f}x (target >= 0.5x)")
 
 
+def activations(repeat: int) -> None:
+    x_cpu = torch.randn(1 << 20)
+    x = x_cpu.to("trn")
+    fns = {
+        "gelu": torch.nn.functional.gelu,
+        "gelu tanh": lambda a: torch.nn.functional.gelu(a, approximate="tanh"),
+        "silu": torch.nn.functional.silu,
+        "erf": torch.erf,
+        "exp": torch.exp,
+    }
+    threads = torch.get_num_threads()
+    for name, fn in fns.items():
+        t_trn = best_of(lambda: fn(x), repeat, torch.trn.synchronize)
+        torch.set_num_threads(1)
+        try:
+            t_cpu = best_of(lambda: fn(x_cpu), repeat)
+        finally:
+            torch.set_num_threads(threads)
+        print(f"{name:9s} 1M f32: trn {t_trn * 1e3:6.3f} ms vs CPU torch (1 thread) "
+              f"{t_cpu * 1e3:6.3f} ms -> {t_trn / t_cpu:5.2f}x the time")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -103,6 +127,7 @@ def main() -> None:
         return
     rms_norm(repeat)
     gemm(repeat)
+    activations(repeat)
 
 
 if __name__ == "__main__":
