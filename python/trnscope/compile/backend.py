@@ -1004,7 +1004,18 @@ def _fold_host_constants_on(gm: fx.GraphModule, device: torch.device) -> int:
     replaced = 0
     first = next(iter(gm.graph.nodes))
     for node, value in known.items():
-        users = [u for u in node.users if u not in known and u.op == "call_function" and _pure(u)]
+        # Only trn-side users: a CPU op may not take a trn tensor, even a 0-dim one.
+        users = [
+            u
+            for u in node.users
+            if u not in known
+            and u.op == "call_function"
+            and _pure(u)
+            and any(
+                isinstance(t, torch.Tensor) and t.device.type == "trn"
+                for t in pytree.tree_leaves(u.meta.get("val"))
+            )
+        ]
         if not users:
             continue
         name = f"_trn_host_constant_{replaced}"
