@@ -475,6 +475,8 @@ INDEXING = {
     "gather_last_transposed": lambda x, i, j: torch.gather(x.transpose(1, 2), 2, i.view(1, 1, -1).expand(2, 5, -1)),
     "cumsum": lambda x, i, j: torch.cumsum(x, 1) + torch.cumsum(i, 0)[0],
     "cumsum_int64_mask": lambda x, i, j: (torch.cumsum(j * 0 + 1, 0) * j)[None, None, :].to(x.dtype) + x[..., :4],
+    # RoBERTa's positions: an int32 mask summed in int64
+    "cumsum_int32_mask": lambda x, i, j: (torch.cumsum(j.ne(0).int(), 0).type_as(j) * j)[None, None, :] + x[..., :4],
     "embedding_broadcast_index": lambda x, i, j: F.embedding(i.view(1, -1).expand(3, -1), x[0]),
 }
 

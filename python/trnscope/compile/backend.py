@@ -269,6 +269,17 @@ class _Lowering:
         self.calls[gid] = call or (node, list(inputs), None)
         return gid
 
+    def _add_cast(self, x: fx.Node, dtype: torch.dtype) -> int:
+        """A contiguous cast of x, a core node no fx node stands for (its eager
+        form, should the core leave it to one, is _to_copy)."""
+        m = self._meta(self.vals[x])
+        m.update(dtype=dtype, strides=list(torch.empty(m["sizes"], device="meta").stride()),
+                 storage_offset=0)
+        gid = self.g.add_node(op="cast", target="aten._to_copy.default", inputs=[self.ids[x]], **m)
+        call = types.SimpleNamespace(target=aten._to_copy.default, args=(x,), kwargs={"dtype": dtype})
+        self.calls[gid] = (call, [x], None)
+        return gid
+
     def _tensor(self, a) -> bool:
         return isinstance(a, fx.Node) and a in self.ids
 
@@ -695,9 +706,16 @@ class _Lowering:
                     return self._add(node, "gather", [args[0], args[2]], dims=[dim])
             if t is aten.cumsum.default and self._tensor(args[0]):
                 x = self.vals[args[0]]
-                if x.dim() > 0 and x.dtype == v.dtype:  # int64 masks' positions (OPT, RoBERTa)
+                if x.dim() > 0 and v.dtype != torch.bool:  # masks' positions (OPT, RoBERTa)
                     dim = int(self._value(args[1])) % x.dim()
-                    return self._add(node, "cumsum", [args[0]], dims=[dim])
+                    src = self.ids[args[0]]
+                    if x.dtype != v.dtype:  # an int32 mask sums in int64, as torch's
+                        src = self._add_cast(args[0], v.dtype)
+                    gid = self.g.add_node(
+                        op="cumsum", target=str(node.target), inputs=[src], dims=[dim], **self._meta(v)
+                    )
+                    self.calls[gid] = (node, [args[0]], None)
+                    return gid
             if t is aten.gelu.default:
                 approx = kw.get("approximate", args[1] if len(args) > 1 else "none")
                 return self._add(node, "gelu_tanh" if approx == "tanh" else "gelu", [args[0]])
