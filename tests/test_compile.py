@@ -418,7 +418,8 @@ def test_integer_operands_of_floating_ops_fuse(dtype):
     # torch casts the integers to the floating result type first; the fused
     # kernel widens them as it loads them (before: one eager step per op).
     def fn(x, i, j):
-        return (x - i) * 2, x * i + j, x**j, (x > i).to(x.dtype) + x, torch.where(x > 0, x, i), i / x
+        return ((x - i) * 2, x * i + j, x**j, (x > i).to(x.dtype) + x, torch.where(x > 0, x, i),
+                i / x, (i / 3).to(x.dtype), (j * 0.5).to(x.dtype), i.clamp(0.5, 2).to(x.dtype))
 
     x = torch.randn(4, 6).to(dtype)
     i = torch.randint(-3, 4, (4, 6))
@@ -520,6 +521,22 @@ def test_layer_norm_without_bias_or_weight_is_the_layer_norm_kernel():
         torch.testing.assert_close(g.cpu(), t, rtol=1e-5, atol=1e-5)
     (stats,) = trnscope.compile_stats()
     assert stats["eager_nodes"] == [] and stats["kernels"].count("layer_norm") == 4, stats
+
+
+def test_integer_clamp_with_integer_bounds_stays_integer_and_compiles():
+    # BEiT's and SegFormer's position indices: maximum / minimum on int64.
+    def fn(i, j):
+        return i.clamp(-2, 3) * 2, j.clamp(min=0), i.clamp(max=1)
+
+    i = torch.randint(-5, 6, (4, 5))
+    j = torch.randint(-5, 6, (7,), dtype=torch.int32)
+    want = fn(i, j)
+    got = torch.compile(fn, backend="trn", dynamic=False)(i.to("trn"), j.to("trn"))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g.cpu(), w)
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
 
 
 def test_views_of_an_eager_copy_into_a_select_keep_its_strides():

@@ -215,7 +215,8 @@ bool Fuser::Fusable(const Node& n) const {
   // int64 index, BLOOM's alibi pow).
   bool floating_in = false;
   for (int v : n.inputs) floating_in = floating_in || IsFloating(ir_.N(v).meta.dtype);
-  const bool widens = floating_in && (IsBinaryOp(n.op) || n.op == Op::kWhere);
+  const bool widens =
+      (floating_in || IsFloating(n.meta.dtype)) && (IsBinaryOp(n.op) || n.op == Op::kWhere);
   for (int v : n.inputs) {
     if (!fb(ir_.N(v).meta.dtype) && !widens) return false;
   }

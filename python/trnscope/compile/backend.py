@@ -606,6 +606,10 @@ class _Lowering:
         lo, hi = (None if b is None else self._value(b) for b in (lo, hi))
         if not all(b is None or _is_number(b) for b in (lo, hi)) or lo is hi is None:
             return None
+        if not self.vals[node].dtype.is_floating_point and any(
+            b is not None and float(b) != int(b) for b in (lo, hi)
+        ):
+            return None  # an integer tensor with a fractional bound
         steps = [(op, float(b)) for op, b in (("maximum", lo), ("minimum", hi)) if b is not None]
         m = self._meta(self.vals[node])
         cur = self.ids[args[0]]
@@ -646,7 +650,12 @@ class _Lowering:
                     node, reason="a convolution the core does not lower (it takes 1-D and 2-D, "
                     "not transposed): trn's native kernel runs"
                 )
-            if t in _CLAMPS and self._tensor(args[0]) and v.dtype.is_floating_point:
+            integer_clamp = (  # BEiT's relative position index; integer bounds only
+                v.dtype == self.vals[args[0]].dtype
+                and v.dtype not in (torch.bool, torch.float64)
+                and t is not aten.hardtanh.default
+            ) if self._tensor(args[0]) else False
+            if t in _CLAMPS and self._tensor(args[0]) and (v.dtype.is_floating_point or integer_clamp):
                 gid = self._lower_clamp(node, t, args, kw)
                 if gid is not None:
                     return gid
