@@ -5,6 +5,7 @@
 #include <c10/util/Exception.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <mutex>
@@ -175,14 +176,18 @@ at::Tensor Empty(at::IntArrayRef sizes, at::ScalarType dtype, int device_index) 
 at::Tensor EmptyElementwise(at::IntArrayRef sizes, at::ScalarType dtype, int device_index,
                             std::initializer_list<const at::Tensor*> inputs) {
   const int64_t nd = static_cast<int64_t>(sizes.size());
-  std::vector<const at::Tensor*> ins;
+  constexpr size_t kMaxInputs = 4;  // where and lerp take three
+  TORCH_CHECK(inputs.size() <= kMaxInputs, "trn: at most ", kMaxInputs, " elementwise inputs");
+  std::array<const at::Tensor*, kMaxInputs> ins;
+  size_t n = 0;
   for (const at::Tensor* t : inputs) {
-    if (t != nullptr && t->defined()) ins.push_back(t);
+    if (t != nullptr && t->defined()) ins[n++] = t;
   }
-  if (nd <= 1 || ins.empty()) return Empty(sizes, dtype, device_index);
+  if (nd <= 1 || n == 0) return Empty(sizes, dtype, device_index);
   bool same_shape = true, contiguous = true, channels_last = true, dense = true;
   bool same_strides = true;
-  for (const at::Tensor* t : ins) {
+  for (size_t k = 0; k < n; ++k) {
+    const at::Tensor* t = ins[k];
     same_shape &= t->sizes().equals(ins[0]->sizes());
     same_strides &= t->strides().equals(ins[0]->strides());
     contiguous &= t->is_contiguous();
@@ -202,9 +207,9 @@ at::Tensor EmptyElementwise(at::IntArrayRef sizes, at::ScalarType dtype, int dev
     if (dense && same_strides) return strided(ins[0]->strides());
   }
   // Each input's strides over the broadcast dims (0 where it broadcasts).
-  std::vector<std::array<int64_t, kMaxDims>> st(ins.size());
+  std::array<std::array<int64_t, kMaxDims>, kMaxInputs> st;
   TORCH_CHECK(nd <= kMaxDims, "trn: at most ", kMaxDims, " dims, got ", nd);
-  for (size_t k = 0; k < ins.size(); ++k) {
+  for (size_t k = 0; k < n; ++k) {
     const at::Tensor& t = *ins[k];
     const int64_t lead = nd - t.dim();
     for (int64_t d = 0; d < nd; ++d) {
@@ -213,7 +218,8 @@ at::Tensor EmptyElementwise(at::IntArrayRef sizes, at::ScalarType dtype, int dev
     }
   }
   auto should_swap = [&](int64_t d0, int64_t d1) {
-    for (const auto& s : st) {
+    for (size_t k = 0; k < n; ++k) {
+      const auto& s = st[k];
       if (s[d0] == 0 || s[d1] == 0) continue;
       if (s[d0] != s[d1]) return s[d0] < s[d1] ? -1 : 1;
       if (sizes[d0] > sizes[d1]) return 1;
