@@ -539,6 +539,26 @@ def test_integer_clamp_with_integer_bounds_stays_integer_and_compiles():
     assert stats["eager_nodes"] == [], stats["eager_reasons"]
 
 
+def test_argmax_and_constant_pad_are_core_kernels():
+    # CLIP's text pooling (argmax of the ids) and Swin's window padding.
+    def fn(x, i):
+        return (x.argmax(-1), x.argmax(1, keepdim=True), i.argmax(0), F.pad(x, (1, 2)) * 2,
+                F.pad(x.transpose(1, 2), (0, 1, 2, 0), value=-1.5),
+                F.pad(i, (1, 1, 0, 0, 1, 0), value=7))
+
+    x = torch.randn(2, 3, 5)
+    x[0, 1, 2] = x[0, 1, 4] = 9.0  # a tie: the first index, as on CPU
+    i = torch.randint(-4, 5, (3, 4, 2))
+    want = fn(x, i)
+    got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"), i.to("trn"))
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g.cpu(), w)
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
+    assert stats["kernels"].count("argmax") == 3 and stats["kernels"].count("constant_pad_nd") == 3
+
+
 def test_views_of_an_eager_copy_into_a_select_keep_its_strides():
     # BART's shift_tokens_right, functionalized: copy(select(buf, 1, 0), x) is
     # a FakeTensor with buf's row stride, and the views after it index by it.
@@ -972,7 +992,8 @@ def test_nonzero_pad_before_a_conv_stays_a_pad():
         got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"), w.to("trn"))
     torch.testing.assert_close(got.cpu(), fn(x, w), rtol=1e-4, atol=1e-4)
     (stats,) = trnscope.compile_stats()
-    assert stats["eager_nodes"] == ["aten.constant_pad_nd.default"], stats
+    # Not folded into the conv's zero padding: the pad kernel runs first.
+    assert stats["eager_nodes"] == [] and stats["kernels"][0] == "constant_pad_nd", stats
 
 
 @pytest.mark.parametrize(

@@ -94,6 +94,8 @@ compiler::Op ParseOp(const std::string& name) {
       {"gather", Op::kGather},
       {"index", Op::kIndex},
       {"cumsum", Op::kCumsum},
+      {"argmax", Op::kArgmax},
+      {"pad", Op::kPad},
       {"eager", Op::kEager},
   };
   auto it = kOps.find(name);

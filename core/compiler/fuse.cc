@@ -275,6 +275,8 @@ bool Fuser::RunsAsLibrary(int id) const {
       return ok;
     }
     case Op::kCumsum: return in(0) == out && out != DType::kBool;
+    case Op::kArgmax: return out == DType::kInt64 && in(0) != DType::kBool;
+    case Op::kPad: return in(0) == out;
     case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
     case Op::kNeg:
     case Op::kAbs:

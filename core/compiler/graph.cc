@@ -73,6 +73,8 @@ const char* OpName(Op op) {
     case Op::kGather: return "gather";
     case Op::kIndex: return "index";
     case Op::kCumsum: return "cumsum";
+    case Op::kArgmax: return "argmax";
+    case Op::kPad: return "constant_pad_nd";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -163,6 +165,8 @@ class NodeCheck {
   void Gather();
   void Index();
   void Cumsum();
+  void Argmax();
+  void Pad();
   void Reduction();
   void Shapes();  // broadcasting of elementwise inputs, cast sizes
 
@@ -229,6 +233,8 @@ void NodeCheck::Run() {
     case Op::kGather: Gather(); break;
     case Op::kIndex: Index(); break;
     case Op::kCumsum: Cumsum(); break;
+    case Op::kArgmax: Argmax(); break;
+    case Op::kPad: Pad(); break;
     default:
       if (IsBinary(node_.op)) {
         Arity(node_.has_scalar ? 1 : 2);
@@ -483,6 +489,37 @@ void NodeCheck::Cumsum() {
   const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
   if (d < 0 || d >= static_cast<int64_t>(x.size()) || out_ != x) {
     Fail(fmt::format("cumsum of {} on dim {} cannot give {}", Shape(x), d, Shape(out_)));
+  }
+}
+
+void NodeCheck::Argmax() {
+  Arity(1);
+  const auto& x = InSizes(0);
+  const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
+  bool ok = d >= 0 && d < static_cast<int64_t>(x.size()) && x[d] > 0;
+  if (ok) {
+    std::vector<int64_t> keep = x, drop = x;
+    keep[d] = 1;
+    drop.erase(drop.begin() + d);
+    ok = out_ == keep || out_ == drop;
+  }
+  if (!ok) Fail(fmt::format("argmax of {} on dim {} cannot give {}", Shape(x), d, Shape(out_)));
+}
+
+void NodeCheck::Pad() {
+  Arity(1);
+  const auto& x = InSizes(0);
+  const auto& p = node_.dims;
+  bool ok = p.size() % 2 == 0 && p.size() / 2 <= x.size() && out_.size() == x.size();
+  for (size_t d = 0; ok && d < x.size(); ++d) {
+    const size_t from_end = x.size() - 1 - d;
+    const int64_t before = 2 * from_end < p.size() ? p[2 * from_end] : 0;
+    const int64_t after = 2 * from_end < p.size() ? p[2 * from_end + 1] : 0;
+    ok = before >= 0 && after >= 0 && out_[d] == x[d] + before + after;
+  }
+  if (!ok) {
+    Fail(fmt::format("constant_pad_nd of {} by [{}] cannot give {}", Shape(x), fmt::join(p, ", "),
+                     Shape(out_)));
   }
 }
 

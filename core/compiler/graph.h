@@ -70,6 +70,12 @@ enum class Op : uint8_t {
   kIndex,
   // Inclusive cumulative sum on attr dims[0]; out has input 0's sizes and dtype.
   kCumsum,
+  // Index of the first maximum along attr dims[0], int64 (keepdim or not, from
+  // the output's rank).
+  kArgmax,
+  // Constant padding: attr dims = (before, after) per padded dim from the last
+  // dim backwards (torch's pad order, non-negative), attr scalar = the value.
+  kPad,
   kEager,  // anything else: attr target names the aten op
 };
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)

@@ -238,6 +238,37 @@ Status RunIndex(const TensorRef& out, const TensorRef& self, std::vector<TensorR
   return kernels::Index(o, in, indices, std::vector<int>(dims.begin(), dims.end()));
 }
 
+// argmax on dim d: the reduction kernel takes out with in's rank (size 1 at d).
+Status RunArgmax(TensorRef out, const TensorRef& in, int d) {
+  if (out.ndim == in.ndim - 1) {
+    for (int i = out.ndim; i > d; --i) {
+      out.sizes[i] = out.sizes[i - 1];
+      out.strides[i] = out.strides[i - 1];
+    }
+    out.sizes[d] = 1;
+    out.strides[d] = 0;
+    ++out.ndim;
+  }
+  return kernels::Reduce(kernels::ReduceOp::kArgmax, out, in, 1u << d);
+}
+
+// constant_pad_nd: fill out with the value, then copy in into its interior.
+Status RunPad(const TensorRef& out, const TensorRef& in, const std::vector<int64_t>& pads,
+              double value) {
+  Status s = kernels::Fill(out, value);
+  if (!s.ok() || in.numel() == 0) return s;
+  TensorRef inner = out;
+  int64_t offset = 0;
+  for (int d = 0; d < out.ndim; ++d) {
+    const size_t from_end = static_cast<size_t>(out.ndim - 1 - d);
+    const int64_t before = 2 * from_end < pads.size() ? pads[2 * from_end] : 0;
+    offset += before * out.strides[d];
+    inner.sizes[d] = in.sizes[d];
+  }
+  inner.data = static_cast<char*>(out.data) + offset * static_cast<int64_t>(ItemSize(out.dtype));
+  return kernels::Copy(inner, in);
+}
+
 kernels::PoolParams PoolParamsOf(const KernelImpl& ki) {
   kernels::PoolParams p;
   for (int d = 0; d < 2; ++d) {
@@ -315,6 +346,8 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     }
     case Op::kCumsum:
       return kernels::Scan(kernels::ScanOp::kSum, out, in(0), static_cast<int>(ki.lib_dims[0]));
+    case Op::kArgmax: return RunArgmax(out, in(0), static_cast<int>(ki.lib_dims[0]));
+    case Op::kPad: return RunPad(out, in(0), ki.lib_dims, ki.lib_scalar);
     case Op::kConv: {
       kernels::ConvParams p;
       for (int d = 0; d < 2; ++d) {

@@ -725,6 +725,16 @@ class _Lowering:
                     )
                     self.calls[gid] = (node, [args[0]], None)
                     return gid
+            if t is aten.argmax.default and self._tensor(args[0]):  # CLIP's text pooling
+                x = self.vals[args[0]]
+                dim = kw.get("dim", args[1] if len(args) > 1 else None)
+                if dim is not None and x.dim() > 0 and x.dtype != torch.bool:
+                    return self._add(node, "argmax", [args[0]], dims=[int(self._value(dim)) % x.dim()])
+            if t is aten.constant_pad_nd.default and self._tensor(args[0]):  # Swin's windows
+                pads = [int(self._value(p)) for p in args[1]]
+                value = self._value(kw.get("value", args[2] if len(args) > 2 else 0))
+                if min(pads, default=0) >= 0 and _is_number(value):
+                    return self._add(node, "pad", [args[0]], dims=pads, scalar=float(value))
             if t is aten.gelu.default:
                 approx = kw.get("approximate", args[1] if len(args) > 1 else "none")
                 return self._add(node, "gelu_tanh" if approx == "tanh" else "gelu", [args[0]])
