@@ -49,6 +49,16 @@ def host_cost_per_op(n_ops: int, repeat: int) -> None:
               f"cpu {cpu * 1e6:6.2f} us -> ratio {trn / cpu:5.2f}x{target}")
 
 
+def best_of_cpu(fn, repeat: int) -> float:
+    """best_of for the CPU PyTorch peer, with one thread (one trn core is one host thread)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return best_of(fn, repeat)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def rms_norm(repeat: int) -> None:
     n = 4096
     x = torch.randn(n, n, device="trn")
@@ -62,12 +72,7 @@ def rms_norm(repeat: int) -> None:
     print(f"rms_norm 4096^2 f32 bandwidth: {bw_norm:6.2f} GB/s vs device copy {bw_copy:6.2f} "
           f"GB/s -> {bw_norm / bw_copy:5.2f}x (target >= 0.7x)")
     x_cpu, w_cpu = x.cpu(), w.cpu()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        t_cpu = best_of(lambda: torch.nn.functional.rms_norm(x_cpu, (n,), w_cpu), repeat)
-    finally:
-        torch.set_num_threads(threads)
+    t_cpu = best_of_cpu(lambda: torch.nn.functional.rms_norm(x_cpu, (n,), w_cpu), repeat)
     print(f"rms_norm 4096^2 f32 speed: trn {t_norm * 1e3:7.2f} ms vs CPU torch (1 thread) "
           f"{t_cpu * 1e3:7.2f} ms -> {t_cpu / t_norm:5.2f}x faster (target >= 1.0x)")
 
@@ -77,12 +82,7 @@ def gemm(repeat: int) -> None:
     a_cpu, b_cpu = torch.randn(n, n), torch.randn(n, n)
     a, b = a_cpu.to("trn"), b_cpu.to("trn")
     t_trn = best_of(lambda: torch.mm(a, b), repeat, torch.trn.synchronize)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        t_cpu = best_of(lambda: torch.mm(a_cpu, b_cpu), repeat)
-    finally:
-        torch.set_num_threads(threads)
+    t_cpu = best_of_cpu(lambda: torch.mm(a_cpu, b_cpu), repeat)
     flops = 2 * n**3
     print(f"GEMM 1024^3 f32: trn {flops / t_trn / 1e9:6.1f} GFLOP/s vs CPU torch mm (1 thread) "
           f"{flops / t_cpu / 1e9:6.1f} GFLOP/s -> {t_cpu / t_trn:5.2f}x (target >= 0.5x)")
@@ -98,14 +98,9 @@ def activations(repeat: int) -> None:
         "erf": torch.erf,
         "exp": torch.exp,
     }
-    threads = torch.get_num_threads()
     for name, fn in fns.items():
         t_trn = best_of(lambda: fn(x), repeat, torch.trn.synchronize)
-        torch.set_num_threads(1)
-        try:
-            t_cpu = best_of(lambda: fn(x_cpu), repeat)
-        finally:
-            torch.set_num_threads(threads)
+        t_cpu = best_of_cpu(lambda: fn(x_cpu), repeat)
         print(f"{name:9s} 1M f32: trn {t_trn * 1e3:6.3f} ms vs CPU torch (1 thread) "
               f"{t_cpu * 1e3:6.3f} ms -> {t_trn / t_cpu:5.2f}x the time")
 

@@ -273,8 +273,11 @@ class _Lowering:
         """A contiguous cast of x, a core node no fx node stands for (its eager
         form, should the core leave it to one, is _to_copy)."""
         m = self._meta(self.vals[x])
-        m.update(dtype=dtype, strides=list(torch.empty(m["sizes"], device="meta").stride()),
-                 storage_offset=0)
+        strides, step = [], 1
+        for s in reversed(m["sizes"]):  # contiguous
+            strides.insert(0, step)
+            step *= max(s, 1)
+        m.update(dtype=dtype, strides=strides, storage_offset=0)
         gid = self.g.add_node(op="cast", target="aten._to_copy.default", inputs=[self.ids[x]], **m)
         call = types.SimpleNamespace(target=aten._to_copy.default, args=(x,), kwargs={"dtype": dtype})
         self.calls[gid] = (call, [x], None)
@@ -650,12 +653,18 @@ class _Lowering:
                     node, reason="a convolution the core does not lower (it takes 1-D and 2-D, "
                     "not transposed): trn's native kernel runs"
                 )
-            integer_clamp = (  # BEiT's relative position index; integer bounds only
-                v.dtype == self.vals[args[0]].dtype
-                and v.dtype not in (torch.bool, torch.float64)
-                and t is not aten.hardtanh.default
-            ) if self._tensor(args[0]) else False
-            if t in _CLAMPS and self._tensor(args[0]) and (v.dtype.is_floating_point or integer_clamp):
+            if (
+                t in _CLAMPS
+                and self._tensor(args[0])
+                and (
+                    v.dtype.is_floating_point
+                    or (  # BEiT's position index: integer bounds only (_lower_clamp checks)
+                        v.dtype == self.vals[args[0]].dtype
+                        and v.dtype != torch.bool
+                        and t is not aten.hardtanh.default
+                    )
+                )
+            ):
                 gid = self._lower_clamp(node, t, args, kw)
                 if gid is not None:
                     return gid
@@ -990,7 +999,7 @@ def _dump_dir(options: dict) -> str | None:
     return options.get("dump_dir") or config.dump_dir or os.environ.get("TRNSCOPE_DUMP_DIR") or None
 
 
-def _fold_host_constants(gm: fx.GraphModule) -> int:
+def _fold_host_constants(gm: fx.GraphModule) -> None:
     """Note [Host constants]: model code builds some tensors on the CPU out of
     constants alone: torch.tensor literals Dynamo lifts into get_attr constants
     (Mistral's and Gemma 2's mask values, DeBERTa's attention scale), index tables
@@ -999,7 +1008,7 @@ def _fold_host_constants(gm: fx.GraphModule) -> int:
     with the graph's own ops, and each pure trn-side user takes the result as a
     constant tensor on the graph's trn device (the program's constant inputs).
     A value stays as it was where a graph output or an impure op uses it.
-    Rewrites gm in place; returns how many uses were replaced."""
+    Rewrites gm in place."""
     device = next(
         (
             v.device
@@ -1011,14 +1020,14 @@ def _fold_host_constants(gm: fx.GraphModule) -> int:
         None,
     )
     if device is None:
-        return 0
+        return
     from torch._subclasses.fake_tensor import unset_fake_temporarily
 
     with unset_fake_temporarily():  # the compiler runs under aot_autograd's fake mode
-        return _fold_host_constants_on(gm, device)
+        _fold_host_constants_on(gm, device)
 
 
-def _fold_host_constants_on(gm: fx.GraphModule, device: torch.device) -> int:
+def _fold_host_constants_on(gm: fx.GraphModule, device: torch.device) -> None:
     known: dict[fx.Node, torch.Tensor] = {}
     for node in gm.graph.nodes:
         if node.op == "get_attr":
@@ -1070,7 +1079,6 @@ def _fold_host_constants_on(gm: fx.GraphModule, device: torch.device) -> int:
             if not node.users:
                 gm.graph.erase_node(node)
         gm.recompile()
-    return replaced
 
 
 class _GraphRunner:
