@@ -57,6 +57,8 @@ struct Args {
 #endif
 
 #include <algorithm>
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "core/kernels/convert.h"
@@ -183,89 +185,24 @@ void PackWholeB(const Operand& b, int64_t k, int64_t n, float* HWY_RESTRICT dst)
   }
 }
 
-// C tile (mr x nr valid of MR x NR) (+)= alpha * Ap-panel * Bp-panel.
-HWY_NOINLINE void MicroKernel(size_t kc, const float* HWY_RESTRICT ap,
-                              const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, int64_t ldc,
-                              size_t mr, size_t nr, float alpha, bool accumulate) {
-  const DF d;
-  const size_t N = hn::Lanes(d);
-  auto c00 = hn::Zero(d), c01 = hn::Zero(d), c10 = hn::Zero(d), c11 = hn::Zero(d);
-  auto c20 = hn::Zero(d), c21 = hn::Zero(d), c30 = hn::Zero(d), c31 = hn::Zero(d);
-  auto c40 = hn::Zero(d), c41 = hn::Zero(d), c50 = hn::Zero(d), c51 = hn::Zero(d);
-  for (size_t p = 0; p < kc; ++p) {
-    const auto b0 = hn::Load(d, bp);
-    const auto b1 = hn::Load(d, bp + N);
-    auto a = hn::Set(d, ap[0]);
-    c00 = hn::MulAdd(a, b0, c00);
-    c01 = hn::MulAdd(a, b1, c01);
-    a = hn::Set(d, ap[1]);
-    c10 = hn::MulAdd(a, b0, c10);
-    c11 = hn::MulAdd(a, b1, c11);
-    a = hn::Set(d, ap[2]);
-    c20 = hn::MulAdd(a, b0, c20);
-    c21 = hn::MulAdd(a, b1, c21);
-    a = hn::Set(d, ap[3]);
-    c30 = hn::MulAdd(a, b0, c30);
-    c31 = hn::MulAdd(a, b1, c31);
-    a = hn::Set(d, ap[4]);
-    c40 = hn::MulAdd(a, b0, c40);
-    c41 = hn::MulAdd(a, b1, c41);
-    a = hn::Set(d, ap[5]);
-    c50 = hn::MulAdd(a, b0, c50);
-    c51 = hn::MulAdd(a, b1, c51);
-    ap += kMR;
-    bp += kNR;
-  }
-  const auto va = hn::Set(d, alpha);
-  if (mr == kMR && nr == kNR) {
-    // Full tile: write straight into C.
-    const auto put = [&](size_t i, decltype(c00) v0, decltype(c00) v1) {
-      float* row = c + static_cast<int64_t>(i) * ldc;
-      if (accumulate) {
-        hn::StoreU(hn::MulAdd(va, v0, hn::LoadU(d, row)), d, row);
-        hn::StoreU(hn::MulAdd(va, v1, hn::LoadU(d, row + N)), d, row + N);
-      } else {
-        hn::StoreU(hn::Mul(va, v0), d, row);
-        hn::StoreU(hn::Mul(va, v1), d, row + N);
-      }
-    };
-    put(0, c00, c01);
-    put(1, c10, c11);
-    put(2, c20, c21);
-    put(3, c30, c31);
-    put(4, c40, c41);
-    put(5, c50, c51);
-    return;
-  }
-  // Edge tile: spill to a buffer, copy the valid part.
-  HWY_ALIGN float tile[kMR * kNR];
-  const decltype(c00) acc[kMR][2] = {{c00, c01}, {c10, c11}, {c20, c21},
-                                     {c30, c31}, {c40, c41}, {c50, c51}};
-  for (size_t i = 0; i < kMR; ++i) {
-    hn::Store(hn::Mul(va, acc[i][0]), d, tile + i * kNR);
-    hn::Store(hn::Mul(va, acc[i][1]), d, tile + i * kNR + N);
-  }
-  for (size_t i = 0; i < mr; ++i) {
-    float* row = c + static_cast<int64_t>(i) * ldc;
-    const float* t = tile + i * kNR;
-    for (size_t j = 0; j < nr; ++j) row[j] = accumulate ? row[j] + t[j] : t[j];
-  }
-}
-
-// An edge tile of R < MR rows: the same product with R x 2 accumulators, so
-// a few-row GEMM on a packed B (decode-time linears, Note [Packed weight
-// cache]) does R rows' FMAs per k instead of MR's and streams B at memory speed.
+// C tile of R rows (R <= MR) x nr valid columns (+)= alpha * Ap-panel *
+// Bp-panel, with R x 2 accumulators in registers. R = MR is the micro-kernel;
+// a tile of fewer rows (the last rows of C, decode-time linears on a packed B,
+// Note [Packed weight cache]) does only its own rows' FMAs and streams B at
+// memory speed.
 template <size_t R>
-HWY_NOINLINE void FewRowsKernel(size_t kc, const float* HWY_RESTRICT ap,
-                                const float* HWY_RESTRICT bp, float* HWY_RESTRICT c,
-                                int64_t ldc, size_t nr, float alpha, bool accumulate) {
+HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap,
+                             const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, int64_t ldc,
+                             size_t nr, float alpha, bool accumulate) {
   const DF d;
   const size_t N = hn::Lanes(d);
   decltype(hn::Zero(d)) acc0[R], acc1[R];
+#pragma GCC unroll 16
   for (size_t r = 0; r < R; ++r) acc0[r] = acc1[r] = hn::Zero(d);
   for (size_t p = 0; p < kc; ++p) {
     const auto b0 = hn::Load(d, bp);
     const auto b1 = hn::Load(d, bp + N);
+#pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
       const auto a = hn::Set(d, ap[r]);
       acc0[r] = hn::MulAdd(a, b0, acc0[r]);
@@ -276,6 +213,7 @@ HWY_NOINLINE void FewRowsKernel(size_t kc, const float* HWY_RESTRICT ap,
   }
   const auto va = hn::Set(d, alpha);
   HWY_ALIGN float tile[kNR];
+#pragma GCC unroll 16
   for (size_t r = 0; r < R; ++r) {
     float* row = c + static_cast<int64_t>(r) * ldc;
     if (nr == kNR) {
@@ -328,19 +266,17 @@ HWY_NOINLINE void OneRowPanels(size_t kc, const float* HWY_RESTRICT ap,
 }
 constexpr size_t kOneRowPanels = 4;
 
-// C tile of mr <= MR rows: the MR-row micro-kernel or a few-rows one.
+// C tile of mr <= MR rows: TileKernel<mr>.
+using TileFn = void (*)(size_t, const float*, const float*, float*, int64_t, size_t, float, bool);
+template <size_t... I>
+constexpr std::array<TileFn, sizeof...(I)> TileKernels(std::index_sequence<I...>) {
+  return {&TileKernel<I + 1>...};
+}
 inline void Tile(size_t kc, const float* HWY_RESTRICT ap, const float* HWY_RESTRICT bp,
                  float* HWY_RESTRICT c, int64_t ldc, size_t mr, size_t nr, float alpha,
                  bool accumulate) {
-  static_assert(kMR == 6, "one few-rows kernel per row count below MR");
-  switch (mr) {
-    case 1: return FewRowsKernel<1>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
-    case 2: return FewRowsKernel<2>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
-    case 3: return FewRowsKernel<3>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
-    case 4: return FewRowsKernel<4>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
-    case 5: return FewRowsKernel<5>(kc, ap, bp, c, ldc, nr, alpha, accumulate);
-    default: return MicroKernel(kc, ap, bp, c, ldc, mr, nr, alpha, accumulate);
-  }
+  static constexpr std::array<TileFn, kMR> kKernels = TileKernels(std::make_index_sequence<kMR>());
+  kKernels[mr - 1](kc, ap, bp, c, ldc, nr, alpha, accumulate);
 }
 
 // Note [GEMV path]: with few rows, packing B (the whole weight of a
