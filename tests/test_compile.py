@@ -295,12 +295,12 @@ def test_unsupported_node_runs_eagerly_inside_the_program():
 
 
 def test_eager_step_with_an_out_overload_writes_the_program_buffer():
-    """An eager node with an out= overload (log1p, which the core does not take)
-    writes its planned buffer through log1p.out: no copy after it."""
+    """An eager node with an out= overload (erf, which the core does not take)
+    writes its planned buffer through erf.out: no copy after it."""
     from torch.profiler import ProfilerActivity, profile
 
     def fn(x, y):
-        return torch.log1p(x.abs()) * y  # the eager step feeds a core op
+        return torch.erf(x.abs()) * y  # the eager step feeds a core op
 
     x, y = torch.randn(3, 5), torch.randn(3, 5)
     compiled = torch.compile(fn, backend="trn", dynamic=False)
@@ -314,9 +314,32 @@ def test_eager_step_with_an_out_overload_writes_the_program_buffer():
             torch.trn.synchronize()
     torch.testing.assert_close(got.cpu(), fn(x, y))
     (stats,) = trnscope.compile_stats()
-    assert stats["eager_nodes"] == ["aten.log1p.default"]
+    assert stats["eager_nodes"] == ["aten.erf.default"]
     keys = {k.key for k in p.key_averages()}
-    assert "log1p_f32" in keys and not any(k.startswith("copy_") for k in keys), keys
+    assert "erf_f32" in keys and not any(k.startswith("copy_") for k in keys), keys
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_log1p_and_expm1_fuse(dtype):
+    """Mamba's softplus, log1p(exp(x)), and expm1 are row-interpreter ops: one fused
+    kernel, accurate near 0 where log(1 + x) and exp(x) - 1 lose every digit."""
+
+    def fn(x):
+        return torch.log1p(torch.exp(x)) + torch.expm1(x) * torch.log1p(x)
+
+    x = torch.cat([torch.randn(4, 100) * 4, torch.randn(4, 100) * 1e-6, torch.rand(4, 100) * 30], 1)
+    x[0, :3] = torch.tensor([-1.0, 0.0, float("nan")])  # log1p(-1) = -inf
+    x = x.to(dtype)
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    with torch.inference_mode():
+        got = compiled(x.to("trn")).cpu()
+    want = fn(x.double()).to(dtype)
+    (stats,) = trnscope.compile_stats()
+    # Two row kernels: sibling chains of one input start groups of their own.
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
+    assert stats["kernels"] == ["fused[exp,log1p]", "fused[expm1,log1p,mul,add]"]
+    tol = 2e-6 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got, want, rtol=tol, atol=0, equal_nan=True)
 
 
 class _HostTable(nn.Module):
@@ -1128,6 +1151,29 @@ def test_max_pool_is_a_library_kernel_in_the_program(geom, dtype):
     got, stats = compiled_on_trn(pool, x)
     torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0)
     assert stats["kernels"] == ["max_pool2d"], stats
+    assert stats["eager_nodes"] == []
+
+
+@pytest.mark.parametrize(
+    "geom",
+    [
+        dict(kernel_size=3, stride=2, padding=1),  # EfficientNet / ResNet-D shortcuts
+        dict(kernel_size=3, stride=1, padding=1, count_include_pad=False),  # Inception
+        dict(kernel_size=(2, 3), stride=(2, 1), padding=(1, 1), ceil_mode=True),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, divisor_override=5),
+        dict(kernel_size=2),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_avg_pool_is_a_library_kernel_in_the_program(geom, dtype):
+    torch.manual_seed(0)
+    pool = nn.AvgPool2d(**geom)
+    x = torch.randn(2, 3, 10, 9, dtype=dtype).transpose(2, 3)  # non-contiguous
+    want = pool(x.double()).to(dtype)  # an independent reference: float64 sums
+    got, stats = compiled_on_trn(pool, x)
+    tol = 1e-6 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got.cpu(), want, rtol=tol, atol=tol)
+    assert stats["kernels"] == ["avg_pool2d"], stats
     assert stats["eager_nodes"] == []
 
 

@@ -67,6 +67,8 @@ compiler::Op ParseOp(const std::string& name) {
       {"gelu_tanh", Op::kGeluTanh},
       {"sin", Op::kSin},
       {"cos", Op::kCos},
+      {"log1p", Op::kLog1p},
+      {"expm1", Op::kExpm1},
       {"cast", Op::kCast},
       {"sum", Op::kSum},
       {"mean", Op::kMean},
@@ -89,6 +91,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"layer_norm", Op::kLayerNorm},
       {"batch_norm", Op::kBatchNorm},
       {"max_pool2d", Op::kMaxPool2d},
+      {"avg_pool2d", Op::kAvgPool2d},
       {"index_put", Op::kIndexPut},
       {"arange", Op::kArange},
       {"gather", Op::kGather},
@@ -260,13 +263,19 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
     node.conv.groups = conv[8];
   }
   if (!pool.empty()) {
-    TORCH_CHECK_VALUE(pool.size() == 8, "trn compile: pool attributes are kernel, stride, "
-                      "padding and dilation (2 each), got ", pool.size(), " values");
+    TORCH_CHECK_VALUE(pool.size() == 8 || pool.size() == 10,
+                      "trn compile: pool attributes are kernel, stride, padding and dilation (2 "
+                      "each), then optionally count_include_pad and divisor_override, got ",
+                      pool.size(), " values");
     for (int d = 0; d < 2; ++d) {
       node.pool.kernel[d] = pool[d];
       node.pool.stride[d] = pool[2 + d];
       node.pool.padding[d] = pool[4 + d];
       node.pool.dilation[d] = pool[6 + d];
+    }
+    if (pool.size() == 10) {
+      node.pool.count_include_pad = pool[8] != 0;
+      node.pool.divisor_override = pool[9];
     }
   }
   try {

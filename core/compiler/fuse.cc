@@ -262,7 +262,8 @@ bool Fuser::RunsAsLibrary(int id) const {
       for (size_t i = 1; i < n.inputs.size(); ++i) ok = ok && IsFloating(in(i));
       return ok;
     }
-    case Op::kMaxPool2d: return IsFloating(out) && in(0) == out;
+    case Op::kMaxPool2d:
+    case Op::kAvgPool2d: return IsFloating(out) && in(0) == out;
     case Op::kIndexPut:
       return in(0) == out && in(2) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
     case Op::kArange: return out != DType::kBool;

@@ -46,6 +46,8 @@ const char* OpName(Op op) {
     case Op::kGeluTanh: return "gelu";
     case Op::kSin: return "sin";
     case Op::kCos: return "cos";
+    case Op::kLog1p: return "log1p";
+    case Op::kExpm1: return "expm1";
     case Op::kCast: return "_to_copy";
     case Op::kSum: return "sum";
     case Op::kMean: return "mean";
@@ -68,6 +70,7 @@ const char* OpName(Op op) {
     case Op::kLayerNorm: return "layer_norm";
     case Op::kBatchNorm: return "batch_norm";
     case Op::kMaxPool2d: return "max_pool2d";
+    case Op::kAvgPool2d: return "avg_pool2d";
     case Op::kIndexPut: return "index_put";
     case Op::kArange: return "arange";
     case Op::kGather: return "gather";
@@ -159,7 +162,7 @@ class NodeCheck {
   void Conv();
   void BatchNorm();
   void IndexPut();
-  void MaxPool2d();
+  void Pool2d();
   void LayerNorm();
   void Embedding();
   void Gather();
@@ -227,7 +230,8 @@ void NodeCheck::Run() {
       Arity(0);
       if (out_nd_ != 1) Fail(fmt::format("arange gives 1-D, not {}", Shape(out_)));
       break;
-    case Op::kMaxPool2d: MaxPool2d(); break;
+    case Op::kMaxPool2d:
+    case Op::kAvgPool2d: Pool2d(); break;
     case Op::kLayerNorm: LayerNorm(); break;
     case Op::kEmbedding: Embedding(); break;
     case Op::kGather: Gather(); break;
@@ -378,11 +382,13 @@ void NodeCheck::IndexPut() {
   }
 }
 
-void NodeCheck::MaxPool2d() {
+void NodeCheck::Pool2d() {
   Arity(1);
   const auto& x = InSizes(0);
   const auto& p = node_.pool;
-  bool ok = x.size() == 4 && out_.size() == 4 && out_[0] == x[0] && out_[1] == x[1];
+  const bool avg = node_.op == Op::kAvgPool2d;
+  bool ok = x.size() == 4 && out_.size() == 4 && out_[0] == x[0] && out_[1] == x[1] &&
+            (!avg || (p.dilation[0] == 1 && p.dilation[1] == 1 && p.divisor_override >= 0));
   for (int d = 0; ok && d < 2; ++d) {
     // ceil_mode may add one window, which must start inside the padded input.
     const int64_t span = p.dilation[d] * (p.kernel[d] - 1) + 1;
@@ -392,7 +398,7 @@ void NodeCheck::MaxPool2d() {
          out_[2 + d] <= (x[2 + d] + 2 * p.padding[d] - span) / p.stride[d] + 2;
   }
   if (!ok) {
-    Fail(fmt::format("max_pool2d of {} (kernel {}x{}, stride {}x{}) cannot give {}",
+    Fail(fmt::format("{} of {} (kernel {}x{}, stride {}x{}) cannot give {}", OpName(node_.op),
                      Shape(x), p.kernel[0], p.kernel[1], p.stride[0],
                      p.stride[1], Shape(out_)));
   }
@@ -648,6 +654,8 @@ uint64_t Graph::Hash() const {
         h.Mix(static_cast<uint64_t>(a));
       }
     }
+    h.Mix(n.pool.count_include_pad);
+    h.Mix(static_cast<uint64_t>(n.pool.divisor_override));
   }
   h.Mix(outputs_.size());
   for (int o : outputs_) h.Mix(static_cast<uint64_t>(o));

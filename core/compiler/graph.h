@@ -24,7 +24,7 @@ enum class Op : uint8_t {
   kEq, kNe, kLt, kLe, kGt, kGe,
   kWhere,  // inputs: cond, a, b
   kNeg, kAbs, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kSigmoid, kTanh, kSilu,
-  kGelu, kGeluTanh, kSin, kCos,
+  kGelu, kGeluTanh, kSin, kCos, kLog1p, kExpm1,
   kCast,  // to the node's dtype
   // Reductions over attr dims (keepdim layout decided by the output sizes).
   kSum, kMean, kAmax, kAmin,
@@ -55,6 +55,9 @@ enum class Op : uint8_t {
   // Max pooling over H, W of x [N,C,H,W]; attr pool (output sizes already
   // apply ceil_mode). The indices output stays an eager op.
   kMaxPool2d,
+  // Average pooling over H, W of x [N,C,H,W] (torch's avg_pool2d: the window
+  // clipped to input + padding); attr pool, dilation 1.
+  kAvgPool2d,
   // out = self with out[..., index[i], ...] = values[..., i, ...] on dim
   // dims[0] (index_put with one index tensor, a static KV cache's update):
   // inputs self, 1-D int32/int64 index, values broadcasting to that slice.
@@ -106,8 +109,10 @@ struct Node {
     int64_t dilation[2] = {1, 1};
     int64_t groups = 1;
   } conv;
-  struct PoolAttrs {  // kMaxPool2d, per spatial dim (H, W); padding on both sides
+  struct PoolAttrs {  // kMaxPool2d, kAvgPool2d, per spatial dim (H, W); padding on both sides
     int64_t kernel[2] = {1, 1}, stride[2] = {1, 1}, padding[2] = {0, 0}, dilation[2] = {1, 1};
+    bool count_include_pad = true;  // kAvgPool2d: divide by the padded window
+    int64_t divisor_override = 0;   // kAvgPool2d: divide by this instead (0 = none)
   } pool;
 };
 

@@ -66,6 +66,8 @@ inline float ScalarOp(VOp op, float a, float b, float c, DType round) {
     }
     case VOp::kSin: return std::sin(a);
     case VOp::kCos: return std::cos(a);
+    case VOp::kLog1p: return std::log1p(a);
+    case VOp::kExpm1: return std::expm1(a);
     case VOp::kSquare: return a * a;
     case VOp::kRound: {
       float r;
@@ -365,6 +367,8 @@ void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* o
     case VOp::kGeluTanh: return u([](DF d, VF x) { return kx::GeluTanhF(d, x); });
     case VOp::kSin: return u([](DF d, VF x) { return hn::Sin(d, x); });
     case VOp::kCos: return u([](DF d, VF x) { return hn::Cos(d, x); });
+    case VOp::kLog1p: return u([](DF d, VF x) { return kx::Log1pF(d, x); });
+    case VOp::kExpm1: return u([](DF d, VF x) { return kx::Expm1F(d, x); });
     case VOp::kSquare: return u([](DF, VF x) { return hn::Mul(x, x); });
     case VOp::kRound:
       for (size_t i = 0; i < n; ++i) {

@@ -277,6 +277,8 @@ kernels::PoolParams PoolParamsOf(const KernelImpl& ki) {
     p.padding[d] = ki.lib_pool.padding[d];
     p.dilation[d] = ki.lib_pool.dilation[d];
   }
+  p.count_include_pad = ki.lib_pool.count_include_pad;
+  p.divisor_override = ki.lib_pool.divisor_override;
   return p;
 }
 
@@ -336,6 +338,7 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
                                          ki.lib_eps);
     }
     case Op::kMaxPool2d: return kernels::MaxPool2d(out, TensorRef{}, in(0), PoolParamsOf(ki));
+    case Op::kAvgPool2d: return kernels::AvgPool2d(out, in(0), PoolParamsOf(ki));
     case Op::kIndexPut: return RunIndexPut(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]));
     case Op::kArange: return kernels::Arange(out, ki.lib_scalar, ki.lib_alpha);
     case Op::kGather: return kernels::Gather(out, in(0), static_cast<int>(ki.lib_dims[0]), in(1));

@@ -36,7 +36,7 @@ constexpr int64_t kMaxChunk = 4096;
 enum class VOp : uint8_t {
   // unary (a)
   kCopy, kNeg, kAbs, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kSigmoid, kTanh,
-  kSilu, kGelu, kGeluTanh, kSin, kCos, kSquare, kRound,  // kRound: a through `dtype`
+  kSilu, kGelu, kGeluTanh, kSin, kCos, kLog1p, kExpm1, kSquare, kRound,  // kRound: a through `dtype`
   // binary (a, b)
   kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kEq, kNe, kLt, kLe, kGt, kGe,
   // ternary
@@ -173,7 +173,7 @@ struct KernelImpl {
   bool lib_clamp = false;
   double lib_lo = 0, lib_hi = 0;
   Node::ConvAttrs lib_conv;  // kConv
-  Node::PoolAttrs lib_pool;  // kMaxPool2d
+  Node::PoolAttrs lib_pool;  // kMaxPool2d, kAvgPool2d
   // What the kernel reads and writes in memory (JSON shapes, bytes).
   std::vector<View> reads, writes;
 };

@@ -141,6 +141,8 @@ _UNARY = {
     aten.silu.default: "silu",
     aten.sin.default: "sin",
     aten.cos.default: "cos",
+    aten.log1p.default: "log1p",
+    aten.expm1.default: "expm1",
 }
 _SDPA_OVERRIDEABLE = aten._scaled_dot_product_fused_attention_overrideable.default
 
@@ -483,12 +485,9 @@ class _Lowering:
             eps=float(self._value(eps)),
         )
 
-    def _lower_max_pool(self, node: fx.Node, src: fx.Node) -> int | None:
-        """getitem 0 of max_pool2d_with_indices on a 4-D input -> the max_pool2d kernel
-        (the indices, when used, come from the eager op)."""
-        x, kernel, stride, padding, dilation = (list(src.args) + [None] * 5)[:5]
-        if not self._tensor(x) or self.vals[x].dim() != 4:
-            return None
+    def _pool_attrs(self, kernel, stride, padding, dilation) -> list[int] | None:
+        """A pooling's kernel, stride, padding and dilation, two values each (H, W), as
+        the core's pool attributes; an empty stride is the kernel, as in torch."""
 
         def pair(a, default):
             a = self._value(a) if a is not None else default
@@ -497,11 +496,37 @@ class _Lowering:
 
         k = pair(kernel, None)
         attrs = k + pair(stride, k) + pair(padding, [0]) + pair(dilation, [1])
-        if len(attrs) != 8:
+        return attrs if len(attrs) == 8 else None
+
+    def _lower_max_pool(self, node: fx.Node, src: fx.Node) -> int | None:
+        """getitem 0 of max_pool2d_with_indices on a 4-D input -> the max_pool2d kernel
+        (the indices, when used, come from the eager op)."""
+        x, kernel, stride, padding, dilation = (list(src.args) + [None] * 5)[:5]
+        if not self._tensor(x) or self.vals[x].dim() != 4:
+            return None
+        attrs = self._pool_attrs(kernel, stride, padding, dilation)
+        if attrs is None:
             return None
         return self._add(
             node, "max_pool2d", [x], target="aten.max_pool2d", call=(src, [x], 0), pool=attrs
         )
+
+    def _lower_avg_pool(self, node: fx.Node, args, kw) -> int | None:
+        """avg_pool2d on a 4-D input -> the avg_pool2d kernel (EfficientNet, Inception:
+        count_include_pad and divisor_override as torch's; ceil_mode is in the output
+        sizes)."""
+        names = ("self", "kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                 "divisor_override")
+        a = dict(zip(names, args)) | kw
+        x = a["self"]
+        if not self._tensor(x) or self.vals[x].dim() != 4:
+            return None
+        attrs = self._pool_attrs(a["kernel_size"], a.get("stride"), a.get("padding"), None)
+        if attrs is None:
+            return None
+        divisor = self._value(a.get("divisor_override"))
+        attrs += [int(bool(self._value(a.get("count_include_pad", True)))), int(divisor or 0)]
+        return self._add(node, "avg_pool2d", [x], pool=attrs)
 
     def _lower_index_put(self, node: fx.Node, args, kw) -> int | None:
         """index_put(self, indices, values) with one 1-D integer index tensor (the others
@@ -733,6 +758,10 @@ class _Lowering:
                         op="cumsum", target=str(node.target), inputs=[src], dims=[dim], **self._meta(v)
                     )
                     self.calls[gid] = (node, [args[0]], None)
+                    return gid
+            if t is aten.avg_pool2d.default:
+                gid = self._lower_avg_pool(node, args, kw)
+                if gid is not None:
                     return gid
             if t is aten.argmax.default and self._tensor(args[0]):  # CLIP's text pooling
                 x = self.vals[args[0]]
