@@ -1177,6 +1177,31 @@ def test_avg_pool_is_a_library_kernel_in_the_program(geom, dtype):
     assert stats["eager_nodes"] == []
 
 
+@pytest.mark.parametrize(
+    "name, fn, kernel",
+    [
+        ("bool sum over a dim", lambda m, i: m.sum(-1), "sum"),  # mBART's mask.sum()
+        ("bool sum of all", lambda m, i: m.sum(), "sum"),
+        ("int64 sum, keepdim", lambda m, i: i.sum(0, keepdim=True), "sum"),
+        ("int32 sum to int64", lambda m, i: i.int().sum(-1), "sum"),
+        ("int64 amax", lambda m, i: i.amax(-1), "amax"),
+        ("int32 amin over two dims", lambda m, i: i.int().amin((0, 1)), "amin"),
+        ("sum of a transposed view", lambda m, i: i.transpose(0, 2).sum(1), "sum"),
+    ],
+)
+def test_integer_and_bool_reductions_are_library_kernels(name, fn, kernel):
+    torch.manual_seed(0)
+    m = torch.rand(3, 4, 5) > 0.5
+    i = torch.randint(-(2**40), 2**40, (3, 4, 5))  # sums beyond float32's exact integers
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    with torch.inference_mode():
+        got = compiled(m.to("trn"), i.to("trn")).cpu()
+    want = fn(m, i)
+    assert got.dtype == want.dtype and torch.equal(got, want), name
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [] and kernel in stats["kernels"], stats
+
+
 def test_max_pool_indices_come_from_the_eager_op():
     torch.manual_seed(0)
     pool = nn.MaxPool2d(3, stride=2, padding=1, return_indices=True)

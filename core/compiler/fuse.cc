@@ -278,6 +278,11 @@ bool Fuser::RunsAsLibrary(int id) const {
     case Op::kCumsum: return in(0) == out && out != DType::kBool;
     case Op::kArgmax: return out == DType::kInt64 && in(0) != DType::kBool;
     case Op::kPad: return in(0) == out;
+    // Integer and bool reductions (mBART's mask.sum(), int64 position maxima):
+    // the core's Reduce kernel sums them in int64, as torch.
+    case Op::kSum: return !IsFloating(in(0)) && out == DType::kInt64;
+    case Op::kAmax:
+    case Op::kAmin: return !IsFloating(in(0)) && in(0) == out && out != DType::kBool;
     case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
     case Op::kNeg:
     case Op::kAbs:
