@@ -1202,6 +1202,61 @@ def test_integer_and_bool_reductions_are_library_kernels(name, fn, kernel):
     assert stats["eager_nodes"] == [] and kernel in stats["kernels"], stats
 
 
+@pytest.mark.parametrize(
+    "name, fn",
+    [
+        # BART's shift_tokens_right: zeros, then shifted[:, 1:] = ids[:, :-1]
+        ("shift right", lambda x: _shift_right(x)),
+        ("step and negative start", lambda x: _assign(x, (slice(None), slice(-7, None, 3)))),
+        ("first dim", lambda x: _assign(x, (slice(1, 3),))),
+        ("empty slice", lambda x: _assign(x, (slice(None), slice(4, 4)))),
+        ("end past the size", lambda x: _assign(x, (slice(None), slice(5, 100)))),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
+def test_slice_assignments_are_slice_scatter_kernels(name, fn, dtype):
+    torch.manual_seed(0)
+    x = torch.randint(-50, 50, (3, 10)).to(dtype)
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    with torch.inference_mode():
+        got = compiled(x.to("trn")).cpu()
+    assert torch.equal(got, fn(x)), name
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [] and "slice_scatter" in stats["kernels"], stats
+
+
+def _shift_right(ids):
+    shifted = ids.new_zeros(ids.shape)
+    shifted[:, 1:] = ids[:, :-1].clone()
+    return shifted * 2
+
+
+def _assign(x, index):
+    y = x * 3
+    y[index] = x[index] + 1
+    return y
+
+
+def test_a_copy_into_a_contiguous_tensor_is_a_clone():
+    """Mamba's cache updates (`state.copy_(new)`) functionalize into aten.copy, whose
+    result a clone can store: no eager step, and the input is still mutated."""
+
+    def fn(state, x):
+        state.copy_(x[:, 1:] * 2)
+        return state + 1
+
+    state, x = torch.zeros(4, 6), torch.randn(4, 7)
+    s_trn = state.to("trn")
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    with torch.inference_mode():
+        got = compiled(s_trn, x.to("trn")).cpu()
+    want = fn(state, x)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(s_trn.cpu(), state)
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
+
+
 def test_max_pool_indices_come_from_the_eager_op():
     torch.manual_seed(0)
     pool = nn.MaxPool2d(3, stride=2, padding=1, return_indices=True)

@@ -92,6 +92,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"batch_norm", Op::kBatchNorm},
       {"max_pool2d", Op::kMaxPool2d},
       {"avg_pool2d", Op::kAvgPool2d},
+      {"slice_scatter", Op::kSliceScatter},
       {"index_put", Op::kIndexPut},
       {"arange", Op::kArange},
       {"gather", Op::kGather},

@@ -850,6 +850,18 @@ TEST(CompilerTest, MalformedGraphsNameTheNode) {
   mm.inputs = {x, x};
   mm.meta = M(DType::kFloat32, {4, 5});
   expect_error(mm, "do not multiply");
+  Node scatter;  // src [4, 3] into x[:, 1:5:2], which holds 2 columns
+  scatter.op = Op::kSliceScatter;
+  scatter.inputs = {x, x};
+  scatter.dims = {1, 1, 5, 2};
+  scatter.meta = M(DType::kFloat32, {4, 5});
+  expect_error(scatter, "slice_scatter of [4, 5] into [4, 5] with (dim, start, end, step) = [1, 1, 5, 2]");
+  Node avg;  // avg_pool2d has no dilation
+  avg.op = Op::kAvgPool2d;
+  avg.inputs = {x};
+  avg.pool.dilation[0] = 2;
+  avg.meta = M(DType::kFloat32, {4, 5});
+  expect_error(avg, "avg_pool2d of [4, 5]");
   EXPECT_THROW(g.SetOutputs({3}), trn::InvalidArgument);
 }
 

@@ -78,6 +78,7 @@ const char* OpName(Op op) {
     case Op::kCumsum: return "cumsum";
     case Op::kArgmax: return "argmax";
     case Op::kPad: return "constant_pad_nd";
+    case Op::kSliceScatter: return "slice_scatter";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -170,6 +171,7 @@ class NodeCheck {
   void Cumsum();
   void Argmax();
   void Pad();
+  void SliceScatter();
   void Reduction();
   void Shapes();  // broadcasting of elementwise inputs, cast sizes
 
@@ -239,6 +241,7 @@ void NodeCheck::Run() {
     case Op::kCumsum: Cumsum(); break;
     case Op::kArgmax: Argmax(); break;
     case Op::kPad: Pad(); break;
+    case Op::kSliceScatter: SliceScatter(); break;
     default:
       if (IsBinary(node_.op)) {
         Arity(node_.has_scalar ? 1 : 2);
@@ -526,6 +529,27 @@ void NodeCheck::Pad() {
   if (!ok) {
     Fail(fmt::format("constant_pad_nd of {} by [{}] cannot give {}", Shape(x), fmt::join(p, ", "),
                      Shape(out_)));
+  }
+}
+
+void NodeCheck::SliceScatter() {
+  Arity(2);
+  const auto& x = InSizes(0);
+  const auto& src = InSizes(1);
+  const auto& a = node_.dims;
+  bool ok = a.size() == 4 && out_ == x && src.size() == x.size() && a[0] >= 0 &&
+            a[0] < static_cast<int64_t>(x.size());
+  if (ok) {
+    const size_t d = static_cast<size_t>(a[0]);
+    const int64_t start = a[1], end = a[2], step = a[3];
+    ok = 0 <= start && start <= end && end <= x[d] && step > 0;
+    for (size_t i = 0; ok && i < x.size(); ++i) {
+      ok = src[i] == (i == d ? (end - start + step - 1) / step : x[i]);
+    }
+  }
+  if (!ok) {
+    Fail(fmt::format("slice_scatter of {} into {} with (dim, start, end, step) = [{}]",
+                     Shape(src), Shape(x), fmt::join(a, ", ")));
   }
 }
 

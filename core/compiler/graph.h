@@ -79,6 +79,10 @@ enum class Op : uint8_t {
   // Constant padding: attr dims = (before, after) per padded dim from the last
   // dim backwards (torch's pad order, non-negative), attr scalar = the value.
   kPad,
+  // out = input 0 with out[..., start:end:step, ...] on dim d = input 1 (torch's
+  // slice_scatter: BART's shift_tokens_right); attr dims = {d, start, end, step},
+  // 0 <= start <= end <= size, step > 0.
+  kSliceScatter,
   kEager,  // anything else: attr target names the aten op
 };
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)

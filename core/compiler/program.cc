@@ -269,6 +269,22 @@ Status RunPad(const TensorRef& out, const TensorRef& in, const std::vector<int64
   return kernels::Copy(inner, in);
 }
 
+// out = self, then src into out's slice start:end:step of dim d (Op::kSliceScatter).
+Status RunSliceScatter(const TensorRef& out, const TensorRef& self, const TensorRef& src,
+                       const std::vector<int64_t>& a) {
+  if (out.data != self.data) {
+    Status s = kernels::Copy(out, self);
+    if (!s.ok()) return s;
+  }
+  const int d = static_cast<int>(a[0]);
+  TensorRef slice = out;
+  slice.data = static_cast<char*>(out.data) +
+               a[1] * out.strides[d] * static_cast<int64_t>(ItemSize(out.dtype));
+  slice.sizes[d] = src.sizes[d];
+  slice.strides[d] = out.strides[d] * a[3];
+  return slice.numel() == 0 ? Status::Ok() : kernels::Copy(slice, src);
+}
+
 kernels::PoolParams PoolParamsOf(const KernelImpl& ki) {
   kernels::PoolParams p;
   for (int d = 0; d < 2; ++d) {
@@ -351,6 +367,7 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       return kernels::Scan(kernels::ScanOp::kSum, out, in(0), static_cast<int>(ki.lib_dims[0]));
     case Op::kArgmax: return RunArgmax(out, in(0), static_cast<int>(ki.lib_dims[0]));
     case Op::kPad: return RunPad(out, in(0), ki.lib_dims, ki.lib_scalar);
+    case Op::kSliceScatter: return RunSliceScatter(out, in(0), in(1), ki.lib_dims);
     case Op::kConv: {
       kernels::ConvParams p;
       for (int d = 0; d < 2; ++d) {

@@ -511,6 +511,31 @@ class _Lowering:
             node, "max_pool2d", [x], target="aten.max_pool2d", call=(src, [x], 0), pool=attrs
         )
 
+    def _lower_slice_scatter(self, node: fx.Node, args, kw) -> int | None:
+        """slice_scatter(self, src, dim, start, end, step) -> the slice_scatter kernel:
+        a copy of self with src written into the slice (bounds normalized as torch's
+        slicing does)."""
+        names = ("self", "src", "dim", "start", "end", "step")
+        a = dict(zip(names, args)) | kw
+        x, src = a["self"], a["src"]
+        if not (self._tensor(x) and self._tensor(src)) or self.vals[src].dtype != self.vals[x].dtype:
+            return None
+        shape = self.vals[x].shape
+        if len(shape) == 0:
+            return None
+        dim = int(self._value(a.get("dim", 0))) % len(shape)
+        size = int(shape[dim])
+        step = int(self._value(a.get("step", 1)) or 1)
+
+        def bound(b, default):
+            b = self._value(b)
+            b = default if b is None else int(b)
+            return min(max(b + size if b < 0 else b, 0), size)
+
+        start = bound(a.get("start"), 0)
+        end = max(bound(a.get("end"), size), start)
+        return self._add(node, "slice_scatter", [x, src], dims=[dim, start, end, step])
+
     def _lower_avg_pool(self, node: fx.Node, args, kw) -> int | None:
         """avg_pool2d on a 4-D input -> the avg_pool2d kernel (EfficientNet, Inception:
         count_include_pad and divisor_override as torch's; ceil_mode is in the output
@@ -759,6 +784,24 @@ class _Lowering:
                     )
                     self.calls[gid] = (node, [args[0]], None)
                     return gid
+            if t is aten.slice_scatter.default:
+                gid = self._lower_slice_scatter(node, args, kw)
+                if gid is not None:
+                    return gid
+            if t is aten.copy.default and self._tensor(args[0]) and self._tensor(args[1]):
+                # A functionalized `dst.copy_(src)` / `dst[...] = src` is src's values in
+                # dst's layout: a clone (or cast) where that layout is the one a clone
+                # stores, contiguous (Mamba's cache updates), or where only a
+                # slice_scatter reads the values (BART's shift_tokens_right).
+                src = args[1]
+                scattered = node.users and all(
+                    u.target is aten.slice_scatter.default and u.args[1] is node
+                    and u.args[0] is not node for u in node.users
+                )
+                dense = v.is_contiguous() and v.storage_offset() == 0
+                if self.vals[src].shape == v.shape and (dense or scattered):
+                    op = "cast" if v.dtype != self.vals[src].dtype else "clone"
+                    return self._add(node, op, [src])
             if t is aten.avg_pool2d.default:
                 gid = self._lower_avg_pool(node, args, kw)
                 if gid is not None:
