@@ -195,3 +195,27 @@ def test_compiled_program_sees_in_place_weight_writes():
         lin.weight.mul_(2)
         lin_trn.weight.mul_(2)
         torch.testing.assert_close(compiled(x.to("trn")).cpu(), lin(x), rtol=1e-5, atol=1e-5)
+
+
+def test_grouped_mm_experts_are_packed_once_and_writes_are_seen():
+    """transformers' MoE experts: F.grouped_mm(x, w.transpose(-2, -1), offs) packs the
+    3-D expert weights once; an in-place write to one expert is seen."""
+    torch.manual_seed(0)
+    w = torch.randn(3, N, K, device="trn")
+    x = torch.randn(2 * M, K, device="trn")
+    offs = torch.tensor([10, 10, 2 * M], dtype=torch.int32, device="trn")
+
+    def check():
+        got = torch._grouped_mm(x, w.transpose(-2, -1), offs)
+        want = torch._grouped_mm(x.cpu(), w.cpu().transpose(-2, -1), offs.cpu())
+        torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+    for _ in range(4):
+        check()
+    s = stats()
+    assert s["packs"] == 1 and s["hits"] == 2, s
+    w[2].mul_(-3)  # bumps the version: the next call packs again
+    check()
+    check()
+    s = stats()
+    assert s["packs"] == 2 and s["forgotten"] == 1, s

@@ -72,14 +72,14 @@ at::Tensor& LogSoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_floa
 
 // ---- matmul family -------------------------------------------------------------------
 // Note [Packed weight cache] (core/kernels/matmul.cc): a 2-D B operand (the
-// weight of mm / addmm / linear) is keyed by its storage and _version(), taken
-// here at enqueue. Inference tensors have no version counter and are never
+// weight of mm / addmm / linear) or grouped_mm's 3-D experts is keyed by its
+// storage and _version(), taken here at enqueue. Inference tensors have no version counter and are never
 // cached. The allocator tells the cache about every free.
 [[maybe_unused]] const bool kPacksForgottenOnFree =
     (rt::SetFreeObserver(&kernels::ForgetPackedB), true);
 
 std::shared_ptr<kernels::PackedB> PackedWeight(const at::Tensor& b, const TensorRef& rb) {
-  if (b.dim() != 2 || b.is_inference() || !b.has_storage()) return nullptr;
+  if ((b.dim() != 2 && b.dim() != 3) || b.is_inference() || !b.has_storage()) return nullptr;
   return kernels::AcquirePackedB(rb, b.storage().data(), b._version());
 }
 
@@ -136,7 +136,8 @@ void MatmulInto(const at::Tensor& res, const at::Tensor& a, const at::Tensor& b,
   }
   const TensorRef ra = Ref(a, name), rb = Ref(b, name);
   const TensorRef rbias = use_bias ? RefExpanded(bias, res.sizes(), name) : NoRef();
-  std::shared_ptr<kernels::PackedB> packed = PackedWeight(b, rb);
+  // A 3-D b (bmm) is an activation as often as a weight: only 2-D ones are cached.
+  std::shared_ptr<kernels::PackedB> packed = b.dim() == 2 ? PackedWeight(b, rb) : nullptr;
   Launch(device, kernels::DescribeMatmul(o, ra, rb, rbias, name),
          [=] { return kernels::Matmul(o, ra, rb, rbias, alpha, beta, packed.get()); });
 }
@@ -229,8 +230,10 @@ at::Tensor GroupedMm(const at::Tensor& a, const at::Tensor& b, const std::option
   if (res.numel() == 0) return res;
   const TensorRef ro = Ref(res, name), ra = Ref(a, name), rb = Ref(b, name);
   const TensorRef roffs = o.defined() ? Ref(o, name) : NoRef();
+  // The experts' weights: packed once (Note [Packed weight cache]).
+  std::shared_ptr<kernels::PackedB> packed = a2 && !b2 ? PackedWeight(b, rb) : nullptr;
   Launch(device, kernels::DescribeGroupedMatmul(ro, ra, rb, name),
-         [=] { return kernels::GroupedMatmul(ro, ra, rb, roffs); });
+         [=] { return kernels::GroupedMatmul(ro, ra, rb, roffs, packed.get()); });
   return res;
 }
 

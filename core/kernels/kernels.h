@@ -222,8 +222,10 @@ KernelInfo DescribeMatmul(const TensorRef& out, const TensorRef& a, const Tensor
 // Output the groups do not cover (rows past offs[G-1], an empty K range) is 0.
 // offs must be non-decreasing and at most the grouped extent, else a Status
 // error naming the offset (nothing is computed). Floating dtypes, one for all.
+// packed_b (optional, 2-D a x 3-D b): b's pack from AcquirePackedB, the
+// experts' weights packed once for every later call.
 Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
-                     const TensorRef& offs);
+                     const TensorRef& offs, PackedB* packed_b = nullptr);
 KernelInfo DescribeGroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
                                  const char* aten_op);
 
@@ -244,8 +246,8 @@ KernelInfo DescribeGatheredMatmul(const TensorRef& out, const TensorRef& w, cons
 // ForgetPackedB is told when the allocation is freed) and `version` a counter
 // its owner bumps on every write (torch's _version()). Returns the pack to hand
 // to that Matmul, or null when b is not (yet) worth caching: a pack is made
-// only for a 2-D floating b seen a second time with the same storage, layout
-// and version. The pack is filled by the first Matmul that runs with it.
+// only for a 2-D (or 3-D: grouped_mm's experts, one pack per slice) floating b
+// seen a second time with the same storage, layout and version. The pack is filled by the first Matmul that runs with it.
 std::shared_ptr<PackedB> AcquirePackedB(const TensorRef& b, const void* storage,
                                         uint64_t version);
 // The allocation at `storage` was freed: its packs are dropped, so a new tensor

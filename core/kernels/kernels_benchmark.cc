@@ -178,6 +178,9 @@ BENCHMARK(BM_GemmLinear)
     // The bench models' linears (bench/bench_models.py, size "bench": M = 2 x 64).
     ->ArgsProduct({{128}, {256}, {128, 512, 688, 768}, {1}})
     ->ArgsProduct({{128}, {688}, {256}, {1}})
+    // Mixtral's experts at size "bench": about 64 rows per expert (F.grouped_mm).
+    ->ArgsProduct({{64}, {256}, {1376}, {1}})
+    ->ArgsProduct({{64}, {688}, {256}, {1}})
     ->ArgsProduct({{1024}, {1024}, {1024}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 

@@ -38,10 +38,11 @@ HWY_EXPORT(PackedBSize);
 //    allocator's free observer (ForgetPackedB) drops every entry of a freed
 //    allocation, so a tensor later allocated at the same address starts over.
 //  - What is cached: only 2-D floating B of at least kMinPackElems elements,
-//    and only once the same (storage, view, version) is seen a second time
-//    while alive. Activations are fresh allocations each call (freed, hence
-//    forgotten, before they could be seen twice), bmm operands are 3-D; both
-//    stay on the uncached path. Entries seen once cost a few dozen bytes and
+//    or 3-D ones (grouped_mm's experts [G, K, N]: the G packs one after the
+//    other), and only once the same (storage, view, version) is seen a second
+//    time while alive. Activations are fresh allocations each call (freed,
+//    hence forgotten, before they could be seen twice); the bridge offers bmm
+//    operands, activations as often as weights, to the cache only when 2-D. Entries seen once cost a few dozen bytes and
 //    are capped at kMaxEntries, and at kMaxViewsPerStorage per storage (the
 //    growing slices of a static KV cache are so many views of one storage).
 //  - When: the entry is taken on the launching thread at enqueue
@@ -108,11 +109,13 @@ class PackCache {
   }
 
   std::shared_ptr<PackedB> Acquire(const TensorRef& b, const void* storage, uint64_t version) {
-    if (b.ndim != 2 || !IsFloating(b.dtype) || storage == nullptr) return nullptr;
-    const int64_t elems = b.sizes[0] * b.sizes[1];
+    if ((b.ndim != 2 && b.ndim != 3) || !IsFloating(b.dtype) || storage == nullptr) return nullptr;
+    const int r = b.ndim - 2;
+    const int64_t batch = b.ndim == 3 ? b.sizes[0] : 1;
+    const int64_t elems = batch * b.sizes[r] * b.sizes[r + 1];
     if (elems < kMinPackElems) return nullptr;
-    const uint64_t bytes = 4 * static_cast<uint64_t>(b.sizes[0]) *
-                           static_cast<uint64_t>((b.sizes[1] + 31) / 32 * 32);
+    const uint64_t bytes = 4 * static_cast<uint64_t>(batch * b.sizes[r]) *
+                           static_cast<uint64_t>((b.sizes[r + 1] + 31) / 32 * 32);
     std::lock_guard<std::mutex> lock(mu_);
     if (bytes > capacity_) return nullptr;
     std::vector<std::shared_ptr<PackedB>>& slots = by_storage_[storage];
@@ -264,15 +267,23 @@ std::shared_ptr<const PackedB::Pack> EnsurePacked(PackedB& entry) {
     if (entry.pack != nullptr && entry.pack->target == target) {
       pack = entry.pack;
     } else {
+      // A 3-D b (grouped_mm's experts) packs as its 2-D slices one after another.
       const TensorRef& b = entry.view;
-      const size_t floats = HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(b.sizes[0], b.sizes[1]);
+      const int r = b.ndim - 2;
+      const int64_t batch = b.ndim == 3 ? b.sizes[0] : 1, k = b.sizes[r], n = b.sizes[r + 1];
+      const size_t slice = HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n);
+      const size_t floats = slice * static_cast<size_t>(batch);
       auto fresh = std::make_shared<PackedB::Pack>();
       fresh->target = target;
       fresh->floats = hwy::AllocateAligned<float>(floats);
       if (fresh->floats == nullptr) return nullptr;  // no host memory: run uncached
-      const gemm::Operand op{b.data, b.dtype, b.sizes[0] == 1 ? 0 : b.strides[0],
-                             b.sizes[1] == 1 ? 0 : b.strides[1]};
-      HWY_DYNAMIC_DISPATCH(gemm::PackWholeB)(op, b.sizes[0], b.sizes[1], fresh->floats.get());
+      for (int64_t i = 0; i < batch; ++i) {
+        const gemm::Operand op{static_cast<const char*>(b.data) +
+                                   (r == 1 ? i * b.strides[0] : 0) *
+                                       static_cast<int64_t>(ItemSize(b.dtype)),
+                               b.dtype, k == 1 ? 0 : b.strides[r], n == 1 ? 0 : b.strides[r + 1]};
+        HWY_DYNAMIC_DISPATCH(gemm::PackWholeB)(op, k, n, fresh->floats.get() + i * slice);
+      }
       entry.pack = pack = std::move(fresh);
       bytes = floats * sizeof(float);
     }
@@ -353,10 +364,10 @@ uint64_t RealBytes(const TensorRef& t) {  // elements behind a (broadcast) view
   return n * ItemSize(t.dtype);
 }
 
-}  // namespace
-
-Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
-              const TensorRef& bias, double alpha, double beta, PackedB* packed_b) {
+// Matmul with b's pack (made by EnsurePacked for b, its batches one after
+// another) or null.
+Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b,
+                    const TensorRef& bias, double alpha, double beta, const float* b_pack) {
   Mat ma(a), mb(b), mo(out);
   const int64_t batch = mo.batch(), m = mo.rows, n = mo.cols, k = ma.cols;
   TRN_ASSERT(IsFloating(out.dtype) && a.dtype == out.dtype && b.dtype == out.dtype,
@@ -373,7 +384,7 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
   // bmm(W, x[..., None])) runs as its transpose out^T = b^T a^T, one row that
   // the GEMV path streams (Note [GEMV path]); the blocked GEMM would pack all
   // of A to pad one column to a micro-tile.
-  if (n == 1 && m > 1 && packed_b == nullptr) {
+  if (n == 1 && m > 1 && b_pack == nullptr) {
     std::swap(ma, mb);
     ma.Transpose();
     mb.Transpose();
@@ -396,11 +407,8 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
   // others go through an f32 scratch matrix and are converted once at the end.
   const bool direct = out.dtype == DType::kFloat32 && (mo.cs == 1 || cols == 1);
   std::vector<float> scratch(direct ? 0 : static_cast<size_t>(rows * cols));
-  std::shared_ptr<const PackedB::Pack> pack;
-  if (packed_b != nullptr) {
-    TRN_ASSERT(SameView(packed_b->view, b), "Matmul: packed_b does not describe b");
-    pack = EnsurePacked(*packed_b);
-  }
+  const size_t pack_batch_stride =
+      b_pack != nullptr && mb.bs != 0 ? HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n) : 0;
   const auto gemm_fn = HWY_DYNAMIC_DISPATCH(gemm::GemmF32);
   for (int64_t bi = 0; bi < batches; ++bi) {
     gemm::Args args;
@@ -409,7 +417,7 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
     args.k = k;
     args.a = ma.Operand(bi);
     args.b = mb.Operand(bi);
-    if (pack != nullptr) args.b_packed = pack->floats.get();
+    if (b_pack != nullptr) args.b_packed = b_pack + static_cast<size_t>(bi) * pack_batch_stride;
     args.alpha = static_cast<float>(alpha);
     if (direct) {
       args.c = const_cast<float*>(reinterpret_cast<const float*>(mo.At(bi)));
@@ -449,13 +457,25 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
   return Status::Ok();
 }
 
+}  // namespace
+
+Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
+              const TensorRef& bias, double alpha, double beta, PackedB* packed_b) {
+  std::shared_ptr<const PackedB::Pack> pack;
+  if (packed_b != nullptr) {
+    TRN_ASSERT(SameView(packed_b->view, b), "Matmul: packed_b does not describe b");
+    pack = EnsurePacked(*packed_b);
+  }
+  return MatmulPacked(out, a, b, bias, alpha, beta, pack != nullptr ? pack->floats.get() : nullptr);
+}
+
 namespace {
 using internal::Narrow;
 TensorRef Pick(const TensorRef& t, int64_t i) { return internal::Select(t, 0, i); }
 }  // namespace
 
 Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
-                     const TensorRef& offs) {
+                     const TensorRef& offs, PackedB* packed_b) {
   TRN_ASSERT(IsFloating(out.dtype) && a.dtype == out.dtype && b.dtype == out.dtype,
              "grouped_mm needs one floating dtype");
   const TensorRef none;
@@ -488,13 +508,23 @@ Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& 
     Status s = Fill(Narrow(out, 1, prev, extent - prev), 0.0);
     if (!s.ok()) return s;
   }
+  // The experts' weights (b [G,K,N]) packed once and kept (Note [Packed weight cache]).
+  std::shared_ptr<const PackedB::Pack> pack;
+  size_t slice = 0;
+  if (packed_b != nullptr && a.ndim == 2 && b.ndim == 3) {
+    TRN_ASSERT(SameView(packed_b->view, b), "GroupedMatmul: packed_b does not describe b");
+    pack = EnsurePacked(*packed_b);
+    slice = HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(b.sizes[1], b.sizes[2]);
+  }
   int64_t start = 0;
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t end = o[g * offs.strides[0]], len = end - start;
     Status s = Status::Ok();
     if (a.ndim == 2 && b.ndim == 3) {
       if (len > 0 && a.sizes[1] > 0) {
-        s = Matmul(Narrow(out, 0, start, len), Narrow(a, 0, start, len), Pick(b, g), none);
+        const float* b_pack = pack != nullptr ? pack->floats.get() + g * slice : nullptr;
+        s = MatmulPacked(Narrow(out, 0, start, len), Narrow(a, 0, start, len), Pick(b, g), none,
+                         1.0, 1.0, b_pack);
       } else if (len > 0) {
         s = Fill(Narrow(out, 0, start, len), 0.0);
       }

@@ -347,20 +347,24 @@ struct Problem {
   }
 };
 
-TEST(PackCache, AdmitsOnlyA2DFloatingBSeenTwice) {
+TEST(PackCache, AdmitsOnlyA2DOr3DFloatingBSeenTwice) {
   ClearPackCache();
   Problem p(1);
   const void* storage = p.b.storage.get();
   EXPECT_EQ(AcquirePackedB(p.b.ref, storage, 0), nullptr);  // first sighting
   EXPECT_NE(AcquirePackedB(p.b.ref, storage, 0), nullptr);
+  // 3-D: grouped_mm's experts, one pack per slice.
+  TestTensor experts = MakeRandom(DType::kFloat32, {2, 64, 64}, Layout::kContiguous, 3);
+  EXPECT_EQ(AcquirePackedB(experts.ref, experts.storage.get(), 0), nullptr);
+  EXPECT_NE(AcquirePackedB(experts.ref, experts.storage.get(), 0), nullptr);
   TestTensor small = MakeRandom(DType::kFloat32, {16, 16}, Layout::kContiguous, 3);
-  TestTensor batched = MakeRandom(DType::kFloat32, {2, 64, 64}, Layout::kContiguous, 3);
+  TestTensor four_d = MakeRandom(DType::kFloat32, {2, 2, 64, 64}, Layout::kContiguous, 3);
   TestTensor ints = MakeRandom(DType::kInt32, {64, 128}, Layout::kContiguous, 3);
-  for (const TestTensor* t : {&small, &batched, &ints}) {
+  for (const TestTensor* t : {&small, &four_d, &ints}) {
     for (int i = 0; i < 3; ++i) EXPECT_EQ(AcquirePackedB(t->ref, t->storage.get(), 0), nullptr);
   }
   EXPECT_EQ(AcquirePackedB(p.b.ref, nullptr, 0), nullptr);  // no storage: never
-  EXPECT_EQ(GetPackCacheStats().entries, 1u);
+  EXPECT_EQ(GetPackCacheStats().entries, 2u);
   ClearPackCache();
 }
 
@@ -579,6 +583,37 @@ TEST(GroupedMatmul, RowsPerExpert2Dx3D) {
         start = ends[grp];
       }
       for (int64_t i = 26 * n; i < s * n; ++i) EXPECT_EQ(out.At(i), 0.0);
+    }
+  });
+}
+
+// The experts' weights packed once (a 3-D pack: one 2-D pack per expert) give
+// the unpacked result, and the pack is reused on the next call.
+TEST(GroupedMatmul, PackedExpertsEqualUnpacked) {
+  ForEachTarget([](const char*) {
+    const int64_t s = 70, k = 40, n = 150, g = 3;  // n spans several NR panels and an edge
+    for (Layout bl : {Layout::kContiguous, Layout::kTransposed}) {
+      TestTensor a = MakeRandom(DType::kFloat32, {s, k}, Layout::kContiguous, 11);
+      TestTensor b = MakeRandom(DType::kFloat32, {g, k, n}, bl, 12);
+      TestTensor offs = Offsets({30, 31, 66});
+      TestTensor plain = MakeRandom(DType::kFloat32, {s, n}, Layout::kContiguous, 13);
+      ASSERT_TRUE(GroupedMatmul(plain.ref, a.ref, b.ref, offs.ref).ok());
+      ClearPackCache();
+      AcquirePackedB(b.ref, b.ref.data, 0);
+      std::shared_ptr<PackedB> packed = AcquirePackedB(b.ref, b.ref.data, 0);
+      ASSERT_NE(packed, nullptr);
+      for (int call = 0; call < 2; ++call) {
+        TestTensor out = MakeRandom(DType::kFloat32, {s, n}, Layout::kContiguous, 14);
+        ASSERT_TRUE(GroupedMatmul(out.ref, a.ref, b.ref, offs.ref, packed.get()).ok());
+        for (int64_t i = 0; i < s * n; ++i) {
+          ASSERT_NEAR(out.At(i), plain.At(i), 1e-5) << "element " << i << " call " << call;
+        }
+      }
+      const PackCacheStats st = GetPackCacheStats();
+      EXPECT_EQ(st.packs, 1u);
+      EXPECT_EQ(st.hits, 1u);
+      packed.reset();
+      ClearPackCache();
     }
   });
 }
