@@ -168,3 +168,40 @@ def test_grouped_mm_errors_name_the_value():
     with pytest.raises(RuntimeError, match=r"offs\[3\] = 13 exceeds the grouped size 12"):
         torch._grouped_mm(a, b, offs=past)
         torch.trn.synchronize()
+
+
+@pytest.mark.parametrize("offs_dtype", [torch.int64, torch.int32])
+def test_compiled_transformers_moe_fallback_is_one_grouped_mm(offs_dtype):
+    """Note [MoE fallback]: transformers::grouped_mm_fallback (what transformers' MoE
+    experts call under torch.compile) runs as one _grouped_mm kernel, not an mm per
+    expert after reading the offsets back to the host; the result equals the custom
+    op's own CPU implementation, rows past the last offset included (0)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    import transformers.integrations.moe  # noqa: F401  (registers the custom op)
+
+    import trnscope.compile  # noqa: F401  (the "trn" backend)
+
+    def experts(x, w, offs):
+        return torch.ops.transformers.grouped_mm_fallback(x, w, offs).relu()
+
+    torch.manual_seed(0)
+    x, w = torch.randn(30, 16), torch.randn(4, 16, 24)
+    offs = torch.tensor([5, 5, 17, 26], dtype=offs_dtype)  # an empty expert; rows 26.. uncovered
+    want = experts(x, w, offs)
+    args = (x.to("trn"), w.to("trn"), offs.to("trn"))
+    compiled = torch.compile(experts, backend="trn", dynamic=False)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*args).cpu(), want, rtol=1e-5, atol=1e-5)
+        torch.trn.synchronize()
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+            got = compiled(*args)
+            torch.trn.synchronize()
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    keys = {k.key: k for k in p.key_averages()}
+    assert keys["grouped_matmul_f32"].count == 1, sorted(keys)
+    assert "aten::mm" not in keys and "aten::item" not in keys and "aten::_local_scalar_dense" not in keys
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == ["transformers.grouped_mm_fallback.default"], stats
+    assert "Note [MoE fallback]" in stats["eager_reasons"][0]
+    _no_fallback()

@@ -643,6 +643,29 @@ class _Lowering:
             return gid
         return None
 
+    def _lower_moe_fallback(self, node: fx.Node, args) -> int | None:
+        """Note [MoE fallback]: under torch.compile transformers' MoE experts call
+        transformers::grouped_mm_fallback, an opaque custom op that reads the
+        group offsets back to the host (`offs.tolist()`, a sync per call) and runs
+        one mm per expert. Its contract is torch._grouped_mm's (rows past the last
+        offset are 0), so it runs as trn's _grouped_mm: one kernel, offsets read on
+        the device, the experts' weights in the packed-weight cache."""
+        x, w, offs = (list(args) + [None] * 3)[:3]
+        if not all(self._tensor(a) for a in (x, w, offs)):
+            return None
+        xv, wv, ov = self.vals[x], self.vals[w], self.vals[offs]
+        if not (xv.dim() == 2 and wv.dim() == 3 and ov.dim() == 1 and xv.dtype == wv.dtype
+                and wv.dtype.is_floating_point and ov.dtype in (torch.int32, torch.int64)):
+            return None
+        call = types.SimpleNamespace(target=_grouped_mm_on_trn, args=(x, w, offs), kwargs={})
+        gid = self.g.add_node(
+            op="eager", target=str(node.target), inputs=[self.ids[a] for a in (x, w, offs)],
+            **self._meta(self.vals[node]),
+        )
+        self.calls[gid] = (call, [x, w, offs], None)
+        self.reasons[gid] = "transformers' MoE fallback as one _grouped_mm kernel (Note [MoE fallback])"
+        return gid
+
     def _lower_clamp(self, node: fx.Node, t, args, kw) -> int | None:
         """clamp / hardtanh (relu6) with number bounds -> maximum then minimum with
         scalars (NaN stays NaN, lo > hi gives hi, as torch)."""
@@ -784,6 +807,10 @@ class _Lowering:
                     )
                     self.calls[gid] = (node, [args[0]], None)
                     return gid
+            if str(t) == "transformers.grouped_mm_fallback.default":
+                gid = self._lower_moe_fallback(node, args)
+                if gid is not None:
+                    return gid
             if t is aten.slice_scatter.default:
                 gid = self._lower_slice_scatter(node, args, kw)
                 if gid is not None:
@@ -904,6 +931,11 @@ def _pure(node: fx.Node) -> bool:
         and torch.Tag.nondeterministic_seeded not in t.tags
         and not node.is_impure()
     )
+
+
+def _grouped_mm_on_trn(x: torch.Tensor, w: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """transformers' grouped_mm_fallback(x, w, offs) as trn's _grouped_mm (Note [MoE fallback])."""
+    return torch._grouped_mm(x, w, offs if offs.dtype == torch.int32 else offs.to(torch.int32))
 
 
 def _out_overload(target) -> Any:
