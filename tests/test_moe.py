@@ -200,7 +200,8 @@ def test_compiled_transformers_moe_fallback_is_one_grouped_mm(offs_dtype):
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
     keys = {k.key: k for k in p.key_averages()}
     assert keys["grouped_matmul_f32"].count == 1, sorted(keys)
-    assert "aten::mm" not in keys and "aten::item" not in keys and "aten::_local_scalar_dense" not in keys
+    for host_sync_or_per_expert in ("aten::mm", "aten::item", "aten::_local_scalar_dense"):
+        assert host_sync_or_per_expert not in keys, sorted(keys)
     (stats,) = trnscope.compile_stats()
     assert stats["eager_nodes"] == ["transformers.grouped_mm_fallback.default"], stats
     assert "Note [MoE fallback]" in stats["eager_reasons"][0]

@@ -500,7 +500,8 @@ at::Tensor UnaryImpl(UnaryOp op, const char* name, bool float_op, const at::Tens
   ComputeDType(compute, name);
   if (res.numel() == 0) return new_res;
   LaunchMap(name, self, compute, res, result, device, [&](const TensorRef& o, const TensorRef& i) {
-    Launch(device, kernels::DescribeUnary(op, o, i, name), [=] { return kernels::Unary(op, o, i); });
+    Launch(device, kernels::DescribeUnary(op, o, i, name),
+           [=] { return kernels::Unary(op, o, i); });
   });
   return new_res;
 }

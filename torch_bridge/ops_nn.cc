@@ -73,8 +73,9 @@ at::Tensor& LogSoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_floa
 // ---- matmul family -------------------------------------------------------------------
 // Note [Packed weight cache] (core/kernels/matmul.cc): a 2-D B operand (the
 // weight of mm / addmm / linear) or grouped_mm's 3-D experts is keyed by its
-// storage and _version(), taken here at enqueue. Inference tensors have no version counter and are never
-// cached. The allocator tells the cache about every free.
+// storage and _version(), taken here at enqueue. Inference tensors have no
+// version counter and are never cached. The allocator tells the cache about
+// every free.
 [[maybe_unused]] const bool kPacksForgottenOnFree =
     (rt::SetFreeObserver(&kernels::ForgetPackedB), true);
 

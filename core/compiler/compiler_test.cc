@@ -855,7 +855,8 @@ TEST(CompilerTest, MalformedGraphsNameTheNode) {
   scatter.inputs = {x, x};
   scatter.dims = {1, 1, 5, 2};
   scatter.meta = M(DType::kFloat32, {4, 5});
-  expect_error(scatter, "slice_scatter of [4, 5] into [4, 5] with (dim, start, end, step) = [1, 1, 5, 2]");
+  expect_error(scatter,
+               "slice_scatter of [4, 5] into [4, 5] with (dim, start, end, step) = [1, 1, 5, 2]");
   Node avg;  // avg_pool2d has no dilation
   avg.op = Op::kAvgPool2d;
   avg.inputs = {x};

@@ -36,7 +36,8 @@ constexpr int64_t kMaxChunk = 4096;
 enum class VOp : uint8_t {
   // unary (a)
   kCopy, kNeg, kAbs, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kSigmoid, kTanh,
-  kSilu, kGelu, kGeluTanh, kSin, kCos, kLog1p, kExpm1, kSquare, kRound,  // kRound: a through `dtype`
+  kSilu, kGelu, kGeluTanh, kSin, kCos, kLog1p, kExpm1, kSquare,
+  kRound,  // a through `dtype`
   // binary (a, b)
   kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kEq, kNe, kLt, kLe, kGt, kGe,
   // ternary

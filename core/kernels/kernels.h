@@ -247,7 +247,8 @@ KernelInfo DescribeGatheredMatmul(const TensorRef& out, const TensorRef& w, cons
 // its owner bumps on every write (torch's _version()). Returns the pack to hand
 // to that Matmul, or null when b is not (yet) worth caching: a pack is made
 // only for a 2-D (or 3-D: grouped_mm's experts, one pack per slice) floating b
-// seen a second time with the same storage, layout and version. The pack is filled by the first Matmul that runs with it.
+// seen a second time with the same storage, layout and version. The pack is
+// filled by the first Matmul (or GroupedMatmul) that runs with it.
 std::shared_ptr<PackedB> AcquirePackedB(const TensorRef& b, const void* storage,
                                         uint64_t version);
 // The allocation at `storage` was freed: its packs are dropped, so a new tensor

@@ -42,7 +42,8 @@ HWY_EXPORT(PackedBSize);
 //    other), and only once the same (storage, view, version) is seen a second
 //    time while alive. Activations are fresh allocations each call (freed,
 //    hence forgotten, before they could be seen twice); the bridge offers bmm
-//    operands, activations as often as weights, to the cache only when 2-D. Entries seen once cost a few dozen bytes and
+//    operands, activations as often as weights, to the cache only when 2-D.
+//    Entries seen once cost a few dozen bytes and
 //    are capped at kMaxEntries, and at kMaxViewsPerStorage per storage (the
 //    growing slices of a static KV cache are so many views of one storage).
 //  - When: the entry is taken on the launching thread at enqueue

@@ -518,7 +518,9 @@ class _Lowering:
         names = ("self", "src", "dim", "start", "end", "step")
         a = dict(zip(names, args)) | kw
         x, src = a["self"], a["src"]
-        if not (self._tensor(x) and self._tensor(src)) or self.vals[src].dtype != self.vals[x].dtype:
+        if not (self._tensor(x) and self._tensor(src)):
+            return None
+        if self.vals[src].dtype != self.vals[x].dtype:
             return None
         shape = self.vals[x].shape
         if len(shape) == 0:
@@ -663,7 +665,9 @@ class _Lowering:
             **self._meta(self.vals[node]),
         )
         self.calls[gid] = (call, [x, w, offs], None)
-        self.reasons[gid] = "transformers' MoE fallback as one _grouped_mm kernel (Note [MoE fallback])"
+        self.reasons[gid] = (
+            "transformers' MoE fallback as one _grouped_mm kernel (Note [MoE fallback])"
+        )
         return gid
 
     def _lower_clamp(self, node: fx.Node, t, args, kw) -> int | None:
