@@ -139,8 +139,12 @@ void MatmulInto(const at::Tensor& res, const at::Tensor& a, const at::Tensor& b,
   const TensorRef rbias = use_bias ? RefExpanded(bias, res.sizes(), name) : NoRef();
   // A 3-D b (bmm) is an activation as often as a weight: only 2-D ones are cached.
   std::shared_ptr<kernels::PackedB> packed = b.dim() == 2 ? PackedWeight(b, rb) : nullptr;
+  // Moved in, not copied: no refcount decrement on this thread after the launch
+  // (Note [No tensor copies around a launch] in ops_elementwise.cc).
   Launch(device, kernels::DescribeMatmul(o, ra, rb, rbias, name),
-         [=] { return kernels::Matmul(o, ra, rb, rbias, alpha, beta, packed.get()); });
+         [=, packed = std::move(packed)] {
+           return kernels::Matmul(o, ra, rb, rbias, alpha, beta, packed.get());
+         });
 }
 
 void CheckMm(const at::Tensor& a, const at::Tensor& b, const char* name) {
@@ -234,7 +238,9 @@ at::Tensor GroupedMm(const at::Tensor& a, const at::Tensor& b, const std::option
   // The experts' weights: packed once (Note [Packed weight cache]).
   std::shared_ptr<kernels::PackedB> packed = a2 && !b2 ? PackedWeight(b, rb) : nullptr;
   Launch(device, kernels::DescribeGroupedMatmul(ro, ra, rb, name),
-         [=] { return kernels::GroupedMatmul(ro, ra, rb, roffs, packed.get()); });
+         [=, packed = std::move(packed)] {
+           return kernels::GroupedMatmul(ro, ra, rb, roffs, packed.get());
+         });
   return res;
 }
 
