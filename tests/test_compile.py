@@ -1257,6 +1257,39 @@ def test_a_copy_into_a_contiguous_tensor_is_a_clone():
     assert stats["eager_nodes"] == [], stats["eager_reasons"]
 
 
+@pytest.mark.parametrize(
+    "name, fn",
+    [
+        ("// scalar (MoE routing: expert slot // top_k)", lambda x, y: x // 3),
+        ("floor_divide", lambda x, y: torch.floor_divide(x, y)),
+        ("div trunc", lambda x, y: torch.div(x, y, rounding_mode="trunc")),
+        ("div floor by a negative scalar", lambda x, y: torch.div(x, -4, rounding_mode="floor")),
+        ("div trunc, broadcast", lambda x, y: torch.div(x, y[:1], rounding_mode="trunc")),
+    ],
+)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
+def test_integer_rounding_division_is_a_library_kernel(name, fn, dtype):
+    torch.manual_seed(0)
+    x = torch.randint(-1000, 1000, (3, 17)).to(dtype)
+    y = torch.randint(1, 9, (3, 17)).to(dtype) * torch.where(torch.rand(3, 17) < 0.5, -1, 1).to(dtype)
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    with torch.inference_mode():
+        got = compiled(x.to("trn"), y.to("trn")).cpu()
+    want = fn(x, y)
+    assert got.dtype == want.dtype and torch.equal(got, want), name
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [] and len(stats["kernels"]) == 1, stats  # one library kernel
+
+
+def test_integer_division_by_zero_in_a_program_is_an_error():
+    compiled = torch.compile(lambda x, y: x // y + 1, backend="trn", dynamic=False)
+    x, y = torch.arange(6, device="trn"), torch.tensor([1, 2, 0, 1, 1, 1], device="trn")
+    with torch.inference_mode(), pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        compiled(x, y).cpu()
+    torch.trn.synchronize()  # the device stays usable
+    assert compiled(x, y.clamp(min=1)).cpu().tolist() == (x // y.clamp(min=1) + 1).cpu().tolist()
+
+
 def test_max_pool_indices_come_from_the_eager_op():
     torch.manual_seed(0)
     pool = nn.MaxPool2d(3, stride=2, padding=1, return_indices=True)

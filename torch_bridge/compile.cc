@@ -93,6 +93,8 @@ compiler::Op ParseOp(const std::string& name) {
       {"max_pool2d", Op::kMaxPool2d},
       {"avg_pool2d", Op::kAvgPool2d},
       {"slice_scatter", Op::kSliceScatter},
+      {"div_trunc", Op::kDivTrunc},
+      {"div_floor", Op::kDivFloor},
       {"index_put", Op::kIndexPut},
       {"arange", Op::kArange},
       {"gather", Op::kGather},

@@ -279,6 +279,9 @@ bool Fuser::RunsAsLibrary(int id) const {
     case Op::kArgmax: return out == DType::kInt64 && in(0) != DType::kBool;
     case Op::kPad: return in(0) == out;
     case Op::kSliceScatter: return in(0) == out && in(1) == out;
+    case Op::kDivTrunc:
+    case Op::kDivFloor:
+      return !IsFloating(out) && out != DType::kBool && all_inputs(out);
     // Integer and bool reductions (mBART's mask.sum(), int64 position maxima):
     // the core's Reduce kernel sums them in int64, as torch.
     case Op::kSum: return !IsFloating(in(0)) && out == DType::kInt64;

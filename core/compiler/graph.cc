@@ -79,6 +79,8 @@ const char* OpName(Op op) {
     case Op::kArgmax: return "argmax";
     case Op::kPad: return "constant_pad_nd";
     case Op::kSliceScatter: return "slice_scatter";
+    case Op::kDivTrunc: return "div_trunc";
+    case Op::kDivFloor: return "div_floor";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -86,7 +88,9 @@ const char* OpName(Op op) {
 
 namespace {
 
-bool IsBinary(Op op) { return op >= Op::kAdd && op <= Op::kGe; }
+bool IsBinary(Op op) {
+  return (op >= Op::kAdd && op <= Op::kGe) || op == Op::kDivTrunc || op == Op::kDivFloor;
+}
 bool IsUnary(Op op) { return op >= Op::kNeg && op <= Op::kCast; }
 bool IsReduction(Op op) { return op >= Op::kSum && op <= Op::kAmin; }
 

@@ -83,6 +83,11 @@ enum class Op : uint8_t {
   // slice_scatter: BART's shift_tokens_right); attr dims = {d, start, end, step},
   // 0 <= start <= end <= size, step > 0.
   kSliceScatter,
+  // Integer division rounding toward zero / down (div(rounding_mode="trunc" /
+  // "floor"), floor_divide: MoE routing's expert // top_k): inputs a, b
+  // broadcasting to the output, or a and attr scalar; integer dtypes (Note
+  // [Integer division] in core/kernels/kernels.h: dividing by 0 is an error).
+  kDivTrunc, kDivFloor,
   kEager,  // anything else: attr target names the aten op
 };
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)

@@ -157,6 +157,8 @@ kernels::BinaryOp BinaryOf(Op op) {
     case Op::kGe: return kernels::BinaryOp::kGe;
     case Op::kLogicalAnd: return kernels::BinaryOp::kLogicalAnd;
     case Op::kLogicalOr: return kernels::BinaryOp::kLogicalOr;
+    case Op::kDivTrunc: return kernels::BinaryOp::kDivTrunc;
+    case Op::kDivFloor: return kernels::BinaryOp::kDivFloor;
     default: TRN_ASSERT(false, "library kernel: no binary kernel for this op");
   }
   return kernels::BinaryOp::kAdd;

@@ -511,6 +511,28 @@ class _Lowering:
             node, "max_pool2d", [x], target="aten.max_pool2d", call=(src, [x], 0), pool=attrs
         )
 
+    def _lower_rounding_div(self, node: fx.Node, t, args, kw) -> int | None:
+        """Integer div with rounding_mode "trunc" / "floor" and floor_divide (MoE
+        routing's expert ids // top_k) -> the div_trunc / div_floor library kernels.
+        Floating operands stay eager steps."""
+        a, b = args[0], args[1]
+        mode = "floor" if t is aten.floor_divide.default else kw.get(
+            "rounding_mode", args[2] if len(args) > 2 else None
+        )
+        out = self.vals[node]
+        if mode not in ("trunc", "floor") or out.dtype.is_floating_point or out.dtype == torch.bool:
+            return None
+        if not self._tensor(a) or self.vals[a].dtype != out.dtype:
+            return None
+        op = "div_" + mode
+        if self._tensor(b):
+            return self._add(node, op, [a, b]) if self.vals[b].dtype == out.dtype else None
+        s = self._value(b)
+        # A scalar 0 stays eager, where it raises at the call as in eager mode.
+        if isinstance(s, bool) or not isinstance(s, int) or s == 0 or abs(s) >= 2**53:
+            return None
+        return self._add(node, op, [a], scalar=float(s))
+
     def _lower_slice_scatter(self, node: fx.Node, args, kw) -> int | None:
         """slice_scatter(self, src, dim, start, end, step) -> the slice_scatter kernel:
         a copy of self with src written into the slice (bounds normalized as torch's
@@ -810,6 +832,10 @@ class _Lowering:
                         op="cumsum", target=str(node.target), inputs=[src], dims=[dim], **self._meta(v)
                     )
                     self.calls[gid] = (node, [args[0]], None)
+                    return gid
+            if t in (aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default):
+                gid = self._lower_rounding_div(node, t, args, kw)
+                if gid is not None:
                     return gid
             if str(t) == "transformers.grouped_mm_fallback.default":
                 gid = self._lower_moe_fallback(node, args)
