@@ -851,9 +851,10 @@ class _Lowering:
                 # stores, contiguous (Mamba's cache updates), or where only a
                 # slice_scatter reads the values (BART's shift_tokens_right).
                 src = args[1]
-                scattered = node.users and all(
+                scattered = node.users and all(  # and each scatter lowers (same dtypes)
                     u.target is aten.slice_scatter.default and u.args[1] is node
-                    and u.args[0] is not node for u in node.users
+                    and u.args[0] is not node and self._tensor(u.args[0])
+                    and self.vals[u.args[0]].dtype == v.dtype for u in node.users
                 )
                 dense = v.is_contiguous() and v.storage_offset() == 0
                 if self.vals[src].shape == v.shape and (dense or scattered):
