@@ -88,9 +88,7 @@ const char* OpName(Op op) {
 
 namespace {
 
-bool IsBinary(Op op) {
-  return (op >= Op::kAdd && op <= Op::kGe) || op == Op::kDivTrunc || op == Op::kDivFloor;
-}
+bool IsBinary(Op op) { return op >= Op::kAdd && op <= Op::kGe; }
 bool IsUnary(Op op) { return op >= Op::kNeg && op <= Op::kCast; }
 bool IsReduction(Op op) { return op >= Op::kSum && op <= Op::kAmin; }
 
@@ -216,8 +214,10 @@ void NodeCheck::Run() {
     case Op::kCat: Cat(); break;
     case Op::kLogicalAnd:
     case Op::kLogicalOr:
-      Arity(2);
-      for (size_t i = 0; i < 2; ++i) {
+    case Op::kDivTrunc:
+    case Op::kDivFloor:  // library binary ops: the rounding divisions may take a scalar
+      Arity(node_.has_scalar ? 1 : 2);
+      for (size_t i = 0; i < n_in_; ++i) {
         if (!Broadcasts(InSizes(i), out_)) {
           Fail(fmt::format("input {} of sizes {} does not broadcast to {}", i,
                            Shape(InSizes(i)), Shape(out_)));
