@@ -160,6 +160,30 @@ def test_fully_masked_rows_match_cpu(kind, dtype):
 
 
 @pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("sq", [1, 6])
+def test_finfo_min_masks_match_cpu(sq, dtype):
+    """Hugging Face masks with finfo(dtype).min: in float32 and bfloat16 a
+    fully masked row averages the values uniformly on CPU (every score rounds
+    to min), and must on trn too, though the kernel's base-2 scores would
+    overflow min * log2(e) to -inf. (float16's min, -65504, is only large.)"""
+    q, k, v = rand((1, 2, sq, 16), dtype, "q"), rand((1, 2, 10, 16), dtype, "k"), rand(
+        (1, 2, 10, 16), dtype, "v")
+    low = torch.finfo(dtype).min
+    mask = torch.zeros(sq, 10, dtype=dtype)
+    mask[0] = low  # every key masked
+    if sq > 1:
+        mask[1, 4:] = low
+        mask[2, ::2] = -1e30 if dtype == F32 else low
+    got, want = run(q, k, v, attn_mask=mask)
+    cpu = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    if dtype != F16:
+        uniform = v.float().mean(dim=2)
+        torch.testing.assert_close(cpu[:, :, 0].float(), uniform, rtol=2e-2, atol=2e-2)
+    check(got, want)
+    check(got, cpu)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
 @pytest.mark.parametrize("hq,hkv", [(8, 2), (6, 3), (4, 1)])
 def test_grouped_query_heads(hq, hkv, dtype):
     q, k, v = rand((2, hq, 5, 32), dtype, "q"), rand((2, hkv, 21, 32), dtype, "k"), rand(
