@@ -361,8 +361,7 @@ void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* o
     case VOp::kReciprocal: return u([](DF d, VF x) { return hn::Div(hn::Set(d, 1.0f), x); });
     case VOp::kSigmoid: return u([](DF d, VF x) { return kx::SigmoidF(d, x); });
     case VOp::kTanh: return u([](DF d, VF x) { return hn::Tanh(d, x); });
-    case VOp::kSilu:
-      return u([](DF d, VF x) { return hn::Div(x, hn::Add(hn::Set(d, 1.0f), kx::ExpF(d, hn::Neg(x)))); });
+    case VOp::kSilu: return u([](DF d, VF x) { return kx::SiluF(d, x); });
     case VOp::kGelu: return u([](DF d, VF x) { return kx::GeluF(d, x); });
     case VOp::kGeluTanh: return u([](DF d, VF x) { return kx::GeluTanhF(d, x); });
     case VOp::kSin: return u([](DF d, VF x) { return hn::Sin(d, x); });

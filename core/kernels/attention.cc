@@ -42,9 +42,9 @@
 //
 // Note [exp2 softmax]
 // Scores are kept in base 2: each query row is scaled by scale * log2(e) when
-// loaded, so the softmax takes 2^x (Exp2: a round, a degree-6 polynomial and
-// the exponent bits, about half of hwy's Exp, which also reduces by ln 2) and
-// the scale costs no multiply per score. The running maximum and its
+// loaded, so the softmax takes 2^x (Exp2NonPositiveF, Note [Fast exp]: no
+// reduction by ln 2, about half of hwy's Exp) and the scale costs no multiply
+// per score. The running maximum and its
 // correction are in base 2 too; the logsumexp output is converted back
 // ((m + log2 l) * ln 2). A float mask is multiplied by log2(e) as it is loaded
 // and kept finite (HF's finfo.min would overflow to -inf and turn a fully
@@ -66,6 +66,7 @@
 
 #include "core/common/tensor_ref.h"
 #include "core/kernels/convert.h"
+#include "core/kernels/elementwise-inl.h"
 #include "hwy/cache_control.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
@@ -124,6 +125,7 @@ HWY_BEFORE_NAMESPACE();
 namespace trn::kernels::attention::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
+using trn::kernels::HWY_NAMESPACE::Exp2NonPositiveF;
 
 HWY_INLINE float Sum(DF d, hn::Vec<DF> v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
 
@@ -245,26 +247,6 @@ HWY_INLINE void AccumulatePV(float* HWY_RESTRICT acc, float corr, const float* H
 constexpr float kLog2e = 1.44269504088896341f;
 constexpr float kLn2 = 0.693147180559945309f;
 
-// 2^x, 0 below -126 (and for -inf): x = n + f with n = round(x), |f| <= 1/2;
-// 2^f from a degree-6 polynomial fitted on [-1/2, 1/2] (1e-7 relative error in
-// float32 Horner, as exp's ~1 ulp), 2^n by writing the exponent bits.
-HWY_INLINE hn::Vec<DF> Exp2(DF df, hn::Vec<DF> x) {
-  const hn::RebindToSigned<DF> di;
-  const auto lo = hn::Set(df, -126.0f);
-  const auto xc = hn::Max(x, lo);
-  const auto n = hn::Round(xc);
-  const auto f = hn::Sub(xc, n);
-  auto p = hn::Set(df, 1.5332507609855384e-4f);
-  p = hn::MulAdd(p, f, hn::Set(df, 1.3394701527431607e-3f));
-  p = hn::MulAdd(p, f, hn::Set(df, 9.618490934371948e-3f));
-  p = hn::MulAdd(p, f, hn::Set(df, 5.5503424257040024e-2f));
-  p = hn::MulAdd(p, f, hn::Set(df, 0.24022647738456726f));
-  p = hn::MulAdd(p, f, hn::Set(df, 0.6931471824645996f));
-  p = hn::MulAdd(p, f, hn::Set(df, 1.0f));
-  const auto bits = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
-  return hn::IfThenZeroElse(hn::Lt(x, lo), hn::Mul(p, hn::BitCast(df, bits)));
-}
-
 // The natural logsumexp of a row from its base-2 maximum m and sum l.
 HWY_INLINE float LogSumExp(float m, float l) {
   return l > 0.0f ? (m + std::log2(l)) * kLn2 : -std::numeric_limits<float>::infinity();
@@ -344,15 +326,15 @@ HWY_INLINE float ExpShift(float* s, int64_t n, float m) {
   auto sum0 = hn::Zero(df), sum1 = hn::Zero(df);
   int64_t t = 0;
   for (; t + N < n; t += 2 * N) {
-    const auto e0 = Exp2(df, hn::Sub(hn::LoadU(df, s + t), vm));
-    const auto e1 = Exp2(df, hn::Sub(hn::LoadU(df, s + t + N), vm));
+    const auto e0 = Exp2NonPositiveF(df, hn::Sub(hn::LoadU(df, s + t), vm));
+    const auto e1 = Exp2NonPositiveF(df, hn::Sub(hn::LoadU(df, s + t + N), vm));
     hn::StoreU(e0, df, s + t);
     hn::StoreU(e1, df, s + t + N);
     sum0 = hn::Add(sum0, e0);
     sum1 = hn::Add(sum1, e1);
   }
   if (t < n) {
-    const auto e = Exp2(df, hn::Sub(hn::LoadU(df, s + t), vm));
+    const auto e = Exp2NonPositiveF(df, hn::Sub(hn::LoadU(df, s + t), vm));
     hn::StoreU(e, df, s + t);
     sum0 = hn::Add(sum0, e);
   }

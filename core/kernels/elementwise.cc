@@ -90,10 +90,7 @@ void UnaryF32(UnaryOp op, const float* in, float* out, size_t n) {
       return map([](auto d, auto x) { return hn::Div(hn::Set(d, 1.0f), x); });
     case UnaryOp::kSigmoid: return map([](auto d, auto x) { return SigmoidF(d, x); });
     case UnaryOp::kTanh: return map([](auto d, auto x) { return hn::Tanh(d, x); });
-    case UnaryOp::kSilu:
-      return map([](auto d, auto x) {
-        return hn::Div(x, hn::Add(hn::Set(d, 1.0f), ExpF(d, hn::Neg(x))));
-      });
+    case UnaryOp::kSilu: return map([](auto d, auto x) { return SiluF(d, x); });
     case UnaryOp::kGelu: return map([](auto d, auto x) { return GeluF(d, x); });
     case UnaryOp::kGeluTanh: return map([](auto d, auto x) { return GeluTanhF(d, x); });
     case UnaryOp::kSin: return map([](auto d, auto x) { return hn::Sin(d, x); });

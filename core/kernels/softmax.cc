@@ -26,19 +26,22 @@ void SoftmaxRowF32(const float* x, float* y, size_t n, bool log) {
     const size_t N = hn::Lanes(d);
     auto acc = hn::Zero(d);
     const auto vm = hn::Set(d, m);
-    for (; i + N <= n; i += N) acc = hn::Add(acc, ExpF(d, hn::Sub(hn::LoadU(d, x + i), vm)));
+    for (; i + N <= n; i += N) {
+      acc = hn::Add(acc, ExpNonPositiveNaNF(d, hn::Sub(hn::LoadU(d, x + i), vm)));
+    }
     sum = hn::GetLane(hn::SumOfLanes(d, acc));
     if (i < n) {  // tail (< N elements) through a buffer: y may alias x
       HWY_ALIGN float tail[kMaxLanesF32];
       MapUnary(x + i, tail, n - i,
-               [m](auto dd, auto v) { return ExpF(dd, hn::Sub(v, hn::Set(dd, m))); });
+               [m](auto dd, auto v) { return ExpNonPositiveNaNF(dd, hn::Sub(v, hn::Set(dd, m))); });
       for (size_t j = 0; i + j < n; ++j) sum += tail[j];
     }
     const float shift = m + std::log(sum);
     MapUnary(x, y, n, [shift](auto dd, auto v) { return hn::Sub(v, hn::Set(dd, shift)); });
     return;
   }
-  MapUnary(x, y, n, [m](auto dd, auto v) { return ExpF(dd, hn::Sub(v, hn::Set(dd, m))); });
+  MapUnary(x, y, n,
+           [m](auto dd, auto v) { return ExpNonPositiveNaNF(dd, hn::Sub(v, hn::Set(dd, m))); });
   const float inv = 1.0f / SumRun(y, n);
   MapUnary(y, y, n, [inv](auto dd, auto v) { return hn::Mul(v, hn::Set(dd, inv)); });
 }
