@@ -42,6 +42,7 @@ struct Case {
   Bias bias = Bias::kNone;
   double alpha = 1.0, beta = 1.0;
   bool cached = false;  // b through the packed-weight cache (2-D b only)
+  bool a_window = false;  // a: the first k columns of an m x (k + 9) matrix (rs > k)
 };
 
 std::string Describe(const Case& c) {
@@ -50,7 +51,8 @@ std::string Describe(const Case& c) {
          " a:" + testing::LayoutName(c.a_layout) + " b:" + testing::LayoutName(c.b_layout) +
          " out:" + testing::LayoutName(c.out_layout) + " bias:" +
          std::to_string(static_cast<int>(c.bias)) + " alpha " + std::to_string(c.alpha) +
-         " beta " + std::to_string(c.beta) + (c.cached ? " cached" : "");
+         " beta " + std::to_string(c.beta) + (c.cached ? " cached" : "") +
+         (c.a_window ? " a-window" : "");
 }
 
 std::vector<int64_t> Shape(int64_t batch, bool two_d, int64_t r, int64_t c) {
@@ -61,7 +63,9 @@ std::vector<int64_t> Shape(int64_t batch, bool two_d, int64_t r, int64_t c) {
 void RunCase(const Case& c) {
   SCOPED_TRACE(Describe(c));
   const int64_t nb = c.batch == 0 ? 1 : c.batch;
-  TestTensor a = MakeRandom(c.dtype, Shape(c.batch, c.a_2d, c.m, c.k), c.a_layout, 1);
+  TestTensor a = MakeRandom(c.dtype, Shape(c.batch, c.a_2d, c.m, c.k + (c.a_window ? 9 : 0)),
+                            c.a_layout, 1);
+  if (c.a_window) a.ref.sizes[a.ref.ndim - 1] = c.k;
   TestTensor b = MakeRandom(c.dtype, Shape(c.batch, c.b_2d, c.k, c.n), c.b_layout, 2);
   TestTensor out = MakeLayout(c.dtype, Shape(c.batch, false, c.m, c.n), c.out_layout);
   TestTensor bias;
@@ -138,6 +142,24 @@ TEST(Matmul, SizesAcrossTileAndBlockEdges) {
     Case c;
     c.m = m, c.n = n, c.k = k;
     RunCase(c);
+  }
+}
+
+TEST(Matmul, AReadInPlaceWithARowStride) {
+  // Note [A in place]: float32 A with unit column stride is not packed; its
+  // rows are lda = k + 9 apart here, across the MC/KC block and MR tile edges,
+  // the one-row panels (m = 1) and a cached B.
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {7, 64, 600}, {100, 70, 530}, {1, 200, 40}, {13, 256, 1030}, {6, 33, 5}}) {
+    for (bool cached : {false, true}) {
+      if (cached && k * n < 4096) continue;  // too small for the cache
+      Case c;
+      c.m = m, c.n = n, c.k = k;
+      c.a_window = true;
+      c.cached = cached;
+      c.b_layout = cached ? Layout::kTransposed : Layout::kContiguous;
+      RunCase(c);
+    }
   }
 }
 
