@@ -73,6 +73,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 constexpr size_t kMR = 6;
 constexpr size_t kNR = 2 * hn::MaxLanes(DF());
+// Rows of a tile on A in place when the k slice is deep (Note [A in place]):
+// 12 x 2 accumulators on AVX-512's 32 registers.
+constexpr size_t kDirectMR = kNR >= 32 ? 12 : kMR;
+constexpr size_t kDirectDeepK = 512;
 // Note [GEMM blocking]: sizes follow BLIS's Zen configurations. AVX2 (NR 16):
 // A block 144 x 256 f32 = 144 KiB in L2, B micro-panel 256 x 16 = 16 KiB in L1.
 // AVX-512 (NR 32) streams B micro-panels of 512 x 32 from L2 (Zen 4: 1 MiB L2)
@@ -80,7 +84,7 @@ constexpr size_t kNR = 2 * hn::MaxLanes(DF());
 constexpr size_t kKC = kNR >= 32 ? 512 : 256;
 constexpr size_t kMC = kNR >= 32 ? 96 : 144;
 constexpr size_t kNC = (3072 / kNR) * kNR;
-static_assert(kMC % kMR == 0, "MC must hold whole micro-panels");
+static_assert(kMC % kMR == 0 && kMC % kDirectMR == 0, "MC must hold whole micro-panels");
 // Note [GEMM prefetch]: the micro-kernel prefetches its B and A micro-panels
 // kPrefetchSteps k-steps (8 KiB of B at NR 32) ahead. B micro-panels stream
 // from L2 (AVX-512: 64 KiB, more than L1) or, for decode-time linears on a
@@ -96,7 +100,10 @@ constexpr size_t kPrefetchSteps = 64;
 // store per element of A against N/32 cycles of FMAs for it: 3-12 % of a
 // GEMM with N = 256 (the linears of the small models) and a few % at 1024.
 // Measured in-process against packing (Sapphire Rapids, 4 runs): N = 256
-// 3-12 % faster, 1024^3 0-5 %, no shape more than 2 % slower.
+// 3-12 % faster, 1024^3 0-5 %, no shape more than 2 % slower. With a deep k
+// slice (kc >= kDirectDeepK) a tile takes 12 rows on AVX-512: half the B
+// loads per FMA; 1024^3 2 %, M = 128 with K = 768 / 1024 3-8 % faster, in
+// the same way; k slices of 256 gained nothing, so they keep 6 rows.
 
 // Packs the mc x kc block of A at (i0, p0) into MR-row micro-panels:
 // ap[panel][p][i], rows past mc are zero.
@@ -302,9 +309,10 @@ inline void Tile(size_t kc, const float* HWY_RESTRICT ap, int64_t lda, bool dire
                  size_t nr, float alpha, bool accumulate) {
   static constexpr std::array<TileFn, kMR> kPacked =
       TileKernels<false>(std::make_index_sequence<kMR>());
-  static constexpr std::array<TileFn, kMR> kDirect =
-      TileKernels<true>(std::make_index_sequence<kMR>());
-  (direct ? kDirect : kPacked)[mr - 1](kc, ap, lda, bp, c, ldc, nr, alpha, accumulate);
+  static constexpr std::array<TileFn, kDirectMR> kDirect =
+      TileKernels<true>(std::make_index_sequence<kDirectMR>());
+  const TileFn fn = direct ? kDirect[mr - 1] : kPacked[mr - 1];
+  fn(kc, ap, lda, bp, c, ldc, nr, alpha, accumulate);
 }
 
 // Note [GEMV path]: with few rows, packing B (the whole weight of a
@@ -458,8 +466,9 @@ void GemmF32(const Args& args) {
             continue;
           }
           const size_t nr = std::min(kNR, nc - jr);
-          for (size_t ir = 0; ir < mc; ir += kMR) {
-            const size_t mr = std::min(kMR, mc - ir);
+          const size_t tile_rows = direct && kc >= kDirectDeepK ? kDirectMR : kMR;
+          for (size_t ir = 0; ir < mc; ir += tile_rows) {
+            const size_t mr = std::min(tile_rows, mc - ir);
             float* c = args.c + static_cast<int64_t>(ic + ir) * args.ldc +
                        static_cast<int64_t>(jc + jr);
             const float* a_tile = direct ? ap + static_cast<int64_t>(ir) * lda : ap + ir * kc;
