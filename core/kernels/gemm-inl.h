@@ -39,6 +39,9 @@ struct Args {
   int64_t ldc = 0;
   float alpha = 1.0f;
   bool accumulate = false;
+  // n floats added to every row of c (linear's bias; accumulate must be false):
+  // the first k slice's tiles add it as they store (Note [Bias in the epilogue]).
+  const float* row_bias = nullptr;
   // b already packed whole by PackWholeB of the running target (Note [Packed
   // weight cache]); null: the GEMM packs b slice by slice itself.
   const float* b_packed = nullptr;
@@ -217,7 +220,7 @@ void PackWholeB(const Operand& b, int64_t k, int64_t n, float* HWY_RESTRICT dst)
 template <size_t R, bool kDirectA>
 HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap, int64_t lda,
                              const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, int64_t ldc,
-                             size_t nr, float alpha, bool accumulate) {
+                             size_t nr, float alpha, bool accumulate, const float* bias) {
   const DF d;
   const size_t N = hn::Lanes(d);
   decltype(hn::Zero(d)) acc0[R], acc1[R];
@@ -243,6 +246,16 @@ HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap, int64_t ld
   }
   const auto va = hn::Set(d, alpha);
   HWY_ALIGN float tile[kNR];
+  if (nr == kNR && !accumulate && bias != nullptr) {
+    const auto bias0 = hn::LoadU(d, bias), bias1 = hn::LoadU(d, bias + N);
+#pragma GCC unroll 16
+    for (size_t r = 0; r < R; ++r) {
+      float* row = c + static_cast<int64_t>(r) * ldc;
+      hn::StoreU(hn::MulAdd(va, acc0[r], bias0), d, row);
+      hn::StoreU(hn::MulAdd(va, acc1[r], bias1), d, row + N);
+    }
+    return;
+  }
 #pragma GCC unroll 16
   for (size_t r = 0; r < R; ++r) {
     float* row = c + static_cast<int64_t>(r) * ldc;
@@ -258,7 +271,9 @@ HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap, int64_t ld
     }
     hn::Store(hn::Mul(va, acc0[r]), d, tile);
     hn::Store(hn::Mul(va, acc1[r]), d, tile + N);
-    for (size_t j = 0; j < nr; ++j) row[j] = accumulate ? row[j] + tile[j] : tile[j];
+    for (size_t j = 0; j < nr; ++j) {
+      row[j] = accumulate ? row[j] + tile[j] : bias != nullptr ? tile[j] + bias[j] : tile[j];
+    }
   }
 }
 
@@ -268,7 +283,7 @@ HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap, int64_t ld
 template <size_t P>
 HWY_NOINLINE void OneRowPanels(size_t kc, const float* HWY_RESTRICT ap, size_t astep,
                                const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, float alpha,
-                               bool accumulate) {
+                               bool accumulate, const float* bias) {
   const DF d;
   const size_t N = hn::Lanes(d);
   decltype(hn::Zero(d)) acc0[P], acc1[P];
@@ -288,6 +303,9 @@ HWY_NOINLINE void OneRowPanels(size_t kc, const float* HWY_RESTRICT ap, size_t a
     if (accumulate) {
       hn::StoreU(hn::MulAdd(va, acc0[q], hn::LoadU(d, out)), d, out);
       hn::StoreU(hn::MulAdd(va, acc1[q], hn::LoadU(d, out + N)), d, out + N);
+    } else if (bias != nullptr) {
+      hn::StoreU(hn::MulAdd(va, acc0[q], hn::LoadU(d, bias + q * kNR)), d, out);
+      hn::StoreU(hn::MulAdd(va, acc1[q], hn::LoadU(d, bias + q * kNR + N)), d, out + N);
     } else {
       hn::StoreU(hn::Mul(va, acc0[q]), d, out);
       hn::StoreU(hn::Mul(va, acc1[q]), d, out + N);
@@ -299,20 +317,20 @@ constexpr size_t kOneRowPanels = 4;
 // C tile of mr <= MR rows: TileKernel<mr> on a packed A micro-panel, or on
 // A's rows in place (lda apart) when direct (Note [A in place]).
 using TileFn = void (*)(size_t, const float*, int64_t, const float*, float*, int64_t, size_t,
-                        float, bool);
+                        float, bool, const float*);
 template <bool kDirectA, size_t... I>
 constexpr std::array<TileFn, sizeof...(I)> TileKernels(std::index_sequence<I...>) {
   return {&TileKernel<I + 1, kDirectA>...};
 }
 inline void Tile(size_t kc, const float* HWY_RESTRICT ap, int64_t lda, bool direct,
                  const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, int64_t ldc, size_t mr,
-                 size_t nr, float alpha, bool accumulate) {
+                 size_t nr, float alpha, bool accumulate, const float* bias) {
   static constexpr std::array<TileFn, kMR> kPacked =
       TileKernels<false>(std::make_index_sequence<kMR>());
   static constexpr std::array<TileFn, kDirectMR> kDirect =
       TileKernels<true>(std::make_index_sequence<kDirectMR>());
   const TileFn fn = direct ? kDirect[mr - 1] : kPacked[mr - 1];
-  fn(kc, ap, lda, bp, c, ldc, nr, alpha, accumulate);
+  fn(kc, ap, lda, bp, c, ldc, nr, alpha, accumulate, bias);
 }
 
 // Note [GEMV path]: with few rows, packing B (the whole weight of a
@@ -413,11 +431,32 @@ struct PackBuffers {
   hwy::AlignedFreeUniquePtr<float[]> b = hwy::AllocateAligned<float>(kKC * kNC);
 };
 
+// Note [Bias in the epilogue]: linear's bias (one row broadcast over C) is
+// added by the first k slice's tiles as they store C, instead of C being
+// filled with it first and then accumulated onto: that pass wrote and re-read
+// all of C. In-process A/B on Sapphire Rapids: M = 1598 linears (wav2vec2's)
+// 3-12 % faster (K = 128 most), M = 128 2-5 %, decode shapes unchanged.
+// The bias of the tile at column col; the kernels ignore it when accumulating
+// (every k slice after the first).
+inline const float* TileBias(const Args& args, size_t col) {
+  return args.row_bias == nullptr ? nullptr : args.row_bias + col;
+}
+
 void GemmF32(const Args& args) {
   const size_t m = static_cast<size_t>(args.m);
   const size_t n = static_cast<size_t>(args.n);
   const size_t k = static_cast<size_t>(args.k);
   if (m == 0 || n == 0) return;
+  if (args.row_bias != nullptr && (k == 0 || (args.b_packed == nullptr && UseGemv(args)))) {
+    // Paths without the bias epilogue: C starts as the bias and accumulates.
+    for (size_t i = 0; i < m; ++i) {
+      std::copy_n(args.row_bias, n, args.c + static_cast<int64_t>(i) * args.ldc);
+    }
+    Args rest = args;
+    rest.row_bias = nullptr;
+    rest.accumulate = true;
+    return GemmF32(rest);
+  }
   if (k == 0) {
     if (!args.accumulate) {
       for (size_t i = 0; i < m; ++i) {
@@ -461,7 +500,7 @@ void GemmF32(const Args& args) {
             OneRowPanels<kOneRowPanels>(kc, ap, direct ? 1 : kMR, bp + jr * kc,
                                         args.c + static_cast<int64_t>(ic) * args.ldc +
                                             static_cast<int64_t>(jc + jr),
-                                        args.alpha, accumulate);
+                                        args.alpha, accumulate, TileBias(args, jc + jr));
             jr += (kOneRowPanels - 1) * kNR;
             continue;
           }
@@ -473,7 +512,7 @@ void GemmF32(const Args& args) {
                        static_cast<int64_t>(jc + jr);
             const float* a_tile = direct ? ap + static_cast<int64_t>(ir) * lda : ap + ir * kc;
             Tile(kc, a_tile, lda, direct, bp + jr * kc, c, args.ldc, mr, nr, args.alpha,
-                 accumulate);
+                 accumulate, TileBias(args, jc + jr));
           }
         }
       }

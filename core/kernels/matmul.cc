@@ -427,7 +427,10 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
       args.c = scratch.data();
       args.ldc = cols;
     }
-    if (has_bias) {
+    if (has_bias && mc.rs == 0 && mc.cs == 1 && bias.dtype == DType::kFloat32 && beta == 1.0) {
+      // Note [Bias in the epilogue] (gemm-inl.h): a row broadcast over C.
+      args.row_bias = reinterpret_cast<const float*>(mc.At(bi));
+    } else if (has_bias) {
       // Note [GEMM blocking]: the GEMM accumulates onto C, so C starts as beta * bias.
       const char* base = mc.At(bi);
       for (int64_t i = 0; i < rows; ++i) {

@@ -272,6 +272,31 @@ TEST(Matmul, BiasAlphaBeta) {
   RunCase(c);
 }
 
+TEST(Matmul, RowBiasInTheEpilogue) {
+  // Note [Bias in the epilogue]: a float32 bias over N with beta 1 is added
+  // by the first k slice's stores: the one-row panels (m = 1), several k
+  // slices, partial column tiles, a cached B, the GEMV path (few rows) and
+  // k = 0 (out = bias), with alpha scaling only the product.
+  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
+           {1, 200, 40}, {100, 70, 530}, {13, 256, 1030}, {3, 37, 133}, {4, 20, 0}}) {
+    for (bool cached : {false, true}) {
+      if (cached && k * n < 4096) continue;  // too small for the cache
+      Case c;
+      c.m = m, c.n = n, c.k = k;
+      c.bias = Bias::kRow;
+      c.alpha = m == 13 ? 0.5 : 1.0;
+      c.cached = cached;
+      c.b_layout = m == 3 ? Layout::kTransposed : Layout::kContiguous;
+      RunCase(c);
+    }
+  }
+  Case c;  // batches folded into rows against a shared B: one bias row for all
+  c.batch = 3, c.m = 7, c.n = 45, c.k = 600;
+  c.b_2d = true;
+  c.bias = Bias::kRow;
+  RunCase(c);
+}
+
 TEST(Matmul, Dtypes) {
   for (DType dt : {DType::kFloat64, DType::kBFloat16, DType::kFloat16}) {
     Case c;
