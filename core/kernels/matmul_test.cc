@@ -145,22 +145,30 @@ TEST(Matmul, SizesAcrossTileAndBlockEdges) {
   }
 }
 
-TEST(Matmul, AReadInPlaceWithARowStride) {
-  // Note [A in place]: float32 A with unit column stride is not packed; its
-  // rows are lda = k + 9 apart here, across the MC/KC block and MR tile edges,
-  // the one-row panels (m = 1) and a cached B.
+// Runs c at sizes that reach every path of the GEMM: the one-row panels
+// (m = 1), several k slices with partial column tiles and 12-row tiles, the
+// GEMV path (few rows), k = 0; B row- and column-major, cached when large enough.
+void RunAcrossGemmPaths(Case c) {
   for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-           {7, 64, 600}, {100, 70, 530}, {1, 200, 40}, {13, 256, 1030}, {6, 33, 5}}) {
-    for (bool cached : {false, true}) {
-      if (cached && k * n < 4096) continue;  // too small for the cache
-      Case c;
-      c.m = m, c.n = n, c.k = k;
-      c.a_window = true;
-      c.cached = cached;
-      c.b_layout = cached ? Layout::kTransposed : Layout::kContiguous;
-      RunCase(c);
+           {1, 200, 40}, {100, 70, 530}, {13, 256, 1030}, {3, 37, 133}, {6, 33, 5}, {4, 20, 0}}) {
+    for (Layout lb : {Layout::kContiguous, Layout::kTransposed}) {
+      for (bool cached : {false, true}) {
+        if (cached && k * n < 4096) continue;  // too small for the cache
+        c.m = m, c.n = n, c.k = k;
+        c.b_layout = lb;
+        c.cached = cached;
+        RunCase(c);
+      }
     }
   }
+}
+
+TEST(Matmul, AReadInPlaceWithARowStride) {
+  // Note [A in place]: float32 A with unit column stride is not packed; its
+  // rows are lda = k + 9 apart here.
+  Case c;
+  c.a_window = true;
+  RunAcrossGemmPaths(c);
 }
 
 TEST(Matmul, TransposedMisalignedAndStridedOperands) {
@@ -274,21 +282,13 @@ TEST(Matmul, BiasAlphaBeta) {
 
 TEST(Matmul, RowBiasInTheEpilogue) {
   // Note [Bias in the epilogue]: a float32 bias over N with beta 1 is added
-  // by the first k slice's stores: the one-row panels (m = 1), several k
-  // slices, partial column tiles, a cached B, the GEMV path (few rows) and
-  // k = 0 (out = bias), with alpha scaling only the product.
-  for (auto [m, n, k] : std::vector<std::array<int64_t, 3>>{
-           {1, 200, 40}, {100, 70, 530}, {13, 256, 1030}, {3, 37, 133}, {4, 20, 0}}) {
-    for (bool cached : {false, true}) {
-      if (cached && k * n < 4096) continue;  // too small for the cache
-      Case c;
-      c.m = m, c.n = n, c.k = k;
-      c.bias = Bias::kRow;
-      c.alpha = m == 13 ? 0.5 : 1.0;
-      c.cached = cached;
-      c.b_layout = m == 3 ? Layout::kTransposed : Layout::kContiguous;
-      RunCase(c);
-    }
+  // by the first k slice's stores (k = 0: out = bias); alpha scales only the
+  // product.
+  for (double alpha : {1.0, 0.5}) {
+    Case c;
+    c.bias = Bias::kRow;
+    c.alpha = alpha;
+    RunAcrossGemmPaths(c);
   }
   Case c;  // batches folded into rows against a shared B: one bias row for all
   c.batch = 3, c.m = 7, c.n = 45, c.k = 600;
