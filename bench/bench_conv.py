@@ -1,7 +1,7 @@
 """Convolution and vision-op benchmarks: trn (one core = one thread) vs CPU PyTorch
 with torch.set_num_threads(1), measured side by side in this run.
 
-  python bench/bench_conv.py [--quick]
+  python bench/bench_conv.py [--quick] [--same-core CPU]
 
 Each line prints both times and the ratio trn / cpu (lower is better; target <= 1.0x).
 """
@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 
 import trnscope  # noqa: F401  (registers the trn device)
-from benchlib import cpu_model
+from benchlib import add_same_core_flag, cpu_model, pin_to_core
 
 
 def compare(name, fn, args, repeat):
@@ -39,12 +39,16 @@ def compare(name, fn, args, repeat):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    add_same_core_flag(ap)
     args = ap.parse_args()
+    pinned = pin_to_core(args.same_core)
     repeat = 5 if args.quick else 20
     torch.set_num_threads(1)
     load = ", ".join(f"{v:.1f}" for v in os.getloadavg())
     print(f"CPU: {cpu_model()} ({os.cpu_count()} cores, load {load}); torch {torch.__version__}, "
           "1 thread")
+    if pinned:
+        print(pinned)
     r = torch.randn
     cl = torch.channels_last
     cases = [

@@ -1,6 +1,6 @@
 """GEMM speed on trn vs CPU PyTorch with one thread, side by side in one run (issue 9).
 
-  python bench/bench_gemm.py [--repeat N] [--quick]
+  python bench/bench_gemm.py [--repeat N] [--quick] [--same-core CPU]
 
 Each line: synchronized wall time per call (best of N, timed alternately with
 the peer; warm: the weight's pack is cached from the second call on, Note
@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 import trnscope  # noqa: F401  (registers the trn device)
-from benchlib import cpu_model
+from benchlib import add_same_core_flag, cpu_model, pin_to_core
 
 
 def interleaved_best(fn_trn, fn_cpu, repeat: int) -> tuple[float, float]:
@@ -58,12 +58,16 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--quick", action="store_true", help="fewer shapes and repeats")
+    add_same_core_flag(parser)
     args = parser.parse_args()
+    pinned = pin_to_core(args.same_core)
     repeat = 3 if args.quick else args.repeat
     torch.set_num_threads(1)
     torch.manual_seed(0)
     print(f"CPU: {cpu_model()} ({os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}); "
           f"torch {torch.__version__}; CPU PyTorch with torch.set_num_threads(1)")
+    if pinned:
+        print(pinned)
     print(f"{'shape (f32)':34s} {'trn ms':>9s} {'cpu ms':>9s} {'cpu/trn':>8s}   rel err")
     ratios = []
     n = 1024

@@ -1,6 +1,6 @@
 """Fused scaled_dot_product_attention on trn vs its peers, measured side by side.
 
-  python bench/bench_sdpa.py [--quick]
+  python bench/bench_sdpa.py [--quick] [--same-core CPU]
 
 Per shape (B, H, Sq, Skv, D, causal), float32 and bfloat16, wall time per call (best of
 N, the variants interleaved so that noise on this shared machine hits all alike):
@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 import trnscope  # noqa: F401  (registers the trn device)
-from benchlib import cpu_model
+from benchlib import add_same_core_flag, cpu_model, pin_to_core
 
 
 def math_attention(q, k, v, bias):
@@ -51,7 +51,9 @@ def best_times(fns: dict, repeat: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
+    add_same_core_flag(ap)
     args = ap.parse_args()
+    pinned = pin_to_core(args.same_core)
     torch.set_num_threads(1)
     repeat = 3 if args.quick else 10
     shapes = [  # (B, H, Sq, Skv, D, causal)
@@ -64,6 +66,8 @@ def main() -> None:
     if args.quick:
         shapes = [(1, 4, 256, 256, 64, True), (1, 8, 1, 512, 128, False)]
     print(f"CPU: {cpu_model()}; torch {torch.__version__}; CPU PyTorch with 1 thread")
+    if pinned:
+        print(pinned)
     print(f"{'shape (B,H,Sq,Skv,D)':24} {'causal':6} {'dtype':8} {'fused ms':>9} {'math ms':>9} "
           f"{'cpu ms':>9} {'fused/cpu':>9} {'fused/math':>10} {'GFLOP/s':>8}")
     for b, h, sq, skv, d, causal in shapes:
