@@ -611,6 +611,13 @@ def test_addmm_beta_zero_ignores_nan_and_inplace():
     out = torch.empty(0, device="trn")
     torch.mm(a.to("trn"), b.to("trn"), out=out)
     check(out, a @ b, atol=1e-5, rtol=1e-4)
+    # The bias is a row of out itself: read before any tile overwrites it
+    # (Note [Bias in the epilogue]), past the GEMV path's few rows.
+    a, b, c = make((30, 40), F32), make((40, 70), F32), make((30, 70), F32)
+    t, want = c.to("trn"), c.clone()
+    torch.addmm(t[0], a.to("trn"), b.to("trn"), out=t)
+    torch.addmm(want[0], a, b, out=want)
+    check(t, want, atol=1e-4, rtol=1e-4)
 
 
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)

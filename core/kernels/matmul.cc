@@ -365,6 +365,21 @@ uint64_t RealBytes(const TensorRef& t) {  // elements behind a (broadcast) view
   return n * ItemSize(t.dtype);
 }
 
+// Whether the bytes behind a and b (non-negative strides) are disjoint.
+bool Disjoint(const TensorRef& a, const TensorRef& b) {
+  const auto span = [](const TensorRef& t) {
+    const char* lo = static_cast<const char*>(t.data);
+    int64_t last = 0;
+    for (int d = 0; d < t.ndim; ++d) last += (t.sizes[d] - 1) * t.strides[d];
+    return std::pair<const char*, const char*>(
+        lo, lo + (last + 1) * static_cast<int64_t>(ItemSize(t.dtype)));
+  };
+  if (a.numel() == 0 || b.numel() == 0) return true;
+  const auto [alo, ahi] = span(a);
+  const auto [blo, bhi] = span(b);
+  return ahi <= blo || bhi <= alo;
+}
+
 // Matmul with b's pack (made by EnsurePacked for b, its batches one after
 // another) or null.
 Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b,
@@ -411,6 +426,10 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   const size_t pack_batch_stride =
       b_pack != nullptr && mb.bs != 0 ? HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n) : 0;
   const auto gemm_fn = HWY_DYNAMIC_DISPATCH(gemm::GemmF32);
+  // A bias row inside out (an in-place addmm of an expanded row) must be read
+  // before any tile overwrites it: those take the fill below.
+  const bool fused_bias = has_bias && mc.rs == 0 && mc.cs == 1 &&
+                          bias.dtype == DType::kFloat32 && beta == 1.0 && Disjoint(bias, out);
   for (int64_t bi = 0; bi < batches; ++bi) {
     gemm::Args args;
     args.m = rows;
@@ -427,7 +446,7 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
       args.c = scratch.data();
       args.ldc = cols;
     }
-    if (has_bias && mc.rs == 0 && mc.cs == 1 && bias.dtype == DType::kFloat32 && beta == 1.0) {
+    if (fused_bias) {
       // Note [Bias in the epilogue] (gemm-inl.h): a row broadcast over C.
       args.row_bias = reinterpret_cast<const float*>(mc.At(bi));
     } else if (has_bias) {

@@ -297,6 +297,31 @@ TEST(Matmul, RowBiasInTheEpilogue) {
   RunCase(c);
 }
 
+TEST(Matmul, BiasRowInsideOutIsReadBeforeItIsOverwritten) {
+  // c.addmm_(a, b) with c's first row expanded as the bias: the fused bias
+  // epilogue would read row 0 after a tile wrote it; the fill path must run.
+  const int64_t m = 30, n = 70, k = 40;
+  TestTensor a = MakeRandom(DType::kFloat32, {m, k}, Layout::kContiguous, 1);
+  TestTensor b = MakeRandom(DType::kFloat32, {k, n}, Layout::kContiguous, 2);
+  ForEachTarget([&](const char*) {
+    TestTensor out = MakeRandom(DType::kFloat32, {m, n}, Layout::kContiguous, 3);
+    std::vector<double> row0(n);
+    for (int64_t j = 0; j < n; ++j) row0[j] = out.At(j);
+    TensorRef bias = out.ref;  // out's row 0 as a [n] bias
+    bias.ndim = 1;
+    bias.sizes[0] = n;
+    bias.strides[0] = 1;
+    ASSERT_TRUE(Matmul(out.ref, a.ref, b.ref, bias, 1.0, 1.0, nullptr).ok());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        double dot = row0[j];
+        for (int64_t p = 0; p < k; ++p) dot += a.At(i * k + p) * b.At(p * n + j);
+        ASSERT_NEAR(out.At(i * n + j), dot, 1e-4 * (1 + std::fabs(dot))) << i << "," << j;
+      }
+    }
+  });
+}
+
 TEST(Matmul, Dtypes) {
   for (DType dt : {DType::kFloat64, DType::kBFloat16, DType::kFloat16}) {
     Case c;
