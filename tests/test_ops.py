@@ -620,6 +620,23 @@ def test_addmm_beta_zero_ignores_nan_and_inplace():
     check(t, want, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("n", [64, 600])  # 600: k in two slices of the GEMM
+def test_mm_into_its_own_operand(n):
+    """out is a or b: the GEMM reads A in place and B slice by slice, so it
+    computes into scratch first (CPU PyTorch gives the product too)."""
+    a, b = make((n, n), F32), make((n, n), F32)
+    tol = dict(atol=1e-3, rtol=1e-4)
+    ta, tb = a.to("trn"), b.to("trn")
+    torch.mm(ta, tb, out=ta)
+    check(ta, a @ b, **tol)
+    ta, tb = a.to("trn"), b.to("trn")
+    torch.mm(ta, tb, out=tb)
+    check(tb, a @ b, **tol)
+    t = a.to("trn")
+    t.addmm_(t, b.to("trn"))
+    check(t, a + a @ b, **tol)
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 def test_bmm_baddbmm(dtype):
     a, b, c = make((3, 7, 19), dtype), make((3, 19, 5), dtype), make((7, 5), dtype)

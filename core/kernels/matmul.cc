@@ -420,8 +420,11 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   const int64_t rows = mo.rows, cols = mo.cols;
 
   // f32 outputs with unit column stride take the GEMM's stores directly;
-  // others go through an f32 scratch matrix and are converted once at the end.
-  const bool direct = out.dtype == DType::kFloat32 && (mo.cs == 1 || cols == 1);
+  // others go through an f32 scratch matrix and are converted once at the end,
+  // as does an out that shares memory with a or b (mm(a, b, out=a)): the GEMM
+  // reads A in place and B slice by slice after tiles have stored C.
+  const bool direct = out.dtype == DType::kFloat32 && (mo.cs == 1 || cols == 1) &&
+                      Disjoint(out, a) && Disjoint(out, b);
   std::vector<float> scratch(direct ? 0 : static_cast<size_t>(rows * cols));
   const size_t pack_batch_stride =
       b_pack != nullptr && mb.bs != 0 ? HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n) : 0;

@@ -322,6 +322,32 @@ TEST(Matmul, BiasRowInsideOutIsReadBeforeItIsOverwritten) {
   });
 }
 
+TEST(Matmul, OutSharingAnOperandGetsTheProduct) {
+  // mm(a, b, out=a) and out=b with k in two slices: the GEMM computes into
+  // scratch, since it reads A in place and packs B slice by slice.
+  const int64_t n = 600;
+  TestTensor a0 = MakeRandom(DType::kFloat32, {n, n}, Layout::kContiguous, 1);
+  TestTensor b0 = MakeRandom(DType::kFloat32, {n, n}, Layout::kContiguous, 2);
+  std::vector<double> want(n * n, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t p = 0; p < n; ++p) {
+      const double x = a0.At(i * n + p);
+      for (int64_t j = 0; j < n; ++j) want[i * n + j] += x * b0.At(p * n + j);
+    }
+  }
+  for (bool into_a : {true, false}) {
+    TestTensor a = MakeRandom(DType::kFloat32, {n, n}, Layout::kContiguous, 1);
+    TestTensor b = MakeRandom(DType::kFloat32, {n, n}, Layout::kContiguous, 2);
+    const TensorRef out = into_a ? a.ref : b.ref;
+    ASSERT_TRUE(Matmul(out, a.ref, b.ref, TensorRef{}, 1.0, 1.0, nullptr).ok());
+    const TestTensor& got = into_a ? a : b;
+    for (int64_t i = 0; i < n * n; ++i) {
+      ASSERT_NEAR(got.At(i), want[i], 1e-3 * (1 + std::fabs(want[i])))
+          << (into_a ? "a " : "b ") << i;
+    }
+  }
+}
+
 TEST(Matmul, Dtypes) {
   for (DType dt : {DType::kFloat64, DType::kBFloat16, DType::kFloat16}) {
     Case c;
