@@ -88,10 +88,6 @@ const char* OpName(Op op) {
 
 namespace {
 
-bool IsBinary(Op op) { return op >= Op::kAdd && op <= Op::kGe; }
-bool IsUnary(Op op) { return op >= Op::kNeg && op <= Op::kCast; }
-bool IsReduction(Op op) { return op >= Op::kSum && op <= Op::kAmin; }
-
 std::string Shape(const std::vector<int64_t>& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
@@ -247,11 +243,11 @@ void NodeCheck::Run() {
     case Op::kPad: Pad(); break;
     case Op::kSliceScatter: SliceScatter(); break;
     default:
-      if (IsBinary(node_.op)) {
+      if (IsBinaryOp(node_.op)) {
         Arity(node_.has_scalar ? 1 : 2);
-      } else if (IsUnary(node_.op)) {
+      } else if (IsUnaryOp(node_.op)) {
         Arity(1);
-      } else if (IsReduction(node_.op) || node_.op == Op::kSoftmax ||
+      } else if (IsReductionOp(node_.op) || node_.op == Op::kSoftmax ||
                  node_.op == Op::kLogSoftmax) {
         Reduction();
       }
@@ -592,7 +588,7 @@ void NodeCheck::Reduction() {
 }
 
 void NodeCheck::Shapes() {
-  if ((IsBinary(node_.op) || IsUnary(node_.op) || node_.op == Op::kWhere) &&
+  if ((IsBinaryOp(node_.op) || IsUnaryOp(node_.op) || node_.op == Op::kWhere) &&
       node_.op != Op::kCast) {
     for (size_t i = 0; i < n_in_; ++i) {
       if (!Broadcasts(InSizes(i), out_)) {

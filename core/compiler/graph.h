@@ -90,6 +90,12 @@ enum class Op : uint8_t {
   kDivTrunc, kDivFloor,
   kEager,  // anything else: attr target names the aten op
 };
+
+// Op categories, by the enum's ranges.
+inline bool IsBinaryOp(Op op) { return op >= Op::kAdd && op <= Op::kGe; }
+inline bool IsUnaryOp(Op op) { return op >= Op::kNeg && op <= Op::kCast; }
+inline bool IsReductionOp(Op op) { return op >= Op::kSum && op <= Op::kAmin; }
+
 const char* OpName(Op op);  // "add", "mul", ... (aten spelling without namespace)
 
 struct Meta {

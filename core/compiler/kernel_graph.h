@@ -17,9 +17,6 @@ namespace trn::compiler::internal {
 
 using Sizes = std::vector<int64_t>;
 
-inline bool IsBinaryOp(Op op) { return op >= Op::kAdd && op <= Op::kGe; }
-inline bool IsUnaryOp(Op op) { return op >= Op::kNeg && op <= Op::kCast; }
-inline bool IsReductionOp(Op op) { return op >= Op::kSum && op <= Op::kAmin; }
 inline bool IsSoftmaxOp(Op op) { return op == Op::kSoftmax || op == Op::kLogSoftmax; }
 inline bool IsMatmulOp(Op op) { return op == Op::kMm || op == Op::kBmm || op == Op::kAddmm; }
 inline bool IsLibraryOp(Op op) { return op >= Op::kCat && op < Op::kEager; }
