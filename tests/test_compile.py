@@ -1193,12 +1193,9 @@ def test_integer_and_bool_reductions_are_library_kernels(name, fn, kernel):
     torch.manual_seed(0)
     m = torch.rand(3, 4, 5) > 0.5
     i = torch.randint(-(2**40), 2**40, (3, 4, 5))  # sums beyond float32's exact integers
-    compiled = torch.compile(fn, backend="trn", dynamic=False)
-    with torch.inference_mode():
-        got = compiled(m.to("trn"), i.to("trn")).cpu()
+    got, stats = compiled_on_trn(fn, m, i)
     want = fn(m, i)
-    assert got.dtype == want.dtype and torch.equal(got, want), name
-    (stats,) = trnscope.compile_stats()
+    assert got.dtype == want.dtype and torch.equal(got.cpu(), want), name
     assert stats["eager_nodes"] == [] and kernel in stats["kernels"], stats
 
 
@@ -1217,11 +1214,8 @@ def test_integer_and_bool_reductions_are_library_kernels(name, fn, kernel):
 def test_slice_assignments_are_slice_scatter_kernels(name, fn, dtype):
     torch.manual_seed(0)
     x = torch.randint(-50, 50, (3, 10)).to(dtype)
-    compiled = torch.compile(fn, backend="trn", dynamic=False)
-    with torch.inference_mode():
-        got = compiled(x.to("trn")).cpu()
-    assert torch.equal(got, fn(x)), name
-    (stats,) = trnscope.compile_stats()
+    got, stats = compiled_on_trn(fn, x)
+    assert torch.equal(got.cpu(), fn(x)), name
     assert stats["eager_nodes"] == [] and "slice_scatter" in stats["kernels"], stats
 
 
@@ -1272,12 +1266,9 @@ def test_integer_rounding_division_is_a_library_kernel(name, fn, dtype):
     torch.manual_seed(0)
     x = torch.randint(-1000, 1000, (3, 17)).to(dtype)
     y = torch.randint(1, 9, (3, 17)).to(dtype) * torch.where(torch.rand(3, 17) < 0.5, -1, 1).to(dtype)
-    compiled = torch.compile(fn, backend="trn", dynamic=False)
-    with torch.inference_mode():
-        got = compiled(x.to("trn"), y.to("trn")).cpu()
+    got, stats = compiled_on_trn(fn, x, y)
     want = fn(x, y)
-    assert got.dtype == want.dtype and torch.equal(got, want), name
-    (stats,) = trnscope.compile_stats()
+    assert got.dtype == want.dtype and torch.equal(got.cpu(), want), name
     assert stats["eager_nodes"] == [] and len(stats["kernels"]) == 1, stats  # one library kernel
 
 
