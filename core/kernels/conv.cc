@@ -45,6 +45,7 @@
 #include "core/common/assert.h"
 #include "core/kernels/convert.h"
 #include "core/kernels/kernels.h"
+#include "hwy/aligned_allocator.h"
 
 namespace trn::kernels {
 namespace conv {
@@ -81,6 +82,7 @@ struct Plan {
   int64_t wq;        // phase plane row: ceil(wp / stride_w) + slack (Note [im2col from phase planes])
   int64_t band;      // output rows per GEMM (col band), bp = band * ow pixels
   int64_t bp;
+  int64_t col_ld;    // NCHW col's row stride: read in place by the GEMM (Note [B in place])
   int64_t out_ps;    // out's stride over the merged pixel dim (direct_out)
   // Workspace offsets in floats.
   int64_t w_off, b_off, col_off, tile_off, phase_off, total;
@@ -140,7 +142,7 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   p.wq = (p.wp + prm.stride[1] - 1) / prm.stride[1] + (p.depthwise ? kVecPad : 0);
   p.w_off = 0;
   p.b_off = p.cout * p.k;
-  p.col_off = p.b_off + p.cout;
+  p.col_off = (p.b_off + p.cout + 15) / 16 * 16;  // 64-byte aligned (Note [B in place])
   if (p.depthwise) {  // col holds one channel's phase planes, tile one output row
     p.tile_off = p.col_off + prm.stride[1] * p.hp * p.wq;
     p.total = p.tile_off + p.ow + kVecPad;
@@ -153,7 +155,8 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   p.merge_n = p.n > 1 && p.groups == 1 && !p.direct_in && !p.cl_in && !p.transposed &&
               p.p < kMergePixels && 4 * p.k * p.n * p.p <= kColBytes;
   if (p.merge_n) p.bp = p.n * p.p;
-  p.tile_off = p.col_off + (p.direct_in ? 0 : p.k * p.bp);
+  p.col_ld = p.cl_in ? p.k : InPlaceBStride(p.bp);
+  p.tile_off = p.col_off + (p.direct_in ? 0 : p.cl_in ? p.k * p.bp : p.k * p.col_ld);
   p.phase_off = p.tile_off + (p.direct_out && !p.merge_n ? 0 : p.og * p.bp);
   p.total = p.phase_off + (p.direct_in || p.cl_in ? 0 : p.cg * prm.stride[1] * p.hp * p.wq);
   return p;
@@ -375,13 +378,13 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
   const int64_t np = p.n * p.p;
   for (int64_t n = 0; n < p.n; ++n) {
     BuildPhases(p, prm, in, n, 0, phases);
-    Im2Col(p, prm, in, n, 0, 0, p.oh, phases, col + n * p.p, np);
+    Im2Col(p, prm, in, n, 0, 0, p.oh, phases, col + n * p.p, p.col_ld);
   }
   TensorRef bias_ref;
   if (bf != nullptr) bias_ref = Mat2(const_cast<float*>(bf), DType::kFloat32, p.cout, np, 1, 0);
   const Status st = Matmul(Mat2(tile, DType::kFloat32, p.cout, np, np, 1),
                            Mat2(const_cast<float*>(wf), DType::kFloat32, p.cout, p.k, p.k, 1),
-                           Mat2(col, DType::kFloat32, p.k, np, np, 1), bias_ref);
+                           Mat2(col, DType::kFloat32, p.k, np, p.col_ld, 1), bias_ref);
   if (!st.ok()) return st;
   for (int64_t o = 0; o < p.cout; ++o) {
     Activate(prm, tile + o * np, np, 1);
@@ -400,15 +403,16 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
               const ConvBatchNorm* bn) {
   const Plan p = MakePlan(out, in, weight, prm);
   if (out.numel() == 0) return Status::Ok();
-  std::vector<float> own;
+  hwy::AlignedFreeUniquePtr<float[]> own;  // cache-line aligned, as the allocator's blocks
   float* ws;
   if (workspace.data != nullptr) {
     TRN_ASSERT(workspace.dtype == DType::kFloat32 && workspace.numel() >= p.total,
                "conv2d workspace too small");
     ws = workspace.ptr<float>();
   } else {
-    own.resize(static_cast<size_t>(p.total));
-    ws = own.data();
+    own = hwy::AllocateAligned<float>(static_cast<size_t>(p.total));
+    TRN_ASSERT(own != nullptr, "conv2d: out of memory for the workspace");
+    ws = own.get();
   }
   float* wf = ws + p.w_off;
   float* bf = ws + p.b_off;
@@ -465,9 +469,9 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
                     in.strides[1], in_ps);
         } else {
           if (y0 == 0 && !p.cl_in) BuildPhases(p, prm, in, n, g, phases);
-          Im2Col(p, prm, in, n, g, y0, y1, phases, col, np);
+          Im2Col(p, prm, in, n, g, y0, y1, phases, col, p.col_ld);
           kp = p.cl_in ? Mat2(col, DType::kFloat32, p.k, np, 1, p.k)
-                       : Mat2(col, DType::kFloat32, p.k, np, np, 1);
+                       : Mat2(col, DType::kFloat32, p.k, np, p.col_ld, 1);
         }
         const TensorRef wg = Mat2(wf + g * p.og * p.k, DType::kFloat32, p.og, p.k, p.k, 1);
         // Destination: out itself or the f32 tile ([Og][np], or [np][Og] transposed).

@@ -47,6 +47,14 @@ struct Args {
   const float* b_packed = nullptr;
 };
 
+// Note [B in place]: the row strides (in floats) at which B is read in place:
+// 64-byte aligned rows, not a multiple of 2 KiB apart.
+constexpr int64_t kInPlaceBAlign = 16;
+constexpr int64_t kInPlaceBAliasing = 512;
+inline bool InPlaceBRowStride(int64_t rs) {
+  return rs % kInPlaceBAlign == 0 && rs % kInPlaceBAliasing != 0;
+}
+
 }  // namespace trn::kernels::gemm
 
 #endif  // TRN_KERNELS_GEMM_ARGS_H_
@@ -107,6 +115,30 @@ constexpr size_t kPrefetchSteps = 64;
 // slice (kc >= kDirectDeepK) a tile takes 12 rows on AVX-512: half the B
 // loads per FMA; 1024^3 2 %, M = 128 with K = 768 / 1024 3-8 % faster, in
 // the same way; k slices of 256 gained nothing, so they keep 6 rows.
+// Note [B in place]: packing B costs about a load and a store per element
+// against M/32 FMAs for it, a large share of a GEMM with few rows of A that
+// does not cache B's pack: a convolution's im2col matrix or its NCHW input,
+// M = its output channels. A float32 B with unit column stride is then read
+// where it is, kc rows ldb apart per micro-panel (only a partial last panel
+// is packed), with 12-row tiles on AVX-512 whatever the k slice, since each
+// k-step of a tile now loads two lines of its own. Rows must be 64-byte
+// aligned (a load across three lines measured up to 26 % slower) and not a
+// multiple of 2 KiB apart (rows sharing L1 sets: 1024 x 1024 x 1024 14 %
+// slower). In-process A/B against packing, Emerald Rapids: M = 32, K = 147,
+// N = 2304 (a ResNet stem's im2col) 36 % faster, 64 x 576 x 3136 27 %,
+// 128 x 256 x 784 11 %, M = 256..512 3-7 %; past 512 rows the re-reads of the
+// strided panel lose (1024 x 1000 x 1008: 15 % slower with rows unaligned).
+constexpr int64_t kDirectBMaxRows = 512;
+// Rows ahead the micro-kernel prefetches from B in place: 8 and 32 measured
+// 0-6 % slower, none 17-26 % slower.
+constexpr int64_t kDirectBPrefetchRows = 16;
+
+inline bool BInPlace(const Args& args) {
+  const Operand& b = args.b;
+  return b.dtype == DType::kFloat32 && b.cs == 1 && args.b_packed == nullptr &&
+         args.m <= kDirectBMaxRows && InPlaceBRowStride(b.rs) &&
+         reinterpret_cast<uintptr_t>(b.data) % (kInPlaceBAlign * sizeof(float)) == 0;
+}
 
 // Packs the mc x kc block of A at (i0, p0) into MR-row micro-panels:
 // ap[panel][p][i], rows past mc are zero.
@@ -216,11 +248,13 @@ void PackWholeB(const Operand& b, int64_t k, int64_t n, float* HWY_RESTRICT dst)
 // Bp-panel, with R x 2 accumulators in registers. R = MR is the micro-kernel;
 // a tile of fewer rows (the last rows of C, decode-time linears on a packed B,
 // Note [Packed weight cache]) does only its own rows' FMAs and streams B at
-// memory speed.
-template <size_t R, bool kDirectA>
+// memory speed. A's rows are lda apart in place (Note [A in place]), B's
+// micro-panel rows ldb apart in place (Note [B in place]).
+template <size_t R, bool kDirectA, bool kDirectB>
 HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap, int64_t lda,
-                             const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, int64_t ldc,
-                             size_t nr, float alpha, bool accumulate, const float* bias) {
+                             const float* HWY_RESTRICT bp, int64_t ldb, float* HWY_RESTRICT c,
+                             int64_t ldc, size_t nr, float alpha, bool accumulate,
+                             const float* bias) {
   const DF d;
   const size_t N = hn::Lanes(d);
   decltype(hn::Zero(d)) acc0[R], acc1[R];
@@ -230,7 +264,9 @@ HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap, int64_t ld
     // Note [GEMM prefetch]
 #pragma GCC unroll 2
     for (size_t line = 0; line < kNR; line += 64 / sizeof(float)) {
-      hwy::Prefetch(bp + kPrefetchSteps * kNR + line);
+      hwy::Prefetch(bp + (kDirectB ? kDirectBPrefetchRows * ldb
+                                   : static_cast<int64_t>(kPrefetchSteps * kNR)) +
+                    line);
     }
     if constexpr (!kDirectA) hwy::Prefetch(ap + kPrefetchSteps * kMR);
     const auto b0 = hn::Load(d, bp);
@@ -242,7 +278,7 @@ HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap, int64_t ld
       acc1[r] = hn::MulAdd(a, b1, acc1[r]);
     }
     ap += kDirectA ? 1 : kMR;
-    bp += kNR;
+    bp += kDirectB ? ldb : static_cast<int64_t>(kNR);
   }
   const auto va = hn::Set(d, alpha);
   HWY_ALIGN float tile[kNR];
@@ -314,23 +350,26 @@ HWY_NOINLINE void OneRowPanels(size_t kc, const float* HWY_RESTRICT ap, size_t a
 }
 constexpr size_t kOneRowPanels = 4;
 
-// C tile of mr <= MR rows: TileKernel<mr> on a packed A micro-panel, or on
-// A's rows in place (lda apart) when direct (Note [A in place]).
-using TileFn = void (*)(size_t, const float*, int64_t, const float*, float*, int64_t, size_t,
-                        float, bool, const float*);
-template <bool kDirectA, size_t... I>
+// C tile of mr rows: TileKernel<mr> on a packed A micro-panel or on A's rows
+// in place (direct, lda apart: Note [A in place]), on a packed B micro-panel
+// (ldb 0) or on B's rows in place (ldb apart: Note [B in place]).
+using TileFn = void (*)(size_t, const float*, int64_t, const float*, int64_t, float*, int64_t,
+                        size_t, float, bool, const float*);
+template <bool kDirectA, bool kDirectB, size_t... I>
 constexpr std::array<TileFn, sizeof...(I)> TileKernels(std::index_sequence<I...>) {
-  return {&TileKernel<I + 1, kDirectA>...};
+  return {&TileKernel<I + 1, kDirectA, kDirectB>...};
 }
 inline void Tile(size_t kc, const float* HWY_RESTRICT ap, int64_t lda, bool direct,
-                 const float* HWY_RESTRICT bp, float* HWY_RESTRICT c, int64_t ldc, size_t mr,
-                 size_t nr, float alpha, bool accumulate, const float* bias) {
-  static constexpr std::array<TileFn, kMR> kPacked =
-      TileKernels<false>(std::make_index_sequence<kMR>());
-  static constexpr std::array<TileFn, kDirectMR> kDirect =
-      TileKernels<true>(std::make_index_sequence<kDirectMR>());
-  const TileFn fn = direct ? kDirect[mr - 1] : kPacked[mr - 1];
-  fn(kc, ap, lda, bp, c, ldc, nr, alpha, accumulate, bias);
+                 const float* HWY_RESTRICT bp, int64_t ldb, float* HWY_RESTRICT c, int64_t ldc,
+                 size_t mr, size_t nr, float alpha, bool accumulate, const float* bias) {
+  static constexpr std::array<TileFn, kMR> kPacked[2] = {
+      TileKernels<false, false>(std::make_index_sequence<kMR>()),
+      TileKernels<false, true>(std::make_index_sequence<kMR>())};
+  static constexpr std::array<TileFn, kDirectMR> kDirect[2] = {
+      TileKernels<true, false>(std::make_index_sequence<kDirectMR>()),
+      TileKernels<true, true>(std::make_index_sequence<kDirectMR>())};
+  const TileFn fn = direct ? kDirect[ldb != 0][mr - 1] : kPacked[ldb != 0][mr - 1];
+  fn(kc, ap, lda, bp, ldb, c, ldc, nr, alpha, accumulate, bias);
 }
 
 // Note [GEMV path]: with few rows, packing B (the whole weight of a
@@ -470,18 +509,22 @@ void GemmF32(const Args& args) {
   // Note [A in place]
   const bool direct = args.a.dtype == DType::kFloat32 && args.a.cs == 1;
   const float* a_rows = static_cast<const float*>(args.a.data);
+  // Note [B in place]: full micro-panels read B's rows; a partial last one is packed.
+  const bool b_in_place = BInPlace(args);
+  const float* b_rows = static_cast<const float*>(args.b.data);
   for (size_t jc = 0; jc < n; jc += kNC) {
     const size_t nc = std::min(kNC, n - jc);
+    const size_t full = b_in_place ? nc / kNR * kNR : 0;
     for (size_t pc = 0; pc < k; pc += kKC) {
       const size_t kc = std::min(kKC, k - pc);
       const bool accumulate = args.accumulate || pc > 0;
-      const float* HWY_RESTRICT bp;
+      // Packed micro-panels from column jc + full on: panel jr at bp + (jr - full) * kc.
+      const float* HWY_RESTRICT bp = buffers.b.get();
       if (args.b_packed != nullptr) {
         bp = args.b_packed + PackedSliceOffset(k, jc, pc, nc);
-      } else {
-        PackB(args.b, static_cast<int64_t>(pc), static_cast<int64_t>(jc), kc, nc,
+      } else if (full < nc) {
+        PackB(args.b, static_cast<int64_t>(pc), static_cast<int64_t>(jc + full), kc, nc - full,
               buffers.b.get());
-        bp = buffers.b.get();
       }
       for (size_t ic = 0; ic < m; ic += kMC) {
         const size_t mc = std::min(kMC, m - ic);
@@ -496,8 +539,9 @@ void GemmF32(const Args& args) {
                 buffers.a.get());
         }
         for (size_t jr = 0; jr < nc; jr += kNR) {
-          if (mc == 1 && jr + kOneRowPanels * kNR <= nc) {
-            OneRowPanels<kOneRowPanels>(kc, ap, direct ? 1 : kMR, bp + jr * kc,
+          const bool b_direct = jr < full;
+          if (mc == 1 && !b_in_place && jr + kOneRowPanels * kNR <= nc) {
+            OneRowPanels<kOneRowPanels>(kc, ap, direct ? 1 : kMR, bp + (jr - full) * kc,
                                         args.c + static_cast<int64_t>(ic) * args.ldc +
                                             static_cast<int64_t>(jc + jr),
                                         args.alpha, accumulate, TileBias(args, jc + jr));
@@ -505,14 +549,18 @@ void GemmF32(const Args& args) {
             continue;
           }
           const size_t nr = std::min(kNR, nc - jr);
-          const size_t tile_rows = direct && kc >= kDirectDeepK ? kDirectMR : kMR;
+          const float* b_panel =
+              b_direct ? b_rows + static_cast<int64_t>(pc) * args.b.rs +
+                             static_cast<int64_t>(jc + jr)
+                       : bp + (jr - full) * kc;
+          const size_t tile_rows = direct && (kc >= kDirectDeepK || b_direct) ? kDirectMR : kMR;
           for (size_t ir = 0; ir < mc; ir += tile_rows) {
             const size_t mr = std::min(tile_rows, mc - ir);
             float* c = args.c + static_cast<int64_t>(ic + ir) * args.ldc +
                        static_cast<int64_t>(jc + jr);
             const float* a_tile = direct ? ap + static_cast<int64_t>(ir) * lda : ap + ir * kc;
-            Tile(kc, a_tile, lda, direct, bp + jr * kc, c, args.ldc, mr, nr, args.alpha,
-                 accumulate, TileBias(args, jc + jr));
+            Tile(kc, a_tile, lda, direct, b_panel, b_direct ? args.b.rs : 0, c, args.ldc, mr,
+                 nr, args.alpha, accumulate, TileBias(args, jc + jr));
           }
         }
       }

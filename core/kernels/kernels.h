@@ -211,6 +211,10 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
               PackedB* packed_b = nullptr);
 KernelInfo DescribeMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
                           const TensorRef& bias, const char* aten_op);
+// A row stride (in floats, >= cols) at which Matmul reads a float32 b with
+// 64-byte aligned data in place instead of packing it (Note [B in place],
+// gemm-inl.h): for scratch matrices a kernel builds as b, such as im2col.
+int64_t InPlaceBStride(int64_t cols);
 
 // torch._grouped_mm (MoE experts): one product per group, the groups read on
 // the device from offs (1-D kInt32, cumulative group ends) when an operand is

@@ -485,6 +485,13 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
 
 }  // namespace
 
+int64_t InPlaceBStride(int64_t cols) {
+  int64_t rs = (std::max<int64_t>(cols, 1) + gemm::kInPlaceBAlign - 1) / gemm::kInPlaceBAlign *
+               gemm::kInPlaceBAlign;
+  if (!gemm::InPlaceBRowStride(rs)) rs += gemm::kInPlaceBAlign;
+  return rs;
+}
+
 Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
               const TensorRef& bias, double alpha, double beta, PackedB* packed_b) {
   std::shared_ptr<const PackedB::Pack> pack;

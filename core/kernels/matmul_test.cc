@@ -43,7 +43,12 @@ struct Case {
   double alpha = 1.0, beta = 1.0;
   bool cached = false;  // b through the packed-weight cache (2-D b only)
   bool a_window = false;  // a: the first k columns of an m x (k + 9) matrix (rs > k)
+  // b: the first n columns of a k x ldb matrix, ldb a multiple of 16 past n
+  // (64-byte aligned rows: Note [B in place])
+  bool b_window = false;
 };
+
+int64_t BWindowStride(int64_t n) { return (n + 15) / 16 * 16 + 16; }
 
 std::string Describe(const Case& c) {
   return std::string(DTypeName(c.dtype)) + " B" + std::to_string(c.batch) + " " +
@@ -52,7 +57,7 @@ std::string Describe(const Case& c) {
          " out:" + testing::LayoutName(c.out_layout) + " bias:" +
          std::to_string(static_cast<int>(c.bias)) + " alpha " + std::to_string(c.alpha) +
          " beta " + std::to_string(c.beta) + (c.cached ? " cached" : "") +
-         (c.a_window ? " a-window" : "");
+         (c.a_window ? " a-window" : "") + (c.b_window ? " b-window" : "");
 }
 
 std::vector<int64_t> Shape(int64_t batch, bool two_d, int64_t r, int64_t c) {
@@ -66,7 +71,9 @@ void RunCase(const Case& c) {
   TestTensor a = MakeRandom(c.dtype, Shape(c.batch, c.a_2d, c.m, c.k + (c.a_window ? 9 : 0)),
                             c.a_layout, 1);
   if (c.a_window) a.ref.sizes[a.ref.ndim - 1] = c.k;
-  TestTensor b = MakeRandom(c.dtype, Shape(c.batch, c.b_2d, c.k, c.n), c.b_layout, 2);
+  TestTensor b = MakeRandom(
+      c.dtype, Shape(c.batch, c.b_2d, c.k, c.b_window ? BWindowStride(c.n) : c.n), c.b_layout, 2);
+  if (c.b_window) b.ref.sizes[b.ref.ndim - 1] = c.n;
   TestTensor out = MakeLayout(c.dtype, Shape(c.batch, false, c.m, c.n), c.out_layout);
   TestTensor bias;
   switch (c.bias) {
@@ -169,6 +176,18 @@ TEST(Matmul, AReadInPlaceWithARowStride) {
   Case c;
   c.a_window = true;
   RunAcrossGemmPaths(c);
+}
+
+TEST(Matmul, BReadInPlaceWithARowStride) {
+  // Note [B in place]: float32 B with 64-byte aligned rows is read in place
+  // (its partial last micro-panel packed) when not cached; both A layouts.
+  for (bool a_window : {false, true}) {
+    Case c;
+    c.b_window = true;
+    c.a_window = a_window;
+    c.bias = a_window ? Bias::kRow : Bias::kNone;
+    RunAcrossGemmPaths(c);
+  }
 }
 
 TEST(Matmul, TransposedMisalignedAndStridedOperands) {
