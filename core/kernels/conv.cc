@@ -78,6 +78,7 @@ struct Plan {
   bool direct_out;   // GEMM writes straight into out
   bool depthwise;    // one input channel per group: direct loops, no GEMM
   bool merge_n;      // all images in one GEMM (Note [conv as GEMM])
+  bool patchify;     // stride = kernel width: im2col without phases (Note [Patchify im2col])
   int64_t hp, wp;    // zero-bordered input plane (depthwise, phase planes)
   int64_t wq;        // phase plane row: ceil(wp / stride_w) + slack (Note [im2col from phase planes])
   int64_t band;      // output rows per GEMM (col band), bp = band * ow pixels
@@ -158,7 +159,11 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   p.col_ld = p.cl_in ? p.k : InPlaceBStride(p.bp);
   p.tile_off = p.col_off + (p.direct_in ? 0 : p.cl_in ? p.k * p.bp : p.k * p.col_ld);
   p.phase_off = p.tile_off + (p.direct_out && !p.merge_n ? 0 : p.og * p.bp);
-  p.total = p.phase_off + (p.direct_in || p.cl_in ? 0 : p.cg * prm.stride[1] * p.hp * p.wq);
+  p.patchify = !p.direct_in && !p.cl_in && in.dtype == DType::kFloat32 && in.strides[3] == 1 &&
+               prm.stride[1] == p.kw && prm.dilation[1] == 1 && prm.pad_begin[1] == 0 &&
+               prm.pad_end[1] == 0;
+  p.total = p.phase_off +
+            (p.direct_in || p.cl_in || p.patchify ? 0 : p.cg * prm.stride[1] * p.hp * p.wq);
   return p;
 }
 
@@ -169,13 +174,15 @@ const char* At(const TensorRef& t, int64_t i0, int64_t i1, int64_t i2, int64_t i
 }
 
 // Weight as f32 [Cout][K] in col's K order: (c, kh, kw), or (kh, kw, c) for
-// channels-last col.
-void PackWeight(const Plan& p, const TensorRef& weight, float* dst) {
+// channels-last col. A float32 weight already in that layout is used where it
+// is when `in_place` (nothing scales it), else it is written to dst.
+const float* PackWeight(const Plan& p, const TensorRef& weight, bool in_place, float* dst) {
   const bool kck_order = !(p.cl_in && !p.direct_in);
   if (kck_order && weight.strides[3] == 1 && weight.strides[2] == p.kw &&
-      weight.strides[1] == p.kh * p.kw && weight.strides[0] == p.k) {
-    internal::LoadAsF32(weight.dtype, weight.data, 1, p.cout * p.k, dst);  // already [Cout][K]
-    return;
+      weight.strides[1] == p.kh * p.kw && weight.strides[0] == p.k) {  // already [Cout][K]
+    if (in_place && weight.dtype == DType::kFloat32) return weight.ptr<float>();
+    internal::LoadAsF32(weight.dtype, weight.data, 1, p.cout * p.k, dst);
+    return dst;
   }
   for (int64_t o = 0; o < p.cout; ++o) {
     float* row = dst + o * p.k;
@@ -195,6 +202,7 @@ void PackWeight(const Plan& p, const TensorRef& weight, float* dst) {
       }
     }
   }
+  return dst;
 }
 
 // [lo, hi) of output positions whose input position o*stride + off is in [0, size).
@@ -234,6 +242,26 @@ void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n
     }
     return;
   }
+  if (p.patchify) {  // Note [Patchify im2col]
+    for (int64_t c = 0; c < p.cg; ++c) {
+      for (int64_t ky = 0; ky < p.kh; ++ky) {
+        float* rows = col + (c * p.kh + ky) * p.kw * ld;
+        for (int64_t y = y0; y < y1; ++y) {
+          const int64_t iy = y * sh - ph + ky * dh;
+          float* dst = rows + (y - y0) * p.ow;
+          if (iy < 0 || iy >= p.h) {
+            for (int64_t kx = 0; kx < p.kw; ++kx) std::fill_n(dst + kx * ld, p.ow, 0.0f);
+            continue;
+          }
+          const float* src = reinterpret_cast<const float*>(At(in, n, c0 + c, iy, 0));
+          for (int64_t kx = 0; kx < p.kw; ++kx) {
+            for (int64_t x = 0; x < p.ow; ++x) dst[kx * ld + x] = src[x * sw + kx];
+          }
+        }
+      }
+    }
+    return;
+  }
   // rows of one (c, kh, kw): [(c, kh, kw)][P], plain row copies out of the
   // phase planes (Note [im2col from phase planes]).
   for (int64_t c = 0; c < p.cg; ++c) {
@@ -251,6 +279,14 @@ void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n
   }
 }
 
+// Note [Patchify im2col]: when the stride equals the kernel width (a vision
+// transformer's patch embedding: 16x16/16), columns of different taps never
+// overlap and the phase planes would be a second copy of col with a function
+// call per OW-element run (a third of the 16x16/16 patch embedding's time on
+// 224^2). col is then filled straight from the input: per (c, ky, output
+// row) one input row, read contiguously, spread over the KW rows of col.
+// Padding in H gives zero runs; padding in W, dilation or another dtype take
+// the phase planes.
 // Note [im2col from phase planes]: for NCHW input, each channel of image n,
 // group g is converted once into f32 planes with a zero border (the padding),
 // split by column phase: phase q of a stride-s row holds padded columns
@@ -377,7 +413,7 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
                     float* tile, float* phases) {
   const int64_t np = p.n * p.p;
   for (int64_t n = 0; n < p.n; ++n) {
-    BuildPhases(p, prm, in, n, 0, phases);
+    if (!p.patchify) BuildPhases(p, prm, in, n, 0, phases);
     Im2Col(p, prm, in, n, 0, 0, p.oh, phases, col + n * p.p, p.col_ld);
   }
   TensorRef bias_ref;
@@ -414,7 +450,7 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     TRN_ASSERT(own != nullptr, "conv2d: out of memory for the workspace");
     ws = own.get();
   }
-  float* wf = ws + p.w_off;
+  float* wpack = ws + p.w_off;
   float* bf = ws + p.b_off;
   float* col = ws + p.col_off;
   float* tile = ws + p.tile_off;
@@ -427,7 +463,7 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     std::fill(bf, bf + p.cout, 0.0f);
   }
   if (p.k == 0) {  // no input channels: out = bias (or zero), then the activation
-    if (bn != nullptr) FoldBatchNorm(p, *bn, wf, bf);  // the bias only: K is empty
+    if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, bf);  // the bias only: K is empty
     for (int64_t i = 0; i < p.cout; ++i) {
       float v = has_bias ? bf[i] : 0.0f;
       v = Activate(prm, v);
@@ -441,9 +477,10 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     }
     return Status::Ok();
   }
-  PackWeight(p, weight, wf);
-  if (bn != nullptr) FoldBatchNorm(p, *bn, wf, bf);
-  if (!p.depthwise && !p.direct_in && !p.cl_in) {  // borders stay zero, interiors are rewritten
+  const float* wf = PackWeight(p, weight, /*in_place=*/bn == nullptr, wpack);
+  if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, bf);
+  // Phase planes: borders stay zero, interiors are rewritten.
+  if (!p.depthwise && !p.direct_in && !p.cl_in && !p.patchify) {
     std::fill(phases, ws + p.total, 0.0f);
   }
   if (p.depthwise) {
@@ -468,12 +505,13 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
           kp = Mat2(const_cast<char*>(At(in, n, g * p.cg, 0, 0)), DType::kFloat32, p.k, np,
                     in.strides[1], in_ps);
         } else {
-          if (y0 == 0 && !p.cl_in) BuildPhases(p, prm, in, n, g, phases);
+          if (y0 == 0 && !p.cl_in && !p.patchify) BuildPhases(p, prm, in, n, g, phases);
           Im2Col(p, prm, in, n, g, y0, y1, phases, col, p.col_ld);
           kp = p.cl_in ? Mat2(col, DType::kFloat32, p.k, np, 1, p.k)
                        : Mat2(col, DType::kFloat32, p.k, np, p.col_ld, 1);
         }
-        const TensorRef wg = Mat2(wf + g * p.og * p.k, DType::kFloat32, p.og, p.k, p.k, 1);
+        const TensorRef wg =
+            Mat2(const_cast<float*>(wf) + g * p.og * p.k, DType::kFloat32, p.og, p.k, p.k, 1);
         // Destination: out itself or the f32 tile ([Og][np], or [np][Og] transposed).
         float* dst;
         int64_t ds_o, ds_p;  // element strides of dst over (o, pixel)

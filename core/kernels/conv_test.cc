@@ -77,6 +77,9 @@ std::vector<Case> Cases() {
       {{2, 16, 5, 6}, 8, 1, 1, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},  // 1x1 direct
       {{1, 3, 1, 19}, 4, 1, 5, Params(1, 2, 0, 2, 0, 2, 1, 1, 1)},  // conv1d as H = 1
       {{1, 3, 16, 16}, 8, 4, 4, Params(4, 4, 0, 0, 0, 0, 1, 1, 1)}, // patch embedding
+      // Patchify im2col (stride = kernel width) with padding and dilation in H, W
+      // not a multiple of the stride, two images.
+      {{2, 3, 11, 14}, 5, 4, 4, Params(3, 4, 1, 0, 2, 0, 2, 1, 1)},
       // Phase planes (Note [im2col from phase planes]): the ResNet stem, 7x7/2 pad 3
       // with odd W; stride 3 in W with a pad wider than the stride and dilation 2.
       {{2, 3, 13, 11}, 4, 7, 7, Params(2, 2, 3, 3, 3, 3, 1, 1, 1)},
