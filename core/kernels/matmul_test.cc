@@ -188,6 +188,10 @@ TEST(Matmul, BReadInPlaceWithARowStride) {
     c.bias = a_window ? Bias::kRow : Bias::kNone;
     RunAcrossGemmPaths(c);
   }
+  Case c;  // batched: each batch's B read in place
+  c.batch = 3, c.m = 20, c.n = 70, c.k = 48;
+  c.b_window = true;
+  RunCase(c);
 }
 
 TEST(Matmul, TransposedMisalignedAndStridedOperands) {
