@@ -68,6 +68,14 @@ constexpr int64_t kColBytes = int64_t{1024} << 10;
 // at 12x12: 64x576x144 twice took 0.35 ms, 64x576x288 once 0.23 ms).
 constexpr int64_t kMergePixels = 512;
 
+// Note [Implicit GEMM]: output rows of one tile (band * padded width): the
+// GEMM reads its weight slices in place up to this many rows (Note [B in
+// place], gemm-inl.h), and the tile stays in L2.
+constexpr int64_t kImplicitRows = 512;
+// Narrower taps (kw * C, the k of each tap row's GEMM) take im2col: a GEMM
+// with k of a few dozen runs far below peak.
+constexpr int64_t kImplicitMinK = 64;
+
 // Every size and layout decision of one call, shared by ConvWorkspaceBytes
 // and Conv2d so they agree on the workspace.
 struct Plan {
@@ -79,6 +87,7 @@ struct Plan {
   bool depthwise;    // one input channel per group: direct loops, no GEMM
   bool merge_n;      // all images in one GEMM (Note [conv as GEMM])
   bool patchify;     // stride = kernel width: im2col without phases (Note [Patchify im2col])
+  bool implicit;     // channels-last, stride 1: no im2col (Note [Implicit GEMM])
   int64_t hp, wp;    // zero-bordered input plane (depthwise, phase planes)
   int64_t wq;        // phase plane row: ceil(wp / stride_w) + slack (Note [im2col from phase planes])
   int64_t band;      // output rows per GEMM (col band), bp = band * ow pixels
@@ -147,6 +156,19 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   if (p.depthwise) {  // col holds one channel's phase planes, tile one output row
     p.tile_off = p.col_off + prm.stride[1] * p.hp * p.wq;
     p.total = p.tile_off + p.ow + kVecPad;
+    return p;
+  }
+  p.implicit = p.cl_in && !p.direct_in && !p.depthwise && p.groups == 1 &&
+               prm.stride[0] == 1 && prm.stride[1] == 1 && prm.dilation[1] == 1 &&
+               p.kh * p.kw > 1 && p.cg * p.kw >= kImplicitMinK;
+  if (p.implicit) {  // col holds the zero-bordered input, tile a band of output rows
+    p.band = std::clamp<int64_t>(kImplicitRows / p.wp, 1, std::max<int64_t>(p.oh, 1));
+    p.bp = p.band * p.wp;
+    p.col_ld = p.k;
+    // The last tile row reads (kw - 1) * C floats past the padded input.
+    p.tile_off = (p.col_off + p.hp * p.wp * p.cg + (p.kw - 1) * p.cg + 15) / 16 * 16;
+    p.phase_off = p.tile_off + p.bp * p.cout;
+    p.total = p.phase_off;
     return p;
   }
   p.band = p.direct_in ? p.oh
@@ -380,7 +402,9 @@ void Depthwise(const Plan& p, const ConvParams& prm, const TensorRef& out, const
 // f32 bias in place. The per-channel factors are computed in double; the
 // weights are scaled in float (one rounding, a vectorized loop: a per-call
 // cost of one pass over the weights).
-void FoldBatchNorm(const Plan& p, const ConvBatchNorm& bn, float* wf, float* bf) {
+// Weight element (o, j) is at wf[o * o_stride + j * k_stride].
+void FoldBatchNorm(const Plan& p, const ConvBatchNorm& bn, float* wf, int64_t o_stride,
+                   int64_t k_stride, float* bf) {
   auto at = [](const TensorRef& t, int64_t o) {
     float v;
     internal::LoadAsF32(t.dtype, static_cast<const char*>(t.data) +
@@ -393,10 +417,89 @@ void FoldBatchNorm(const Plan& p, const ConvBatchNorm& bn, float* wf, float* bf)
     const double beta = bn.bias.data != nullptr ? at(bn.bias, o) : 0.0;
     const double s = gamma / std::sqrt(at(bn.var, o) + bn.eps);
     const float sf = static_cast<float>(s);
-    float* row = wf + o * p.k;
-    for (int64_t j = 0; j < p.k; ++j) row[j] *= sf;
+    float* row = wf + o * o_stride;
+    for (int64_t j = 0; j < p.k; ++j) row[j * k_stride] *= sf;
     bf[o] = static_cast<float>((bf[o] - at(bn.mean, o)) * s + beta);
   }
+}
+
+// Note [Implicit GEMM]: the weight as f32 [K][Cout], K in (kh, kw, c) order:
+// tap row kh is the K/KH x Cout slice at kh * KW * C.
+void PackWeightTransposed(const Plan& p, const TensorRef& weight, float* dst) {
+  for (int64_t y = 0; y < p.kh; ++y) {
+    for (int64_t x = 0; x < p.kw; ++x) {
+      for (int64_t c = 0; c < p.cg; ++c) {
+        internal::LoadAsF32(weight.dtype, At(weight, 0, c, y, x), weight.strides[0], p.cout,
+                            dst + ((y * p.kw + x) * p.cg + c) * p.cout);
+      }
+    }
+  }
+}
+
+// Note [Implicit GEMM]: a stride-1 convolution over channels-last input needs
+// no im2col. In the zero-bordered input xp ([Hp][Wp][C], f32), output pixel
+// (y, x) of tap row kh reads the KW * C floats at ((y + kh * dh) * Wp + x) * C
+// -- consecutive x one C apart. So with the tile's rows numbered y * Wp + x
+// over the padded width, tap row kh is one GEMM: A = xp + kh * dh * Wp * C
+// with row stride C and k = KW * C, B = the weight's kh slice, accumulated
+// onto the tile (Matmul with the tile as its own bias). Columns x >= OW are
+// computed and dropped ((KW - 1) / Wp of the work); what im2col wrote and
+// re-read (KH * KW times the input) is gone. A 3x3 conv of 64 channels on
+// 56x56 with this host's GEMM, in one process against im2col: 10-27 % faster.
+Status ImplicitGemm(const Plan& p, const ConvParams& prm, const TensorRef& out,
+                    const TensorRef& in, const float* wt, const float* bf, float* xp,
+                    float* tile) {
+  const int64_t c = p.cg, wp = p.wp, kwc = p.kw * p.cg;
+  const int64_t xp_floats = p.hp * wp * c + (p.kw - 1) * c;
+  std::fill(xp, xp + xp_floats, 0.0f);  // borders and the slack stay zero
+  const bool in_rows = in.strides[1] == 1 && in.strides[3] == c;  // a row: W * C contiguous
+  const bool out_rows = out.dtype == DType::kFloat32 && out.strides[1] == 1 &&
+                        out.strides[3] == p.cout;
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t y = 0; y < p.h; ++y) {
+      float* row = xp + ((y + prm.pad_begin[0]) * wp + prm.pad_begin[1]) * c;
+      if (in_rows) {
+        internal::LoadAsF32(in.dtype, At(in, n, 0, y, 0), 1, p.w * c, row);
+        continue;
+      }
+      for (int64_t x = 0; x < p.w; ++x) {
+        internal::LoadAsF32(in.dtype, At(in, n, 0, y, x), in.strides[1], c, row + x * c);
+      }
+    }
+    for (int64_t y0 = 0; y0 < p.oh; y0 += p.band) {
+      const int64_t y1 = std::min(p.oh, y0 + p.band);
+      const int64_t rows = (y1 - y0) * wp;
+      const TensorRef t = Mat2(tile, DType::kFloat32, rows, p.cout, p.cout, 1);
+      for (int64_t ky = 0; ky < p.kh; ++ky) {
+        const TensorRef a = Mat2(xp + (y0 + ky * prm.dilation[0]) * wp * c, DType::kFloat32,
+                                 rows, kwc, c, 1);
+        const TensorRef b = Mat2(const_cast<float*>(wt) + ky * kwc * p.cout, DType::kFloat32,
+                                 kwc, p.cout, p.cout, 1);
+        TensorRef bias;
+        if (ky > 0) {
+          bias = t;  // accumulate onto the tile
+        } else if (bf != nullptr) {
+          bias = Mat2(const_cast<float*>(bf), DType::kFloat32, rows, p.cout, 0, 1);
+        }
+        const Status st = Matmul(t, a, b, bias);
+        if (!st.ok()) return st;
+      }
+      for (int64_t y = y0; y < y1; ++y) {
+        float* src = tile + (y - y0) * wp * p.cout;  // pixels 0..OW-1 of the row
+        Activate(prm, src, p.ow * p.cout, 1);
+        if (out_rows) {
+          std::copy_n(src, p.ow * p.cout, reinterpret_cast<float*>(const_cast<char*>(
+                                              At(out, n, 0, y, 0))));
+          continue;
+        }
+        for (int64_t x = 0; x < p.ow; ++x) {
+          internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, 0, y, x)),
+                                 out.strides[1], p.cout, src + x * p.cout);
+        }
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 }  // namespace
@@ -463,7 +566,7 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     std::fill(bf, bf + p.cout, 0.0f);
   }
   if (p.k == 0) {  // no input channels: out = bias (or zero), then the activation
-    if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, bf);  // the bias only: K is empty
+    if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, p.k, 1, bf);  // the bias only: K is empty
     for (int64_t i = 0; i < p.cout; ++i) {
       float v = has_bias ? bf[i] : 0.0f;
       v = Activate(prm, v);
@@ -477,8 +580,13 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     }
     return Status::Ok();
   }
+  if (p.implicit) {
+    PackWeightTransposed(p, weight, wpack);
+    if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, 1, p.cout, bf);
+    return ImplicitGemm(p, prm, out, in, wpack, has_bias ? bf : nullptr, col, tile);
+  }
   const float* wf = PackWeight(p, weight, /*in_place=*/bn == nullptr, wpack);
-  if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, bf);
+  if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, p.k, 1, bf);
   // Phase planes: borders stay zero, interiors are rewritten.
   if (!p.depthwise && !p.direct_in && !p.cl_in && !p.patchify) {
     std::fill(phases, ws + p.total, 0.0f);

@@ -77,9 +77,6 @@ std::vector<Case> Cases() {
       {{2, 16, 5, 6}, 8, 1, 1, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},  // 1x1 direct
       {{1, 3, 1, 19}, 4, 1, 5, Params(1, 2, 0, 2, 0, 2, 1, 1, 1)},  // conv1d as H = 1
       {{1, 3, 16, 16}, 8, 4, 4, Params(4, 4, 0, 0, 0, 0, 1, 1, 1)}, // patch embedding
-      // Patchify im2col (stride = kernel width) with padding and dilation in H, W
-      // not a multiple of the stride, two images.
-      {{2, 3, 11, 14}, 5, 4, 4, Params(3, 4, 1, 0, 2, 0, 2, 1, 1)},
       // Phase planes (Note [im2col from phase planes]): the ResNet stem, 7x7/2 pad 3
       // with odd W; stride 3 in W with a pad wider than the stride and dilation 2.
       {{2, 3, 13, 11}, 4, 7, 7, Params(2, 2, 3, 3, 3, 3, 1, 1, 1)},
@@ -89,8 +86,16 @@ std::vector<Case> Cases() {
       {{1, 4, 6, 70}, 8, 3, 3, Params(1, 2, 1, 1, 1, 1, 1, 2, 4)},
       // K * OW * 4 bytes = 456 KiB: col covers 2 output rows, 5 bands.
       {{1, 64, 12, 200}, 8, 3, 3, Params(1, 1, 0, 0, 0, 0, 1, 1, 1)},
+      // Patchify im2col (stride = kernel width) with padding and dilation in H, W
+      // not a multiple of the stride, two images.
+      {{2, 3, 11, 14}, 5, 4, 4, Params(3, 4, 1, 0, 2, 0, 2, 1, 1)},
+      // Implicit GEMM over channels-last input (kImplicitCase): asymmetric pads,
+      // dilation 2 in H, two images, 32 channels x 3 taps per row.
+      {{2, 32, 9, 13}, 24, 3, 3, Params(1, 1, 2, 1, 1, 0, 2, 1, 1)},
   };
 }
+constexpr size_t kBandsCase = 11;     // col in bands of output rows
+constexpr size_t kImplicitCase = 13;  // Note [Implicit GEMM] when the input is channels-last
 
 // Direct convolution in double over the stored (rounded) values.
 std::vector<double> Reference(const Case& c, const TestTensor& in, const TestTensor& w,
@@ -172,7 +177,8 @@ TEST(Conv2d, GeometryF32) {
 
 TEST(Conv2d, Layouts) {
   const std::vector<Lay> lays = {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided};
-  for (const Case& c : {Cases()[1], Cases()[3], Cases()[4], Cases()[5], Cases()[10]}) {
+  for (const Case& c :
+       {Cases()[1], Cases()[3], Cases()[4], Cases()[5], Cases()[10], Cases()[kImplicitCase]}) {
     for (Lay in : lays) {
       for (Lay out : lays) {
         SCOPED_TRACE("layouts in " + std::to_string(static_cast<int>(in)) + " out " +
@@ -185,7 +191,7 @@ TEST(Conv2d, Layouts) {
 }
 
 TEST(Conv2d, BandsOfOutputRows) {
-  const Case c = Cases().back();
+  const Case c = Cases()[kBandsCase];
   {  // the workspace holds a band of col, less than the whole image's K x OH*OW
     const TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 0);
     const TestTensor w = Make4d(DType::kFloat32, {c.cout, c.in[1], c.kh, c.kw}, Lay::kNchw, 0);
@@ -225,15 +231,16 @@ TEST(Conv2d, Dtypes) {
 // batch norm and min(max(x, lo), hi) in double, over every path of the
 // kernel (direct, depthwise, 1x1, merged images, bands) and with no K.
 TEST(Conv2d, FoldedBatchNormAndClamp) {
-  for (size_t ci : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, size_t{11}}) {
+  for (size_t ci : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, kBandsCase, kImplicitCase}) {
     const Case c = Cases()[ci];
     SCOPED_TRACE("case " + std::to_string(ci));
+    const Lay in_lay = ci == kImplicitCase ? Lay::kChannelsLast : Lay::kNchw;
     const int64_t oh = ConvOutputSize(c.in[2], c.kh, c.p.stride[0], c.p.pad_begin[0],
                                       c.p.pad_end[0], c.p.dilation[0]);
     const int64_t ow = ConvOutputSize(c.in[3], c.kw, c.p.stride[1], c.p.pad_begin[1],
                                       c.p.pad_end[1], c.p.dilation[1]);
     for (bool affine : {true, false}) {
-      const TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 21);
+      const TestTensor in = Make4d(DType::kFloat32, c.in, in_lay, 21);
       const TestTensor w = Make4d(DType::kFloat32, {c.cout, c.in[1] / c.p.groups, c.kh, c.kw},
                                   Lay::kNchw, 22);
       TestTensor b = Empty(DType::kFloat32, {c.cout});

@@ -433,6 +433,9 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   // before any tile overwrites it: those take the fill below.
   const bool fused_bias = has_bias && mc.rs == 0 && mc.cs == 1 &&
                           bias.dtype == DType::kFloat32 && beta == 1.0 && Disjoint(bias, out);
+  // out += a @ b (c.addmm_(a, b); a convolution's taps, Note [Implicit GEMM] in
+  // conv.cc): the bias is out itself, which the GEMM accumulates onto in place.
+  const bool onto_out = has_bias && direct && beta == 1.0 && SameView(bias, out);
   for (int64_t bi = 0; bi < batches; ++bi) {
     gemm::Args args;
     args.m = rows;
@@ -449,7 +452,9 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
       args.c = scratch.data();
       args.ldc = cols;
     }
-    if (fused_bias) {
+    if (onto_out) {
+      args.accumulate = true;
+    } else if (fused_bias) {
       // Note [Bias in the epilogue] (gemm-inl.h): a row broadcast over C.
       args.row_bias = reinterpret_cast<const float*>(mc.At(bi));
     } else if (has_bias) {

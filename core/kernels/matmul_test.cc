@@ -345,6 +345,45 @@ TEST(Matmul, BiasRowInsideOutIsReadBeforeItIsOverwritten) {
   });
 }
 
+TEST(Matmul, BiasThatIsOutAccumulates) {
+  // out += alpha * a @ b with out as its own bias (c.addmm_(a, b)): the GEMM
+  // accumulates onto out in place; beta != 1 takes the fill path. Every GEMM
+  // path: one row, GEMV rows, two k slices, k = 0; and a batch.
+  for (auto [batch, m, n, k] : std::vector<std::array<int64_t, 4>>{
+           {0, 1, 200, 40}, {0, 3, 37, 133}, {0, 30, 70, 530}, {0, 13, 256, 1030},
+           {0, 5, 9, 0}, {2, 7, 45, 60}}) {
+    for (double beta : {1.0, 2.0}) {
+      SCOPED_TRACE(std::to_string(batch) + " " + std::to_string(m) + "x" + std::to_string(n) +
+                   "x" + std::to_string(k) + " beta " + std::to_string(beta));
+      const std::vector<int64_t> a_shape = Shape(batch, false, m, k);
+      TestTensor a = MakeRandom(DType::kFloat32, a_shape, Layout::kContiguous, 1);
+      TestTensor b = MakeRandom(DType::kFloat32, Shape(batch, false, k, n), Layout::kContiguous, 2);
+      ForEachTarget([&](const char*) {
+        TestTensor out = MakeRandom(DType::kFloat32, Shape(batch, false, m, n),
+                                    Layout::kContiguous, 3);
+        const int64_t nb = batch == 0 ? 1 : batch;
+        std::vector<double> before(static_cast<size_t>(nb * m * n));
+        for (size_t i = 0; i < before.size(); ++i) before[i] = out.At(static_cast<int64_t>(i));
+        ASSERT_TRUE(Matmul(out.ref, a.ref, b.ref, out.ref, 0.5, beta, nullptr).ok());
+        for (int64_t bi = 0; bi < nb; ++bi) {
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double dot = 0;
+              for (int64_t p = 0; p < k; ++p) {
+                dot += a.At((bi * m + i) * k + p) * b.At((bi * k + p) * n + j);
+              }
+              const int64_t at = (bi * m + i) * n + j;
+              const double want = beta * before[static_cast<size_t>(at)] + 0.5 * dot;
+              ASSERT_NEAR(out.At(at), want, 1e-4 * (1 + std::fabs(want))) << bi << "," << i << ","
+                                                                             << j;
+            }
+          }
+        }
+      });
+    }
+  }
+}
+
 TEST(Matmul, OutSharingAnOperandGetsTheProduct) {
   // mm(a, b, out=a) and out=b with k in two slices: the GEMM computes into
   // scratch, since it reads A in place and packs B slice by slice.
