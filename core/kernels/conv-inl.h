@@ -55,6 +55,20 @@ void ClampRow(float* x, size_t n, float lo, float hi) {
   }
 }
 
+// runs rows of n floats, src rows src_step apart into dst rows dst_step apart:
+// im2col's row copies (Note [im2col from phase planes]), a few dozen floats
+// each, without a memmove call per row.
+void CopyRuns(const float* src, ptrdiff_t src_step, float* dst, ptrdiff_t dst_step, size_t runs,
+              size_t n) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  for (size_t r = 0; r < runs; ++r, src += src_step, dst += dst_step) {
+    size_t i = 0;
+    for (; i + N <= n; i += N) hn::StoreU(hn::LoadU(d, src + i), d, dst + i);
+    for (; i < n; ++i) dst[i] = src[i];
+  }
+}
+
 }  // namespace trn::kernels::conv::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

@@ -51,6 +51,7 @@ namespace trn::kernels {
 namespace conv {
 HWY_EXPORT(DepthwiseRow);
 HWY_EXPORT(ClampRow);
+HWY_EXPORT(CopyRuns);
 }  // namespace conv
 namespace {
 
@@ -88,7 +89,7 @@ struct Plan {
   bool merge_n;      // all images in one GEMM (Note [conv as GEMM])
   bool patchify;     // stride = kernel width: im2col without phases (Note [Patchify im2col])
   bool implicit;     // channels-last, stride 1: no im2col (Note [Implicit GEMM])
-  int64_t hp, wp;    // zero-bordered input plane (depthwise, phase planes)
+  int64_t hp, wp;    // zero-bordered input plane (depthwise, phase planes, implicit GEMM)
   int64_t wq;        // phase plane row: ceil(wp / stride_w) + slack (Note [im2col from phase planes])
   int64_t band;      // output rows per GEMM (col band), bp = band * ow pixels
   int64_t bp;
@@ -286,16 +287,15 @@ void Im2Col(const Plan& p, const ConvParams& prm, const TensorRef& in, int64_t n
   }
   // rows of one (c, kh, kw): [(c, kh, kw)][P], plain row copies out of the
   // phase planes (Note [im2col from phase planes]).
+  const auto copy_runs = HWY_DYNAMIC_DISPATCH(conv::CopyRuns);
   for (int64_t c = 0; c < p.cg; ++c) {
     const float* plane = phases + c * sw * p.hp * p.wq;
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       for (int64_t kx = 0; kx < p.kw; ++kx) {
         float* row = col + ((c * p.kh + ky) * p.kw + kx) * ld;
         const float* src = plane + (kx * dw % sw) * p.hp * p.wq + kx * dw / sw;
-        for (int64_t y = y0; y < y1; ++y) {
-          const float* s = src + (y * sh + ky * dh) * p.wq;
-          std::copy(s, s + p.ow, row + (y - y0) * p.ow);
-        }
+        copy_runs(src + (y0 * sh + ky * dh) * p.wq, sh * p.wq, row, p.ow,
+                  static_cast<size_t>(y1 - y0), static_cast<size_t>(p.ow));
       }
     }
   }
