@@ -123,11 +123,12 @@ constexpr size_t kPrefetchSteps = 64;
 // is packed), with 12-row tiles on AVX-512 whatever the k slice, since each
 // k-step of a tile now loads two lines of its own. Rows must be 64-byte
 // aligned (a load across three lines measured up to 26 % slower) and not a
-// multiple of 2 KiB apart (rows sharing L1 sets: 1024 x 1024 x 1024 14 %
-// slower). In-process A/B against packing, Emerald Rapids: M = 32, K = 147,
-// N = 2304 (a ResNet stem's im2col) 36 % faster, 64 x 576 x 3136 27 %,
-// 128 x 256 x 784 11 %, M = 256..512 3-7 %; past 512 rows the re-reads of the
-// strided panel lose (1024 x 1000 x 1008: 15 % slower with rows unaligned).
+// multiple of 2 KiB apart (rows sharing L1 sets: 128 x 1024 x 1024 14 %,
+// 1024^3 34 % slower). In-process A/B against packing, Emerald Rapids:
+// M = 32, K = 147, N = 2304 (a ResNet stem's im2col) 36 % faster,
+// 64 x 576 x 3136 27 %, 128 x 256 x 784 11 %, M = 256..512 3-7 %. Each block
+// of kMC rows re-reads the strided panels, so the gain shrinks with M
+// (2048 x 576 x 784: 4 %); it is kept to the rows measured with a clear gain.
 constexpr int64_t kDirectBMaxRows = 512;
 // Rows ahead the micro-kernel prefetches from B in place: 8 and 32 measured
 // 0-6 % slower, none 17-26 % slower.
