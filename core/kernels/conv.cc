@@ -69,12 +69,8 @@ constexpr int64_t kColBytes = int64_t{1024} << 10;
 // at 12x12: 64x576x144 twice took 0.35 ms, 64x576x288 once 0.23 ms).
 constexpr int64_t kMergePixels = 512;
 
-// Note [Implicit GEMM]: output rows of one tile (band * padded width): the
-// GEMM reads its weight slices in place up to this many rows (Note [B in
-// place], gemm-inl.h), and the tile stays in L2.
-constexpr int64_t kImplicitRows = 512;
-// Narrower taps (kw * C, the k of each tap row's GEMM) take im2col: a GEMM
-// with k of a few dozen runs far below peak.
+// Note [Implicit GEMM]: narrower taps (kw * C, the k of each tap row's GEMM)
+// take im2col: a GEMM with k of a few dozen runs far below peak.
 constexpr int64_t kImplicitMinK = 64;
 
 // Every size and layout decision of one call, shared by ConvWorkspaceBytes
@@ -163,9 +159,10 @@ Plan MakePlan(const TensorRef& out, const TensorRef& in, const TensorRef& weight
                prm.stride[0] == 1 && prm.stride[1] == 1 && prm.dilation[1] == 1 &&
                p.kh * p.kw > 1 && p.cg * p.kw >= kImplicitMinK;
   if (p.implicit) {  // col holds the zero-bordered input, tile a band of output rows
-    p.band = std::clamp<int64_t>(kImplicitRows / p.wp, 1, std::max<int64_t>(p.oh, 1));
+    // Tile rows (band * padded width) at most the GEMM's in-place-B rows, so it
+    // reads the weight slices in place (Note [B in place]); the tile stays in L2.
+    p.band = std::clamp<int64_t>(kInPlaceBMaxRows / p.wp, 1, std::max<int64_t>(p.oh, 1));
     p.bp = p.band * p.wp;
-    p.col_ld = p.k;
     // The last tile row reads (kw - 1) * C floats past the padded input.
     p.tile_off = (p.col_off + p.hp * p.wp * p.cg + (p.kw - 1) * p.cg + 15) / 16 * 16;
     p.phase_off = p.tile_off + p.bp * p.cout;

@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "core/common/tensor_ref.h"
+#include "core/kernels/kernels.h"
 
 namespace trn::kernels::gemm {
 
@@ -128,8 +129,8 @@ constexpr size_t kPrefetchSteps = 64;
 // M = 32, K = 147, N = 2304 (a ResNet stem's im2col) 36 % faster,
 // 64 x 576 x 3136 27 %, 128 x 256 x 784 11 %, M = 256..512 3-7 %. Each block
 // of kMC rows re-reads the strided panels, so the gain shrinks with M
-// (2048 x 576 x 784: 4 %); it is kept to the rows measured with a clear gain.
-constexpr int64_t kDirectBMaxRows = 512;
+// (2048 x 576 x 784: 4 %); it is kept to the rows measured with a clear gain
+// (kInPlaceBMaxRows, kernels.h).
 // Rows ahead the micro-kernel prefetches from B in place: 8 and 32 measured
 // 0-6 % slower, none 17-26 % slower.
 constexpr int64_t kDirectBPrefetchRows = 16;
@@ -137,7 +138,7 @@ constexpr int64_t kDirectBPrefetchRows = 16;
 inline bool BInPlace(const Args& args) {
   const Operand& b = args.b;
   return b.dtype == DType::kFloat32 && b.cs == 1 && args.b_packed == nullptr &&
-         args.m <= kDirectBMaxRows && InPlaceBRowStride(b.rs) &&
+         args.m <= kInPlaceBMaxRows && InPlaceBRowStride(b.rs) &&
          reinterpret_cast<uintptr_t>(b.data) % (kInPlaceBAlign * sizeof(float)) == 0;
 }
 

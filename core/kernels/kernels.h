@@ -214,7 +214,9 @@ KernelInfo DescribeMatmul(const TensorRef& out, const TensorRef& a, const Tensor
 // A row stride (in floats, >= cols) at which Matmul reads a float32 b with
 // 64-byte aligned data in place instead of packing it (Note [B in place],
 // gemm-inl.h): for scratch matrices a kernel builds as b, such as im2col.
+// Only products of at most kInPlaceBMaxRows rows read b in place.
 int64_t InPlaceBStride(int64_t cols);
+inline constexpr int64_t kInPlaceBMaxRows = 512;
 
 // torch._grouped_mm (MoE experts): one product per group, the groups read on
 // the device from offs (1-D kInt32, cumulative group ends) when an operand is
