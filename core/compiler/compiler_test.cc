@@ -545,6 +545,62 @@ TEST(CompilerTest, ResidualAddChainAndBroadcastScalars) {
   ForEachTarget([&](const char*) { ExpectClose(Execute(p, {ta, tb, tc, tz})[0], ref, 1e-6, 1e-6); });
 }
 
+// A residual sum that is an output and the input of a norm (read again in the
+// norm's second phase) or of a softmax (in its second and third): one kernel,
+// both outputs right. A float32 sum is re-read from the output (Note [Re-read
+// outputs]); a bfloat16 one from a spill slot, since the output holds it rounded.
+TEST(CompilerTest, ResidualSumThatIsAnOutputFeedsANormAndASoftmax) {
+  const Sizes s = {3, 5, 260}, row = {3, 5, 1};
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    for (bool softmax : {false, true}) {
+      SCOPED_TRACE(std::string(DTypeName(dt)) + (softmax ? " softmax" : " rms_norm"));
+      Graph g;
+      const int a = g.AddInput(M(DType::kFloat32, s));
+      const int b = g.AddInput(M(DType::kFloat32, s));
+      const int w = g.AddInput(M(DType::kFloat32, {s.back()}));
+      const int h = Bin(g, Op::kAdd, a, b, s, "aten.add.Tensor");
+      int y;
+      if (softmax) {
+        const int m = Red(g, Op::kAmax, h, {-1}, row, "aten.amax.default");
+        const int e = Un(g, Op::kExp, Bin(g, Op::kSub, h, m, s, "aten.sub.Tensor"), s,
+                         "aten.exp.default");
+        const int sum = Red(g, Op::kSum, e, {-1}, row, "aten.sum.dim_IntList");
+        y = Bin(g, Op::kDiv, e, sum, s, "aten.div.Tensor");
+      } else {
+        const int p2 = BinS(g, Op::kPow, h, 2.0, s, "aten.pow.Tensor_Scalar");
+        const int m = Red(g, Op::kMean, p2, {-1}, row, "aten.mean.dim");
+        const int r = Un(g, Op::kRsqrt, BinS(g, Op::kAdd, m, 1e-6, row, "aten.add.Tensor"),
+                         row, "aten.rsqrt.default");
+        y = Bin(g, Op::kMul, Bin(g, Op::kMul, h, r, s, "aten.mul.Tensor"), w, s,
+                "aten.mul.Tensor");
+      }
+      const int hout = dt == DType::kFloat32
+                           ? h
+                           : Un(g, Op::kCast, h, s, "prims.convert_element_type.default", dt);
+      g.SetOutputs({hout, y});
+      const Program p = Compile(g);
+      ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+      TestTensor ta = Random(DType::kFloat32, s, 31, -3, 3), tb = Random(DType::kFloat32, s, 32, -3, 3),
+                 tw = Random(DType::kFloat32, {s.back()}, 33);
+      TestTensor sum = Empty(DType::kFloat32, s);
+      std::vector<double> ref_h(ta.numel());
+      for (int64_t i = 0; i < ta.numel(); ++i) {
+        ref_h[i] = ta.At(i) + tb.At(i);
+        sum.Set(i, ref_h[i]);
+      }
+      std::vector<double> ref_y = softmax ? SoftmaxRef(sum, false) : RmsNormRef(sum, &tw, DType::kFloat32);
+      if (dt != DType::kFloat32) {
+        for (double& v : ref_h) v = kernels::testing::RoundTo(dt, v);
+      }
+      ForEachTarget([&](const char*) {
+        const auto out = Execute(p, {ta, tb, tw});
+        ExpectClose(out[0], ref_h, dt == DType::kFloat32 ? 1e-6 : 0, 1e-6);
+        ExpectClose(out[1], ref_y, 1e-5, 1e-6);
+      });
+    }
+  }
+}
+
 // ---- views -------------------------------------------------------------------------------
 TEST(CompilerTest, ViewsOfInputsAreStridesNotCopies) {
   // x [6, 8, 10]: permute(2, 0, 1) * expand(y[10,1,1]) + slice(z)[::2] ... -> reshape

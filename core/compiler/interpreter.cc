@@ -552,12 +552,15 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
   // writes and the row is read from memory once, as in the hand-written
   // rms_norm (Note [fused rms_norm]). Phase 0's scalars are not read after
   // the last phase's chunk loop, so row r+1 may overwrite them then.
-  // Measured on rms_norm 4096^2 against software prefetch of the next row
-  // (below): 1.04-1.14x the hand-written kernel instead of 1.12-1.27x.
-  // Note [Row prefetch]: other multi-phase programs prefetch the memory
-  // inputs of row r+1 during the last phase of row r instead.
+  // Measured on rms_norm 4096^2 against software prefetch of the next row:
+  // 1.04-1.14x the hand-written kernel instead of 1.12-1.27x.
+  // Note [No row prefetch]: other multi-phase programs used to prefetch row
+  // r+1's inputs during row r's last phase. Against none, in one process
+  // (Emerald Rapids, 2026-12-05), that was 10-17 % slower on residual +
+  // rms_norm rows in L2 (128x256 to 8x4096), 5-14 % slower at 4096^2 (the
+  // burst of prefetches stalls; the hardware prefetcher follows rows) and
+  // 1-7 % faster only in between (512x1024), so nothing prefetches.
   const int side_at = p.pipeline_instr;  // in the last phase's body, or -1
-  const bool prefetch = !p.prefetch.empty();
   const Phase& first = p.phases.front();
   const size_t last = p.phases.size() - 1;
   const Instr* side_load = side_at >= 0 ? &first.body[0] : nullptr;
@@ -565,7 +568,7 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
   bool first_done = false;  // phase 0 of this row ran inside the previous row
   for (int64_t row = begin; row < end; ++row) {
     const bool with_next = side_at >= 0 && row + 1 < end;
-    if (prefetch || with_next) {
+    if (with_next) {
       for (size_t k = 0; k < nops; ++k) next[k] = rows[k];
       for (int dd = p.nouter - 1; dd >= 0; --dd) {  // the odometer's next step
         if (idx[dd] + 1 < p.outer_sizes[dd]) {
@@ -579,7 +582,6 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
     }
     for (size_t phi = first_done ? 1 : 0; phi <= last; ++phi) {
       const Phase& ph = p.phases[phi];
-      const bool prefetch_here = prefetch && phi == last && row + 1 < end;
       const bool side_here = with_next && phi == last;
       for (const ScalarInstr& si : ph.pre) scalar_step(si);
       for (const Reduction& red : ph.reductions) {
@@ -592,12 +594,6 @@ void RunRowsImpl(const RowProgram& p, void* const* buffers, const float* scratch
         for (int64_t c0 = 0; c0 < R; c0 += C) {
           const int64_t len = std::min(C, R - c0);
           const size_t n = static_cast<size_t>(len);
-          if (prefetch_here) {
-            for (int k : p.prefetch) {
-              const float* q = reinterpret_cast<const float*>(base[k]) + next[k] + c0;
-              for (int64_t j = 0; j < len; j += 16) hwy::Prefetch(q + j);
-            }
-          }
           for (size_t j = 0; j < ph.body.size(); ++j) {
             const Instr& in = ph.body[j];
             switch (in.kind) {

@@ -6,7 +6,7 @@
 //   AssignPhases   a phase per reduction level; values read in a later phase spill;
 //   Emit           per phase, chunk instructions and per-row scalar work;
 //   AllocateChunkRegisters  linear scan over each phase's virtual registers;
-//   Finish         prefetch, row pipelining, chunk length.
+//   Finish         row pipelining, chunk length.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -155,6 +155,7 @@ class RowLowering {
   int Op2(VOp op, int a, int b, bool row);
   int Reduce(RedOp r, int a, float scale);
 
+  int DirectStore(int x) const;  // a contiguous f32 output x is stored to, or -1
   void AssignPhases();
   int Level(int x) const { return x < 0 || mv_[x].reloadable ? 0 : mv_[x].level; }
   void EmitScalars();
@@ -190,7 +191,8 @@ class RowLowering {
   std::map<int, int> node_uses_;                  // in-group readers per member node
   // Phases and registers.
   int max_level_ = 0;
-  std::vector<int> spill_;  // per MV: spill slot, or -1
+  std::vector<int> spill_;   // per MV: spill slot, or -1
+  std::vector<int> reload_;  // per MV: the output it is computed into and re-read from, or -1
   std::vector<int> sreg_;   // per MV: scalar register, or -1
   int num_sregs_ = 0, num_accs_ = 0, num_v_ = 0;
   std::map<std::pair<int, int>, int> vreg_;  // (MV, phase) -> virtual chunk register
@@ -603,6 +605,19 @@ int RowLowering::LowerNode(int id) {
   return res;
 }
 
+// Note [Re-read outputs]: a value stored to an output and read again in a
+// later phase (a residual sum that is both the block's output and the input
+// of the norm after it) is computed straight into the output and re-read
+// from there, row by row, instead of into a spill slot plus a store: one
+// pass less over the row. The output is this kernel's own write, so no other
+// operand aliases it (Note [Temp arena]).
+int RowLowering::DirectStore(int x) const {
+  for (int o : mv_[x].stores) {
+    if (p_.operands[o].buffer >= 0 && p_.operands[o].direct()) return o;
+  }
+  return -1;
+}
+
 void RowLowering::AssignPhases() {
   for (size_t i = 0; i < mv_.size(); ++i) {
     MV& m = mv_[i];
@@ -614,8 +629,10 @@ void RowLowering::AssignPhases() {
     }
     max_level_ = std::max(max_level_, m.level);
   }
-  // Full values read in a later phase than they are made in are spilled.
+  // Full values read in a later phase than they are made in are spilled,
+  // unless they are stored to a contiguous f32 output (Note [Re-read outputs]).
   spill_.assign(mv_.size(), -1);
+  reload_.assign(mv_.size(), -1);
   int num_spills = 0;
   for (size_t i = 0; i < mv_.size(); ++i) {
     const MV& m = mv_[i];
@@ -625,7 +642,13 @@ void RowLowering::AssignPhases() {
       if (x < 0 || mv_[x].row || mv_[x].reloadable || mv_[x].dead) continue;
       // A reduction reads its input in the input's own phase.
       const int at = m.k == MV::K::kReduce ? mv_[x].level : use_level;
-      if (at > mv_[x].level && spill_[x] < 0) spill_[x] = num_spills++;
+      if (at <= mv_[x].level || spill_[x] >= 0 || reload_[x] >= 0) continue;
+      const int out = mv_[x].k == MV::K::kOp ? DirectStore(x) : -1;
+      if (out >= 0) {
+        reload_[x] = out;
+      } else {
+        spill_[x] = num_spills++;
+      }
     }
   }
   for (size_t i = 0; i < mv_.size(); ++i) {  // last phase that reads each value
@@ -680,6 +703,8 @@ Arg RowLowering::Use(int x, int ph) {
   in.dst = num_v_++;
   if (mv_[x].reloadable) {
     in.operand = mv_[x].operand;
+  } else if (reload_[x] >= 0) {
+    in.operand = reload_[x];
   } else {
     TRN_ASSERT(spill_[x] >= 0, "value read in a later phase was not spilled");
     in.spill = spill_[x];
@@ -746,10 +771,7 @@ void RowLowering::EmitPhase(int ph) {
       in.dst = num_v_++;
       in.spill = spill_[i];
       // Computed straight into a contiguous f32 output when possible.
-      int direct = -1;
-      for (int o : m.stores) {
-        if (p_.operands[o].direct() && in.spill < 0 && direct < 0) direct = o;
-      }
+      const int direct = in.spill < 0 ? DirectStore(static_cast<int>(i)) : -1;
       if (direct >= 0) {
         in.out_operand = direct;
         const Buffer& b = buffers_[p_.operands[direct].buffer];
@@ -831,20 +853,8 @@ void RowLowering::AllocateChunkRegisters() {
 }
 
 void RowLowering::Finish() {
-  for (const Instr& in : p_.phases[0].body) {
-    if (in.kind == Instr::Kind::kLoad && in.operand >= 0 && p_.operands[in.operand].buffer >= 0 &&
-        p_.operands[in.operand].direct() &&
-        std::any_of(p_.operands[in.operand].outer_strides,
-                    p_.operands[in.operand].outer_strides + p_.nouter,
-                    [](int64_t st) { return st != 0; }) &&
-        std::find(p_.prefetch.begin(), p_.prefetch.end(), in.operand) == p_.prefetch.end()) {
-      p_.prefetch.push_back(in.operand);
-    }
-  }
   p_.num_accs = num_accs_;
   p_.pipeline_instr = PipelineInstr(p_);
-  // Only multi-phase programs re-read a row; pipelined ones load the next row in the loop.
-  if (p_.phases.size() < 2 || p_.pipeline_instr >= 0) p_.prefetch.clear();
   p_.chunk = ChunkLength(p_);
 }
 

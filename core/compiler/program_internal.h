@@ -135,9 +135,6 @@ struct RowProgram {
   int num_vregs = 0, num_accs = 0, num_spills = 0;
   int64_t chunk = kMinChunk;  // floats per chunk (kMinChunk..kMaxChunk)
   bool stream = false;  // some instruction streams: fence at the end
-  // Direct f32 inputs of phase 0 prefetched for the next row (Note [Row
-  // prefetch]); empty for one phase or when pipelined.
-  std::vector<int> prefetch;
   // >= 0: this compute instruction of the last phase also runs phase 0 (one
   // load and one sum reduction) for the next row (Note [Row pipelining]).
   int pipeline_instr = -1;
