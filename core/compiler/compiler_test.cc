@@ -659,6 +659,47 @@ TEST(CompilerTest, ReshapeOfNonContiguousIsCloneAndView) {
   ExpectClose(Execute(p, {tx})[0], ref, 0, 1e-6);
 }
 
+// A clone and a one-input cat of the KV cache's head transpose ([B, S, H, D]
+// viewed as [B, H, S, D]), in float32 and bool, each its own kernel (Note
+// [Lone copies]); bit-exact.
+TEST(CompilerTest, LoneCopiesOfTransposedHeads) {
+  const Sizes s = {2, 5, 3, 7}, heads = {2, 3, 5, 7}, strides = {105, 7, 21, 1};
+  for (DType dt : {DType::kFloat32, DType::kBool}) {
+    SCOPED_TRACE(DTypeName(dt));
+    Graph g;
+    const int x = g.AddInput(M(dt, s));
+    const int v = ViewOf(g, x, heads, strides, 0, dt);
+    Node c;
+    c.op = Op::kClone;
+    c.target = "aten.clone.default";
+    c.inputs = {v};
+    c.meta = M(dt, heads);
+    const int cl = g.AddNode(c);
+    c.op = Op::kCat;
+    c.target = "aten.cat.default";
+    c.dims = {2};
+    const int ct = g.AddNode(c);
+    g.SetOutputs({cl, ct});
+    const Program p = Compile(g);
+    ASSERT_EQ(p.kernels().size(), 2u) << p.Report();
+    TestTensor tx = Empty(dt, s);
+    for (int64_t i = 0; i < tx.numel(); ++i) tx.Set(i, dt == DType::kBool ? (i * 7 % 3 == 0) : i - 50.5);
+    std::vector<double> ref;
+    for (int b = 0; b < 2; ++b) {
+      for (int h = 0; h < 3; ++h) {
+        for (int q = 0; q < 5; ++q) {
+          for (int d = 0; d < 7; ++d) ref.push_back(tx.At(b * 105 + h * 7 + q * 21 + d));
+        }
+      }
+    }
+    ForEachTarget([&](const char*) {
+      const auto out = Execute(p, {tx});
+      ExpectClose(out[0], ref, 0, 0);
+      ExpectClose(out[1], ref, 0, 0);
+    });
+  }
+}
+
 // ---- dtypes ------------------------------------------------------------------------------
 TEST(CompilerTest, CastsAndFloat64) {
   const Sizes s = {5, 33};
