@@ -499,10 +499,47 @@ Status ImplicitGemm(const Plan& p, const ConvParams& prm, const TensorRef& out,
   return Status::Ok();
 }
 
+// Note [Grouped channels-last]: a grouped convolution (not depthwise) over
+// channels-last input copies the input to NCHW in the workspace and runs the
+// NCHW path. Per group, channels-last im2col gives col as [pixels][K], which
+// the GEMM must pack transposed, while NCHW col is [K][pixels], read in
+// place (Note [B in place]); computing col @ W^T instead did not help. In one
+// process against the channels-last path, NCHW alone took 1/1.13-1/1.56 of its
+// time (wav2vec2's positional conv, 256 channels, groups 4, k 16, 799 steps:
+// 1/1.13), and the copy is a few percent of the convolution. (torch's own
+// _convolution makes every 1-D input contiguous, so eager 1-D convolutions
+// were NCHW already; compiled ones kept the transposed view.)
+bool GroupedChannelsLast(const TensorRef& in, const TensorRef& weight, const ConvParams& prm) {
+  return prm.groups > 1 && weight.sizes[1] > 1 && in.sizes[1] > 1 &&
+         in.strides[1] < in.strides[3];
+}
+
+// in as a contiguous NCHW tensor at data.
+TensorRef Nchw(const TensorRef& in, void* data) {
+  TensorRef t = in;
+  t.data = data;
+  int64_t stride = 1;
+  for (int d = 3; d >= 0; --d) {
+    t.strides[d] = stride;
+    stride *= t.sizes[d];
+  }
+  return t;
+}
+
+// Floats of the workspace the NCHW copy takes (64-byte multiples: the plan
+// after it stays aligned).
+int64_t NchwFloats(const TensorRef& in) {
+  return (static_cast<int64_t>(in.nbytes()) + 63) / 64 * 16;
+}
+
 }  // namespace
 
 size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
                           const ConvParams& p) {
+  if (GroupedChannelsLast(in, weight, p)) {
+    return static_cast<size_t>(NchwFloats(in) + MakePlan(out, Nchw(in, nullptr), weight, p).total) *
+           sizeof(float);
+  }
   return static_cast<size_t>(MakePlan(out, in, weight, p).total) * sizeof(float);
 }
 
@@ -537,6 +574,26 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
 Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
               const TensorRef& bias, const ConvParams& prm, const TensorRef& workspace,
               const ConvBatchNorm* bn) {
+  if (GroupedChannelsLast(in, weight, prm) && out.numel() > 0) {  // Note [Grouped channels-last]
+    const int64_t total = static_cast<int64_t>(ConvWorkspaceBytes(out, in, weight, prm) / 4);
+    hwy::AlignedFreeUniquePtr<float[]> own;
+    float* ws;
+    if (workspace.data != nullptr) {
+      TRN_ASSERT(workspace.dtype == DType::kFloat32 && workspace.numel() >= total,
+                 "conv2d workspace too small");
+      ws = workspace.ptr<float>();
+    } else {
+      own = hwy::AllocateAligned<float>(static_cast<size_t>(total));
+      TRN_ASSERT(own != nullptr, "conv2d: out of memory for the workspace");
+      ws = own.get();
+    }
+    const TensorRef nchw = Nchw(in, ws);
+    const Status st = Copy(nchw, in);
+    if (!st.ok()) return st;
+    const int64_t used = NchwFloats(in);
+    const TensorRef rest = Mat2(ws + used, DType::kFloat32, 1, total - used, total - used, 1);
+    return Conv2d(out, nchw, weight, bias, prm, rest, bn);
+  }
   const Plan p = MakePlan(out, in, weight, prm);
   if (out.numel() == 0) return Status::Ok();
   hwy::AlignedFreeUniquePtr<float[]> own;  // cache-line aligned, as the allocator's blocks
