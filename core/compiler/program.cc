@@ -138,7 +138,7 @@ TensorRef WithUnitH(const TensorRef& t) {
   r.sizes[3] = t.sizes[2];
   r.strides[3] = t.strides[2];
   r.sizes[2] = 1;
-  r.strides[2] = 0;
+  r.strides[2] = t.sizes[2] * t.strides[2];  // as unsqueeze(2): contiguous stays contiguous
   return r;
 }
 

@@ -190,6 +190,26 @@ TEST(Conv2d, Layouts) {
   }
 }
 
+// A 1-D convolution as the compiler passes it: H = 1 with stride 0 on in,
+// weight and out (a size-1 dim's stride is arbitrary); the weight is still
+// read in place as [Cout][K].
+TEST(Conv2d, UnitHeightWithAnyStride) {
+  const Case c = Cases()[6];  // {1, 3, 1, 19}, 4 x 1 x 5, stride 2, pad 2
+  const int64_t ow = ConvOutputSize(c.in[3], c.kw, c.p.stride[1], c.p.pad_begin[1],
+                                    c.p.pad_end[1], c.p.dilation[1]);
+  TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 31);
+  TestTensor w = Make4d(DType::kFloat32, {c.cout, c.in[1], c.kh, c.kw}, Lay::kNchw, 32);
+  TestTensor out = Make4d(DType::kFloat32, {c.in[0], c.cout, 1, ow}, Lay::kNchw, 0);
+  const std::vector<double> want = Reference(c, in, w, nullptr, false, 1, ow);
+  for (TestTensor* t : {&in, &w, &out}) t->ref.strides[2] = 0;
+  ForEachTarget([&](const char*) {
+    ASSERT_TRUE(Conv2d(out.ref, in.ref, w.ref, TensorRef{}, c.p, TensorRef{}).ok());
+    for (int64_t i = 0; i < out.numel(); ++i) {
+      EXPECT_NEAR(out.At(i), want[i], 1e-5) << "element " << i;
+    }
+  });
+}
+
 TEST(Conv2d, BandsOfOutputRows) {
   const Case c = Cases()[kBandsCase];
   {  // the workspace holds a band of col, less than the whole image's K x OH*OW
