@@ -907,6 +907,41 @@ TEST(CompilerTest, FullAndLeadingReductions) {
   });
 }
 
+// Lone reductions over trailing dims (MobileNetV2's pooling: mean over H, W of
+// [N, C, 3, 3]), keepdim and not, float32 and bfloat16: each its own library
+// kernel (Note [Lone nodes]); next to them a constant output, a lone node
+// without inputs.
+TEST(CompilerTest, LoneTrailingReductions) {
+  const Sizes s = {2, 5, 3, 3};
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    Graph g;
+    const int x = g.AddInput(M(dt, s));
+    const int mean = Red(g, Op::kMean, x, {2, 3}, {2, 5, 1, 1}, "aten.mean.dim", dt);
+    const int sum = Red(g, Op::kSum, x, {-1}, {2, 5, 3}, "aten.sum.dim_IntList", dt);
+    const int amin = Red(g, Op::kAmin, x, {1, 2, 3}, {2}, "aten.amin.default", dt);
+    const int c = Constant(g, 2.5);  // a lone fill kernel: a node with no inputs
+    g.SetOutputs({mean, sum, amin, c});
+    const Program p = Compile(g);
+    ASSERT_EQ(p.kernels().size(), 4u) << p.Report();
+    const TestTensor tx = Random(dt, s, 51);
+    std::vector<double> rmean(10, 0), rsum(30, 0), rmin(2, INFINITY);
+    for (int64_t i = 0; i < tx.numel(); ++i) {
+      rmean[i / 9] += tx.At(i) / 9;
+      rsum[i / 3] += tx.At(i);
+      rmin[i / 45] = std::min(rmin[i / 45], tx.At(i));
+    }
+    const double tol = dt == DType::kFloat32 ? 1e-6 : 1e-2;
+    ForEachTarget([&](const char*) {
+      const auto out = Execute(p, {tx});
+      ExpectClose(out[0], rmean, tol, 1e-6);
+      ExpectClose(out[1], rsum, tol, 1e-5);
+      ExpectClose(out[2], rmin, 0, 0);
+      ExpectClose(out[3], {2.5}, 0, 0);
+    });
+  }
+}
+
 // ---- graph validation, hash ----------------------------------------------------------------
 TEST(CompilerTest, MalformedGraphsNameTheNode) {
   Graph g;

@@ -42,20 +42,32 @@ std::string AtenName(const Node& n) {  // "aten.mul.Tensor" -> "aten::mul.Tensor
   return t;
 }
 
-// Note [Lone copies]: a row group that is only a same-dtype copy (a clone, a
-// one-input cat: the KV cache's transpose of [B, S, H, D] to [B, H, S, D])
-// runs as kernels::Copy, eager's copy: a memmove per contiguous run. The row
-// interpreter loaded each 32-float run of that view into a chunk register and
-// copied it again, 1.55x eager's time (10.3 vs 6.6 us for [2, 8, 64, 32]).
-bool IsLoneCopy(const KernelGraph& ir, const Group& g) {
-  if (g.nodes.size() != 1) return false;
+// Note [Lone nodes]: a row group that is one node eager runs as one library
+// kernel runs that kernel: nothing is fused, and the row interpreter pays per
+// row and per instruction where the library kernel does not.
+//  - A same-dtype copy (a clone, a one-input cat: the KV cache's transpose of
+//    [B, S, H, D] to [B, H, S, D]) is kernels::Copy, a memmove per contiguous
+//    run; the interpreter copied each 32-float run into a chunk register and
+//    again out, 1.55x eager's time (10.3 vs 6.6 us for [2, 8, 64, 32]).
+//  - A reduction (sum, mean, amax, amin) or softmax is the library kernel:
+//    in one process the interpreter took 1.4-3.2x eager's time (mean over
+//    [2, 1280, 3, 3]'s last two dims, MobileNetV2's pooling: 140 vs 44 us;
+//    softmax over [2, 8, 64, 64]: 182 vs 57 us; [64, 4096]: 1.4x).
+Group::Kind LoneKind(const KernelGraph& ir, const Group& g) {
+  if (g.kind != Group::Kind::kRows || g.nodes.size() != 1) return g.kind;
   const int id = g.nodes[0];
   const Node& n = ir.N(id);
-  if (!(n.op == Op::kClone || (n.op == Op::kCat && n.inputs.size() == 1))) return false;
+  if (n.inputs.empty()) return g.kind;
   const View& in = ir.vals[n.inputs[0]].view;
   const View& out = ir.vals[id].view;
-  return ir.vals[id].materialized && in.buffer >= 0 && out.buffer >= 0 &&
-         in.dtype == out.dtype && in.sizes == out.sizes;
+  if (!ir.vals[id].materialized || in.buffer < 0 || out.buffer < 0 || in.dtype != out.dtype) {
+    return g.kind;
+  }
+  if (n.op == Op::kClone || (n.op == Op::kCat && n.inputs.size() == 1)) {
+    return in.sizes == out.sizes ? Group::Kind::kCopy : g.kind;
+  }
+  const bool library = IsReductionOp(n.op) || IsSoftmaxOp(n.op);
+  return library && IsFloating(in.dtype) ? Group::Kind::kLibrary : g.kind;
 }
 
 // Why a core op runs as an eager step instead (the frontend reports it).
@@ -116,14 +128,16 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
   sum.info.flops = flops;
   sum.info.engine = g.kind == Group::Kind::kMatmul ? rt::Engine::kTensor : rt::Engine::kVector;
   const int first = g.nodes[0];
-  switch (g.kind) {
-    case Group::Kind::kCopy: {
+  switch (LoneKind(ir, g)) {  // Note [Lone nodes]
+    case Group::Kind::kCopy: {  // a kClone + view's copy (Note [Views]) or a lone copy
       ki.kind = KernelImpl::Kind::kCopy;
       const int src = ir.N(first).inputs[0];
       ki.copy_in = ir.vals[src].view;
-      ki.copy_out = ir.vals[first].view;  // contiguous, src's element order
-      ki.copy_out.sizes = ir.vals[src].view.sizes;
-      ki.copy_out.strides = ContiguousStrides(ki.copy_out.sizes);
+      ki.copy_out = ir.vals[first].view;
+      if (g.kind == Group::Kind::kCopy) {  // contiguous, src's element order
+        ki.copy_out.sizes = ir.vals[src].view.sizes;
+        ki.copy_out.strides = ContiguousStrides(ki.copy_out.sizes);
+      }
       ki.reads = {ki.copy_in};
       ki.writes = {ki.copy_out};
       break;
@@ -185,17 +199,7 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
       }
       break;
     }
-    case Group::Kind::kRows:
-      if (IsLoneCopy(ir, g)) {  // Note [Lone copies]
-        ki.kind = KernelImpl::Kind::kCopy;
-        ki.copy_in = ir.vals[ir.N(first).inputs[0]].view;
-        ki.copy_out = ir.vals[first].view;
-        ki.reads = {ki.copy_in};
-        ki.writes = {ki.copy_out};
-        break;
-      }
-      LowerRows(ir, buffers, g, ki);
-      break;
+    case Group::Kind::kRows: LowerRows(ir, buffers, g, ki); break;
     case Group::Kind::kEager: break;
   }
   for (const View& v : ki.reads) sum.info.bytes_read += RealBytes(v);
