@@ -468,7 +468,85 @@ Status Fill(const TensorRef& out, double value) {
   return Status::Ok();
 }
 
+// Note [Tiled transpose]: a same-dtype copy whose input is contiguous along a
+// dim that is not out's (x.t().contiguous(), NCHW <-> NHWC) read the input one
+// element per cache line, following out's runs; at 1024 x 1024 float32 the
+// 4 KiB row stride also maps every read to one L1 set (2.5x CPU PyTorch's
+// time). It goes in tiles of kTile x kTile elements, whose input lines stay in
+// L1 while the tile is read. In one process against the run-by-run copy (Emerald
+// Rapids): 0.29-0.32x its time at 1024^2, 0.25-0.44x at 2048^2 and 4096^2,
+// 0.57-0.83x at [64, 3136], [256, 784], [512, 1598], [2, 512, 399]; tiles
+// of 16 and 64 were slower than 32 on all but 1024^2.
+constexpr int64_t kTile = 32;
+
+template <typename U>
+void TransposeTiles(U* o, const U* x, int64_t rows, int64_t cols, int64_t o_col, int64_t x_row) {
+  // o[c * o_col + r] = x[r * x_row + c]: r runs along out, c along in.
+  for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+    const int64_t c1 = std::min(cols, c0 + kTile);
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile);
+      for (int64_t c = c0; c < c1; ++c) {
+        U* oc = o + c * o_col;
+        for (int64_t r = r0; r < r1; ++r) oc[r] = x[r * x_row + c];
+      }
+    }
+  }
+}
+
+// The tiled path of Copy (same dtype), or false when the copy is not a
+// transpose of two dims of at least kTile elements.
+bool CopyTransposed(const TensorRef& out, const TensorRef& in) {
+  const internal::StridedShape<2> s = internal::MakeShape<2>({&out, &in}, 0);
+  if (s.ndim < 2) return false;
+  const int last = s.ndim - 1;
+  int d = -1;  // in's unit-stride dim
+  for (int k = 0; k < last; ++k) {
+    if (s.strides[1][k] == 1) d = k;
+  }
+  if (d < 0 || s.strides[0][last] != 1 || s.strides[1][last] == 0 || s.sizes[last] < kTile ||
+      s.sizes[d] < kTile) {
+    return false;
+  }
+  // The other dims, walked by ForEachRun over a shape without d and last.
+  internal::StridedShape<2> rest;
+  for (int k = 0; k < last; ++k) {
+    if (k == d) continue;
+    rest.sizes[rest.ndim] = s.sizes[k];
+    for (int op = 0; op < 2; ++op) rest.strides[op][rest.ndim] = s.strides[op][k];
+    ++rest.ndim;
+  }
+  const size_t item = ItemSize(out.dtype);
+  const int64_t rows = s.sizes[last], cols = s.sizes[d];
+  const int64_t o_col = s.strides[0][d], x_row = s.strides[1][last];
+  auto tile = [&](char* o, const char* x) {
+    auto run = [&](auto tag) {
+      using U = decltype(tag);
+      TransposeTiles(reinterpret_cast<U*>(o), reinterpret_cast<const U*>(x), rows, cols, o_col,
+                     x_row);
+    };
+    switch (item) {
+      case 1: return run(uint8_t{});
+      case 2: return run(uint16_t{});
+      case 4: return run(uint32_t{});
+      default: return run(uint64_t{});
+    }
+  };
+  const auto walk = [&](const std::array<char*, 2>& p, int64_t n,
+                        const std::array<int64_t, 2>& st) {
+    for (int64_t i = 0; i < n; ++i) {
+      tile(p[0] + i * st[0] * static_cast<int64_t>(item),
+           p[1] + i * st[1] * static_cast<int64_t>(item));
+    }
+  };
+  internal::ForEachRun<2>(rest, {static_cast<char*>(out.data), static_cast<char*>(in.data)},
+                          {item, item}, walk);
+  return true;
+}
+
 Status Copy(const TensorRef& out, const TensorRef& in) {
+  // Note [Tiled transpose]
+  if (out.dtype == in.dtype && CopyTransposed(out, in)) return Status::Ok();
   if (out.dtype == in.dtype) {
     const size_t item = ItemSize(out.dtype);
     ForEachRun<2>({&out, &in}, [&](const std::array<char*, 2>& p, int64_t n,

@@ -404,6 +404,24 @@ TEST(Copy, ToTransposedOutAndInt64Exact) {
   EXPECT_EQ(out.AtInt(6), big);
 }
 
+// Note [Tiled transpose]: transposes of two dims of >= kTile elements with edges
+// that are not whole tiles, a batch dim, every element size; and NCHW to
+// channels-last. Bit-exact against the element-by-element reference.
+TEST(Copy, TiledTransposes) {
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kInt64, DType::kBool}) {
+    SCOPED_TRACE(DTypeName(dt));
+    TestTensor in = MakeRandom(dt, {3, 37, 45}, Layout::kContiguous, 7, -100.0, 100.0);
+    TestTensor out = Empty(dt, {3, 45, 37}).Transpose(1, 2);  // in's sizes, out-major [3][45][37]
+    ASSERT_TRUE(Copy(out.ref, in.ref).ok());
+    for (int64_t i = 0; i < in.numel(); ++i) ASSERT_EQ(out.At(i), in.At(i)) << i;
+  }
+  TestTensor nchw = MakeRandom(DType::kFloat32, {2, 40, 3, 36}, Layout::kContiguous, 8);
+  TestTensor nhwc = Empty(DType::kFloat32, {2, 3, 36, 40});  // channels-last [2, 40, 3, 36]
+  TestTensor cl = nhwc.Transpose(2, 3).Transpose(1, 2);
+  ASSERT_TRUE(Copy(cl.ref, nchw.ref).ok());
+  for (int64_t i = 0; i < nchw.numel(); ++i) ASSERT_EQ(cl.At(i), nchw.At(i)) << i;
+}
+
 // ---- Describe ----------------------------------------------------------------------
 TEST(Describe, NamesEnginesAndBytes) {
   TestTensor a = Empty(DType::kFloat32, {64, 32});
