@@ -676,3 +676,54 @@ def test_clone_to_channels_last_and_a_channels_last_model():
         got = m(x.to("trn").contiguous(memory_format=torch.channels_last))
     torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
     assert trnscope.fallback_ops() == {}
+
+
+@pytest.mark.parametrize(
+    "pad",
+    [(0, 1, 0, 1), (2, 3), (-1, 2, 3, -2), (1, 1, 1, 1, 1, 1), (-3, -3), (0, 0, 5, 0), ()],
+)
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+def test_constant_pad_nd(pad, layout):
+    """F.pad (mode "constant") is one constant_pad kernel: positive pads, negative ones
+    (a crop), several dims, any input layout; the output's layout follows CPU's."""
+    x = make((2, 5, 9, 11))
+    if layout == "channels_last":
+        x = x.contiguous(memory_format=torch.channels_last)
+    if layout == "strided":
+        x = make((2, 5, 11, 9)).transpose(2, 3)
+    want = F.pad(x, pad, value=-1.25)
+    torch.ops.trnscope._count_launches(True)
+    try:
+        got = F.pad(x.to("trn"), pad, value=-1.25)
+        torch.trn.synchronize()
+        counts = torch.ops.trnscope._launch_counts()
+    finally:
+        torch.ops.trnscope._count_launches(False)
+    # All pads <= 0 is a crop, which torch (and trn) return as a clone of the narrowed input.
+    crop = all(p <= 0 for p in pad)
+    assert counts.split(";") == ["copy_f32=1" if crop else "constant_pad_f32=1"], counts
+    assert got.shape == want.shape and got.stride() == want.stride()
+    assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.float64, torch.int64, torch.bool])
+def test_constant_pad_nd_dtypes_and_errors(dtype):
+    x = (make((3, 7)) * 10).to(dtype)
+    assert torch.equal(F.pad(x.to("trn"), (1, 2, 0, 1), value=3).cpu(), F.pad(x, (1, 2, 0, 1), value=3))
+    with pytest.raises(RuntimeError, match="must be even"):
+        torch.constant_pad_nd(x.to("trn"), (1, 2, 3))
+    for bad in [(-4, -4), (-4, -5, 1, 0)]:
+        with pytest.raises(RuntimeError, match="negative output size"):
+            torch.constant_pad_nd(x.to("trn"), bad)
+
+
+def test_clone_of_a_non_dense_view_keeps_its_stride_order():
+    """clone() (preserve_format) of a slice of a channels_last or transposed tensor has
+    CPU's strides (torch's empty_like: the view's stride order, densely)."""
+    cl = make((2, 5, 9, 11)).contiguous(memory_format=torch.channels_last)
+    tr = make((2, 5, 11, 9)).transpose(2, 3)
+    for x in (cl, tr, make((4, 6, 10))):
+        for view in (lambda t: t[..., 3:8], lambda t: t[:, ::2]):
+            want = view(x).clone()
+            got = view(x.to("trn")).clone()
+            assert got.stride() == want.stride() and torch.equal(got.cpu(), want)

@@ -1,5 +1,5 @@
-// Convolution and the vision ops around it: the aten kernels over
-// core/kernels/conv.h and vision.h.
+// Convolution and the vision ops around it (padding, pooling, upsampling):
+// the aten kernels over core/kernels/conv.h, vision.h and kernels.h.
 //
 // Note [convolution routing]: in torch 2.13 F.conv1d/conv2d, nn.Conv1d/2d and
 // aten::convolution all reach aten::_convolution (CompositeExplicitAutograd),
@@ -38,6 +38,7 @@
 
 #include "core/kernels/conv.h"
 #include "core/kernels/convert.h"
+#include "core/kernels/kernels.h"
 #include "core/kernels/vision.h"
 #include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
@@ -232,6 +233,58 @@ at::Tensor ConvolutionOverrideable(const at::Tensor& input, const at::Tensor& we
   const TensorRef rws = Ref(ws, kName);
   Launch(device, kernels::DescribeConv2d(ro, ri, rw, rb, p, kName),
          [=] { return kernels::Conv2d(ro, ri, rw, rb, p, rws); });
+  return out;
+}
+
+// constant_pad_nd (F.pad, mode "constant"): one kernel, one pass over the
+// output. Its composite was an empty, a fill_ of the whole output and a copy_
+// into the interior: two launches, two passes and five host dispatches
+// (MobileNetV2's TF "same" padding before each strided conv). Negative pads crop.
+// Output layout as torch's: the input's suggested memory format.
+at::Tensor ConstantPadNd(const at::Tensor& self, c10::SymIntArrayRef pad, const at::Scalar& value) {
+  constexpr const char* kName = "aten::constant_pad_nd";
+  const int64_t nd = self.dim();
+  TORCH_CHECK(pad.size() % 2 == 0, "Length of pad must be even but instead it equals ",
+              pad.size());
+  TORCH_CHECK(static_cast<int64_t>(pad.size()) / 2 <= nd,
+              "Length of pad should be no more than twice the number of dimensions of the input. "
+              "Pad length is ", pad.size(), " while the input has ", nd, " dimensions.");
+  const int device = CommonDevice(kName, {&self});
+  // As torch: pads that are all <= 0 crop, and the crop is a clone (the input's layout kept).
+  bool crop_only = true;
+  for (const c10::SymInt& p : pad) crop_only = crop_only && p.guard_int(__FILE__, __LINE__) <= 0;
+  if (crop_only) {
+    at::Tensor c = self;
+    for (size_t i = 0; i < pad.size() / 2; ++i) {
+      const int64_t d = nd - 1 - static_cast<int64_t>(i);
+      const int64_t b = -pad[2 * i].guard_int(__FILE__, __LINE__);
+      const int64_t a = -pad[2 * i + 1].guard_int(__FILE__, __LINE__);
+      TORCH_CHECK(c.size(d) - b - a >= 0, "The input size ", c.size(d), ", plus negative padding ",
+                  -b, " and ", -a, " resulted in a negative output size, which is invalid. "
+                  "Check dimension ", d, " of your input.");
+      c = c.narrow(d, b, c.size(d) - b - a);
+    }
+    return c.clone();
+  }
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  std::array<int64_t, kMaxDims> before{};
+  for (size_t i = 0; i < pad.size() / 2; ++i) {
+    const int64_t d = nd - 1 - static_cast<int64_t>(i);
+    const int64_t b = pad[2 * i].guard_int(__FILE__, __LINE__);
+    const int64_t a = pad[2 * i + 1].guard_int(__FILE__, __LINE__);
+    const int64_t n = sizes[d] + b + a;
+    TORCH_CHECK(n >= 0, "The input size ", sizes[d], ", plus negative padding ", b, " and ", a,
+                " resulted in a negative output size, which is invalid. Check dimension ", d,
+                " of your input.");
+    before[d] = b;
+    sizes[d] = n;
+  }
+  at::Tensor out = EmptyLikeInput(sizes, self, device);
+  if (out.numel() == 0) return out;
+  const TensorRef ro = Ref(out, kName), ri = Ref(self, kName);
+  const double v = value.toDouble();
+  Launch(device, kernels::DescribeConstantPad(ro, ri, kName),
+         [=] { return kernels::ConstantPad(ro, ri, before.data(), v); });
   return out;
 }
 
@@ -654,6 +707,7 @@ at::Tensor Im2Col(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntAr
 }
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("constant_pad_nd", TORCH_FN(ConstantPadNd));
   m.impl("im2col", TORCH_FN(Im2Col));
   m.impl("im2col.out", TORCH_FN(Im2ColOut));
   m.impl("convolution_overrideable", TORCH_FN(ConvolutionOverrideable));

@@ -14,6 +14,7 @@
 #include <ATen/core/IListRef.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
 #include <torch/library.h>
 
@@ -643,17 +644,18 @@ at::Tensor& CatOut(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& o
   return out;
 }
 
-// clone: one Copy launch; Preserve keeps dense strides as torch does, and
-// channels_last(_3d) gives that layout (model.to(memory_format=...)).
+// clone: one Copy launch; Preserve lays the copy out as torch's empty_like
+// does (dense strides kept; a non-dense view, such as a slice of a
+// channels_last tensor, keeps its stride order), and channels_last(_3d)
+// gives that layout (model.to(memory_format=...)).
 at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_format) {
   const char* name = "aten::clone";
   const int device = DeviceIndex(self);
   const auto fmt = memory_format.value_or(at::MemoryFormat::Preserve);
   at::Tensor out;
   if (fmt == at::MemoryFormat::Preserve) {
-    out = !self.is_contiguous() && self.is_non_overlapping_and_dense()
-              ? at::empty_strided(self.sizes(), self.strides(), self.options())
-              : Empty(self.sizes(), self.scalar_type(), device);
+    out = self.is_contiguous() ? Empty(self.sizes(), self.scalar_type(), device)
+                               : at::empty_like(self);
   } else if (fmt == at::MemoryFormat::Contiguous) {
     out = Empty(self.sizes(), self.scalar_type(), device);
   } else {  // channels_last needs 4-D, channels_last_3d 5-D: torch's own check names it

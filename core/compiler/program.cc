@@ -254,21 +254,15 @@ Status RunArgmax(TensorRef out, const TensorRef& in, int d) {
   return kernels::Reduce(kernels::ReduceOp::kArgmax, out, in, 1u << d);
 }
 
-// constant_pad_nd: fill out with the value, then copy in into its interior.
+// constant_pad_nd: kernels::ConstantPad, one pass over out.
 Status RunPad(const TensorRef& out, const TensorRef& in, const std::vector<int64_t>& pads,
               double value) {
-  Status s = kernels::Fill(out, value);
-  if (!s.ok() || in.numel() == 0) return s;
-  TensorRef inner = out;
-  int64_t offset = 0;
-  for (int d = 0; d < out.ndim; ++d) {
+  int64_t before[kMaxDims] = {};
+  for (int d = 0; d < out.ndim; ++d) {  // pads: (before, after) from the last dim back
     const size_t from_end = static_cast<size_t>(out.ndim - 1 - d);
-    const int64_t before = 2 * from_end < pads.size() ? pads[2 * from_end] : 0;
-    offset += before * out.strides[d];
-    inner.sizes[d] = in.sizes[d];
+    before[d] = 2 * from_end < pads.size() ? pads[2 * from_end] : 0;
   }
-  inner.data = static_cast<char*>(out.data) + offset * static_cast<int64_t>(ItemSize(out.dtype));
-  return kernels::Copy(inner, in);
+  return kernels::ConstantPad(out, in, before, value);
 }
 
 // out = self, then src into out's slice start:end:step of dim d (Op::kSliceScatter).

@@ -334,6 +334,7 @@ static_assert(std::size(kUnaryFlops) == static_cast<size_t>(UnaryOp::kIsFinite) 
 constexpr const char* kWhereNames[7] = TRN_DTYPE_NAMES("where");
 constexpr const char* kFillNames[7] = TRN_DTYPE_NAMES("fill");
 constexpr const char* kCopyNames[7] = TRN_DTYPE_NAMES("copy");
+constexpr const char* kPadNames[7] = TRN_DTYPE_NAMES("constant_pad");
 #define TRN_CAST_NAMES(from)                                                              \
   {                                                                                      \
     "cast_" from "_f32", "cast_" from "_f64", "cast_" from "_bf16", "cast_" from "_f16", \
@@ -587,6 +588,104 @@ Status Copy(const TensorRef& out, const TensorRef& in) {
     });
   });
   return Status::Ok();
+}
+
+// Writes n elements of `item` bytes `stride` elements apart: the bytes at v.
+void FillRun(char* o, int64_t n, int64_t stride, const unsigned char* v, size_t item) {
+  auto fill = [&](auto tag) {
+    using U = decltype(tag);
+    U u;
+    std::memcpy(&u, v, sizeof(U));
+    U* p = reinterpret_cast<U*>(o);
+    for (int64_t i = 0; i < n; ++i) p[i * stride] = u;
+  };
+  switch (item) {
+    case 1: return fill(uint8_t{});
+    case 2: return fill(uint16_t{});
+    case 4: return fill(uint32_t{});
+    default: return fill(uint64_t{});
+  }
+}
+
+Status ConstantPad(const TensorRef& out, const TensorRef& in, const int64_t* before,
+                   double value) {
+  TRN_ASSERT(out.dtype == in.dtype && out.ndim == in.ndim, "ConstantPad: one dtype and rank");
+  if (out.numel() == 0) return Status::Ok();
+  if (out.ndim == 0) return Copy(out, in);
+  alignas(8) unsigned char v[8] = {};
+  VisitDType(out.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const T t = Cast<T>(value);
+    std::memcpy(v, &t, sizeof(t));
+  });
+  const size_t item = ItemSize(out.dtype);
+  const int last = out.ndim - 1;
+  const int64_t n = out.sizes[last], os = out.strides[last], is = in.strides[last];
+  // The part of every row that comes from `in`: [lo, hi).
+  const int64_t lo = std::clamp<int64_t>(before[last], 0, n);
+  const int64_t hi = std::clamp<int64_t>(before[last] + in.sizes[last], lo, n);
+  // A row: the last dim at one index of the others. Rows go plane by plane
+  // (dim last - 1 innermost) so that a row's offsets are one add each.
+  auto row = [&](char* o, const char* x, bool inside) {
+    if (!inside || hi <= lo) {
+      FillRun(o, n, os, v, item);
+      return;
+    }
+    FillRun(o, lo, os, v, item);
+    char* dst = o + lo * os * static_cast<int64_t>(item);
+    const char* src = x + (lo - before[last]) * is * static_cast<int64_t>(item);
+    if (os == 1 && is == 1) {
+      std::memcpy(dst, src, static_cast<size_t>(hi - lo) * item);
+    } else {
+      for (int64_t i = 0; i < hi - lo; ++i) {
+        std::memcpy(dst + i * os * static_cast<int64_t>(item),
+                    src + i * is * static_cast<int64_t>(item), item);
+      }
+    }
+    FillRun(o + hi * os * static_cast<int64_t>(item), n - hi, os, v, item);
+  };
+  if (last == 0) {
+    row(static_cast<char*>(out.data), static_cast<const char*>(in.data), true);
+    return Status::Ok();
+  }
+  const int r = last - 1;  // the rows' dim
+  int64_t idx[kMaxDims] = {};
+  int64_t planes = 1;
+  for (int d = 0; d < r; ++d) planes *= out.sizes[d];
+  for (int64_t pl = 0; pl < planes; ++pl) {
+    int64_t o_off = 0, i_off = 0;
+    bool inside = true;
+    for (int d = 0; d < r; ++d) {
+      const int64_t i = idx[d] - before[d];
+      inside = inside && i >= 0 && i < in.sizes[d];
+      o_off += idx[d] * out.strides[d];
+      i_off += i * in.strides[d];
+    }
+    char* o = static_cast<char*>(out.data) + o_off * static_cast<int64_t>(item);
+    for (int64_t y = 0; y < out.sizes[r]; ++y) {
+      const int64_t iy = y - before[r];
+      const bool in_row = inside && iy >= 0 && iy < in.sizes[r];
+      const char* x = in_row ? static_cast<const char*>(in.data) +
+                                   (i_off + iy * in.strides[r]) * static_cast<int64_t>(item)
+                             : nullptr;
+      row(o + y * out.strides[r] * static_cast<int64_t>(item), x, in_row);
+    }
+    for (int d = r - 1; d >= 0; --d) {  // odometer over the planes
+      if (++idx[d] < out.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return Status::Ok();
+}
+
+KernelInfo DescribeConstantPad(const TensorRef& out, const TensorRef& in, const char* aten_op) {
+  KernelInfo info;
+  info.name = kPadNames[D(out.dtype)];
+  info.op = aten_op;
+  info.engine = rt::Engine::kDma;
+  info.bytes_read = DistinctBytes(in);
+  info.bytes_written = out.nbytes();
+  return info;
 }
 
 // Note [Describe flops]: flops count vector operations per element — 1 for

@@ -422,6 +422,56 @@ TEST(Copy, TiledTransposes) {
   for (int64_t i = 0; i < nchw.numel(); ++i) ASSERT_EQ(cl.At(i), nchw.At(i)) << i;
 }
 
+// torch's constant_pad_nd: out[o] = in[o - before] inside `in`, else the value;
+// pads on several dims, negative ones (crops), a 1-D tensor, a strided input
+// and a channels-last out, against an element-by-element reference.
+TEST(ConstantPad, PadsCropsLayoutsAndDtypes) {
+  struct Case {
+    std::vector<int64_t> in, before, after;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 4, 5}, {0, 0, 0, 0}, {0, 0, 1, 1}},   // TF "same" padding
+      {{2, 3, 4, 5}, {0, 1, 2, -1}, {1, 0, -1, 3}},  // pads and crops on every dim
+      {{7}, {3}, {2}},                                // 1-D: one row
+      {{3, 6}, {-2, 0}, {-1, -4}},                    // crops only
+  };
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kInt64, DType::kBool}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(DTypeName(dt)) + " rank " + std::to_string(c.in.size()));
+      const int nd = static_cast<int>(c.in.size());
+      std::vector<int64_t> out_sizes(c.in.size());
+      for (int d = 0; d < nd; ++d) out_sizes[d] = c.in[d] + c.before[d] + c.after[d];
+      for (bool strided : {false, true}) {
+        TestTensor in = MakeRandom(dt, c.in, Layout::kContiguous, 9, -50.0, 50.0);
+        if (strided && nd == 4) in = MakeRandom(dt, {2, 3, 5, 4}, Layout::kContiguous, 9, -50.0, 50.0).Transpose(2, 3);
+        TestTensor out = Empty(dt, out_sizes);
+        if (strided && nd == 4) {  // channels-last out
+          out = Empty(dt, {out_sizes[0], out_sizes[2], out_sizes[3], out_sizes[1]});
+          out = out.Transpose(2, 3).Transpose(1, 2);
+        }
+        ASSERT_TRUE(ConstantPad(out.ref, in.ref, c.before.data(), 3.0).ok());
+        for (int64_t i = 0; i < out.numel(); ++i) {
+          int64_t rem = i, in_lin = 0, in_stride = 1;
+          bool inside = true;
+          std::vector<int64_t> o_idx(nd);
+          for (int d = nd - 1; d >= 0; --d) {
+            o_idx[d] = rem % out_sizes[d];
+            rem /= out_sizes[d];
+          }
+          for (int d = nd - 1; d >= 0; --d) {
+            const int64_t k = o_idx[d] - c.before[d];
+            inside = inside && k >= 0 && k < in.ref.sizes[d];
+            in_lin += k * in_stride;
+            in_stride *= in.ref.sizes[d];
+          }
+          const double want = inside ? in.At(in_lin) : RoundTo(dt, 3.0);
+          ASSERT_EQ(out.At(i), want) << "element " << i;
+        }
+      }
+    }
+  }
+}
+
 // ---- Describe ----------------------------------------------------------------------
 TEST(Describe, NamesEnginesAndBytes) {
   TestTensor a = Empty(DType::kFloat32, {64, 32});

@@ -128,6 +128,13 @@ KernelInfo DescribeFill(const TensorRef& out, const char* aten_op);
 Status Copy(const TensorRef& out, const TensorRef& in);
 KernelInfo DescribeCopy(const TensorRef& out, const TensorRef& in, const char* aten_op);
 
+// torch's constant_pad_nd in one pass over out: out[o] = in[o - before] where
+// that index lies in `in`, else `value` (before[d] per dim of out; negative
+// pads crop). Same dtype and ndim.
+Status ConstantPad(const TensorRef& out, const TensorRef& in, const int64_t* before,
+                   double value);
+KernelInfo DescribeConstantPad(const TensorRef& out, const TensorRef& in, const char* aten_op);
+
 // ---- Reductions ---------------------------------------------------------------
 enum class ReduceOp : uint8_t { kSum, kMean, kAmax, kAmin, kArgmax, kArgmin, kAll, kAny, kProd };
 // out has in's ndim with every reduced dim of size 1 (keepdim layout; the
