@@ -661,7 +661,7 @@ TEST(CompilerTest, ReshapeOfNonContiguousIsCloneAndView) {
 
 // A clone and a one-input cat of the KV cache's head transpose ([B, S, H, D]
 // viewed as [B, H, S, D]), in float32 and bool, each its own kernel (Note
-// [Lone copies]); bit-exact.
+// [Lone nodes]); bit-exact.
 TEST(CompilerTest, LoneCopiesOfTransposedHeads) {
   const Sizes s = {2, 5, 3, 7}, heads = {2, 3, 5, 7}, strides = {105, 7, 21, 1};
   for (DType dt : {DType::kFloat32, DType::kBool}) {
