@@ -250,6 +250,7 @@ at::Tensor ConstantPadNd(const at::Tensor& self, c10::SymIntArrayRef pad, const 
               "Length of pad should be no more than twice the number of dimensions of the input. "
               "Pad length is ", pad.size(), " while the input has ", nd, " dimensions.");
   const int device = CommonDevice(kName, {&self});
+  TORCH_CHECK(nd <= kMaxDims, "trn: ", kName, " supports at most ", kMaxDims, " dims, got ", nd);
   // As torch: pads that are all <= 0 crop, and the crop is a clone (the input's layout kept).
   bool crop_only = true;
   for (const c10::SymInt& p : pad) crop_only = crop_only && p.guard_int(__FILE__, __LINE__) <= 0;

@@ -524,7 +524,7 @@ void NodeCheck::Pad() {
     const size_t from_end = x.size() - 1 - d;
     const int64_t before = 2 * from_end < p.size() ? p[2 * from_end] : 0;
     const int64_t after = 2 * from_end < p.size() ? p[2 * from_end + 1] : 0;
-    ok = before >= 0 && after >= 0 && out_[d] == x[d] + before + after;
+    ok = out_[d] >= 0 && out_[d] == x[d] + before + after;  // negative pads crop
   }
   if (!ok) {
     Fail(fmt::format("constant_pad_nd of {} by [{}] cannot give {}", Shape(x), fmt::join(p, ", "),

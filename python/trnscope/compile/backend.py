@@ -870,9 +870,9 @@ class _Lowering:
                 if dim is not None and x.dim() > 0 and x.dtype != torch.bool:
                     return self._add(node, "argmax", [args[0]], dims=[int(self._value(dim)) % x.dim()])
             if t is aten.constant_pad_nd.default and self._tensor(args[0]):  # Swin's windows
-                pads = [int(self._value(p)) for p in args[1]]
+                pads = [int(self._value(p)) for p in args[1]]  # negative ones crop
                 value = self._value(kw.get("value", args[2] if len(args) > 2 else 0))
-                if min(pads, default=0) >= 0 and _is_number(value):
+                if _is_number(value):
                     return self._add(node, "pad", [args[0]], dims=pads, scalar=float(value))
             if t is aten.gelu.default:
                 approx = kw.get("approximate", args[1] if len(args) > 1 else "none")
