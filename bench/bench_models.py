@@ -4,6 +4,7 @@ measured in this run, on the same weights and inputs.
   python bench/bench_models.py [--models llama,gpt2,...] [--repeat N] [--no-inductor]
                                [--markdown]
   python bench/bench_models.py --host [--models llama,gpt2,qwen2] [--rounds N]
+  python bench/bench_models.py --kernels [--models ...]
 
 Per model (trnscope.studies.zoo, size "bench": e.g. Llama with 2 layers,
 dim 256, seq 64, batch 2):
@@ -23,11 +24,14 @@ Wall times are medians over --rounds interleaved rounds of --repeat synchronized
 (CPU, trn eager, trn compiled, inductor in turn); tokens/s the best of 3 generate() calls.
 
 --host splits the host time of one compiled forward call (Note [Host breakdown]).
+--kernels lists device time per kernel kind, eager and compiled side by side, and the
+eager trn ops slower than CPU PyTorch's (Note [Kernel kinds]).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import statistics
 import sys
 import time
@@ -347,6 +351,73 @@ def print_host_breakdown(name: str, m: dict) -> None:
           f"{m['run to launch']:.1f} us of them in _C run)")
 
 
+# Note [Kernel kinds]: eager and compiled run the same library kernels for
+# GEMMs, attention and convolutions, so their device time per kind should be
+# equal, and a fused kernel should take no longer than the eager kernels it
+# replaces; eager trn ops should take no longer than CPU PyTorch's. Session 16
+# found eight places where one of these did not hold (docs/compile.md
+# "Compiled against eager, kernel by kernel"). Kernel names differ between the
+# modes (matmul_f32 vs mm, addmm), so the two lists are printed side by side;
+# CPU is compared per aten op by self time, which puts a composite op's work
+# in the op it calls (embedding's in index_select).
+def _device_kinds(prof, calls: int) -> dict:
+    """Device time per kernel name (us per call) of a profile of `calls` forwards."""
+    kinds = {}
+    for e in prof.key_averages():
+        if e.self_device_time_total > 0 and "Memcpy" not in e.key and "::" not in e.key:
+            kinds[e.key] = kinds.get(e.key, 0.0) + e.self_device_time_total / calls
+    return kinds
+
+
+def kernel_kinds(name: str, calls: int = 4, top: int = 12) -> None:
+    from torch.profiler import ProfilerActivity, profile
+
+    model, inputs = zoo.get(name).build("bench")
+    trn_model = copy.deepcopy(model).to("trn")  # the CPU model stays for the CPU column
+    trn_inputs = zoo.to_device(inputs, "trn")
+    compiled = torch.compile(trn_model, backend="trn")
+    kinds = {"eager": {}, "compiled": {}}
+    cpu_ops, trn_ops = {}, {}
+    with torch.no_grad():
+        for _ in range(2):
+            trn_model(**trn_inputs)
+            compiled(**trn_inputs)
+            model(**inputs)
+        for _ in range(2):  # two alternations: both modes see the same host phases
+            for mode, fn in (("eager", trn_model), ("compiled", compiled)):
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+                    for _ in range(calls):
+                        fn(**trn_inputs)
+                    torch.trn.synchronize()
+                for k, v in _device_kinds(p, 2 * calls).items():
+                    kinds[mode][k] = kinds[mode].get(k, 0.0) + v
+                if mode == "eager":
+                    for e in p.key_averages():
+                        if e.key.startswith("aten::") and e.self_device_time_total > 0:
+                            per_call = e.self_device_time_total / (2 * calls)
+                            trn_ops[e.key] = trn_ops.get(e.key, 0.0) + per_call
+            with profile(activities=[ProfilerActivity.CPU]) as p:
+                for _ in range(calls):
+                    model(**inputs)
+            for e in p.key_averages():
+                if e.key.startswith("aten::"):
+                    cpu_ops[e.key] = cpu_ops.get(e.key, 0.0) + e.self_cpu_time_total / (2 * calls)
+    te, tc = sum(kinds["eager"].values()), sum(kinds["compiled"].values())
+    print(f"{name}: device time per forward, eager {te / 1e3:.3f} ms, compiled {tc / 1e3:.3f} ms")
+    eager = sorted(kinds["eager"].items(), key=lambda kv: -kv[1])[:top]
+    comp = sorted(kinds["compiled"].items(), key=lambda kv: -kv[1])[:top]
+    for i in range(max(len(eager), len(comp))):
+        left = f"{eager[i][1]:9.1f} us  {eager[i][0]:28.28s}" if i < len(eager) else " " * 42
+        right = f"{comp[i][1]:9.1f} us  {comp[i][0]}" if i < len(comp) else ""
+        print(f"  {left} | {right}")
+    slow = [(k, v, cpu_ops.get(k, 0.0)) for k, v in trn_ops.items()
+            if v > 20 and v > 1.25 * cpu_ops.get(k, 0.0)]
+    if slow:
+        print("  eager trn ops above 1.25x CPU's self time (us per forward):")
+        for k, v, c in sorted(slow, key=lambda t: -t[1]):
+            print(f"    {k:48.48s} trn {v:9.1f}  cpu {c:9.1f}")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--models", default=",".join(zoo.NAMES))
@@ -357,6 +428,9 @@ def main() -> None:
     p.add_argument("--markdown", action="store_true", help="also print the README table")
     p.add_argument("--host", action="store_true",
                    help="split the host time of a compiled call (Note [Host breakdown])")
+    p.add_argument("--kernels", action="store_true",
+                   help="device time per kernel kind, eager vs compiled, and eager trn ops\n"
+                        "slower than CPU's (Note [Kernel kinds])")
     args = p.parse_args()
     names = [n for n in args.models.split(",") if n]
     for n in names:
@@ -368,6 +442,10 @@ def main() -> None:
     if args.host:
         for n in names:
             print_host_breakdown(n, host_breakdown(n, args.rounds))
+        return
+    if args.kernels:
+        for n in names:
+            kernel_kinds(n)
         return
     rows = []
     for n in names:
