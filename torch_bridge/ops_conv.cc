@@ -251,25 +251,10 @@ at::Tensor ConstantPadNd(const at::Tensor& self, c10::SymIntArrayRef pad, const 
               "Pad length is ", pad.size(), " while the input has ", nd, " dimensions.");
   const int device = CommonDevice(kName, {&self});
   TORCH_CHECK(nd <= kMaxDims, "trn: ", kName, " supports at most ", kMaxDims, " dims, got ", nd);
-  // As torch: pads that are all <= 0 crop, and the crop is a clone (the input's layout kept).
-  bool crop_only = true;
-  for (const c10::SymInt& p : pad) crop_only = crop_only && p.guard_int(__FILE__, __LINE__) <= 0;
-  if (crop_only) {
-    at::Tensor c = self;
-    for (size_t i = 0; i < pad.size() / 2; ++i) {
-      const int64_t d = nd - 1 - static_cast<int64_t>(i);
-      const int64_t b = -pad[2 * i].guard_int(__FILE__, __LINE__);
-      const int64_t a = -pad[2 * i + 1].guard_int(__FILE__, __LINE__);
-      TORCH_CHECK(c.size(d) - b - a >= 0, "The input size ", c.size(d), ", plus negative padding ",
-                  -b, " and ", -a, " resulted in a negative output size, which is invalid. "
-                  "Check dimension ", d, " of your input.");
-      c = c.narrow(d, b, c.size(d) - b - a);
-    }
-    return c.clone();
-  }
   std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
   std::array<int64_t, kMaxDims> before{};
-  for (size_t i = 0; i < pad.size() / 2; ++i) {
+  bool crop_only = true;
+  for (size_t i = 0; i < pad.size() / 2; ++i) {  // pads run from the last dim backwards
     const int64_t d = nd - 1 - static_cast<int64_t>(i);
     const int64_t b = pad[2 * i].guard_int(__FILE__, __LINE__);
     const int64_t a = pad[2 * i + 1].guard_int(__FILE__, __LINE__);
@@ -279,6 +264,12 @@ at::Tensor ConstantPadNd(const at::Tensor& self, c10::SymIntArrayRef pad, const 
                 " of your input.");
     before[d] = b;
     sizes[d] = n;
+    crop_only = crop_only && b <= 0 && a <= 0;
+  }
+  if (crop_only) {  // as torch: a crop is a clone of the narrowed input (its layout kept)
+    at::Tensor c = self;
+    for (int64_t d = 0; d < nd; ++d) c = c.narrow(d, -before[d], sizes[d]);
+    return c.clone();
   }
   at::Tensor out = EmptyLikeInput(sizes, self, device);
   if (out.numel() == 0) return out;

@@ -500,6 +500,20 @@ Status ImplicitGemm(const Plan& p, const ConvParams& prm, const TensorRef& out,
   return Status::Ok();
 }
 
+// The caller's workspace of at least `total` floats, or `own` allocated to
+// that size (cache-line aligned, as the allocator's blocks).
+float* WorkspaceFloats(const TensorRef& workspace, int64_t total,
+                       hwy::AlignedFreeUniquePtr<float[]>* own) {
+  if (workspace.data != nullptr) {
+    TRN_ASSERT(workspace.dtype == DType::kFloat32 && workspace.numel() >= total,
+               "conv2d workspace too small");
+    return workspace.ptr<float>();
+  }
+  *own = hwy::AllocateAligned<float>(static_cast<size_t>(total));
+  TRN_ASSERT(*own != nullptr, "conv2d: out of memory for the workspace");
+  return own->get();
+}
+
 // Note [Grouped channels-last]: a grouped convolution (not depthwise) over
 // channels-last input copies the input to NCHW in the workspace and runs the
 // NCHW path. Per group, channels-last im2col gives col as [pixels][K], which
@@ -578,16 +592,7 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   if (GroupedChannelsLast(in, weight, prm) && out.numel() > 0) {  // Note [Grouped channels-last]
     const int64_t total = static_cast<int64_t>(ConvWorkspaceBytes(out, in, weight, prm) / 4);
     hwy::AlignedFreeUniquePtr<float[]> own;
-    float* ws;
-    if (workspace.data != nullptr) {
-      TRN_ASSERT(workspace.dtype == DType::kFloat32 && workspace.numel() >= total,
-                 "conv2d workspace too small");
-      ws = workspace.ptr<float>();
-    } else {
-      own = hwy::AllocateAligned<float>(static_cast<size_t>(total));
-      TRN_ASSERT(own != nullptr, "conv2d: out of memory for the workspace");
-      ws = own.get();
-    }
+    float* ws = WorkspaceFloats(workspace, total, &own);
     const TensorRef nchw = Nchw(in, ws);
     const Status st = Copy(nchw, in);
     if (!st.ok()) return st;
@@ -597,17 +602,8 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   }
   const Plan p = MakePlan(out, in, weight, prm);
   if (out.numel() == 0) return Status::Ok();
-  hwy::AlignedFreeUniquePtr<float[]> own;  // cache-line aligned, as the allocator's blocks
-  float* ws;
-  if (workspace.data != nullptr) {
-    TRN_ASSERT(workspace.dtype == DType::kFloat32 && workspace.numel() >= p.total,
-               "conv2d workspace too small");
-    ws = workspace.ptr<float>();
-  } else {
-    own = hwy::AllocateAligned<float>(static_cast<size_t>(p.total));
-    TRN_ASSERT(own != nullptr, "conv2d: out of memory for the workspace");
-    ws = own.get();
-  }
+  hwy::AlignedFreeUniquePtr<float[]> own;
+  float* ws = WorkspaceFloats(workspace, p.total, &own);
   float* wpack = ws + p.w_off;
   float* bf = ws + p.b_off;
   float* col = ws + p.col_off;

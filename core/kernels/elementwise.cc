@@ -347,6 +347,43 @@ constexpr const char* kCastNames[7][7] = {  // [from][to]
 
 int D(DType d) { return static_cast<int>(d); }
 
+// Calls f(U{}) with U the unsigned integer of `item` bytes (1, 2, 4 or 8), for
+// the kernels that move raw bits whatever the dtype: copies, selects, fills.
+template <typename F>
+void VisitBits(size_t item, F&& f) {
+  switch (item) {
+    case 1: return f(uint8_t{});
+    case 2: return f(uint16_t{});
+    case 4: return f(uint32_t{});
+    default: return f(uint64_t{});
+  }
+}
+
+// o[i * so] = x[i * sx] for i < n, elements of `item` bytes.
+void CopyRun(char* o, const char* x, int64_t n, int64_t so, int64_t sx, size_t item) {
+  if (so == 1 && sx == 1) {
+    std::memmove(o, x, static_cast<size_t>(n) * item);
+    return;
+  }
+  VisitBits(item, [&](auto tag) {
+    using U = decltype(tag);
+    U* ou = reinterpret_cast<U*>(o);
+    const U* xu = reinterpret_cast<const U*>(x);
+    for (int64_t i = 0; i < n; ++i) ou[i * so] = xu[i * sx];
+  });
+}
+
+// Writes n elements of `item` bytes `stride` elements apart: the bytes at v.
+void FillRun(char* o, int64_t n, int64_t stride, const unsigned char* v, size_t item) {
+  VisitBits(item, [&](auto tag) {
+    using U = decltype(tag);
+    U u;
+    std::memcpy(&u, v, sizeof(U));
+    U* p = reinterpret_cast<U*>(o);
+    for (int64_t i = 0; i < n; ++i) p[i * stride] = u;
+  });
+}
+
 }  // namespace
 
 bool IsComparison(BinaryOp op) { return op >= BinaryOp::kEq; }
@@ -435,19 +472,13 @@ Status Where(const TensorRef& out, const TensorRef& cond, const TensorRef& a,
            static_cast<size_t>(n));
       return;
     }
-    auto select = [&](auto tag) {  // moves raw bits: no dtype semantics needed
+    VisitBits(item, [&](auto tag) {  // moves raw bits: no dtype semantics needed
       using U = decltype(tag);
       U* o = reinterpret_cast<U*>(p[0]);
       const U* x = reinterpret_cast<const U*>(p[2]);
       const U* y = reinterpret_cast<const U*>(p[3]);
       for (int64_t i = 0; i < n; ++i) o[i * s[0]] = c[i * s[1]] ? x[i * s[2]] : y[i * s[3]];
-    };
-    switch (item) {
-      case 1: return select(uint8_t{});
-      case 2: return select(uint16_t{});
-      case 4: return select(uint32_t{});
-      default: return select(uint64_t{});
-    }
+    });
   });
   return Status::Ok();
 }
@@ -468,6 +499,8 @@ Status Fill(const TensorRef& out, double value) {
   });
   return Status::Ok();
 }
+
+namespace {
 
 // Note [Tiled transpose]: a same-dtype copy whose input is contiguous along a
 // dim that is not out's (x.t().contiguous(), NCHW <-> NHWC) read the input one
@@ -521,17 +554,11 @@ bool CopyTransposed(const TensorRef& out, const TensorRef& in) {
   const int64_t rows = s.sizes[last], cols = s.sizes[d];
   const int64_t o_col = s.strides[0][d], x_row = s.strides[1][last];
   auto tile = [&](char* o, const char* x) {
-    auto run = [&](auto tag) {
+    VisitBits(item, [&](auto tag) {
       using U = decltype(tag);
       TransposeTiles(reinterpret_cast<U*>(o), reinterpret_cast<const U*>(x), rows, cols, o_col,
                      x_row);
-    };
-    switch (item) {
-      case 1: return run(uint8_t{});
-      case 2: return run(uint16_t{});
-      case 4: return run(uint32_t{});
-      default: return run(uint64_t{});
-    }
+    });
   };
   const auto walk = [&](const std::array<char*, 2>& p, int64_t n,
                         const std::array<int64_t, 2>& st) {
@@ -545,6 +572,8 @@ bool CopyTransposed(const TensorRef& out, const TensorRef& in) {
   return true;
 }
 
+}  // namespace
+
 Status Copy(const TensorRef& out, const TensorRef& in) {
   // Note [Tiled transpose]
   if (out.dtype == in.dtype && CopyTransposed(out, in)) return Status::Ok();
@@ -552,22 +581,7 @@ Status Copy(const TensorRef& out, const TensorRef& in) {
     const size_t item = ItemSize(out.dtype);
     ForEachRun<2>({&out, &in}, [&](const std::array<char*, 2>& p, int64_t n,
                                    const std::array<int64_t, 2>& s) {
-      if (s[0] == 1 && s[1] == 1) {
-        std::memmove(p[0], p[1], static_cast<size_t>(n) * item);
-        return;
-      }
-      auto copy = [&](auto tag) {
-        using U = decltype(tag);
-        U* o = reinterpret_cast<U*>(p[0]);
-        const U* x = reinterpret_cast<const U*>(p[1]);
-        for (int64_t i = 0; i < n; ++i) o[i * s[0]] = x[i * s[1]];
-      };
-      switch (item) {
-        case 1: return copy(uint8_t{});
-        case 2: return copy(uint16_t{});
-        case 4: return copy(uint32_t{});
-        default: return copy(uint64_t{});
-      }
+      CopyRun(p[0], p[1], n, s[0], s[1], item);
     });
     return Status::Ok();
   }
@@ -588,23 +602,6 @@ Status Copy(const TensorRef& out, const TensorRef& in) {
     });
   });
   return Status::Ok();
-}
-
-// Writes n elements of `item` bytes `stride` elements apart: the bytes at v.
-void FillRun(char* o, int64_t n, int64_t stride, const unsigned char* v, size_t item) {
-  auto fill = [&](auto tag) {
-    using U = decltype(tag);
-    U u;
-    std::memcpy(&u, v, sizeof(U));
-    U* p = reinterpret_cast<U*>(o);
-    for (int64_t i = 0; i < n; ++i) p[i * stride] = u;
-  };
-  switch (item) {
-    case 1: return fill(uint8_t{});
-    case 2: return fill(uint16_t{});
-    case 4: return fill(uint32_t{});
-    default: return fill(uint64_t{});
-  }
 }
 
 Status ConstantPad(const TensorRef& out, const TensorRef& in, const int64_t* before,
@@ -632,16 +629,8 @@ Status ConstantPad(const TensorRef& out, const TensorRef& in, const int64_t* bef
       return;
     }
     FillRun(o, lo, os, v, item);
-    char* dst = o + lo * os * static_cast<int64_t>(item);
-    const char* src = x + (lo - before[last]) * is * static_cast<int64_t>(item);
-    if (os == 1 && is == 1) {
-      std::memcpy(dst, src, static_cast<size_t>(hi - lo) * item);
-    } else {
-      for (int64_t i = 0; i < hi - lo; ++i) {
-        std::memcpy(dst + i * os * static_cast<int64_t>(item),
-                    src + i * is * static_cast<int64_t>(item), item);
-      }
-    }
+    CopyRun(o + lo * os * static_cast<int64_t>(item),
+            x + (lo - before[last]) * is * static_cast<int64_t>(item), hi - lo, os, is, item);
     FillRun(o + hi * os * static_cast<int64_t>(item), n - hi, os, v, item);
   };
   if (last == 0) {

@@ -77,6 +77,11 @@ void ForEachPlane(const TensorRef& out, const TensorRef& in, F&& f) {
   }
 }
 
+// dst[j] = src[j] * sc + sh for j < n (batch norm's per-channel affine map).
+void Affine(float* __restrict dst, const float* __restrict src, int64_t n, float sc, float sh) {
+  for (int64_t j = 0; j < n; ++j) dst[j] = src[j] * sc + sh;
+}
+
 const char* DTypeSuffixed(const char* const names[4], DType dt) {
   switch (dt) {
     case DType::kFloat64: return names[1];
@@ -159,14 +164,11 @@ Status BatchNormInference(const TensorRef& out, const TensorRef& in, const Tenso
   }
   const internal::StridedShape<2> plane = internal::MakeShape<2>({&o, &i});
   if (f32 && plane.ndim == 1 && plane.strides[0][0] == 1 && plane.strides[1][0] == 1) {
-    const int64_t hw = plane.sizes[0];  // contiguous planes (NCHW): no walk at all
-    for (int64_t n = 0; n < in.sizes[0]; ++n) {
+    for (int64_t n = 0; n < in.sizes[0]; ++n) {  // contiguous planes (NCHW): no walk at all
       for (int64_t c = 0; c < channels; ++c) {
-        const float* __restrict src =
-            in.ptr<float>() + n * in.strides[0] + c * in.strides[1];
-        float* __restrict dst = out.ptr<float>() + n * out.strides[0] + c * out.strides[1];
-        const float sc = scale[c], sh = shift[c];
-        for (int64_t j = 0; j < hw; ++j) dst[j] = src[j] * sc + sh;
+        Affine(out.ptr<float>() + n * out.strides[0] + c * out.strides[1],
+               in.ptr<float>() + n * in.strides[0] + c * in.strides[1], plane.sizes[0], scale[c],
+               shift[c]);
       }
     }
     return Status::Ok();
@@ -181,9 +183,8 @@ Status BatchNormInference(const TensorRef& out, const TensorRef& in, const Tenso
           plane, {op, ip}, {static_cast<size_t>(osz), static_cast<size_t>(isz)},
           [&](const std::array<char*, 2>& ptr, int64_t len, const std::array<int64_t, 2>& st) {
             if (f32 && st[0] == 1 && st[1] == 1) {  // unit-stride f32: straight through
-              const float* __restrict src = reinterpret_cast<const float*>(ptr[1]);
-              float* __restrict dst = reinterpret_cast<float*>(ptr[0]);
-              for (int64_t j = 0; j < len; ++j) dst[j] = src[j] * sc + sh;
+              Affine(reinterpret_cast<float*>(ptr[0]), reinterpret_cast<const float*>(ptr[1]),
+                     len, sc, sh);
               return;
             }
             for (int64_t j0 = 0; j0 < len; j0 += internal::kChunk) {
