@@ -190,11 +190,13 @@ def test_decoder_block_launches_far_fewer_kernels_than_eager():
     compiled, got = launches(torch.compile(model, backend="trn", dynamic=False), x)
     torch.testing.assert_close(got.cpu(), want.cpu(), rtol=1e-5, atol=1e-5)
     (stats,) = trnscope.compile_stats()
-    # Every program kernel is one launch; rotate_half's cat is a library kernel
-    # of the program (Note [Library kernels]), so nothing runs eagerly.
+    # Every program kernel is one launch and nothing runs eagerly; each rotary
+    # embedding, rotate_half's neg and cat included, is one kernel (Note [Rotate half]).
     program = sum(n for k, n in compiled.items() if k in stats["kernels"])
     assert program == stats["num_kernels"] == sum(compiled.values())
-    assert stats["eager_nodes"] == [] and stats["kernels"].count("cat") == 2
+    assert stats["eager_nodes"] == []
+    assert stats["kernels"].count("fused[rotate_half,mul,mul,add]") == 2, stats["kernels"]
+    assert not any(k in ("cat", "neg") for k in stats["kernels"]), stats["kernels"]
     # Each naive RMSNorm chain (plus the residual add before it) is one kernel.
     assert sum(1 for k in stats["kernels"] if k.endswith("pow,mean,add,rsqrt,mul,mul]")) == 2
     # Rope's results keep q's and k's [B, S, H, D] memory order, as on CPU (Note

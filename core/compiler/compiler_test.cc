@@ -1355,6 +1355,100 @@ TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
   }
 }
 
+// Note [Rotate half]: q * cos + cat([-q2, q1], -1) * sin over the heads of a
+// [B, T, H*D] projection is one row kernel, for each way the frontend may lay
+// it out; a cat that is not rotate_half keeps its neg and cat kernels. Rows of
+// the contiguous layout (t * d = 5120) span chunks, and 2h = 80 divides no power of two.
+TEST(CompilerTest, RotaryEmbeddingIsOneKernel) {
+  const int64_t b = 2, t = 64, h = 3, d = 80, half = d / 2;
+  const Sizes heads = {b, h, t, d}, halves = {b, h, t, half}, hs = {t * h * d, d, h * d, 1};
+  enum class Variant { kProjection, kContiguous, kComputedSource, kLastDimOutermost, kSwapped };
+  for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+    for (Variant var : {Variant::kProjection, Variant::kContiguous, Variant::kComputedSource,
+                        Variant::kLastDimOutermost, Variant::kSwapped}) {
+      SCOPED_TRACE(::testing::Message() << DTypeName(dt) << " variant " << static_cast<int>(var));
+      Graph g;
+      const int in = g.AddInput(M(dt, {b, t, h * d}));
+      const int cs = g.AddInput(M(dt, {t, d}));
+      const int sn = g.AddInput(M(dt, {t, d}));
+      // kComputedSource: the heads are a value of the program (q * 2), not a
+      // view of an input, and that value's kernel must store them for the gather.
+      const bool computed = var == Variant::kComputedSource;
+      // kContiguous: the input is already [b, h, t, d].
+      const bool contiguous = var == Variant::kContiguous;
+      const Sizes ins = contiguous ? Sizes{h * t * d, t * d, d, 1} : hs;
+      const int qv = ViewOf(g, in, heads, ins, 0, dt);
+      const int q = computed ? BinS(g, Op::kMul, qv, 2.0, heads, "aten.mul.Tensor", dt) : qv;
+      const Sizes qs = computed || contiguous ? Sizes{h * t * d, t * d, d, 1} : hs;
+      const int x1 = ViewOf(g, q, halves, qs, 0, dt);
+      const int x2 = ViewOf(g, q, halves, qs, half, dt);
+      const bool swapped = var == Variant::kSwapped;  // cat([-x1, x2]): not rotate_half
+      const int ng = Un(g, Op::kNeg, swapped ? x1 : x2, halves, "aten.neg.default", dt);
+      Node cat;
+      cat.op = Op::kCat;
+      cat.target = "aten.cat.default";
+      cat.inputs = {ng, swapped ? x2 : x1};
+      cat.dims = {3};
+      cat.meta = M(dt, heads);
+      const int rot = g.AddNode(cat);
+      const int a = Bin(g, Op::kMul, q, cs, heads, "aten.mul.Tensor", dt);
+      const int r = Bin(g, Op::kMul, rot, sn, heads, "aten.mul.Tensor", dt);
+      Node add;
+      add.op = Op::kAdd;
+      add.target = "aten.add.Tensor";
+      add.inputs = {a, r};
+      add.meta = M(dt, heads);
+      // kLastDimOutermost: the output's memory order puts the rotated dim outside
+      // the others, which the elementwise walk would otherwise make rows of.
+      if (var == Variant::kLastDimOutermost) add.meta.strides = {h * t, t, 1, b * h * t};
+      const int out = g.AddNode(add);
+      g.SetOutputs({out});
+      const Program p = Compile(g);
+      int rotates = 0;
+      for (const auto& k : p.kernels()) {
+        rotates += std::string(k.name).find("rotate_half") != std::string::npos;
+      }
+      if (swapped) {
+        EXPECT_EQ(rotates, 0) << p.Report();
+      } else if (computed) {
+        EXPECT_EQ(rotates, 1) << p.Report();
+        EXPECT_EQ(p.kernels().size(), 2u) << p.Report();  // q * 2 (* cos) and the rotation
+      } else {
+        ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+        EXPECT_STREQ(p.kernels().back().name, "fused[rotate_half,mul,mul,add]");
+        const auto& ops = p.kernels().back().aten_ops;
+        EXPECT_NE(std::find(ops.begin(), ops.end(), "aten::neg.default"), ops.end());
+        EXPECT_NE(std::find(ops.begin(), ops.end(), "aten::cat.default"), ops.end());
+      }
+      TestTensor tq = Random(dt, {b, t, h * d}, 71), tc = Random(dt, {t, d}, 72),
+                 ts = Random(dt, {t, d}, 73);
+      const double scale = computed ? 2.0 : 1.0;
+      std::vector<double> ref;  // [b, h, t, d] in logical order
+      for (int64_t i = 0; i < b; ++i) {
+        for (int64_t hh = 0; hh < h; ++hh) {
+          for (int64_t j = 0; j < t; ++j) {
+            auto qv = [&](int64_t k) {
+              return scale * tq.At(contiguous ? ((i * h + hh) * t + j) * d + k
+                                              : (i * t + j) * h * d + hh * d + k);
+            };
+            for (int64_t k = 0; k < d; ++k) {
+              const double rv = swapped ? (k < half ? -qv(k) : qv(k))
+                                        : (k < half ? -qv(k + half) : qv(k - half));
+              ref.push_back(qv(k) * tc.At(j * d + k) + rv * ts.At(j * d + k));
+            }
+          }
+        }
+      }
+      // bfloat16: each op rounds (as torch's do); the two products reach 8, whose
+      // half-ulp is 2^-5, and their sum cancels.
+      const bool f32 = dt == DType::kFloat32;
+      ForEachTarget([&](const char*) {
+        ExpectClose(Execute(p, {tq, tc, ts})[0], ref, f32 ? 1e-6 : 1e-2, f32 ? 1e-5 : 0.08);
+      });
+    }
+  }
+}
+
 // ---- the executor's buffer binding (Note [Buffer binding]) ---------------------------------
 
 TEST(ExecutorTest, InputViewWithStorageOffsetIsReadInPlace) {

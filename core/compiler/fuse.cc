@@ -139,13 +139,17 @@ void Fuser::Place(int id) {
       };
       // Note [Deferred leaves]: an elementwise node reading only memory (a
       // cast of an input, x * w) waits for its single consumer and joins the
-      // consumer's group instead of becoming a kernel of its own.
-      const bool leaf = candidates().empty() && !IsReductionOp(n.op) && !IsSoftmaxOp(n.op) &&
-                        std::none_of(n.inputs.begin(), n.inputs.end(),
-                                     [&](int in) { return pending_.count(in) > 0; });
+      // consumer's group instead of becoming a kernel of its own. So does one
+      // whose inputs' groups did not take it (rotary q * cos: cos is a small
+      // table's kernel, q a view of the projection).
       int live_users = 0;
       for (int u : v.users) live_users += ir_.vals[u].live;
-      if (leaf && live_users == 1 && !ir_.IsOutput(id)) {
+      const bool deferrable = !IsReductionOp(n.op) && !IsSoftmaxOp(n.op) && live_users == 1 &&
+                              !ir_.IsOutput(id);
+      const bool leaf = candidates().empty() &&
+                        std::none_of(n.inputs.begin(), n.inputs.end(),
+                                     [&](int in) { return pending_.count(in) > 0; });
+      if (leaf && deferrable) {
         pending_.insert(id);
         return;
       }
@@ -165,6 +169,10 @@ void Fuser::Place(int id) {
           joined = true;
           break;
         }
+      }
+      if (!joined && deferrable) {
+        pending_.insert(id);
+        return;
       }
     }
     if (!joined) NewGroup(id);
@@ -443,6 +451,10 @@ bool Fuser::TryJoin(int id, int gi) {
   auto in_group = [&](int v) {
     return !ir_.IsConst(v) && ir_.IsComputed(v) && ir_.group_of[v] == gi;
   };
+  // rotate_half reads its input from memory, gathered (Note [Rotate half]).
+  if (n.op == Op::kRotateHalf && (in_group(n.inputs[0]) || !SameUpToLeadingOnes(O, g.S))) {
+    return false;
+  }
   bool out_row = false;
   int new_k = g.k;
   if (red || smax) {

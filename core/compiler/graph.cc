@@ -49,6 +49,7 @@ const char* OpName(Op op) {
     case Op::kLog1p: return "log1p";
     case Op::kExpm1: return "expm1";
     case Op::kCast: return "_to_copy";
+    case Op::kRotateHalf: return "rotate_half";
     case Op::kSum: return "sum";
     case Op::kMean: return "mean";
     case Op::kAmax: return "amax";
@@ -208,6 +209,8 @@ void NodeCheck::Run() {
       if (node_.target.empty()) Fail("eager node needs its aten target");
       break;
     case Op::kCat: Cat(); break;
+    case Op::kRotateHalf:
+      Fail("rotate_half is made by the compiler from a cat (Note [Rotate half]), not by a graph");
     case Op::kLogicalAnd:
     case Op::kLogicalOr:
     case Op::kDivTrunc:

@@ -26,6 +26,10 @@ enum class Op : uint8_t {
   kNeg, kAbs, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kSigmoid, kTanh, kSilu,
   kGelu, kGeluTanh, kSin, kCos, kLog1p, kExpm1,
   kCast,  // to the node's dtype
+  // rotate_half(x) = cat([-x[..., h:], x[..., :h]], -1) over x's last dim (2h):
+  // made by the compiler's Prepare from that cat (Note [Rotate half] in
+  // core/compiler/prepare.cc), never by a frontend.
+  kRotateHalf,
   // Reductions over attr dims (keepdim layout decided by the output sizes).
   kSum, kMean, kAmax, kAmin,
   kSoftmax, kLogSoftmax,  // attr dim

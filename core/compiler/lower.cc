@@ -23,7 +23,7 @@ uint64_t RealBytes(const View& v) {
 
 std::string ShortName(const Node& n) {  // "aten.mul.Tensor" -> "mul"
   std::string t = n.target;
-  if (t.empty()) return OpName(n.op);
+  if (t.empty() || n.op == Op::kRotateHalf) return OpName(n.op);
   for (const char* prefix : {"aten::", "aten.", "prims::", "prims."}) {
     if (t.rfind(prefix, 0) == 0) {
       t = t.substr(std::string(prefix).size());
@@ -93,6 +93,8 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
   uint64_t flops = 0;
   for (int id : g.nodes) {
     const Node& n = ir.N(id);
+    // rotate_half is the cat it was made from and that cat's neg (Note [Rotate half]).
+    if (n.op == Op::kRotateHalf) sum.aten_ops.push_back("aten::neg.default");
     sum.aten_ops.push_back(AtenName(n));
     shorts.push_back(ShortName(n));
     const uint64_t out_n = static_cast<uint64_t>(Numel(n.meta.sizes));

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <numeric>
 #include <utility>
 #include <vector>
 
@@ -142,7 +143,7 @@ class RowLowering {
 
  private:
   void SplitRows();
-  Operand MakeOperand(const View& v, const Sizes& as) const;
+  Operand MakeOperand(const View& v, const Sizes& as, bool rotate_half = false) const;
 
   void BuildMicroOps();
   int LowerNode(int id);  // returns the MV of the node's value
@@ -253,6 +254,12 @@ void RowLowering::SplitRows() {
         std::swap(order[j], order[j - 1]);
       }
     }
+    // A rotate_half swaps halves of the last dim within each row (Note [Rotate half]).
+    const bool rotates = std::any_of(g_.nodes.begin(), g_.nodes.end(), [&](int id) {
+      return ir_.N(id).op == Op::kRotateHalf;
+    });
+    const auto last = std::find(order.begin(), order.end(), n - 1);
+    if (rotates && last != order.end()) std::rotate(last, last + 1, order.end());
     std::vector<std::vector<int>> merged;  // groups of dims of S, outermost first
     for (int d : order) {
       bool merge = !merged.empty();
@@ -297,7 +304,7 @@ void RowLowering::SplitRows() {
 
 // Operand for a view read (or written) as a value of sizes `as` (broadcast
 // right-aligned to S, or to the outer dims of S for non-keepdim row values).
-Operand RowLowering::MakeOperand(const View& v, const Sizes& as) const {
+Operand RowLowering::MakeOperand(const View& v, const Sizes& as, bool rotate_half) const {
   const int n = static_cast<int>(g_.S.size());
   Sizes st(n, 0);
   const int vn = static_cast<int>(v.sizes.size());
@@ -349,6 +356,12 @@ Operand RowLowering::MakeOperand(const View& v, const Sizes& as) const {
       }
       o.gather[i] = off;
     }
+  }
+  if (rotate_half) {
+    // Row element i is element i % 2h of the last dim (Note [Rotate half]).
+    TRN_ASSERT(!split_.inner_dims.empty() && split_.inner_dims.back() == n - 1,
+               "rotate_half: the last dim must be the row's innermost");
+    o.rotate_half = g_.S[n - 1] / 2;
   }
   return o;
 }
@@ -573,6 +586,15 @@ int RowLowering::LowerNode(int id) {
                   "one VOp per unary Op from kNeg up to kCast");
     res = Op1(kMap[static_cast<int>(nd.op) - static_cast<int>(Op::kNeg)],
               ArgOf(nd.inputs[0], O), row);
+  } else if (nd.op == Op::kRotateHalf) {  // a gathered load (Note [Rotate half])
+    const View& x = ir_.vals[nd.inputs[0]].view;
+    p_.operands.push_back(MakeOperand(x, g_.S, true));
+    ki_.reads.push_back(x);
+    MV m;
+    m.k = MV::K::kLoad;
+    m.reloadable = true;
+    m.operand = static_cast<int>(p_.operands.size()) - 1;
+    res = Add(m);
   } else if (IsReductionOp(nd.op)) {
     int x = ArgOf(nd.inputs[0], g_.S);
     if (mv_[x].row) x = Op1(VOp::kCopy, x, false);  // a broadcast input: make it a chunk
@@ -856,6 +878,13 @@ void RowLowering::Finish() {
   p_.num_accs = num_accs_;
   p_.pipeline_instr = PipelineInstr(p_);
   p_.chunk = ChunkLength(p_);
+  // A rotate_half load swaps halves within its chunk (Note [Rotate half]):
+  // chunks hold whole 2h-blocks and stay 16-float aligned.
+  for (const Operand& o : p_.operands) {
+    if (o.rotate_half == 0) continue;
+    const int64_t block = std::lcm<int64_t>(2 * o.rotate_half, 16);
+    p_.chunk = std::max(block, p_.chunk / block * block);
+  }
 }
 
 }  // namespace

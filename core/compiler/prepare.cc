@@ -1,5 +1,6 @@
 // Pass 1, prepare: the KernelGraph of a graph: pass-through reshapes
-// rewired (Note [Pass-through reshapes]), each value's users, and liveness
+// rewired (Note [Pass-through reshapes]), rotary embeddings' rotate_half
+// recognised (Note [Rotate half]), each value's users, and liveness
 // (dead-code elimination; eager nodes always run).
 #include <vector>
 
@@ -49,6 +50,49 @@ void RewirePassThroughReshapes(std::vector<Node>& nodes) {
   }
 }
 
+// Note [Rotate half]
+// Rotary position embeddings (Llama, Qwen2, Mixtral, GPT-NeoX) compute
+// q * cos + rotate_half(q) * sin with rotate_half(x) = cat([-x2, x1], -1),
+// x1 = x[..., :h], x2 = x[..., h:]. As aten ops that is a neg and a cat, two
+// library kernels and a round trip through memory each, between the two
+// multiplies. The cat becomes one kRotateHalf node reading x itself: a
+// gathered load of x with a sign per element (RowLowering::MakeOperand), so
+// the whole embedding is one row kernel. Only exact re-indexings qualify: x1
+// and x2 are the two halves of x's last dim at x's own strides.
+void RewriteRotateHalf(std::vector<Node>& nodes) {
+  for (Node& n : nodes) {
+    if (n.op != Op::kCat || n.inputs.size() != 2 || n.meta.sizes.empty() ||
+        n.dims.size() != 1 || n.dims[0] != static_cast<int64_t>(n.meta.sizes.size()) - 1) {
+      continue;
+    }
+    const Node& neg = nodes[n.inputs[0]];
+    if (neg.op != Op::kNeg || neg.inputs.size() != 1) continue;
+    const Node& hi = nodes[neg.inputs[0]];
+    const Node& lo = nodes[n.inputs[1]];
+    if (hi.op != Op::kView || lo.op != Op::kView || hi.inputs[0] != lo.inputs[0]) continue;
+    const int src = lo.inputs[0];
+    const Meta& x = nodes[src].meta;
+    if (nodes[src].op == Op::kConstant || x.sizes != n.meta.sizes || x.sizes.back() % 2 != 0) {
+      continue;
+    }
+    const int64_t h = x.sizes.back() / 2;
+    const std::vector<int64_t> xs = x.strides.empty() ? ContiguousStrides(x.sizes) : x.strides;
+    std::vector<int64_t> half = x.sizes;
+    half.back() = h;
+    auto is_half = [&](const Meta& m, int64_t offset) {
+      return m.dtype == x.dtype && m.sizes == half && m.strides == xs &&
+             m.storage_offset == offset;
+    };
+    if (h == 0 || neg.meta.dtype != x.dtype || n.meta.dtype != x.dtype ||
+        !is_half(lo.meta, x.storage_offset) || !is_half(hi.meta, x.storage_offset + h * xs.back())) {
+      continue;
+    }
+    n.op = Op::kRotateHalf;
+    n.inputs = {src};
+    n.dims.clear();
+  }
+}
+
 }  // namespace
 
 KernelGraph Prepare(const Graph& graph, const CompileOptions& options) {
@@ -56,7 +100,10 @@ KernelGraph Prepare(const Graph& graph, const CompileOptions& options) {
   ir.graph = &graph;
   ir.options = options;
   ir.nodes = graph.nodes();
-  if (options.fuse) RewirePassThroughReshapes(ir.nodes);
+  if (options.fuse) {
+    RewirePassThroughReshapes(ir.nodes);
+    RewriteRotateHalf(ir.nodes);
+  }
   const size_t nn = ir.nodes.size();
   ir.vals.assign(nn, Value());
   ir.group_of.assign(nn, -1);

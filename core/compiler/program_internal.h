@@ -65,7 +65,9 @@ struct Arg {
 // offset + sum_d idx_d(r) * outer_strides[d] + inner(i), with inner(i) =
 // i * inner_stride; or, for a row of segments (a slice of each of several
 // rows, a broadcast table), (i / seg_len) * seg_stride + (i % seg_len) *
-// inner_stride; or gather[i] for rows neither describes.
+// inner_stride; or gather[i] for rows neither describes. A load with
+// rotate_half = h > 0 reads each 2h-block of the row as rotate_half does:
+// -x[j + h] for j < h, x[j - h] after (Note [Rotate half]).
 struct Operand {
   int buffer = -1;  // -1: the matmul kernel's f32 scratch block (row-major, ld = inner)
   DType dtype = DType::kFloat32;
@@ -75,8 +77,10 @@ struct Operand {
   int64_t seg_len = 0;  // > 0: the row is segments of seg_len elements
   int64_t seg_stride = 0;
   std::vector<int64_t> gather;  // non-empty: per-element inner offsets
+  int64_t rotate_half = 0;
   bool direct() const {
-    return dtype == DType::kFloat32 && gather.empty() && seg_len == 0 && inner_stride == 1;
+    return dtype == DType::kFloat32 && gather.empty() && seg_len == 0 && inner_stride == 1 &&
+           rotate_half == 0;
   }
 };
 
