@@ -357,9 +357,10 @@ def print_host_breakdown(name: str, m: dict) -> None:
 # replaces; eager trn ops should take no longer than CPU PyTorch's. Session 16
 # found eight places where one of these did not hold (docs/compile.md
 # "Compiled against eager, kernel by kernel"). Kernel names differ between the
-# modes (matmul_f32 vs mm, addmm), so the two lists are printed side by side;
-# CPU is compared per aten op by self time, which puts a composite op's work
-# in the op it calls (embedding's in index_select).
+# modes (matmul_f32 vs mm, addmm), so the two lists are printed side by side.
+# An eager trn op's device time is compared with the same CPU op's total time,
+# its children included: CPU's composite ops (clone, constant_pad_nd,
+# embedding) do their work in the ops they call, which self time leaves out.
 def _device_kinds(prof, calls: int) -> dict:
     """Device time per kernel name (us per call) of a profile of `calls` forwards."""
     kinds = {}
@@ -401,7 +402,7 @@ def kernel_kinds(name: str, calls: int = 4, top: int = 12) -> None:
                     model(**inputs)
             for e in p.key_averages():
                 if e.key.startswith("aten::"):
-                    cpu_ops[e.key] = cpu_ops.get(e.key, 0.0) + e.self_cpu_time_total / (2 * calls)
+                    cpu_ops[e.key] = cpu_ops.get(e.key, 0.0) + e.cpu_time_total / (2 * calls)
     te, tc = sum(kinds["eager"].values()), sum(kinds["compiled"].values())
     print(f"{name}: device time per forward, eager {te / 1e3:.3f} ms, compiled {tc / 1e3:.3f} ms")
     eager = sorted(kinds["eager"].items(), key=lambda kv: -kv[1])[:top]
@@ -413,7 +414,7 @@ def kernel_kinds(name: str, calls: int = 4, top: int = 12) -> None:
     slow = [(k, v, cpu_ops.get(k, 0.0)) for k, v in trn_ops.items()
             if v > 20 and v > 1.25 * cpu_ops.get(k, 0.0)]
     if slow:
-        print("  eager trn ops above 1.25x CPU's self time (us per forward):")
+        print("  eager trn ops above 1.25x CPU's time (us per forward):")
         for k, v, c in sorted(slow, key=lambda t: -t[1]):
             print(f"    {k:48.48s} trn {v:9.1f}  cpu {c:9.1f}")
 

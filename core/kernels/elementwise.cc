@@ -542,14 +542,7 @@ bool CopyTransposed(const TensorRef& out, const TensorRef& in) {
       s.sizes[d] < kTile) {
     return false;
   }
-  // The other dims, walked by ForEachRun over a shape without d and last.
-  internal::StridedShape<2> rest;
-  for (int k = 0; k < last; ++k) {
-    if (k == d) continue;
-    rest.sizes[rest.ndim] = s.sizes[k];
-    for (int op = 0; op < 2; ++op) rest.strides[op][rest.ndim] = s.strides[op][k];
-    ++rest.ndim;
-  }
+  const internal::StridedShape<2> rest = internal::WithoutDims(s, d, last);
   const size_t item = ItemSize(out.dtype);
   const int64_t rows = s.sizes[last], cols = s.sizes[d];
   const int64_t o_col = s.strides[0][d], x_row = s.strides[1][last];

@@ -328,6 +328,48 @@ TEST(Unary, SpecialValuesFollowTorch) {
   });
 }
 
+// Note [Tiled elementwise]: float32 operands contiguous along different dims,
+// at strides that map a run's lines to few L1 sets (tiled), or not (run by
+// run), with tile edges on both tile dims, broadcast operands (along the
+// tile's rows and columns) and a permuted output, against a scalar reference.
+TEST(Binary, MixedLayoutsTiledOrRunByRun) {
+  ForEachTarget([](const char*) {
+    // a: [2, 70, 512] contiguous along dim 1, 128 floats apart along dim 2
+    // (8 of 64 L1 sets: tiled); or 75 floats apart (run by run).
+    for (int64_t pad : {128, 75}) {
+      SCOPED_TRACE(pad);
+      const TestTensor a =
+          MakeRandom(DType::kFloat32, {2, 512, pad}, Layout::kContiguous, 11).Slice(2, 0, 1, 70).Transpose(1, 2);
+      const TestTensor b = MakeRandom(DType::kFloat32, {2, 70, 512}, Layout::kContiguous, 12);
+      const TestTensor row = MakeRandom(DType::kFloat32, {512}, Layout::kContiguous, 13).Expand({2, 70, 512});
+      const TestTensor col = MakeRandom(DType::kFloat32, {2, 70, 1}, Layout::kContiguous, 14).Expand({2, 70, 512});
+      for (const TestTensor* other : {&b, &row, &col}) {
+        TestTensor out = Empty(DType::kFloat32, {2, 70, 512});
+        ASSERT_TRUE(Binary(BinaryOp::kAdd, out.ref, a.ref, other->ref, 2.5).ok());
+        ExpectBinary(BinaryOp::kAdd, DType::kFloat32, out, a, other, 0, false, 2.5, "mixed");
+        ASSERT_TRUE(Binary(BinaryOp::kMul, out.ref, other->ref, a.ref, 1.0).ok());
+        ExpectBinary(BinaryOp::kMul, DType::kFloat32, out, *other, &a, 0, false, 1.0, "mixed");
+      }
+      TestTensor neg = Empty(DType::kFloat32, {2, 70, 512});
+      ASSERT_TRUE(Unary(UnaryOp::kNeg, neg.ref, a.ref).ok());
+      for (int64_t i = 0; i < a.numel(); ++i) ASSERT_EQ(neg.At(i), -a.At(i)) << i;
+      TestTensor lerp = Empty(DType::kFloat32, {2, 70, 512});
+      ASSERT_TRUE(Lerp(lerp.ref, b.ref, a.ref, col.ref).ok());
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        const double e = b.At(i) + col.At(i) * (a.At(i) - b.At(i));
+        ASSERT_NEAR(lerp.At(i), e, 1e-5 * (1 + std::fabs(b.At(i)) + std::fabs(a.At(i)))) << i;
+      }
+    }
+    // The output permuted like one input (Whisper's residual add): the other is
+    // read 512 floats apart along out's runs of 150.
+    TestTensor out = Empty(DType::kFloat32, {2, 512, 150}).Transpose(1, 2);
+    const TestTensor x = MakeRandom(DType::kFloat32, {2, 512, 150}, Layout::kContiguous, 15).Transpose(1, 2);
+    const TestTensor y = MakeRandom(DType::kFloat32, {2, 150, 512}, Layout::kContiguous, 16);
+    ASSERT_TRUE(Binary(BinaryOp::kSub, out.ref, x.ref, y.ref, 1.0).ok());
+    ExpectBinary(BinaryOp::kSub, DType::kFloat32, out, x, &y, 0, false, 1.0, "permuted out");
+  });
+}
+
 // ---- Where / Fill / Copy -----------------------------------------------------------
 TEST(Where, AllDtypesLayoutsOnEveryTarget) {
   ForEachTarget([](const char*) {

@@ -86,6 +86,20 @@ StridedShape<N> MakeShape(const std::array<const TensorRef*, N>& ops, int order_
   return s;
 }
 
+// `s` without dims a and b (the tile dims of a tiled loop): the dims its
+// caller walks around each tile.
+template <int N>
+StridedShape<N> WithoutDims(const StridedShape<N>& s, int a, int b) {
+  StridedShape<N> rest;
+  for (int d = 0; d < s.ndim; ++d) {
+    if (d == a || d == b) continue;
+    rest.sizes[rest.ndim] = s.sizes[d];
+    for (int k = 0; k < N; ++k) rest.strides[k][rest.ndim] = s.strides[k][d];
+    ++rest.ndim;
+  }
+  return rest;
+}
+
 // Calls f(ptrs, n, strides) for every innermost run: ptrs[k] points at the
 // run's first element of operand k (typed by `base`'s element sizes), strides
 // are in elements. A 0-d shape is one run of one element.
