@@ -91,9 +91,13 @@ constexpr size_t kDirectMR = kNR >= 32 ? 12 : kMR;
 constexpr size_t kDirectDeepK = 512;
 // Note [GEMM blocking]: sizes follow BLIS's Zen configurations. AVX2 (NR 16):
 // A block 144 x 256 f32 = 144 KiB in L2, B micro-panel 256 x 16 = 16 KiB in L1.
-// AVX-512 (NR 32) streams B micro-panels of 512 x 32 from L2 (Zen 4: 1 MiB L2)
-// and measured faster with the deeper k slice. B slice KC x NC stays in L3.
-constexpr size_t kKC = kNR >= 32 ? 512 : 256;
+// AVX-512 (NR 32) streams B micro-panels of kc x 32 from L2 and measured faster
+// with deeper k slices: 512 against 256 on Zen 4 (1 MiB L2); 1024 against 512
+// on Emerald Rapids (2 MiB L2; alternating runs of trn_core_bench, cached
+// weights): 1024^3 +1.7 %, M = 128, K = N = 1024 +2-3.5 %, M = 16, K = N = 4096
+// +2.5 %, no other linear slower (1024 on Zen 4 is unmeasured: a 128 KiB B
+// panel and a 384 KiB packed A block fit its L2). B slice KC x NC stays in L3.
+constexpr size_t kKC = kNR >= 32 ? 1024 : 256;
 constexpr size_t kMC = kNR >= 32 ? 96 : 144;
 constexpr size_t kNC = (3072 / kNR) * kNR;
 static_assert(kMC % kMR == 0 && kMC % kDirectMR == 0, "MC must hold whole micro-panels");
@@ -262,6 +266,14 @@ HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap, int64_t ld
   decltype(hn::Zero(d)) acc0[R], acc1[R];
 #pragma GCC unroll 16
   for (size_t r = 0; r < R; ++r) acc0[r] = acc1[r] = hn::Zero(d);
+  // Note [A rows by quads]: A's rows in place are read through three base
+  // pointers (rows 0, 4, 8) plus 0..3 row strides, so a 12-row tile needs six
+  // registers for A's addresses; twelve row pointers left GCC short of
+  // registers (a reload from the stack and a vmovq per k-step). Emerald
+  // Rapids, alternating runs of trn_core_bench: 1024^3 +3.6 %, M = 128 with
+  // K = 688 +3 %; bench_gemm.py --same-core 1: mm 1024^3 0.96x -> 1.00x CPU.
+  const float* HWY_RESTRICT aq[3] = {ap, ap + 4 * lda, ap + 8 * lda};
+  const int64_t l1 = lda, l2 = 2 * lda, l3 = 3 * lda;
   for (size_t p = 0; p < kc; ++p) {
     // Note [GEMM prefetch]
 #pragma GCC unroll 2
@@ -275,9 +287,13 @@ HWY_NOINLINE void TileKernel(size_t kc, const float* HWY_RESTRICT ap, int64_t ld
     const auto b1 = hn::Load(d, bp + N);
 #pragma GCC unroll 16
     for (size_t r = 0; r < R; ++r) {
-      const auto a = hn::Set(d, kDirectA ? ap[static_cast<int64_t>(r) * lda] : ap[r]);
+      const int64_t quad = r % 4 == 0 ? 0 : r % 4 == 1 ? l1 : r % 4 == 2 ? l2 : l3;
+      const auto a = hn::Set(d, kDirectA ? aq[r / 4][quad] : ap[r]);
       acc0[r] = hn::MulAdd(a, b0, acc0[r]);
       acc1[r] = hn::MulAdd(a, b1, acc1[r]);
+    }
+    if constexpr (kDirectA) {
+      for (auto& q : aq) ++q;
     }
     ap += kDirectA ? 1 : kMR;
     bp += kDirectB ? ldb : static_cast<int64_t>(kNR);
