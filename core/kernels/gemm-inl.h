@@ -88,7 +88,7 @@ constexpr size_t kNR = 2 * hn::MaxLanes(DF());
 // Rows of a tile on A in place when the k slice is deep (Note [A in place]):
 // 12 x 2 accumulators on AVX-512's 32 registers.
 constexpr size_t kDirectMR = kNR >= 32 ? 12 : kMR;
-constexpr size_t kDirectDeepK = 512;
+constexpr size_t kDirectDeepK = 256;
 // Note [GEMM blocking]: sizes follow BLIS's Zen configurations. AVX2 (NR 16):
 // A block 144 x 256 f32 = 144 KiB in L2, B micro-panel 256 x 16 = 16 KiB in L1.
 // AVX-512 (NR 32) streams B micro-panels of kc x 32 from L2 and measured faster
@@ -119,7 +119,9 @@ constexpr size_t kPrefetchSteps = 64;
 // 3-12 % faster, 1024^3 0-5 %, no shape more than 2 % slower. With a deep k
 // slice (kc >= kDirectDeepK) a tile takes 12 rows on AVX-512: half the B
 // loads per FMA; 1024^3 2 %, M = 128 with K = 768 / 1024 3-8 % faster, in
-// the same way; k slices of 256 gained nothing, so they keep 6 rows.
+// the same way. k slices of 256 gained nothing then; since Note [A rows by
+// quads] they do (M = 128 and 64, K = 256, N = 128..1376, cached weights,
+// alternating runs on Emerald Rapids: 1.5-5 % faster), so kDirectDeepK is 256.
 // Note [B in place]: packing B costs about a load and a store per element
 // against M/32 FMAs for it, a large share of a GEMM with few rows of A that
 // does not cache B's pack: a convolution's im2col matrix or its NCHW input,
