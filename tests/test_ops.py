@@ -1467,12 +1467,54 @@ def test_var_rejects_integers_like_cpu():
             getattr(torch, name)(torch.arange(6).to("trn"))
 
 
-def test_group_norm_var_mean_path():
-    """wav2vec2's GroupNorm reaches var_mean.correction through the CompositeImplicit kernel."""
-    x = make((2, 8, 33), F32)
-    gn = torch.nn.GroupNorm(4, 8)
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize(
+    "shape,groups", [((2, 8, 33), 4), ((2, 16, 799), 16), ((3, 6, 5, 7), 3), ((2, 4), 2), ((1, 6, 0), 3)],
+    ids=str,
+)
+def test_group_norm_is_one_launch(dtype, shape, groups):
+    """native_group_norm (wav2vec2's feature extractor, CNNs' GroupNorm) is one kernel
+    against CPU's, its [N, groups] mean and rstd too; weights in float32 under a
+    half input keep torch's mixed-type statistics."""
+    x = make(shape, dtype) * 3 + 1
+    c = shape[1]
+    hw = x.numel() // (shape[0] * c) if x.numel() else 0
+    for w in (None, make((c,), dtype), make((c,), F32)):
+        b = None if w is None else make((c,), w.dtype, "positive")
+        args = (shape[0], c, hw, groups, 1e-5)
+        want = torch.ops.aten.native_group_norm(x, w, b, *args)
+        wt = None if w is None else w.to("trn")
+        bt = None if b is None else b.to("trn")
+        xt = x.to("trn")
+        counts = launch_counts(lambda: torch.ops.aten.native_group_norm(xt, wt, bt, *args))
+        if x.numel():
+            assert list(counts) == [f"group_norm_{ {F32: 'f32', BF16: 'bf16', F16: 'f16'}[dtype]}"], counts
+        got = torch.ops.aten.native_group_norm(xt, wt, bt, *args)
+        for g, e in zip(got, want):
+            check(g, e, transcendental=True)
+    gn = torch.nn.GroupNorm(groups, c, dtype=dtype)
     with torch.inference_mode():
         check(gn.to("trn")(x.to("trn")), gn.cpu()(x), transcendental=True)
+
+
+def test_group_norm_errors_and_strided_input():
+    x = make((2, 8, 5), F32)
+    with pytest.raises(RuntimeError, match="divisible by num_groups"):
+        F.group_norm(x.to("trn"), 3)
+    with pytest.raises(RuntimeError, match="weight and bias of 8"):
+        torch.ops.aten.native_group_norm(x.to("trn"), torch.ones(7, device="trn"), None, 2, 8, 5, 4, 1e-5)
+    with pytest.raises(RuntimeError, match="is not N=2, C=8, HxW=6"):
+        torch.ops.aten.native_group_norm(x.to("trn"), None, None, 2, 8, 6, 4, 1e-5)
+    # CPU's kernel needs a contiguous input; trn's takes any (the composite passes contiguous).
+    xt = make((2, 5, 8), F32).transpose(1, 2)
+    got = torch.ops.aten.native_group_norm(xt.to("trn"), None, None, 2, 8, 5, 4, 1e-5)
+    want = torch.ops.aten.native_group_norm(xt.contiguous(), None, None, 2, 8, 5, 4, 1e-5)
+    for g, e in zip(got, want):
+        check(g, e, transcendental=True)
+
+
+def test_var_mean_over_leading_and_trailing_dims():
+    x = make((2, 8, 33), F32)
     want = torch.var_mean(x, [0, 2], correction=0)
     got = torch.var_mean(x.to("trn"), [0, 2], correction=0)
     check(got[0], want[0], rtol=1e-6, atol=1e-7)

@@ -426,17 +426,30 @@ TensorRef LeadingRef(const at::Tensor& stat, size_t norm_dims, const char* name)
   return r;
 }
 
+// A norm's weight and bias (undefined when absent), device and floating dtype.
+struct NormOperands {
+  at::Tensor weight, bias;
+  int device = 0;
+  at::ScalarType dtype = at::kFloat;
+};
+NormOperands NormInputs(const at::Tensor& input, const std::optional<at::Tensor>& weight,
+                        const std::optional<at::Tensor>& bias, const char* name) {
+  NormOperands r;
+  r.weight = weight.value_or(at::Tensor());
+  r.bias = bias.value_or(at::Tensor());
+  r.device = CommonDevice(name, {&input, &r.weight, &r.bias});
+  r.dtype = input.scalar_type();
+  ComputeDType(r.dtype, name);
+  TORCH_CHECK(at::isFloatingType(r.dtype), name, ": expected a floating dtype, got ", r.dtype);
+  return r;
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNorm(
     const at::Tensor& input, at::IntArrayRef shape, const std::optional<at::Tensor>& weight,
     const std::optional<at::Tensor>& bias, double eps) {
   const char* name = "aten::native_layer_norm";
   CheckNormalized(input, shape, weight, name);
-  const at::Tensor w = weight.value_or(at::Tensor());
-  const at::Tensor bi = bias.value_or(at::Tensor());
-  const int device = CommonDevice(name, {&input, &w, &bi});
-  const at::ScalarType dtype = input.scalar_type();
-  ComputeDType(dtype, name);
-  TORCH_CHECK(at::isFloatingType(dtype), name, ": expected a floating dtype, got ", dtype);
+  const auto [w, bi, device, dtype] = NormInputs(input, weight, bias, name);
   const at::Tensor cw = w.defined() ? CastTo(w, dtype, name) : w;
   const at::Tensor cb = bi.defined() ? CastTo(bi, dtype, name) : bi;
   at::Tensor out = Empty(input.sizes(), dtype, device);
@@ -452,6 +465,43 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeLayerNorm(
   const int nd = static_cast<int>(shape.size());
   Launch(device, kernels::DescribeLayerNorm(o, i, rw, name),
          [=] { return kernels::LayerNorm(o, i, rw, rb, nd, eps, rm, rr); });
+  return {out, mean, rstd};
+}
+
+// F.group_norm on trn calls native_group_norm with a contiguous input (the
+// composite makes it so off the CPU); its CompositeExplicit decomposition
+// took six kernels (var_mean, sub, mul, add, ...). mean / rstd are [N, group]
+// in the input's dtype, or the parameters' when they differ (torch's mixed type).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeGroupNorm(
+    const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, int64_t n, int64_t c, int64_t hw, int64_t group,
+    double eps) {
+  const char* name = "aten::native_group_norm";
+  const auto [w, bi, device, dtype] = NormInputs(input, weight, bias, name);
+  TORCH_CHECK(input.dim() >= 2 && input.size(0) == n && input.size(1) == c &&
+                  n * c * hw == input.numel(),
+              name, ": input of shape ", input.sizes(), " is not N=", n, ", C=", c, ", HxW=", hw);
+  TORCH_CHECK(group > 0 && c % group == 0, name,
+              ": expected the number of channels (", c, ") to be divisible by num_groups (",
+              group, ")");
+  for (const at::Tensor* p : {&w, &bi}) {
+    TORCH_CHECK(!p->defined() || (p->numel() == c && at::isFloatingType(p->scalar_type())), name,
+                ": expected weight and bias of ", c, " floating elements, got ",
+                p->defined() ? p->sizes() : at::IntArrayRef{});
+  }
+  const at::ScalarType stat_dtype =
+      w.defined() && w.scalar_type() != dtype ? w.scalar_type() : dtype;
+  const at::Tensor x = input.is_contiguous() ? input : input.contiguous();
+  at::Tensor out = Empty(input.sizes(), dtype, device);
+  at::Tensor mean = Empty({n, group}, stat_dtype, device);
+  at::Tensor rstd = Empty({n, group}, stat_dtype, device);
+  if (mean.numel() == 0) return {out, mean, rstd};
+  const TensorRef o = Ref(out, name), i = Ref(x, name);
+  const TensorRef rw = w.defined() ? Ref(w, name) : NoRef();
+  const TensorRef rb = bi.defined() ? Ref(bi, name) : NoRef();
+  const TensorRef rm = Ref(mean, name), rr = Ref(rstd, name);
+  Launch(device, kernels::DescribeGroupNorm(o, i, rw, name),
+         [=] { return kernels::GroupNorm(o, i, rw, rb, group, eps, rm, rr); });
   return {out, mean, rstd};
 }
 
@@ -686,6 +736,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("baddbmm_", TORCH_FN(Baddbmm_));
   m.impl("baddbmm.out", TORCH_FN(BaddbmmOut));
   m.impl("native_layer_norm", TORCH_FN(NativeLayerNorm));
+  m.impl("native_group_norm", TORCH_FN(NativeGroupNorm));
   m.impl("_fused_rms_norm", TORCH_FN(FusedRmsNorm));
   m.impl("index_select", TORCH_FN(IndexSelect));
   m.impl("index_select.out", TORCH_FN(IndexSelectOut));

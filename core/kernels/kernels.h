@@ -195,6 +195,15 @@ Status LayerNorm(const TensorRef& out, const TensorRef& in, const TensorRef& wei
                  const TensorRef& rstd_out);
 KernelInfo DescribeLayerNorm(const TensorRef& out, const TensorRef& in,
                              const TensorRef& weight, const char* aten_op);
+// native_group_norm over contiguous [N, C, *] in and out: each of the N x
+// groups groups of C / groups channels is normalized by its own mean and
+// biased variance, then scaled per channel (weight, bias: C elements or
+// absent). mean_out / rstd_out (optional): contiguous N x groups, any floating dtype.
+Status GroupNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                 const TensorRef& bias, int64_t groups, double eps, const TensorRef& mean_out,
+                 const TensorRef& rstd_out);
+KernelInfo DescribeGroupNorm(const TensorRef& out, const TensorRef& in,
+                             const TensorRef& weight, const char* aten_op);
 
 // torch._weight_norm_interface: norm = ||v||_2 over every dim of v but `dim`
 // (VectorNorm), w = v * (g / norm). g and norm are given in v's rank, size 1

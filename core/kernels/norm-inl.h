@@ -1,4 +1,4 @@
-// Row kernels of rms_norm and layer_norm on contiguous f32 rows, compiled once
+// Row kernels of rms_norm, layer_norm and group_norm on contiguous f32 rows, compiled once
 // per Highway target. Included by norm.cc through hwy/foreach_target.h.
 //
 // Note [fused rms_norm]
@@ -167,6 +167,31 @@ void LayerNormRow(const float* in, const float* w, const float* b, float* out, s
   const float var = RowSum<true>(in, n, mean) / static_cast<float>(n);
   const float rstd = 1.0f / std::sqrt(var + eps);
   RowScale(in, w, b, out, n, mean, rstd, false);
+  mean_rstd[0] = mean;
+  mean_rstd[1] = rstd;
+}
+
+// group_norm over one group of `channels` contiguous planes of hw floats:
+// out = (in - mean) * rstd * w[c] + b[c] as one multiply-add per element with
+// per-channel scale and shift (w, b may be null). mean_rstd receives both.
+void GroupNormGroup(const float* HWY_RESTRICT in, float* HWY_RESTRICT out, size_t channels,
+                    size_t hw, const float* w, const float* b, float eps, float* mean_rstd) {
+  const size_t n = channels * hw;
+  const float mean = RowSum<false>(in, n, 0.0f) / static_cast<float>(n);
+  const float var = RowSum<true>(in, n, mean) / static_cast<float>(n);
+  const float rstd = 1.0f / std::sqrt(var + eps);
+  const DF d;
+  const size_t N = hn::Lanes(d);
+  for (size_t c = 0; c < channels; ++c) {
+    const float sc = rstd * (w ? w[c] : 1.0f);
+    const float sh = (b ? b[c] : 0.0f) - mean * sc;
+    const float* x = in + c * hw;
+    float* y = out + c * hw;
+    const auto vsc = hn::Set(d, sc), vsh = hn::Set(d, sh);
+    size_t j = 0;
+    for (; j + N <= hw; j += N) hn::StoreU(hn::MulAdd(hn::LoadU(d, x + j), vsc, vsh), d, y + j);
+    for (; j < hw; ++j) y[j] = x[j] * sc + sh;
+  }
   mean_rstd[0] = mean;
   mean_rstd[1] = rstd;
 }

@@ -1,5 +1,5 @@
 // rms_norm and layer_norm: strided rows gathered to f32 when needed, the row
-// math in norm-inl.h (Note [fused rms_norm]). weight_norm: a VectorNorm and
+// math in norm-inl.h (Note [fused rms_norm]); group_norm over contiguous groups. weight_norm: a VectorNorm and
 // one scaling pass.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/kernels/norm.cc"
@@ -11,6 +11,7 @@
 #if HWY_ONCE
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "core/common/assert.h"
@@ -22,6 +23,7 @@ namespace trn::kernels {
 namespace norm {
 HWY_EXPORT(RmsNormRows);
 HWY_EXPORT(LayerNormRow);
+HWY_EXPORT(GroupNormGroup);
 HWY_EXPORT(StreamFence);
 }  // namespace norm
 
@@ -164,6 +166,20 @@ const char* NormName(const char* const names[4], DType dt) {
   }
 }
 
+// A norm kernel's summary: it reads in (and the weight) once from memory and
+// writes out; `flops` vector operations per element.
+KernelInfo DescribeRowNorm(const char* const names[4], const TensorRef& out, const TensorRef& in,
+                           const TensorRef& weight, const char* aten_op, uint64_t flops) {
+  KernelInfo info;
+  info.name = NormName(names, in.dtype);
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  info.flops = static_cast<uint64_t>(in.numel()) * flops;
+  info.bytes_read = in.nbytes() + (weight.data ? weight.nbytes() : 0);
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
 }  // namespace
 
 Status RmsNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
@@ -287,33 +303,85 @@ KernelInfo DescribeRmsNorm(const TensorRef& out, const TensorRef& in, const Tens
                            const char* aten_op) {
   static const char* const kNames[4] = {"rms_norm_f32", "rms_norm_f64", "rms_norm_bf16",
                                         "rms_norm_f16"};
-  KernelInfo info;
-  info.name = NormName(kNames, in.dtype);
-  info.op = aten_op;
-  info.engine = rt::Engine::kVector;
   // square-accumulate (2) + scale (1) per element, + 1 with a weight.
-  const uint64_t elems = static_cast<uint64_t>(in.numel());
-  info.flops = elems * (weight.data ? 4 : 3);
-  info.bytes_read = in.nbytes() + (weight.data ? weight.nbytes() : 0);
-  info.bytes_written = out.nbytes();
-  return info;
+  return DescribeRowNorm(kNames, out, in, weight, aten_op, weight.data ? 4 : 3);
 }
 
 KernelInfo DescribeLayerNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
                              const char* aten_op) {
   static const char* const kNames[4] = {"layer_norm_f32", "layer_norm_f64", "layer_norm_bf16",
                                         "layer_norm_f16"};
-  KernelInfo info;
-  info.name = NormName(kNames, in.dtype);
-  info.op = aten_op;
-  info.engine = rt::Engine::kVector;
   // sum (1) + centred square-accumulate (2) + centre-and-scale (2) per element,
   // + 1 with a weight. A bias is not visible here and not counted.
-  const uint64_t elems = static_cast<uint64_t>(in.numel());
-  info.flops = elems * (weight.data ? 6 : 5);
-  info.bytes_read = in.nbytes() + (weight.data ? weight.nbytes() : 0);
-  info.bytes_written = out.nbytes();
-  return info;
+  return DescribeRowNorm(kNames, out, in, weight, aten_op, weight.data ? 6 : 5);
+}
+
+Status GroupNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                 const TensorRef& bias, int64_t groups, double eps, const TensorRef& mean_out,
+                 const TensorRef& rstd_out) {
+  TRN_ASSERT(in.ndim >= 2 && (in.numel() == 0 || (in.is_contiguous() && out.is_contiguous())),
+             "group_norm: contiguous [N, C, *] in and out");
+  TRN_ASSERT(out.ndim == in.ndim && out.dtype == in.dtype && out.numel() == in.numel(),
+             "group_norm: out must match in");
+  TRN_ASSERT(IsFloating(in.dtype), "group_norm needs a floating dtype");
+  const int64_t n = in.sizes[0], c = in.sizes[1];
+  TRN_ASSERT(groups > 0 && c % groups == 0, "group_norm: groups must divide the channels");
+  const int64_t hw = c == 0 || n == 0 ? 0 : in.numel() / (n * c);
+  const int64_t per_group = c / groups;
+  for (const TensorRef* p : {&weight, &bias}) {
+    TRN_ASSERT(p->data == nullptr || (p->numel() == c && IsFloating(p->dtype)),
+               "group_norm: weight/bias must have C elements");
+  }
+  for (const TensorRef* p : {&mean_out, &rstd_out}) {
+    TRN_ASSERT(p->data == nullptr || (p->numel() == n * groups && p->is_contiguous()),
+               "group_norm: mean/rstd must be contiguous [N, groups]");
+  }
+  const auto store_stat = [](const TensorRef& t, int64_t r, float v) {
+    if (t.data) internal::StoreFromF32(t.dtype, static_cast<char*>(t.data) + r * ItemSize(t.dtype), 1, 1, &v);
+  };
+  if (in.numel() == 0) {  // empty groups: mean 0, rstd NaN (0 / 0), as torch's CPU kernel
+    for (int64_t r = 0; r < n * groups; ++r) {
+      store_stat(mean_out, r, 0.0f);
+      store_stat(rstd_out, r, std::numeric_limits<float>::quiet_NaN());
+    }
+    return Status::Ok();
+  }
+  std::vector<float> w_scratch, b_scratch, buf;
+  const float* w = ParamF32(weight, c, w_scratch);
+  const float* b = ParamF32(bias, c, b_scratch);
+  const bool f32 = in.dtype == DType::kFloat32;
+  const int64_t len = per_group * hw;
+  if (!f32) buf.resize(static_cast<size_t>(len));
+  const auto group_fn = HWY_DYNAMIC_DISPATCH(norm::GroupNormGroup);
+  const size_t item = ItemSize(in.dtype);
+  float stats[2];
+  for (int64_t r = 0; r < n * groups; ++r) {
+    const int64_t g = r % groups;
+    const float* gw = w ? w + g * per_group : nullptr;
+    const float* gb = b ? b + g * per_group : nullptr;
+    if (f32) {
+      group_fn(in.ptr<float>() + r * len, out.ptr<float>() + r * len, static_cast<size_t>(per_group),
+               static_cast<size_t>(hw), gw, gb, static_cast<float>(eps), stats);
+    } else {
+      internal::LoadAsF32(in.dtype, static_cast<const char*>(in.data) + r * len * item, 1, len,
+                          buf.data());
+      group_fn(buf.data(), buf.data(), static_cast<size_t>(per_group), static_cast<size_t>(hw),
+               gw, gb, static_cast<float>(eps), stats);
+      internal::StoreFromF32(out.dtype, static_cast<char*>(out.data) + r * len * item, 1, len,
+                             buf.data());
+    }
+    store_stat(mean_out, r, stats[0]);
+    store_stat(rstd_out, r, stats[1]);
+  }
+  return Status::Ok();
+}
+
+KernelInfo DescribeGroupNorm(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                             const char* aten_op) {
+  static const char* const kNames[4] = {"group_norm_f32", "group_norm_f64", "group_norm_bf16",
+                                        "group_norm_f16"};
+  // sum (1) + centred square-accumulate (2) + one multiply-add (2) per element.
+  return DescribeRowNorm(kNames, out, in, weight, aten_op, 5);
 }
 
 }  // namespace trn::kernels

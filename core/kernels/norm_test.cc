@@ -275,6 +275,53 @@ void RunWeightNorm(const std::vector<int64_t>& sizes, int dim, DType dt, Layout 
   }
 }
 
+// native_group_norm against a double-precision reference on every target:
+// groups of several channels, planes that are not whole vectors, no weight,
+// half dtypes (widened to f32 and rounded once).
+TEST(GroupNorm, GroupsDtypesAndParams) {
+  ForEachTarget([](const char*) {
+    struct Case {
+      std::vector<int64_t> sizes;
+      int64_t groups;
+    };
+    for (const Case& c : {Case{{2, 6, 37}, 3}, Case{{3, 4, 5, 7}, 4}, Case{{2, 8}, 2}}) {
+      for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+        for (bool params : {true, false}) {
+          SCOPED_TRACE(std::to_string(c.groups) + " " + DTypeName(dt) + (params ? " w/b" : ""));
+          const int64_t n = c.sizes[0], ch = c.sizes[1];
+          TestTensor in = MakeRandom(dt, c.sizes, Layout::kContiguous, 31, -3.0, 5.0);
+          TestTensor w = MakeRandom(DType::kFloat32, {ch}, Layout::kContiguous, 32);
+          TestTensor b = MakeRandom(DType::kFloat32, {ch}, Layout::kContiguous, 33);
+          TestTensor out = Empty(dt, c.sizes);
+          TestTensor mean = Empty(DType::kFloat32, {n, c.groups});
+          TestTensor rstd = Empty(DType::kFloat32, {n, c.groups});
+          const TensorRef none{};
+          ASSERT_TRUE(GroupNorm(out.ref, in.ref, params ? w.ref : none, params ? b.ref : none,
+                                c.groups, 1e-5, mean.ref, rstd.ref)
+                          .ok());
+          const int64_t len = in.numel() / (n * c.groups), hw = len / (ch / c.groups);
+          for (int64_t r = 0; r < n * c.groups; ++r) {
+            double m = 0, v = 0;
+            for (int64_t j = 0; j < len; ++j) m += in.At(r * len + j);
+            m /= static_cast<double>(len);
+            for (int64_t j = 0; j < len; ++j) v += (in.At(r * len + j) - m) * (in.At(r * len + j) - m);
+            const double rs = 1.0 / std::sqrt(v / static_cast<double>(len) + 1e-5);
+            EXPECT_NEAR(mean.At(r), m, 1e-5);
+            EXPECT_NEAR(rstd.At(r), rs, 1e-5 * rs);
+            for (int64_t j = 0; j < len; ++j) {
+              const int64_t cc = (r % c.groups) * (ch / c.groups) + j / hw;
+              const double y = (in.At(r * len + j) - m) * rs * (params ? w.At(cc) : 1.0) +
+                               (params ? b.At(cc) : 0.0);
+              ASSERT_NEAR(out.At(r * len + j), y, dt == DType::kFloat32 ? 1e-5 * (1 + std::fabs(y)) : 1e-2 * (1 + std::fabs(y)))
+                  << r << " " << j;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST(WeightNorm, FirstAndLastDimDtypesAndLayouts) {
   ForEachTarget([](const char*) {
     for (DType dt : testing::kFloatTypes) {
