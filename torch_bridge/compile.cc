@@ -89,6 +89,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"sdpa", Op::kSdpa},
       {"conv", Op::kConv},
       {"layer_norm", Op::kLayerNorm},
+      {"group_norm", Op::kGroupNorm},
       {"batch_norm", Op::kBatchNorm},
       {"max_pool2d", Op::kMaxPool2d},
       {"avg_pool2d", Op::kAvgPool2d},

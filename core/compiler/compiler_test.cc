@@ -972,6 +972,17 @@ TEST(CompilerTest, MalformedGraphsNameTheNode) {
   dims.dims = {2};
   dims.meta = M(DType::kFloat32, {4});
   expect_error(dims, "dim 2 out of range");
+  Node groups;  // 5 channels in 2 groups
+  groups.op = Op::kGroupNorm;
+  groups.inputs = {x};
+  groups.dims = {2};
+  groups.meta = M(DType::kFloat32, {4, 5});
+  expect_error(groups, "group_norm of [4, 5] in 2 groups with weight none and bias none");
+  Node rotate;  // made by Prepare only (Note [Rotate half])
+  rotate.op = Op::kRotateHalf;
+  rotate.inputs = {x};
+  rotate.meta = M(DType::kFloat32, {4, 5});
+  expect_error(rotate, "made by the compiler from a cat");
   Node bcast;
   bcast.op = Op::kNeg;
   bcast.inputs = {x};

@@ -265,6 +265,13 @@ bool Fuser::RunsAsLibrary(int id) const {
       return IsFloating(out) && in(0) == out && in(1) == out &&
              (n.inputs.size() == 2 || IsFloating(in(2)));
     case Op::kLayerNorm: return IsFloating(out) && all_inputs(out);
+    case Op::kGroupNorm: {  // kernels::GroupNorm walks contiguous groups
+      bool ok = IsFloating(out) && in(0) == out &&
+                IsContiguous(ir_.vals[n.inputs[0]].view.sizes, ir_.vals[n.inputs[0]].view.strides) &&
+                IsContiguous(ir_.vals[id].view.sizes, ir_.vals[id].view.strides);
+      for (size_t i = 1; i < n.inputs.size(); ++i) ok = ok && IsFloating(in(i));
+      return ok;
+    }
     case Op::kBatchNorm: {
       bool ok = IsFloating(out) && in(0) == out;
       for (size_t i = 1; i < n.inputs.size(); ++i) ok = ok && IsFloating(in(i));

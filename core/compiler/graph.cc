@@ -69,6 +69,7 @@ const char* OpName(Op op) {
     case Op::kSdpa: return "scaled_dot_product_attention";
     case Op::kConv: return "convolution";
     case Op::kLayerNorm: return "layer_norm";
+    case Op::kGroupNorm: return "group_norm";
     case Op::kBatchNorm: return "batch_norm";
     case Op::kMaxPool2d: return "max_pool2d";
     case Op::kAvgPool2d: return "avg_pool2d";
@@ -164,6 +165,7 @@ class NodeCheck {
   void IndexPut();
   void Pool2d();
   void LayerNorm();
+  void GroupNorm();
   void Embedding();
   void Gather();
   void Index();
@@ -238,6 +240,7 @@ void NodeCheck::Run() {
     case Op::kMaxPool2d:
     case Op::kAvgPool2d: Pool2d(); break;
     case Op::kLayerNorm: LayerNorm(); break;
+    case Op::kGroupNorm: GroupNorm(); break;
     case Op::kEmbedding: Embedding(); break;
     case Op::kGather: Gather(); break;
     case Op::kIndex: Index(); break;
@@ -421,6 +424,20 @@ void NodeCheck::LayerNorm() {
                      "and bias {} cannot give {}", Shape(x), k,
                      n_in_ > 1 ? Shape(InSizes(1)) : "none", n_in_ > 2 ? Shape(InSizes(2)) : "none",
                      Shape(out_)));
+  }
+}
+
+void NodeCheck::GroupNorm() {
+  if (n_in_ < 1 || n_in_ > 3) Fail(fmt::format("expects x[, weight[, bias]], got {} inputs", n_in_));
+  const auto& x = InSizes(0);
+  const int64_t g = node_.dims.size() == 1 ? node_.dims[0] : -1;
+  const int64_t c = x.size() >= 2 ? x[1] : -1;
+  const std::vector<int64_t> param = {c};
+  if (x.size() < 2 || g < 1 || c % g != 0 || out_ != x || (n_in_ > 1 && InSizes(1) != param) ||
+      (n_in_ > 2 && InSizes(2) != param)) {
+    Fail(fmt::format("group_norm of {} in {} groups with weight {} and bias {} cannot give {}",
+                     Shape(x), g, n_in_ > 1 ? Shape(InSizes(1)) : "none",
+                     n_in_ > 2 ? Shape(InSizes(2)) : "none", Shape(out_)));
   }
 }
 

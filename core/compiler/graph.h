@@ -53,6 +53,9 @@ enum class Op : uint8_t {
   kConv,
   // layer_norm over the last attr dims[0] dims: inputs x, weight, bias; attr eps.
   kLayerNorm,
+  // group_norm of x [N, C, *] in attr dims[0] groups of channels: inputs x,
+  // optionally weight, then bias [C]; attr eps.
+  kGroupNorm,
   // Batch norm with running statistics (inference): inputs x [N,C,*], mean,
   // var [C], then optionally weight, bias [C]; attr eps.
   kBatchNorm,

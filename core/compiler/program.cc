@@ -343,6 +343,10 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
                                 ki.lib_ins.size() > 2 ? in(2) : TensorRef{},
                                 static_cast<int>(ki.lib_dims[0]),
                                 ki.lib_eps, TensorRef{}, TensorRef{});
+    case Op::kGroupNorm:
+      return kernels::GroupNorm(out, in(0), ki.lib_ins.size() > 1 ? in(1) : TensorRef{},
+                                ki.lib_ins.size() > 2 ? in(2) : TensorRef{}, ki.lib_dims[0],
+                                ki.lib_eps, TensorRef{}, TensorRef{});
     case Op::kBatchNorm: {
       const bool affine = ki.lib_ins.size() == 5;
       return kernels::BatchNormInference(out, in(0), in(1), in(2),
