@@ -586,7 +586,7 @@ int RowLowering::LowerNode(int id) {
                   "one VOp per unary Op from kNeg up to kCast");
     res = Op1(kMap[static_cast<int>(nd.op) - static_cast<int>(Op::kNeg)],
               ArgOf(nd.inputs[0], O), row);
-  } else if (nd.op == Op::kRotateHalf) {  // a gathered load (Note [Rotate half])
+  } else if (nd.op == Op::kRotateHalf) {  // a load with halves swapped (Note [Rotate half])
     const View& x = ir_.vals[nd.inputs[0]].view;
     p_.operands.push_back(MakeOperand(x, g_.S, true));
     ki_.reads.push_back(x);

@@ -55,10 +55,12 @@ void RewirePassThroughReshapes(std::vector<Node>& nodes) {
 // q * cos + rotate_half(q) * sin with rotate_half(x) = cat([-x2, x1], -1),
 // x1 = x[..., :h], x2 = x[..., h:]. As aten ops that is a neg and a cat, two
 // library kernels and a round trip through memory each, between the two
-// multiplies. The cat becomes one kRotateHalf node reading x itself: a
-// gathered load of x with a sign per element (RowLowering::MakeOperand), so
-// the whole embedding is one row kernel. Only exact re-indexings qualify: x1
-// and x2 are the two halves of x's last dim at x's own strides.
+// multiplies. The cat becomes one kRotateHalf node reading x itself: a load
+// of x whose chunks then swap the halves of each 2h-block, negating the new
+// first half (Operand::rotate_half, LoadChunk in interpreter.cc; the last dim
+// is the row's innermost and chunks hold whole blocks), so the whole embedding
+// is one row kernel. Only exact re-indexings qualify: x1 and x2 are the two
+// halves of x's last dim at x's own strides.
 void RewriteRotateHalf(std::vector<Node>& nodes) {
   for (Node& n : nodes) {
     if (n.op != Op::kCat || n.inputs.size() != 2 || n.meta.sizes.empty() ||
