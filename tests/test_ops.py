@@ -1503,6 +1503,9 @@ def test_group_norm_errors_and_strided_input():
         F.group_norm(x.to("trn"), 3)
     with pytest.raises(RuntimeError, match="weight and bias of 8"):
         torch.ops.aten.native_group_norm(x.to("trn"), torch.ones(7, device="trn"), None, 2, 8, 5, 4, 1e-5)
+    bf = torch.ones(8, dtype=BF16, device="trn")  # CPU: "expect parameter to have scalar type of Float"
+    with pytest.raises(RuntimeError, match="must be Float or float32, got BFloat16"):
+        torch.ops.aten.native_group_norm(x.to("trn"), bf, None, 2, 8, 5, 4, 1e-5)
     with pytest.raises(RuntimeError, match="is not N=2, C=8, HxW=6"):
         torch.ops.aten.native_group_norm(x.to("trn"), None, None, 2, 8, 6, 4, 1e-5)
     # CPU's kernel needs a contiguous input; trn's takes any (the composite passes contiguous).

@@ -485,9 +485,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeGroupNorm(
               ": expected the number of channels (", c, ") to be divisible by num_groups (",
               group, ")");
   for (const at::Tensor* p : {&w, &bi}) {
-    TORCH_CHECK(!p->defined() || (p->numel() == c && at::isFloatingType(p->scalar_type())), name,
-                ": expected weight and bias of ", c, " floating elements, got ",
-                p->defined() ? p->sizes() : at::IntArrayRef{});
+    TORCH_CHECK(!p->defined() || p->numel() == c, name, ": expected weight and bias of ", c,
+                " elements, got ", p->defined() ? p->sizes() : at::IntArrayRef{});
+    // torch's mixed type: half inputs may take float32 parameters, nothing else mixes.
+    TORCH_CHECK(!p->defined() || p->scalar_type() == dtype || p->scalar_type() == at::kFloat,
+                name, ": weight and bias must be ", dtype, " or float32, got ", p->scalar_type());
   }
   const at::ScalarType stat_dtype =
       w.defined() && w.scalar_type() != dtype ? w.scalar_type() : dtype;
