@@ -164,6 +164,7 @@ class NodeCheck {
   void BatchNorm();
   void IndexPut();
   void Pool2d();
+  void XWeightBias();
   void LayerNorm();
   void GroupNorm();
   void Embedding();
@@ -413,8 +414,12 @@ void NodeCheck::Pool2d() {
   }
 }
 
-void NodeCheck::LayerNorm() {
+void NodeCheck::XWeightBias() {  // the norms' inputs
   if (n_in_ < 1 || n_in_ > 3) Fail(fmt::format("expects x[, weight[, bias]], got {} inputs", n_in_));
+}
+
+void NodeCheck::LayerNorm() {
+  XWeightBias();
   const auto& x = InSizes(0);
   const int64_t k = node_.dims.size() == 1 ? node_.dims[0] : -1;
   const std::vector<int64_t> tail(x.end() - std::min<int64_t>(std::max<int64_t>(k, 0), x.size()), x.end());
@@ -428,7 +433,7 @@ void NodeCheck::LayerNorm() {
 }
 
 void NodeCheck::GroupNorm() {
-  if (n_in_ < 1 || n_in_ > 3) Fail(fmt::format("expects x[, weight[, bias]], got {} inputs", n_in_));
+  XWeightBias();
   const auto& x = InSizes(0);
   const int64_t g = node_.dims.size() == 1 ? node_.dims[0] : -1;
   const int64_t c = x.size() >= 2 ? x[1] : -1;

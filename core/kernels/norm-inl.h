@@ -174,8 +174,9 @@ void LayerNormRow(const float* in, const float* w, const float* b, float* out, s
 // group_norm over one group of `channels` contiguous planes of hw floats:
 // out = (in - mean) * rstd * w[c] + b[c] as one multiply-add per element with
 // per-channel scale and shift (w, b may be null). mean_rstd receives both.
-void GroupNormGroup(const float* HWY_RESTRICT in, float* HWY_RESTRICT out, size_t channels,
-                    size_t hw, const float* w, const float* b, float eps, float* mean_rstd) {
+// out may be in (a converted half-precision group).
+void GroupNormGroup(const float* in, float* out, size_t channels, size_t hw, const float* w,
+                    const float* b, float eps, float* mean_rstd) {
   const size_t n = channels * hw;
   const float mean = RowSum<false>(in, n, 0.0f) / static_cast<float>(n);
   const float var = RowSum<true>(in, n, mean) / static_cast<float>(n);

@@ -1,6 +1,6 @@
 // rms_norm and layer_norm: strided rows gathered to f32 when needed, the row
-// math in norm-inl.h (Note [fused rms_norm]); group_norm over contiguous groups. weight_norm: a VectorNorm and
-// one scaling pass.
+// math in norm-inl.h (Note [fused rms_norm]); group_norm over contiguous
+// groups. weight_norm: a VectorNorm and one scaling pass.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/kernels/norm.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -337,7 +337,8 @@ Status GroupNorm(const TensorRef& out, const TensorRef& in, const TensorRef& wei
                "group_norm: mean/rstd must be contiguous [N, groups]");
   }
   const auto store_stat = [](const TensorRef& t, int64_t r, float v) {
-    if (t.data) internal::StoreFromF32(t.dtype, static_cast<char*>(t.data) + r * ItemSize(t.dtype), 1, 1, &v);
+    if (t.data == nullptr) return;
+    internal::StoreFromF32(t.dtype, static_cast<char*>(t.data) + r * ItemSize(t.dtype), 1, 1, &v);
   };
   if (in.numel() == 0) {  // empty groups: mean 0, rstd NaN (0 / 0), as torch's CPU kernel
     for (int64_t r = 0; r < n * groups; ++r) {
@@ -360,8 +361,9 @@ Status GroupNorm(const TensorRef& out, const TensorRef& in, const TensorRef& wei
     const float* gw = w ? w + g * per_group : nullptr;
     const float* gb = b ? b + g * per_group : nullptr;
     if (f32) {
-      group_fn(in.ptr<float>() + r * len, out.ptr<float>() + r * len, static_cast<size_t>(per_group),
-               static_cast<size_t>(hw), gw, gb, static_cast<float>(eps), stats);
+      group_fn(in.ptr<float>() + r * len, out.ptr<float>() + r * len,
+               static_cast<size_t>(per_group), static_cast<size_t>(hw), gw, gb,
+               static_cast<float>(eps), stats);
     } else {
       internal::LoadAsF32(in.dtype, static_cast<const char*>(in.data) + r * len * item, 1, len,
                           buf.data());

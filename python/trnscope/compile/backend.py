@@ -473,7 +473,8 @@ class _Lowering:
             return None
         return self._add(
             node, "group_norm", [x, *params], target="aten.group_norm",
-            call=(src, [x, *params], 0), dims=[int(self._value(group))], eps=float(self._value(eps)),
+            call=(src, [x, *params], 0), dims=[int(self._value(group))],
+            eps=float(self._value(eps)),
         )
 
     def _lower_batch_norm(self, node: fx.Node, src: fx.Node) -> int | None:
