@@ -1427,6 +1427,7 @@ TEST(CompilerTest, RotaryEmbeddingIsOneKernel) {
       } else {
         ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
         EXPECT_STREQ(p.kernels().back().name, "fused[rotate_half,mul,mul,add]");
+        EXPECT_STREQ(p.kernels().back().info.op, "aten::neg");  // an aten op, the first covered
         const auto& ops = p.kernels().back().aten_ops;
         EXPECT_NE(std::find(ops.begin(), ops.end(), "aten::neg.default"), ops.end());
         EXPECT_NE(std::find(ops.begin(), ops.end(), "aten::cat.default"), ops.end());

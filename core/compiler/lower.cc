@@ -126,7 +126,8 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
                                : fmt::format("fused[{}]", fmt::join(shorts, ","));
   sum.name = Intern(name);
   sum.info.name = sum.name;
-  sum.info.op = Intern("aten::" + shorts[0]);
+  // The first covered aten op; a leading rotate_half covers a neg first (not an aten op itself).
+  sum.info.op = Intern("aten::" + (ir.N(g.nodes[0]).op == Op::kRotateHalf ? "neg" : shorts[0]));
   sum.info.flops = flops;
   sum.info.engine = g.kind == Group::Kind::kMatmul ? rt::Engine::kTensor : rt::Engine::kVector;
   const int first = g.nodes[0];
