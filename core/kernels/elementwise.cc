@@ -506,27 +506,13 @@ namespace {
 // dim that is not out's (x.t().contiguous(), NCHW <-> NHWC) read the input one
 // element per cache line, following out's runs; at 1024 x 1024 float32 the
 // 4 KiB row stride also maps every read to one L1 set (2.5x CPU PyTorch's
-// time). It goes in tiles of kTile x kTile elements, whose input lines stay in
-// L1 while the tile is read. In one process against the run-by-run copy (Emerald
-// Rapids): 0.29-0.32x its time at 1024^2, 0.25-0.44x at 2048^2 and 4096^2,
-// 0.57-0.83x at [64, 3136], [256, 784], [512, 1598], [2, 512, 399]; tiles
-// of 16 and 64 were slower than 32 on all but 1024^2.
-constexpr int64_t kTile = 32;
-
-template <typename U>
-void TransposeTiles(U* o, const U* x, int64_t rows, int64_t cols, int64_t o_col, int64_t x_row) {
-  // o[c * o_col + r] = x[r * x_row + c]: r runs along out, c along in.
-  for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
-    const int64_t c1 = std::min(cols, c0 + kTile);
-    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
-      const int64_t r1 = std::min(rows, r0 + kTile);
-      for (int64_t c = c0; c < c1; ++c) {
-        U* oc = o + c * o_col;
-        for (int64_t r = r0; r < r1; ++r) oc[r] = x[r * x_row + c];
-      }
-    }
-  }
-}
+// time). It goes in tiles of kTile x kTile elements (internal::TransposeTiles),
+// whose input lines stay in L1 while the tile is read. In one process against
+// the run-by-run copy (Emerald Rapids): 0.29-0.32x its time at 1024^2,
+// 0.25-0.44x at 2048^2 and 4096^2, 0.57-0.83x at [64, 3136], [256, 784],
+// [512, 1598], [2, 512, 399]; tiles of 16 and 64 were slower than 32 on all but 1024^2.
+using internal::kTile;
+using internal::TransposeTiles;
 
 // The tiled path of Copy (same dtype), or false when the copy is not a
 // transpose of two dims of at least kTile elements.

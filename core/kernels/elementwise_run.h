@@ -21,15 +21,14 @@ namespace trn::kernels::internal {
 // fine while the lines of one run stay in L1 until the next run reads their
 // next element, and not when its stride maps them to a few L1 sets (a stride
 // of 256 floats uses 4 of 64 sets): then, when every operand is float32 and
-// contiguous along L or T (or broadcast), the loop goes over kEwTile x
-// kEwTile tiles of (T, L), each transposed operand's tile transposed into
+// contiguous along L or T (or broadcast), the loop goes over kTile x
+// kTile tiles of (T, L), each transposed operand's tile transposed into
 // scratch, and fn runs row by row on the tile. Whisper's residual add
 // ([2, 150, 256], the output permuted like one input, the other read at
 // stride 256): 1.8x faster; at strides of 150 and 799 floats the tiles were
 // 14-18 % slower than the run-by-run loop, so those keep it (in one process,
-// Emerald Rapids). Tiles of 32, as Note [Tiled transpose] measured for copies.
-constexpr int64_t kEwTile = 32;
-static_assert(kEwTile * kEwTile <= kChunk, "a tile fits a scratch chunk");
+// Emerald Rapids). Tiles of kTile, as Note [Tiled transpose] measured for copies.
+static_assert(kTile * kTile <= kChunk, "a tile fits a scratch chunk");
 // L1 sets and ways assumed for the test above (Zen 4: 64 x 8; Intel: 64 x 12).
 constexpr int64_t kL1Sets = 64, kL1Ways = 8;
 
@@ -53,7 +52,7 @@ bool RunF32Tiled(const StridedShape<NIn + 1>& s, const std::array<const TensorRe
                  Fn& fn) {
   if (s.ndim < 2) return false;
   const int L = s.ndim - 1;
-  if (ops[0]->dtype != DType::kFloat32 || s.strides[0][L] != 1 || s.sizes[L] < kEwTile) {
+  if (ops[0]->dtype != DType::kFloat32 || s.strides[0][L] != 1 || s.sizes[L] < kTile) {
     return false;
   }
   int T = -1;  // the dim some operand is contiguous along instead of L
@@ -64,7 +63,7 @@ bool RunF32Tiled(const StridedShape<NIn + 1>& s, const std::array<const TensorRe
     }
     if (T < 0) return false;
   }
-  if (T < 0 || s.sizes[T] < kEwTile) return false;
+  if (T < 0 || s.sizes[T] < kTile) return false;
   std::array<bool, NIn> transposed{}, scalar{};
   bool thrashes = false;
   for (int k = 1; k <= NIn; ++k) {
@@ -78,23 +77,21 @@ bool RunF32Tiled(const StridedShape<NIn + 1>& s, const std::array<const TensorRe
   const int64_t nl = s.sizes[L], nt = s.sizes[T];
   const auto tiles = [&](const std::array<char*, NIn + 1>& base) {
     std::array<const float*, NIn> in_p;
-    for (int64_t t0 = 0; t0 < nt; t0 += kEwTile) {
-      const int64_t tt = std::min(kEwTile, nt - t0);
-      for (int64_t l0 = 0; l0 < nl; l0 += kEwTile) {
-        const int64_t tl = std::min(kEwTile, nl - l0);
+    for (int64_t t0 = 0; t0 < nt; t0 += kTile) {
+      const int64_t tt = std::min(kTile, nt - t0);
+      for (int64_t l0 = 0; l0 < nl; l0 += kTile) {
+        const int64_t tl = std::min(kTile, nl - l0);
         for (int k = 0; k < NIn; ++k) {
           if (!transposed[k]) continue;
-          float* tile = ScratchF32(k);  // tile[t][l] = in(t0 + t, l0 + l)
-          const float* src = reinterpret_cast<const float*>(base[k + 1]) + t0;
-          for (int64_t l = 0; l < tl; ++l) {
-            const float* col = src + (l0 + l) * s.strides[k + 1][L];
-            for (int64_t t = 0; t < tt; ++t) tile[t * kEwTile + l] = col[t];
-          }
+          // tile[t][l] = in(t0 + t, l0 + l)
+          const float* src = reinterpret_cast<const float*>(base[k + 1]) + t0 +
+                             l0 * s.strides[k + 1][L];
+          TransposeTiles(ScratchF32(k), src, tl, tt, kTile, s.strides[k + 1][L]);
         }
         for (int64_t t = 0; t < tt; ++t) {
           for (int k = 0; k < NIn; ++k) {
             const float* b = reinterpret_cast<const float*>(base[k + 1]);
-            in_p[k] = transposed[k] ? ScratchF32(k) + t * kEwTile
+            in_p[k] = transposed[k] ? ScratchF32(k) + t * kTile
                       : scalar[k]   ? b + (t0 + t) * s.strides[k + 1][T]
                                     : b + (t0 + t) * s.strides[k + 1][T] + l0;
           }

@@ -6,6 +6,7 @@
 // a per-thread scratch chunk (ScratchF32).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -84,6 +85,26 @@ StridedShape<N> MakeShape(const std::array<const TensorRef*, N>& ops, int order_
     }
   }
   return s;
+}
+
+// Edge of the square tiles of the tiled loops (Note [Tiled transpose] in
+// elementwise.cc, Note [Tiled elementwise] in elementwise_run.h).
+constexpr int64_t kTile = 32;
+
+// o[c * o_col + r] = x[r * x_row + c] for r < rows, c < cols, tile by tile:
+// r runs along o's contiguous dim, c along x's.
+template <typename U>
+void TransposeTiles(U* o, const U* x, int64_t rows, int64_t cols, int64_t o_col, int64_t x_row) {
+  for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+    const int64_t c1 = std::min(cols, c0 + kTile);
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+      const int64_t r1 = std::min(rows, r0 + kTile);
+      for (int64_t c = c0; c < c1; ++c) {
+        U* oc = o + c * o_col;
+        for (int64_t r = r0; r < r1; ++r) oc[r] = x[r * x_row + c];
+      }
+    }
+  }
 }
 
 // `s` without dims a and b (the tile dims of a tiled loop): the dims its
