@@ -1054,6 +1054,8 @@ def test_nonzero_pad_before_a_conv_stays_a_pad():
         (nn.ReLU6(), "fused[convolution,batch_norm,hardtanh,hardtanh]"),  # MobileNet
         (nn.Hardtanh(-0.5, 0.25), "fused[convolution,batch_norm,hardtanh,hardtanh]"),
         (nn.Identity(), "fused[convolution,batch_norm]"),
+        (nn.GELU(), "fused[convolution,batch_norm,gelu]"),
+        (nn.SiLU(), "fused[convolution,batch_norm,silu]"),  # EfficientNet
     ],
 )
 @pytest.mark.parametrize("affine,groups", [(True, 1), (False, 1), (True, 8)])
@@ -1078,6 +1080,23 @@ def test_conv_batch_norm_activation_is_one_kernel(act, name, affine, groups):
     (stats,) = trnscope.compile_stats()
     assert stats["kernels"] == [name], stats
     assert stats["eager_nodes"] == []
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_conv1d_gelu_is_one_kernel_unless_tanh(approximate):
+    """Whisper's and wav2vec2's feature convs: conv1d then exact gelu is one
+    kernel (Note [Conv epilogue]); the tanh approximation stays its own kernel."""
+    torch.manual_seed(0)
+    fn = nn.Sequential(nn.Conv1d(6, 12, 3, stride=2, padding=1), nn.GELU(approximate)).eval()
+    x = torch.randn(2, 6, 37) * 3
+    want = fn(x)
+    fn.to("trn")
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+    (stats,) = trnscope.compile_stats()
+    want_kernels = ["fused[convolution,gelu]"] if approximate == "none" else ["convolution", "gelu"]
+    assert stats["kernels"] == want_kernels and stats["eager_nodes"] == [], stats
 
 
 def test_conv_whose_output_is_also_read_keeps_its_batch_norm_apart():

@@ -319,8 +319,9 @@ bool Fuser::RunsAsLibrary(int id) const {
 // convolution kernel's fused activation: the pre-activation never reaches memory.
 // Note [Conv epilogue]: a convolution's library kernel takes what follows it
 // in inference CNNs: one batch norm with running statistics (folded into the
-// weights and bias), then relu or a clamp (maximum, then minimum, with number
-// bounds: hardtanh / relu6), each reading only the previous node's value.
+// weights and bias), then relu, a clamp (maximum, then minimum, with number
+// bounds: hardtanh / relu6), gelu (wav2vec2's and Whisper's feature convs) or
+// silu (EfficientNet), each reading only the previous node's value.
 bool Fuser::JoinsConv(int id) {
   const Node& n = ir_.N(id);
   if (!ir_.options.fuse || n.inputs.empty()) return false;
@@ -332,20 +333,24 @@ bool Fuser::JoinsConv(int id) {
     return false;
   }
   // What the group holds after the conv decides what may come next.
-  bool has_bn = false, has_max = false, has_min = false;
+  bool has_bn = false, has_max = false, has_min = false, has_smooth = false;
   for (size_t i = 1; i < ir_.groups[gi].nodes.size(); ++i) {
     const Op op = ir_.N(ir_.groups[gi].nodes[i]).op;
     has_bn = has_bn || op == Op::kBatchNorm;
     has_max = has_max || op == Op::kRelu || op == Op::kMaximum;
     has_min = has_min || op == Op::kMinimum;
+    has_smooth = has_smooth || op == Op::kGelu || op == Op::kSilu;
   }
+  const bool has_act = has_max || has_min || has_smooth;
   const bool number = n.has_scalar && !n.scalar_first && n.inputs.size() == 1;
   bool joins = false;
   switch (n.op) {
-    case Op::kBatchNorm: joins = !has_bn && !has_max && !has_min && RunsAsLibrary(id); break;
-    case Op::kRelu: joins = !has_max && !has_min; break;
-    case Op::kMaximum: joins = number && !has_max && !has_min; break;
-    case Op::kMinimum: joins = number && !has_min; break;
+    case Op::kBatchNorm: joins = !has_bn && !has_act && RunsAsLibrary(id); break;
+    case Op::kRelu:
+    case Op::kGelu:
+    case Op::kSilu: joins = !has_act; break;
+    case Op::kMaximum: joins = number && !has_act; break;
+    case Op::kMinimum: joins = number && !has_min && !has_smooth; break;
     default: break;
   }
   if (!joins) return false;

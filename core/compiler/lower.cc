@@ -170,7 +170,11 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
           ki.lib_eps = e.eps;
           continue;
         }
-        ki.lib_clamp = true;
+        if (e.op == Op::kGelu || e.op == Op::kSilu) {
+          ki.lib_act = e.op == Op::kGelu ? kernels::ConvActivation::kGelu : kernels::ConvActivation::kSilu;
+          continue;
+        }
+        ki.lib_act = kernels::ConvActivation::kClamp;
         if (e.op == Op::kRelu) ki.lib_lo = 0;
         if (e.op == Op::kMaximum) ki.lib_lo = e.scalar;
         if (e.op == Op::kMinimum) ki.lib_hi = e.scalar;

@@ -377,8 +377,8 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
         p.dilation[d] = ki.lib_conv.dilation[d];
       }
       p.groups = ki.lib_conv.groups;
-      if (ki.lib_clamp) {
-        p.activation = kernels::Activation::kClamp;
+      p.activation = ki.lib_act;
+      if (ki.lib_act == kernels::ConvActivation::kClamp) {
         p.clamp_lo = static_cast<float>(ki.lib_lo);
         p.clamp_hi = static_cast<float>(ki.lib_hi);
       }

@@ -24,6 +24,7 @@
 
 #include "core/common/tensor_ref.h"
 #include "core/compiler/program.h"
+#include "core/kernels/conv.h"
 
 namespace trn::compiler::internal {
 
@@ -170,9 +171,9 @@ struct KernelImpl {
   bool lib_causal = false;  // kSdpa
   // kConv's epilogue (Note [Conv epilogue]): a folded batch norm's inputs
   // (mean, var[, weight, bias]) follow the conv's in lib_ins, lib_eps its eps;
-  // then clamp to [lib_lo, lib_hi] (relu: [0, inf]) when lib_clamp.
+  // then lib_act: kClamp to [lib_lo, lib_hi] (relu: [0, inf]), kGelu, kSilu.
   int lib_bn_inputs = 0;
-  bool lib_clamp = false;
+  kernels::ConvActivation lib_act = kernels::ConvActivation::kNone;
   double lib_lo = 0, lib_hi = 0;
   Node::ConvAttrs lib_conv;  // kConv
   Node::PoolAttrs lib_pool;  // kMaxPool2d, kAvgPool2d

@@ -1,4 +1,4 @@
-// Row kernels of the convolution (depthwise taps, the epilogue's clamp),
+// Row kernels of the convolution (depthwise taps, the epilogue's activation),
 // compiled once per Highway target.
 // Included by conv.cc through hwy/foreach_target.h (Note [conv as GEMM]).
 
@@ -11,6 +11,7 @@
 
 #include <cstddef>
 
+#include "core/kernels/elementwise-inl.h"
 #include "hwy/highway.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -53,6 +54,23 @@ void ClampRow(float* x, size_t n, float lo, float hi) {
     float v = x[i] < lo ? lo : x[i];
     x[i] = v > hi ? hi : v;
   }
+}
+
+// x[i] = gelu(x[i]) (erf form) or silu(x[i]) in place for i < n: the conv
+// epilogue's smooth activations, the elementwise kernels' vector math.
+void SmoothActivationRow(float* x, size_t n, bool gelu) {
+  const hn::ScalableTag<float> d;
+  const size_t N = hn::Lanes(d);
+  auto f = [&](hn::Vec<decltype(d)> v) {
+    return gelu ? trn::kernels::HWY_NAMESPACE::GeluF(d, v) : trn::kernels::HWY_NAMESPACE::SiluF(d, v);
+  };
+  size_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, x + i)), d, x + i);
+  if (i == n) return;
+  HWY_ALIGN float tail[hn::MaxLanes(d)] = {};
+  for (size_t j = i; j < n; ++j) tail[j - i] = x[j];
+  hn::Store(f(hn::Load(d, tail)), d, tail);
+  for (size_t j = i; j < n; ++j) x[j] = tail[j - i];
 }
 
 // runs rows of n floats, src rows src_step apart into dst rows dst_step apart:

@@ -13,7 +13,8 @@ namespace trn::kernels {
 
 // Epilogue applied to every output element after the bias (and batch norm):
 // kClamp is min(max(x, clamp_lo), clamp_hi) (relu6 = hardtanh(0, 6)); NaN stays.
-enum class Activation : uint8_t { kNone, kRelu, kClamp };
+// kGelu (erf form) and kSilu compute as the elementwise kernels do.
+enum class ConvActivation : uint8_t { kNone, kRelu, kClamp, kGelu, kSilu };
 
 // Geometry of a 2-D convolution, dims in (H, W) order. A 1-D convolution is
 // the 2-D one with H = KH = 1, stride/dilation 1 and no padding on H.
@@ -24,7 +25,7 @@ struct ConvParams {
   int64_t pad_end[2] = {0, 0};
   int64_t dilation[2] = {1, 1};
   int64_t groups = 1;
-  Activation activation = Activation::kNone;
+  ConvActivation activation = ConvActivation::kNone;
   float clamp_lo = 0, clamp_hi = 0;  // kClamp
 };
 

@@ -99,7 +99,7 @@ constexpr size_t kImplicitCase = 13;  // Note [Implicit GEMM] when the input is 
 
 // Direct convolution in double over the stored (rounded) values.
 std::vector<double> Reference(const Case& c, const TestTensor& in, const TestTensor& w,
-                              const TestTensor* bias, bool relu, int64_t oh, int64_t ow) {
+                              const TestTensor* bias, ConvActivation act, int64_t oh, int64_t ow) {
   const int64_t n = c.in[0], ch = c.in[1], h = c.in[2], wd = c.in[3];
   const int64_t g = c.p.groups, cg = ch / g, og = c.cout / g;
   std::vector<double> out(static_cast<size_t>(n * c.cout * oh * ow));
@@ -118,20 +118,22 @@ std::vector<double> Reference(const Case& c, const TestTensor& in, const TestTen
                 acc += in.At(((b * ch + grp * cg + ci) * h + iy) * wd + ix) *
                        w.At(((o * cg + ci) * c.kh + ky) * c.kw + kx);
               }
-          if (relu) acc = std::max(acc, 0.0);
+          if (act == ConvActivation::kRelu) acc = std::max(acc, 0.0);
+          if (act == ConvActivation::kGelu) acc = 0.5 * acc * (1 + std::erf(acc / std::sqrt(2.0)));
+          if (act == ConvActivation::kSilu) acc = acc / (1 + std::exp(-acc));
           out[((b * c.cout + o) * oh + y) * ow + x] = acc;
         }
   return out;
 }
 
-void RunConv(const Case& c, DType dt, Lay in_lay, Lay w_lay, Lay out_lay, bool bias, bool relu,
-         bool workspace) {
+void RunConv(const Case& c, DType dt, Lay in_lay, Lay w_lay, Lay out_lay, bool bias,
+             ConvActivation act, bool workspace) {
   const int64_t oh = ConvOutputSize(c.in[2], c.kh, c.p.stride[0], c.p.pad_begin[0],
                                     c.p.pad_end[0], c.p.dilation[0]);
   const int64_t ow = ConvOutputSize(c.in[3], c.kw, c.p.stride[1], c.p.pad_begin[1],
                                     c.p.pad_end[1], c.p.dilation[1]);
   ConvParams p = c.p;
-  p.activation = relu ? Activation::kRelu : Activation::kNone;
+  p.activation = act;
   const TestTensor in = Make4d(dt, c.in, in_lay, 11);
   const TestTensor w = Make4d(dt, {c.cout, c.in[1] / p.groups, c.kh, c.kw}, w_lay, 12);
   TestTensor b;
@@ -140,7 +142,7 @@ void RunConv(const Case& c, DType dt, Lay in_lay, Lay w_lay, Lay out_lay, bool b
     FillRandom(b, 13, -1.0, 1.0);
   }
   TestTensor out = Make4d(dt, {c.in[0], c.cout, oh, ow}, out_lay, 0);
-  const std::vector<double> want = Reference(c, in, w, bias ? &b : nullptr, relu, oh, ow);
+  const std::vector<double> want = Reference(c, in, w, bias ? &b : nullptr, act, oh, ow);
   ForEachTarget([&](const char*) {
     TestTensor ws;
     if (workspace) {
@@ -169,9 +171,11 @@ TEST(Conv2d, GeometryF32) {
                  std::to_string(c.in[3]) + " k " + std::to_string(c.kh) + "x" +
                  std::to_string(c.kw) + " groups " + std::to_string(c.p.groups));
     for (bool bias : {false, true}) {
-      RunConv(c, DType::kFloat32, Lay::kNchw, Lay::kNchw, Lay::kNchw, bias, false, true);
+      RunConv(c, DType::kFloat32, Lay::kNchw, Lay::kNchw, Lay::kNchw, bias, ConvActivation::kNone, true);
     }
-    RunConv(c, DType::kFloat32, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, true, false);
+    for (ConvActivation act : {ConvActivation::kRelu, ConvActivation::kGelu, ConvActivation::kSilu}) {
+      RunConv(c, DType::kFloat32, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, act, false);
+    }
   }
 }
 
@@ -184,7 +188,7 @@ TEST(Conv2d, Layouts) {
         SCOPED_TRACE("layouts in " + std::to_string(static_cast<int>(in)) + " out " +
                      std::to_string(static_cast<int>(out)));
         RunConv(c, DType::kFloat32, in, in == Lay::kNchw ? Lay::kChannelsLast : Lay::kNchw, out,
-            true, true, true);
+                true, in == out ? ConvActivation::kGelu : ConvActivation::kRelu, true);
       }
     }
   }
@@ -200,7 +204,7 @@ TEST(Conv2d, UnitHeightWithAnyStride) {
   TestTensor in = Make4d(DType::kFloat32, c.in, Lay::kNchw, 31);
   TestTensor w = Make4d(DType::kFloat32, {c.cout, c.in[1], c.kh, c.kw}, Lay::kNchw, 32);
   TestTensor out = Make4d(DType::kFloat32, {c.in[0], c.cout, 1, ow}, Lay::kNchw, 0);
-  const std::vector<double> want = Reference(c, in, w, nullptr, false, 1, ow);
+  const std::vector<double> want = Reference(c, in, w, nullptr, ConvActivation::kNone, 1, ow);
   for (TestTensor* t : {&in, &w, &out}) t->ref.strides[2] = 0;
   ForEachTarget([&](const char*) {
     ASSERT_TRUE(Conv2d(out.ref, in.ref, w.ref, TensorRef{}, c.p, TensorRef{}).ok());
@@ -219,8 +223,8 @@ TEST(Conv2d, BandsOfOutputRows) {
     EXPECT_LT(ConvWorkspaceBytes(out.ref, in.ref, w.ref, c.p), size_t{576} * 10 * 198 * 4 / 2);
   }
   for (Lay lay : {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided}) {
-    RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, true, true);
-    RunConv(c, DType::kBFloat16, lay, Lay::kNchw, Lay::kChannelsLast, true, false, true);
+    RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, ConvActivation::kRelu, true);
+    RunConv(c, DType::kBFloat16, lay, Lay::kNchw, Lay::kChannelsLast, true, ConvActivation::kNone, true);
   }
 }
 
@@ -232,8 +236,8 @@ TEST(Conv2d, SmallImagesShareOneGemm) {
   // col [K][N*P] and the tile [Cout][N*P] (Note [conv as GEMM]).
   EXPECT_GE(ConvWorkspaceBytes(out.ref, in.ref, w.ref, c.p), size_t{4} * (27 + 5) * 2 * 20);
   for (Lay lay : {Lay::kNchw, Lay::kStrided}) {
-    RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, true, true);
-    RunConv(c, DType::kFloat16, lay, Lay::kNchw, lay, false, false, false);
+    RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, ConvActivation::kRelu, true);
+    RunConv(c, DType::kFloat16, lay, Lay::kNchw, lay, false, ConvActivation::kNone, false);
   }
 }
 
@@ -241,8 +245,8 @@ TEST(Conv2d, Dtypes) {
   for (DType dt : {DType::kBFloat16, DType::kFloat16, DType::kFloat64}) {
     SCOPED_TRACE(DTypeName(dt));
     for (const Case& c : {Cases()[1], Cases()[3], Cases()[4], Cases()[5], Cases()[8]}) {
-      RunConv(c, dt, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, false, true);
-      RunConv(c, dt, Lay::kChannelsLast, Lay::kNchw, Lay::kChannelsLast, true, true, true);
+      RunConv(c, dt, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, ConvActivation::kNone, true);
+      RunConv(c, dt, Lay::kChannelsLast, Lay::kNchw, Lay::kChannelsLast, true, ConvActivation::kRelu, true);
     }
   }
 }
@@ -280,11 +284,11 @@ TEST(Conv2d, FoldedBatchNormAndClamp) {
         bn.bias = beta.ref;
       }
       ConvParams p = c.p;
-      p.activation = Activation::kClamp;
+      p.activation = ConvActivation::kClamp;
       p.clamp_lo = -0.25f;
       p.clamp_hi = 0.5f;
       TestTensor out = Make4d(DType::kFloat32, {c.in[0], c.cout, oh, ow}, Lay::kNchw, 0);
-      const std::vector<double> conv = Reference(c, in, w, &b, false, oh, ow);
+      const std::vector<double> conv = Reference(c, in, w, &b, ConvActivation::kNone, oh, ow);
       ASSERT_TRUE(Conv2d(out.ref, in.ref, w.ref, b.ref, p, TensorRef{}, &bn).ok());
       const int64_t k = (c.in[1] / c.p.groups) * c.kh * c.kw;
       for (int64_t i = 0; i < out.numel(); ++i) {
