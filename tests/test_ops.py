@@ -1375,6 +1375,31 @@ def test_activation_modules_have_no_fallback():
     check(got, want, transcendental=True)
 
 
+@pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+@pytest.mark.parametrize("shape,dim", [((2, 8, 5), 1), ((3, 6), -1), ((4, 2, 7), 0), ((0, 4), 1)])
+def test_glu(shape, dim, dtype, layout):
+    """Speech2Text's conv subsampler: a * sigmoid(b) over the halves of dim, one kernel."""
+    x, t = on_trn(make(shape, dtype) * 3, layout)
+    check(F.glu(t, dim), F.glu(x, dim), transcendental=True)
+    out = torch.empty(0, dtype=dtype, device="trn")
+    r = torch._C._nn.glu(t, dim, out=out)
+    assert r is out
+    check(out, F.glu(x, dim), transcendental=True)
+
+
+def test_glu_errors_match_cpu():
+    for fn, err in [
+        (lambda d: F.glu(torch.randn(3, 5, device=d), 1), "Halving dimension must be even"),
+        (lambda d: F.glu(torch.tensor(1.0, device=d)), "does not support scalars"),
+    ]:
+        for dev in ("cpu", "trn"):
+            with pytest.raises(RuntimeError, match=err):
+                fn(dev)
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        F.glu(torch.ones(2, 4, dtype=torch.int64, device="trn"))
+
+
 # ---- var / std (with the mean), vector norms, weight norm ------------------------------------
 @pytest.mark.parametrize("keepdim", [False, True])
 @pytest.mark.parametrize("correction", [None, 0, 1, 2.5])

@@ -71,6 +71,39 @@ at::Tensor& LogSoftmaxOut(const at::Tensor& self, int64_t dim, bool half_to_floa
   return SoftmaxInto(self, dim, half_to_float, true, out, "aten::_log_softmax");
 }
 
+// ---- glu ---------------------------------------------------------------------------
+// glu(x, dim) = a * sigmoid(b) over x's halves a, b along dim: one kernel
+// reading both halves in place (Speech2Text's conv subsampler).
+at::Tensor& GluInto(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  const char* name = "aten::glu";
+  const int device = CommonDevice(name, {&self, &out});
+  TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
+                              "\"glu\" not implemented for '", c10::toString(self.scalar_type()), "'");
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  const int64_t n = self.size(d);
+  TORCH_CHECK(n % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ", n);
+  std::vector<int64_t> sizes = self.sizes().vec();
+  sizes[d] = n / 2;
+  PrepareOut(out, sizes, self.scalar_type(), name);
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), name, ": expected out dtype ",
+              self.scalar_type(), ", got ", out.scalar_type());
+  if (out.numel() == 0) return out;
+  ComputeDType(self.scalar_type(), name);
+  const TensorRef o = Ref(out, name), a = Ref(self.narrow(d, 0, n / 2), name);
+  const TensorRef b = Ref(self.narrow(d, n / 2, n / 2), name);
+  Launch(device, kernels::DescribeBinary(kernels::BinaryOp::kGlu, o, a, &b, name),
+         [=] { return kernels::Binary(kernels::BinaryOp::kGlu, o, a, b); });
+  return out;
+}
+at::Tensor Glu(const at::Tensor& self, int64_t dim) {
+  at::Tensor out = Empty({0}, self.scalar_type(), DeviceIndex(self));
+  return GluInto(self, dim, out);
+}
+at::Tensor& GluOut(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  return GluInto(self, dim, out);
+}
+
 // ---- matmul family -------------------------------------------------------------------
 // Note [Packed weight cache] (core/kernels/matmul.cc): a 2-D B operand (the
 // weight of mm / addmm / linear) or grouped_mm's 3-D experts is keyed by its
@@ -721,6 +754,8 @@ at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_softmax", TORCH_FN(Softmax));
+  m.impl("glu", TORCH_FN(Glu));
+  m.impl("glu.out", TORCH_FN(GluOut));
   m.impl("_softmax.out", TORCH_FN(SoftmaxOut));
   m.impl("_log_softmax", TORCH_FN(LogSoftmax));
   m.impl("_log_softmax.out", TORCH_FN(LogSoftmaxOut));

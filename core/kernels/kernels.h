@@ -23,6 +23,7 @@ using rt::KernelInfo;
 // ---- Elementwise --------------------------------------------------------------
 enum class BinaryOp : uint8_t {
   kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
+  kGlu,  // a * sigmoid(b), floating only: torch.glu of the two halves a, b
   // Floating and integer dtypes, torch's rules (Note [Integer division]):
   kDivTrunc, kDivFloor,  // div(rounding_mode="trunc" / "floor"), floor_divide; bf16/f16
                          // round intermediates to storage as torch's CPU does
