@@ -226,6 +226,28 @@ def test_new_shapes_with_dynamic_false_are_counted_and_explained():
     assert stats[1]["signature"][0]["shape"] == [6, DIM]
 
 
+def test_number_inputs_key_programs_only_when_tensor_ops_read_them():
+    """Note [Number inputs]: a SymInt a tensor op reads is baked into the
+    program, so each value gets its own (never the first value's); one that
+    only feeds number outputs is computed per call by one program."""
+    x = torch.zeros(4, device="trn")
+    add = torch.compile(lambda x, n: x + n, backend="trn", dynamic=True)
+    for n in (2, 3, 4):
+        assert add(x, n).cpu().tolist() == [float(n)] * 4
+    stats = trnscope.compile_stats()
+    assert len(stats) == 3 and len({s["graph_hash"] for s in stats}) == 1
+    (change,) = stats[2]["changed_inputs"]
+    assert change["what"] == "value" and (change["old"], change["new"]) == (3, 4)
+    assert {"value": 4, "dtype": "int"} in stats[2]["signature"]
+    trnscope.reset_compile_stats()
+    counts = torch.compile(lambda x, n: (x * 2, n + 1, n * 3 - 1), backend="trn", dynamic=True)
+    for n in (2, 3, 4, 7):
+        y, a, b = counts(x, n)
+        assert (a, b) == (n + 1, n * 3 - 1)
+        assert y.cpu().tolist() == [0.0] * 4
+    assert len(trnscope.compile_stats()) == 1
+
+
 def test_many_signatures_warn_once_with_a_bucket_list(monkeypatch):
     monkeypatch.setattr(trnscope.compile.config, "max_signatures_before_warning", 2)
     model = Softmax()
@@ -730,6 +752,29 @@ def test_library_kernels_cat_embedding_and_integer_math():
         assert k in stats["kernels"], (k, stats["kernels"])
 
 
+@pytest.mark.parametrize(
+    "fn,kernel",
+    [
+        (lambda a: -(a + 1).unsqueeze(0), "neg"),  # DeBERTa-v2's relative positions
+        (lambda a: torch.abs(a - 5).unsqueeze(0).unsqueeze(0), "abs"),
+        (lambda a: torch.relu(a - 5).unsqueeze(0), "relu"),
+        (lambda a: (a * 3).unsqueeze(0).to(torch.int32), "_to_copy"),
+        (lambda a: torch.logical_not((a > 3).unsqueeze(0)), "logical_not"),
+    ],
+)
+def test_integer_unary_library_kernel_reads_its_input_without_leading_ones(fn, kernel):
+    """A consumer of an unsqueezed value reads the value itself (Note
+    [Pass-through reshapes]); a library unary kernel broadcasts it back."""
+    a = torch.arange(16)
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(a.to("trn"))
+    want = fn(a)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got.cpu(), want)
+    (stats,) = trnscope.compile_stats()
+    assert kernel in stats["kernels"] and stats["eager_nodes"] == [], stats
+
+
 def test_embedding_index_out_of_range_is_an_error():
     compiled = torch.compile(torch.nn.functional.embedding, backend="trn", dynamic=False)
     table = torch.randn(4, 3, device="trn")
@@ -820,9 +865,16 @@ def test_dynamic_graphs_are_specialized_per_signature_at_run_time():
             got = compiled(x.to("trn"))
             torch.testing.assert_close(got.cpu(), cpu_model(x), rtol=1e-4, atol=1e-4)
     stats = trnscope.compile_stats()
-    x_index = [i for i, n in enumerate(stats[0]["input_names"]) if n.startswith("l_x")][0]
-    assert [s["signature"][x_index]["shape"] for s in stats] == [[3, DIM], [5, DIM], [7, DIM]]
-    assert stats[-1]["specialized"] and stats[-1]["changed_inputs"][0]["new"] == [7, DIM]
+
+    def x_of(s):  # the dynamic graph also takes the row count as a SymInt input
+        return s["signature"][s["input_names"].index("l_x_")]
+
+    assert [x_of(s)["shape"] for s in stats] == [[3, DIM], [5, DIM], [7, DIM]]
+    assert len({s["graph_hash"] for s in stats}) == 1
+    for s, old, new in ((stats[1], 3, 5), (stats[2], 5, 7)):
+        change = [c for c in s["changed_inputs"] if c["what"] == "shape"]
+        assert [(c["name"], c["old"], c["new"]) for c in change] == [("l_x_", [old, DIM], [new, DIM])]
+    assert stats[-1]["specialized"]
     assert all(s["fallback"] is None and s["num_kernels"] == 1 for s in stats)
 
 

@@ -89,10 +89,9 @@ def test_generate_eager_matches_cpu(name):
     _assert_no_fallback()
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt2", "mixtral"])
-def test_generate_compiled_static_cache_compiles_prefill_and_decode_once(name):
-    """The recipe of docs/compile.md: static cache, compiled forward."""
-    model, _ = zoo.get(name).build("tiny")
+def _generate_compiled_static(model):
+    """The recipe of docs/compile.md on `model` (moved to trn, forward compiled);
+    asserts its greedy tokens equal CPU's. Returns the prompt and the tokens."""
     ids = _prompt(model)
     with torch.no_grad():
         want = model.generate(ids, cache_implementation="static", **GEN)
@@ -101,15 +100,44 @@ def test_generate_compiled_static_cache_compiles_prefill_and_decode_once(name):
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         got = model.generate(ids.to("trn"), cache_implementation="static", **GEN)
-        assert torch.equal(got.cpu(), want)
-        first = trnscope.compile_stats()
-        # A second generation with the same shapes compiles nothing new.
+    assert torch.equal(got.cpu(), want)
+    return ids, want
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2", "mixtral"])
+def test_generate_compiled_static_cache_compiles_prefill_and_decode_once(name):
+    """The recipe of docs/compile.md: static cache, compiled forward."""
+    model, _ = zoo.get(name).build("tiny")
+    ids, want = _generate_compiled_static(model)
+    first = trnscope.compile_stats()
+    # A second generation with the same shapes compiles nothing new.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         again = model.generate(ids.to("trn"), cache_implementation="static", **GEN)
     assert torch.equal(again.cpu(), want)
     # One program for the prefill (seq 6) and one for every decode step (seq 1).
     assert len(first) == 2, [(s["signature"][0]["shape"], s["recompile"]) for s in first]
     assert len(trnscope.compile_stats()) == 2
     assert all(s["fallback"] is None for s in first)
+    _assert_no_fallback()
+
+
+@pytest.mark.parametrize("window,programs", [(4096, 2), (8, 3)])
+def test_generate_compiled_sliding_window_cache_matches_cpu(window, programs):
+    """Mistral's sliding-window static cache passes its length as a Python int,
+    which Dynamo makes a SymInt input; the decode program must not bake in the
+    first step's value (Note [Number inputs] in backend.py). Window 8 fills up
+    during the 14 tokens: its roll branch is a third graph."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    cfg = MistralConfig(
+        vocab_size=1000, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, sliding_window=window,
+        pad_token_id=0, bos_token_id=1, eos_token_id=2,
+    )
+    torch.manual_seed(0)
+    _generate_compiled_static(MistralForCausalLM(cfg).eval())
+    assert len(trnscope.compile_stats()) == programs
     _assert_no_fallback()
 
 

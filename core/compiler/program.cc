@@ -319,12 +319,14 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       rows.strides[0] = table.ndim > 1 ? rows.strides[1] * rows.sizes[1] : 1;
       return kernels::IndexSelect(rows, table, 0, index);
     }
-    case Op::kLogicalNot: return kernels::Unary(kernels::UnaryOp::kLogicalNot, out, in(0));
-    case Op::kNeg: return kernels::Unary(kernels::UnaryOp::kNeg, out, in(0));
-    case Op::kAbs: return kernels::Unary(kernels::UnaryOp::kAbs, out, in(0));
-    case Op::kRelu: return kernels::Unary(kernels::UnaryOp::kRelu, out, in(0));
+    // Unary inputs may lack the output's leading ones (Note [Pass-through reshapes]).
+    case Op::kLogicalNot:
+      return kernels::Unary(kernels::UnaryOp::kLogicalNot, out, Expand(in(0), out));
+    case Op::kNeg: return kernels::Unary(kernels::UnaryOp::kNeg, out, Expand(in(0), out));
+    case Op::kAbs: return kernels::Unary(kernels::UnaryOp::kAbs, out, Expand(in(0), out));
+    case Op::kRelu: return kernels::Unary(kernels::UnaryOp::kRelu, out, Expand(in(0), out));
     case Op::kCast:
-    case Op::kClone: return kernels::Copy(out, in(0));
+    case Op::kClone: return kernels::Copy(out, Expand(in(0), out));
     case Op::kWhere:
       return kernels::Where(out, Expand(in(0), out), Expand(in(1), out), Expand(in(2), out));
     case Op::kSdpa: {

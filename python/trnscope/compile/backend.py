@@ -1112,7 +1112,17 @@ class _Compiled:
         outs = self.program.run(self.bind_inputs(args), self._eager)
         if self.plain_outputs:
             return outs
-        return [outs[x] if k == "t" else x for k, x in self.template]
+        return [outs[x] if k == "t" else x(args) if k == "f" else x for k, x in self.template]
+
+
+def _ancestors(node: fx.Node) -> set[fx.Node]:
+    seen, stack = set(), [node]
+    while stack:
+        for a in stack.pop().all_input_nodes:
+            if a not in seen:
+                seen.add(a)
+                stack.append(a)
+    return seen
 
 
 def _concrete_vals(gm: fx.GraphModule, args: list) -> dict[fx.Node, Any]:
@@ -1228,6 +1238,62 @@ def _fold_host_constants_on(gm: fx.GraphModule, device: torch.device) -> None:
         gm.recompile()
 
 
+# Note [Number inputs]
+# Dynamo lifts a changing Python int into a SymInt input: a static cache's
+# length (Mistral's and Gemma 2's sliding-window layers pass theirs, and the
+# graph returns it plus the new tokens). The lowering bakes numbers into the
+# program, so a number that reaches a tensor op is part of the program's key
+# (one program per value: correct, and compiled again per value). A number
+# that only feeds number outputs through Python arithmetic is not: those
+# outputs are evaluated per call from the call's arguments.
+_SYM_NUMBER_TYPES = (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool)
+
+
+def _number_arithmetic(node: fx.Node) -> bool:
+    """A node computing a number from numbers with Python's operators."""
+    return (
+        node.op == "call_function"
+        and isinstance(node.meta.get("val"), _SYM_NUMBER_TYPES)
+        and getattr(node.target, "__module__", None) in ("_operator", "operator", "math")
+    )
+
+
+def _unkeyed_numbers(gm: fx.GraphModule) -> set[int]:
+    """Indices of number placeholders that reach only number outputs (Note [Number inputs])."""
+    out = set()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i, p in enumerate(placeholders):
+        if not isinstance(p.meta.get("val"), _SYM_NUMBER_TYPES):
+            continue
+        seen, stack, baked = {p}, [p], False
+        while stack and not baked:
+            for u in stack.pop().users:
+                if u.op == "output":
+                    continue
+                if not _number_arithmetic(u):
+                    baked = True
+                    break
+                if u not in seen:
+                    seen.add(u)
+                    stack.append(u)
+        if not baked:
+            out.add(i)
+    return out
+
+
+def _number_output(node: fx.Node, index: dict[fx.Node, int]) -> Callable[[list], Any]:
+    """A number output as a function of the call's arguments."""
+
+    def ev(a, args):
+        if not isinstance(a, fx.Node):
+            return a
+        if a.op == "placeholder":
+            return args[index[a]]
+        return a.target(*(ev(x, args) for x in a.args), **{k: ev(v, args) for k, v in a.kwargs.items()})
+
+    return lambda args: ev(node, args)
+
+
 class _GraphRunner:
     """The callable aot_autograd gets for one aten graph: a program per
     signature (one for a static graph). Called by the thread running the model."""
@@ -1246,16 +1312,17 @@ class _GraphRunner:
             )
             for v in (vals[n] for n in placeholders)
         )
+        self.unkeyed = _unkeyed_numbers(gm)
+        numbers = [i for i, n in enumerate(placeholders) if isinstance(vals[n], _SYM_NUMBER_TYPES)]
+        self.bakes_numbers = any(i not in self.unkeyed for i in numbers)
         self.single: Callable | None = None
         if self.static:
             fakes = [vals[n] for n in placeholders]
-            self.single = self._compile(
-                vals, [f for f in fakes if isinstance(f, torch.Tensor)], specialized=False
-            )
+            self.single = self._compile(vals, fakes, specialized=False)
         self._boxed_call = True
 
-    def _compile(self, vals, tensors, specialized: bool) -> Callable:
-        sig = cache.signature_of(tensors)
+    def _compile(self, vals, args, specialized: bool) -> Callable:
+        sig = cache.signature_of(args, self.unkeyed)
         record: dict = {
             "specialized": specialized,
             "fallback": None,
@@ -1273,7 +1340,12 @@ class _GraphRunner:
         ):
             try:
                 lowering.lower()
-                graph_hash = lowering.g.hash()
+                self._evaluate_number_outputs(lowering)
+                # Programs of a graph that bakes number inputs in share its aten
+                # graph's hash: the core graph's differs with every value.
+                graph_hash = (
+                    _stable_hash(str(self.gm.graph)) if self.bakes_numbers else lowering.g.hash()
+                )
                 program = _C._compile_graph(
                     lowering.g, fuse=bool(self.options.get("fuse", config.fuse))
                 )
@@ -1312,23 +1384,32 @@ class _GraphRunner:
 
         record["duration_s"] = time.perf_counter() - start
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
-        positions = [i for i, n in enumerate(placeholders) if isinstance(vals.get(n), torch.Tensor)]
-        if len(self.names) == len(placeholders):
-            names = [self.names[i] for i in positions]
-        else:
-            names = [placeholders[i].name for i in positions]
+        names = self.names if len(self.names) == len(placeholders) else [p.name for p in placeholders]
         cache.note_compile(record, graph_hash, sig, names)
         self.programs[sig] = run
         return run
 
+    def _evaluate_number_outputs(self, lowering: _Lowering) -> None:
+        """Number outputs of unkeyed number inputs are computed per call (Note [Number inputs])."""
+        if not self.unkeyed:
+            return
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        index = {p: i for i, p in enumerate(placeholders)}
+        unkeyed = {placeholders[i] for i in self.unkeyed}
+        out = next(n for n in self.gm.graph.nodes if n.op == "output")
+        leaves = pytree.tree_leaves(out.args[0])
+        for i, (a, (kind, _)) in enumerate(zip(leaves, lowering.output_template)):
+            if kind == "c" and isinstance(a, fx.Node) and unkeyed & _ancestors(a):
+                lowering.output_template[i] = ("f", _number_output(a, index))
+
     def __call__(self, args: list) -> list:
         run = self.single
         if run is None:
-            tensors = [a for a in args if isinstance(a, torch.Tensor)]
-            sig = cache.signature_of(tensors)
+            # Numbers that reach tensor ops are keys too (Note [Number inputs]).
+            sig = cache.signature_of(args, self.unkeyed)
             run = self.programs.get(sig)
             if run is None:
-                run = self._compile(_concrete_vals(self.gm, args), tensors, specialized=True)
+                run = self._compile(_concrete_vals(self.gm, args), args, specialized=True)
         out = run(args)
         args.clear()
         return out

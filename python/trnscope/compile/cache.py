@@ -19,21 +19,35 @@ from dataclasses import dataclass, field
 
 from trnscope.compile import config
 
-# One input: (sizes, strides, dtype name).
-InputSig = tuple[tuple[int, ...], tuple[int, ...], str]
+# One input: a tensor's (sizes, strides, dtype name), or a number's
+# ("value", type name, value): a scalar input (a SymInt Dynamo lifted, such
+# as a cache length) is baked into the program like a size, so its value is
+# part of the key.
+InputSig = tuple
 Signature = tuple[InputSig, ...]
 
 
-def signature_of(tensors) -> Signature:
-    """The static-shape cache key of a list of tensors (FakeTensors or real)."""
-    return tuple(
-        (
-            tuple(int(s) for s in t.shape),
-            tuple(int(s) for s in t.stride()),
-            str(t.dtype).removeprefix("torch."),
-        )
-        for t in tensors
-    )
+def _is_value(s: InputSig) -> bool:
+    return s[0] == "value"
+
+
+def signature_of(args, unkeyed=()) -> Signature:
+    """The cache key of a graph's arguments: tensors (FakeTensors or real) by
+    shape, stride and dtype, numbers by value (None at the `unkeyed` indices:
+    numbers no program depends on)."""
+    sig = []
+    for i, a in enumerate(args):
+        if hasattr(a, "shape") and hasattr(a, "stride"):
+            sig.append(
+                (
+                    tuple(int(s) for s in a.shape),
+                    tuple(int(s) for s in a.stride()),
+                    str(a.dtype).removeprefix("torch."),
+                )
+            )
+        else:
+            sig.append(("value", type(a).__name__, None if i in unkeyed else a))
+    return tuple(sig)
 
 
 @dataclass
@@ -48,16 +62,37 @@ _records: list[dict] = []
 _graphs: dict[int, _GraphHistory] = {}
 
 
-def _changes(old: Signature, new: Signature, names: list[str]) -> list[dict]:
+def _changes(old: Signature, new: Signature, old_names: list[str], names: list[str]) -> list[dict]:
+    """What differs between two signatures of one graph, input by input (paired
+    by name when both have names: a graph Dynamo made dynamic gains size inputs)."""
+    def name(i):
+        return names[i] if i < len(names) else f"input{i}"
+
+    if len(old_names) == len(old) and len(names) == len(new):
+        before = dict(zip(old_names, old))
+        pairs = [(i, before.get(names[i]), b) for i, b in enumerate(new)]
+    else:
+        pairs = [(i, old[i] if i < len(old) else None, b) for i, b in enumerate(new)]
     changed = []
-    for i, (a, b) in enumerate(zip(old, new)):
-        if a == b:
+    for i, a, b in pairs:
+        if a is None or a == b:
+            continue
+        if _is_value(a) or _is_value(b):
+            changed.append(
+                {
+                    "index": i,
+                    "name": name(i),
+                    "what": "value",
+                    "old": a[2] if _is_value(a) else list(a[0]),
+                    "new": b[2] if _is_value(b) else list(b[0]),
+                }
+            )
             continue
         what = "shape" if a[0] != b[0] else ("dtype" if a[2] != b[2] else "stride")
         changed.append(
             {
                 "index": i,
-                "name": names[i] if i < len(names) else f"input{i}",
+                "name": name(i),
                 "what": what,
                 "old": list(a[0]) if what == "shape" else (a[2] if what == "dtype" else list(a[1])),
                 "new": list(b[0]) if what == "shape" else (b[2] if what == "dtype" else list(b[1])),
@@ -81,6 +116,8 @@ def _varying_sizes(sigs: list[Signature], names: list[str]) -> dict[str, list[in
     out: dict[str, list[int]] = {}
     n = min(len(s) for s in sigs)
     for i in range(n):
+        if any(_is_value(s[i]) for s in sigs):
+            continue
         shapes = {s[i][0] for s in sigs}
         if len(shapes) < 2 or len({len(sh) for sh in shapes}) != 1:
             continue
@@ -100,12 +137,15 @@ def note_compile(record: dict, graph_hash: int, sig: Signature, names: list[str]
         hist = _graphs.setdefault(graph_hash, _GraphHistory())
         record["graph_hash"] = f"{graph_hash:016x}"
         record["signature"] = [
-            {"shape": list(s[0]), "stride": list(s[1]), "dtype": s[2]} for s in sig
+            {"value": s[2], "dtype": s[1]}
+            if _is_value(s)
+            else {"shape": list(s[0]), "stride": list(s[1]), "dtype": s[2]}
+            for s in sig
         ]
         record["input_names"] = list(names)
         record["recompile"] = bool(hist.signatures)
         record["changed_inputs"] = (
-            _changes(hist.signatures[-1], sig, names) if hist.signatures else []
+            _changes(hist.signatures[-1], sig, hist.names, names) if hist.signatures else []
         )
         if sig not in hist.signatures:
             hist.signatures.append(sig)
@@ -132,7 +172,8 @@ def note_compile(record: dict, graph_hash: int, sig: Signature, names: list[str]
 def compile_stats() -> list[dict]:
     """One dict per trn compile in this process, oldest first.
 
-    Keys: graph_hash, signature (per input: shape, stride, dtype), input_names,
+    Keys: graph_hash, signature (per input: shape, stride, dtype; a number
+    input: value, dtype, value None when no program depends on it), input_names,
     duration_s, num_kernels, kernels (names), eager_nodes (aten targets run
     eagerly inside the program), eager_reasons (why, one per eager node),
     fallback (None, or why the whole graph runs
