@@ -199,9 +199,6 @@ def test_decoder_block_launches_far_fewer_kernels_than_eager():
     assert not any(k in ("cat", "neg") for k in stats["kernels"]), stats["kernels"]
     # Each naive RMSNorm chain (plus the residual add before it) is one kernel.
     assert sum(1 for k in stats["kernels"] if k.endswith("pow,mean,add,rsqrt,mul,mul]")) == 2
-    # silu(gate) * up on the [B, S, F] views runs in the GEMMs' epilogues (Note
-    # [Reshaped epilogues]).
-    assert "fused[mm,silu]" in stats["kernels"] and "fused[mm,mul]" in stats["kernels"]
     # Rope's results keep q's and k's [B, S, H, D] memory order, as on CPU (Note
     # [Output layout]), so eager matmul's reshape copies them: 2 of the 42.
     assert sum(eager.values()) == 42

@@ -1366,54 +1366,6 @@ TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
   }
 }
 
-// Note [Reshaped epilogues]: Llama's MLP, silu(view(gate mm)) * view(up mm)
-// (+ a bias over the last dim), computes on the GEMMs' [T, N] and joins their
-// epilogues; a scale varying along the reshaped dims, or the chain's value
-// being a graph output, keeps the reshaped sizes (and the separate kernel).
-TEST(CompilerTest, ReshapedChainJoinsTheGemmEpilogue) {
-  const int64_t b = 3, s = 15, t = b * s, k = 40, n = 72;
-  enum class Variant { kChain, kScaleAlongRows, kChainIsOutput };
-  for (Variant var : {Variant::kChain, Variant::kScaleAlongRows, Variant::kChainIsOutput}) {
-    SCOPED_TRACE(static_cast<int>(var));
-    Graph g;
-    const Sizes o = {b, s, n}, cs = {s * n, n, 1};
-    const int a = g.AddInput(M(DType::kFloat32, {t, k}));
-    const int w1 = g.AddInput(M(DType::kFloat32, {n, k}));
-    const int w2 = g.AddInput(M(DType::kFloat32, {n, k}));
-    const int bias = g.AddInput(M(DType::kFloat32, var == Variant::kScaleAlongRows ? Sizes{b, s, 1} : Sizes{n}));
-    const int gate = Mm(g, Op::kMm, {a, Transposed(g, w1, n, k)}, {t, n}, "aten.mm.default");
-    const int up = Mm(g, Op::kMm, {a, Transposed(g, w2, n, k)}, {t, n}, "aten.mm.default");
-    const int act = Un(g, Op::kSilu, ViewOf(g, gate, o, cs, 0), o, "aten.silu.default");
-    const int prod = Bin(g, Op::kMul, act, ViewOf(g, up, o, cs, 0), o, "aten.mul.Tensor");
-    const int r = Bin(g, Op::kAdd, prod, bias, o, "aten.add.Tensor");
-    g.SetOutputs({var == Variant::kChainIsOutput ? r : ViewOf(g, r, {t, n}, {n, 1}, 0)});
-    const Program p = Compile(g);
-    if (var == Variant::kChain) {
-      ASSERT_EQ(p.kernels().size(), 2u) << p.Report();
-      EXPECT_STREQ(p.kernels()[0].name, "fused[mm,silu]");
-      EXPECT_STREQ(p.kernels()[1].name, "fused[mm,mul,add]");
-    } else {
-      ASSERT_EQ(p.kernels().size(), 3u) << p.Report();
-      EXPECT_STREQ(p.kernels()[2].name, "fused[silu,mul,add]");
-    }
-    TestTensor ta = Random(DType::kFloat32, {t, k}, 95), t1 = Random(DType::kFloat32, {n, k}, 96),
-               t2 = Random(DType::kFloat32, {n, k}, 97),
-               tb = Random(DType::kFloat32, var == Variant::kScaleAlongRows ? Sizes{b, s, 1} : Sizes{n}, 98);
-    std::vector<double> ref;
-    for (int64_t i = 0; i < t; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        double x1 = 0, x2 = 0;
-        for (int64_t q = 0; q < k; ++q) {
-          x1 += ta.At(i * k + q) * t1.At(j * k + q);
-          x2 += ta.At(i * k + q) * t2.At(j * k + q);
-        }
-        ref.push_back(x1 / (1 + std::exp(-x1)) * x2 + tb.At(var == Variant::kScaleAlongRows ? i : j));
-      }
-    }
-    ForEachTarget([&](const char*) { ExpectClose(Execute(p, {ta, t1, t2, tb})[0], ref, 2e-5, 1e-4); });
-  }
-}
-
 // Note [Rotate half]: q * cos + cat([-q2, q1], -1) * sin over the heads of a
 // [B, T, H*D] projection is one row kernel, for each way the frontend may lay
 // it out; a cat that is not rotate_half keeps its neg and cat kernels. Rows of

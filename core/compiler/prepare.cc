@@ -1,6 +1,5 @@
 // Pass 1, prepare: the KernelGraph of a graph: pass-through reshapes
-// rewired (Note [Pass-through reshapes]), elementwise nodes moved onto their
-// reshaped sources' sizes (Note [Reshaped epilogues]), rotary embeddings' rotate_half
+// rewired (Note [Pass-through reshapes]), rotary embeddings' rotate_half
 // recognised (Note [Rotate half]), each value's users, and liveness
 // (dead-code elimination; eager nodes always run).
 #include <vector>
@@ -48,109 +47,6 @@ void RewirePassThroughReshapes(std::vector<Node>& nodes) {
       // The consumer's output must cover the source's rank for broadcasting to agree.
       if (n.meta.sizes.size() >= nodes[source[in]].meta.sizes.size()) in = source[in];
     }
-  }
-}
-
-// Note [Reshaped epilogues]
-// mm [T, N] -> view [B, S, N] -> silu -> mul(view of up's mm) -> view [T, N]
-// -> mm is Llama's MLP; every Linear's activation looks like it (GPT-2's
-// gelu, T5's relu). The elementwise nodes run on the reshaped sizes, so they
-// could not join the GEMM's epilogue (domain [T, N]). A contiguous reshape
-// does not move a single element, so such a node computes on its source's
-// sizes instead when every input reads the same element under them: a
-// contiguous reshape (same numel) of a contiguous computed value of sizes S,
-// another such node, or an input broadcasting along the reshaped leading
-// dims only (a bias over the common trailing dims). Its users must be views
-// (they index storage, not sizes) or such nodes; never a graph output.
-void ComputeOnReshapeSources(std::vector<Node>& nodes, const std::vector<int>& outputs) {
-  const size_t nn = nodes.size();
-  auto contiguous = [](const Meta& m) { return m.strides.empty() || IsContiguous(m.sizes, m.strides); };
-  auto elementwise = [](Op op) {
-    return IsBinaryOp(op) || IsUnaryOp(op) || op == Op::kWhere || op == Op::kClone;
-  };
-  std::vector<std::vector<int>> users(nn);
-  for (size_t id = 0; id < nn; ++id) {
-    for (int v : nodes[id].inputs) users[v].push_back(static_cast<int>(id));
-  }
-  std::vector<bool> banned(nn, false);
-  for (int o : outputs) banned[o] = true;
-  // reshape_of[v]: the source of view v when v is a contiguous reshape.
-  std::vector<int> reshape_of(nn, -1);
-  for (size_t id = 0; id < nn; ++id) {
-    const Node& v = nodes[id];
-    if (v.op != Op::kView || v.inputs.size() != 1) continue;
-    const Node& s = nodes[v.inputs[0]];
-    const bool computed = s.op != Op::kInput && s.op != Op::kView && s.op != Op::kConstant &&
-                          s.op != Op::kEager;
-    if (computed && v.meta.dtype == s.meta.dtype && v.meta.storage_offset == 0 &&
-        contiguous(v.meta) && contiguous(s.meta) && Numel(v.meta.sizes) == Numel(s.meta.sizes)) {
-      reshape_of[id] = v.inputs[0];
-    }
-  }
-  std::vector<Sizes> domain(nn);  // non-empty: the node computes on these sizes
-  auto sizes_of = [&](int x) -> const Sizes& {
-    return domain[x].empty() ? nodes[x].meta.sizes : domain[x];
-  };
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (auto& d : domain) d.clear();
-    for (size_t id = 0; id < nn; ++id) {
-      const Node& n = nodes[id];
-      if (banned[id] || !elementwise(n.op) || !contiguous(n.meta)) continue;
-      const Sizes& o = n.meta.sizes;
-      Sizes s;
-      bool ok = true;
-      std::vector<int> others;
-      for (int in : n.inputs) {
-        const Sizes* cand = nullptr;
-        if (nodes[in].meta.sizes == o && reshape_of[in] >= 0) cand = &sizes_of(reshape_of[in]);
-        if (nodes[in].meta.sizes == o && !domain[in].empty()) cand = &domain[in];
-        if (cand == nullptr) {
-          others.push_back(in);
-        } else if (s.empty()) {
-          s = *cand;
-        } else {
-          ok = ok && s == *cand;
-        }
-      }
-      if (!ok || s.empty() || s == o) continue;
-      size_t common = 0;  // trailing dims S and O share
-      while (common < s.size() && common < o.size() &&
-             s[s.size() - 1 - common] == o[o.size() - 1 - common]) {
-        ++common;
-      }
-      for (int in : others) {
-        const Sizes& is = nodes[in].meta.sizes;
-        size_t lead = 0;
-        while (lead < is.size() && is[lead] == 1) ++lead;
-        ok = ok && is.size() <= s.size() && is.size() - lead <= common && domain[in].empty();
-      }
-      if (ok) domain[id] = s;
-    }
-    // A node's users must read it by storage (views) or on the same sizes.
-    for (size_t id = 0; id < nn; ++id) {
-      if (domain[id].empty()) continue;
-      for (int u : users[id]) {
-        const bool fine = nodes[u].op == Op::kView ||
-                          (domain[u] == domain[id] && nodes[u].meta.sizes == nodes[id].meta.sizes);
-        if (!fine) {
-          banned[id] = true;
-          changed = true;
-          break;
-        }
-      }
-    }
-  }
-  for (size_t id = 0; id < nn; ++id) {
-    if (domain[id].empty()) continue;
-    Node& n = nodes[id];
-    for (int& in : n.inputs) {
-      if (nodes[in].meta.sizes == n.meta.sizes && reshape_of[in] >= 0 && domain[in].empty()) {
-        in = reshape_of[in];
-      }
-    }
-    n.meta.strides = n.meta.strides.empty() ? n.meta.strides : ContiguousStrides(domain[id]);
-    n.meta.sizes = domain[id];
   }
 }
 
@@ -208,7 +104,6 @@ KernelGraph Prepare(const Graph& graph, const CompileOptions& options) {
   ir.nodes = graph.nodes();
   if (options.fuse) {
     RewirePassThroughReshapes(ir.nodes);
-    ComputeOnReshapeSources(ir.nodes, graph.outputs());
     RewriteRotateHalf(ir.nodes);
   }
   const size_t nn = ir.nodes.size();
