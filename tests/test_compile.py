@@ -1355,6 +1355,10 @@ def test_a_copy_into_a_contiguous_tensor_is_a_clone():
         ("div trunc", lambda x, y: torch.div(x, y, rounding_mode="trunc")),
         ("div floor by a negative scalar", lambda x, y: torch.div(x, -4, rounding_mode="floor")),
         ("div trunc, broadcast", lambda x, y: torch.div(x, y[:1], rounding_mode="trunc")),
+        ("fmod by a scalar (roll's index)", lambda x, y: torch.fmod(x, 7)),
+        ("fmod", lambda x, y: torch.fmod(x, y)),
+        ("remainder by a negative scalar", lambda x, y: torch.remainder(x, -5)),
+        ("%", lambda x, y: x % y),
     ],
 )
 @pytest.mark.parametrize("dtype", [torch.int64, torch.int32])
@@ -1375,6 +1379,33 @@ def test_integer_division_by_zero_in_a_program_is_an_error():
         compiled(x, y).cpu()
     torch.trn.synchronize()  # the device stays usable
     assert compiled(x, y.clamp(min=1)).cpu().tolist() == (x // y.clamp(min=1) + 1).cpu().tolist()
+
+
+@pytest.mark.parametrize("dim,index_dtype", [(0, torch.int64), (1, torch.int32), (-1, torch.int64)])
+def test_index_select_is_a_library_kernel(dim, index_dtype):
+    """Speech2Text's sinusoidal positions, roll's gather: one index_select
+    kernel; an index outside [0, size), negative included, is an error as on CPU."""
+    torch.manual_seed(0)
+    w = torch.randn(6, 9, 5)
+    i = torch.tensor([3, 1, 4, 1], dtype=index_dtype)
+    fn = lambda w, i: w.index_select(dim, i) * 2  # noqa: E731
+    got, stats = compiled_on_trn(fn, w, i)
+    assert torch.equal(got.cpu(), fn(w, i))
+    assert stats["eager_nodes"] == [] and "index_select" in stats["kernels"], stats
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    for bad in (-1, w.shape[dim]):
+        with torch.inference_mode(), pytest.raises(RuntimeError, match=f"index {bad} is out of range"):
+            compiled(w.to("trn"), torch.tensor([0, bad], dtype=index_dtype, device="trn")).cpu()
+        torch.trn.synchronize()
+
+
+def test_roll_compiles_without_eager_steps():
+    """A full sliding-window cache rolls its keys: arange, fmod, index_select."""
+    x = torch.randn(2, 2, 8, 4)
+    fn = lambda x: x.roll(-1, dims=-2) + 1  # noqa: E731
+    got, stats = compiled_on_trn(fn, x)
+    assert torch.equal(got.cpu(), fn(x))
+    assert stats["eager_nodes"] == [] and {"fmod", "index_select"} <= set(stats["kernels"]), stats
 
 
 def test_max_pool_indices_come_from_the_eager_op():

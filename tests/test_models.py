@@ -161,7 +161,9 @@ def test_generate_compiled_sliding_window_cache_matches_cpu(window, programs):
     )
     torch.manual_seed(0)
     _generate_compiled_static(MistralForCausalLM(cfg).eval())
-    assert len(trnscope.compile_stats()) == programs
+    stats = trnscope.compile_stats()
+    assert len(stats) == programs
+    assert all(s["eager_nodes"] == [] and s["fallback"] is None for s in stats), stats
     _assert_no_fallback()
 
 

@@ -1006,6 +1006,12 @@ TEST(CompilerTest, MalformedGraphsNameTheNode) {
   avg.pool.dilation[0] = 2;
   avg.meta = M(DType::kFloat32, {4, 5});
   expect_error(avg, "avg_pool2d of [4, 5]");
+  Node select;  // a 2-D index
+  select.op = Op::kIndexSelect;
+  select.inputs = {x, x};
+  select.dims = {1};
+  select.meta = M(DType::kFloat32, {4, 5});
+  expect_error(select, "index_select of [4, 5] on dim 1 by index [4, 5] cannot give [4, 5]");
   EXPECT_THROW(g.SetOutputs({3}), trn::InvalidArgument);
 }
 

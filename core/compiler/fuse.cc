@@ -283,6 +283,7 @@ bool Fuser::RunsAsLibrary(int id) const {
       return in(0) == out && in(2) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
     case Op::kArange: return out != DType::kBool;
     case Op::kGather: return in(0) == out && in(1) == DType::kInt64;
+    case Op::kIndexSelect: return in(0) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
     case Op::kIndex: {
       bool ok = in(0) == out;
       for (size_t i = 1; i < n.inputs.size(); ++i) {
@@ -296,6 +297,8 @@ bool Fuser::RunsAsLibrary(int id) const {
     case Op::kSliceScatter: return in(0) == out && in(1) == out;
     case Op::kDivTrunc:
     case Op::kDivFloor:
+    case Op::kRemainder:
+    case Op::kFmod:
       return !IsFloating(out) && out != DType::kBool && all_inputs(out);
     // Integer and bool reductions (mBART's mask.sum(), int64 position maxima):
     // the core's Reduce kernel sums them in int64, as torch.

@@ -76,6 +76,7 @@ const char* OpName(Op op) {
     case Op::kIndexPut: return "index_put";
     case Op::kArange: return "arange";
     case Op::kGather: return "gather";
+    case Op::kIndexSelect: return "index_select";
     case Op::kIndex: return "index";
     case Op::kCumsum: return "cumsum";
     case Op::kArgmax: return "argmax";
@@ -83,6 +84,8 @@ const char* OpName(Op op) {
     case Op::kSliceScatter: return "slice_scatter";
     case Op::kDivTrunc: return "div_trunc";
     case Op::kDivFloor: return "div_floor";
+    case Op::kRemainder: return "remainder";
+    case Op::kFmod: return "fmod";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -169,6 +172,7 @@ class NodeCheck {
   void GroupNorm();
   void Embedding();
   void Gather();
+  void IndexSelect();
   void Index();
   void Cumsum();
   void Argmax();
@@ -217,7 +221,9 @@ void NodeCheck::Run() {
     case Op::kLogicalAnd:
     case Op::kLogicalOr:
     case Op::kDivTrunc:
-    case Op::kDivFloor:  // library binary ops: the rounding divisions may take a scalar
+    case Op::kDivFloor:
+    case Op::kRemainder:
+    case Op::kFmod:  // library binary ops: the integer divisions may take a scalar
       Arity(node_.has_scalar ? 1 : 2);
       for (size_t i = 0; i < n_in_; ++i) {
         if (!Broadcasts(InSizes(i), out_)) {
@@ -244,6 +250,7 @@ void NodeCheck::Run() {
     case Op::kGroupNorm: GroupNorm(); break;
     case Op::kEmbedding: Embedding(); break;
     case Op::kGather: Gather(); break;
+    case Op::kIndexSelect: IndexSelect(); break;
     case Op::kIndex: Index(); break;
     case Op::kCumsum: Cumsum(); break;
     case Op::kArgmax: Argmax(); break;
@@ -473,6 +480,20 @@ void NodeCheck::Gather() {
   }
   if (!ok) {
     Fail(fmt::format("gather of {} on dim {} by index {} cannot give {}", Shape(self), d,
+                     Shape(index), Shape(out_)));
+  }
+}
+
+void NodeCheck::IndexSelect() {
+  Arity(2);
+  const auto& self = InSizes(0);
+  const auto& index = InSizes(1);
+  const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
+  std::vector<int64_t> want = self;
+  const bool ok = d >= 0 && d < static_cast<int64_t>(self.size()) && index.size() == 1;
+  if (ok) want[d] = index[0];
+  if (!ok || out_ != want) {
+    Fail(fmt::format("index_select of {} on dim {} by index {} cannot give {}", Shape(self), d,
                      Shape(index), Shape(out_)));
   }
 }

@@ -73,6 +73,10 @@ enum class Op : uint8_t {
   kArange,
   // torch.gather on attr dims[0]: inputs self, int64 index; out has index's sizes.
   kGather,
+  // self.index_select(dims[0], index): inputs self, 1-D int32/int64 index; out
+  // is self with that dim's size replaced by the index's (an index outside
+  // [0, size), negatives included, is an error as in torch).
+  kIndexSelect,
   // Advanced indexing self[..., i0, i1, ...]: inputs self, then one int32/int64
   // index per indexed dim (attr dims, ascending; the indices broadcast to B).
   // out: self's dims before the indexed ones, B, the dims after (adjacent
@@ -91,10 +95,11 @@ enum class Op : uint8_t {
   // 0 <= start <= end <= size, step > 0.
   kSliceScatter,
   // Integer division rounding toward zero / down (div(rounding_mode="trunc" /
-  // "floor"), floor_divide: MoE routing's expert // top_k): inputs a, b
-  // broadcasting to the output, or a and attr scalar; integer dtypes (Note
+  // "floor"), floor_divide: MoE routing's expert // top_k) and its remainders
+  // (remainder: the divisor's sign; fmod: the dividend's, roll's index): inputs
+  // a, b broadcasting to the output, or a and attr scalar; integer dtypes (Note
   // [Integer division] in core/kernels/kernels.h: dividing by 0 is an error).
-  kDivTrunc, kDivFloor,
+  kDivTrunc, kDivFloor, kRemainder, kFmod,
   kEager,  // anything else: attr target names the aten op
 };
 

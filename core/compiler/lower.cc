@@ -117,6 +117,7 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
       flops += 2 * pairs * static_cast<uint64_t>(q[3] + v[3]);
     } else if (n.op != Op::kView && n.op != Op::kClone && n.op != Op::kCast &&
                n.op != Op::kCat && n.op != Op::kEmbedding && n.op != Op::kGather &&
+               n.op != Op::kIndexSelect &&
                n.op != Op::kIndex && n.op != Op::kPad && n.op != Op::kSliceScatter) {
       flops += out_n;
     }

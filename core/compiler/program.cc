@@ -159,6 +159,8 @@ kernels::BinaryOp BinaryOf(Op op) {
     case Op::kLogicalOr: return kernels::BinaryOp::kLogicalOr;
     case Op::kDivTrunc: return kernels::BinaryOp::kDivTrunc;
     case Op::kDivFloor: return kernels::BinaryOp::kDivFloor;
+    case Op::kRemainder: return kernels::BinaryOp::kRemainder;
+    case Op::kFmod: return kernels::BinaryOp::kFmod;
     default: TRN_ASSERT(false, "library kernel: no binary kernel for this op");
   }
   return kernels::BinaryOp::kAdd;
@@ -360,6 +362,8 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kIndexPut: return RunIndexPut(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]));
     case Op::kArange: return kernels::Arange(out, ki.lib_scalar, ki.lib_alpha);
     case Op::kGather: return kernels::Gather(out, in(0), static_cast<int>(ki.lib_dims[0]), in(1));
+    case Op::kIndexSelect:
+      return kernels::IndexSelect(out, in(0), static_cast<int>(ki.lib_dims[0]), in(1));
     case Op::kIndex: {
       std::vector<TensorRef> indices;
       for (size_t i = 1; i < ki.lib_ins.size(); ++i) indices.push_back(in(i));

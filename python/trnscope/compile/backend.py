@@ -214,6 +214,10 @@ def _is_number(x) -> bool:
 
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
+_INTEGER_DIVISIONS = (
+    aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default,
+    aten.remainder.Tensor, aten.remainder.Scalar, aten.fmod.Tensor, aten.fmod.Scalar,
+)
 
 
 class _Lowering:
@@ -523,20 +527,26 @@ class _Lowering:
             node, "max_pool2d", [x], target="aten.max_pool2d", call=(src, [x], 0), pool=attrs
         )
 
-    def _lower_rounding_div(self, node: fx.Node, t, args, kw) -> int | None:
+    def _lower_integer_division(self, node: fx.Node, t, args, kw) -> int | None:
         """Integer div with rounding_mode "trunc" / "floor" and floor_divide (MoE
-        routing's expert ids // top_k) -> the div_trunc / div_floor library kernels.
-        Floating operands stay eager steps."""
+        routing's expert ids // top_k), remainder and fmod (roll's index) -> the
+        div_trunc / div_floor / remainder / fmod library kernels. Floating
+        operands stay eager steps."""
         a, b = args[0], args[1]
-        mode = "floor" if t is aten.floor_divide.default else kw.get(
-            "rounding_mode", args[2] if len(args) > 2 else None
-        )
+        if t in (aten.remainder.Tensor, aten.remainder.Scalar, aten.fmod.Tensor, aten.fmod.Scalar):
+            op = "remainder" if t in (aten.remainder.Tensor, aten.remainder.Scalar) else "fmod"
+        else:
+            mode = "floor" if t is aten.floor_divide.default else kw.get(
+                "rounding_mode", args[2] if len(args) > 2 else None
+            )
+            if mode not in ("trunc", "floor"):
+                return None
+            op = "div_" + mode
         out = self.vals[node]
-        if mode not in ("trunc", "floor") or out.dtype.is_floating_point or out.dtype == torch.bool:
+        if out.dtype.is_floating_point or out.dtype == torch.bool:
             return None
         if not self._tensor(a) or self.vals[a].dtype != out.dtype:
             return None
-        op = "div_" + mode
         if self._tensor(b):
             return self._add(node, op, [a, b]) if self.vals[b].dtype == out.dtype else None
         s = self._value(b)
@@ -828,6 +838,11 @@ class _Lowering:
                     return self._add(
                         node, "index", [args[0]] + [i for _, i in picked], dims=[d for d, _ in picked]
                     )
+            if t is aten.index_select.default and self._tensor(args[0]) and self._tensor(args[2]):
+                x = self.vals[args[0]]
+                if x.dim() > 0 and self.vals[args[2]].dim() == 1:  # a 0-d index: eager
+                    dim = int(self._value(args[1])) % x.dim()
+                    return self._add(node, "index_select", [args[0], args[2]], dims=[dim])
             if t is aten.gather.default and self._tensor(args[0]) and self._tensor(args[2]):
                 x = self.vals[args[0]]
                 if x.dim() > 0 and not kw.get("sparse_grad", False):
@@ -845,8 +860,8 @@ class _Lowering:
                     )
                     self.calls[gid] = (node, [args[0]], None)
                     return gid
-            if t in (aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default):
-                gid = self._lower_rounding_div(node, t, args, kw)
+            if t in _INTEGER_DIVISIONS:
+                gid = self._lower_integer_division(node, t, args, kw)
                 if gid is not None:
                     return gid
             if str(t) == "transformers.grouped_mm_fallback.default":
