@@ -1399,6 +1399,23 @@ def test_index_select_is_a_library_kernel(dim, index_dtype):
         torch.trn.synchronize()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64, torch.int32])
+@pytest.mark.parametrize("fn", [torch.floor, torch.ceil, torch.trunc, torch.round, torch.sign])
+def test_rounding_and_sign_are_library_kernels(fn, dtype):
+    """DeBERTa's position buckets (sign of int64 positions, ceil of a log):
+    library kernels, halves rounded to even, NaN and infinities as on CPU."""
+    x = torch.tensor([-2.5, -1.5, -0.5, 0.5, 1.5, 2.5, -0.0, 0.0, -3.7, 3.7, 1e6 + 0.5])
+    if dtype.is_floating_point:
+        x = torch.cat([x, torch.tensor([float("nan"), float("inf"), -float("inf")])]).to(dtype)
+    else:
+        x = torch.arange(-5, 6).to(dtype)
+    got, stats = compiled_on_trn(lambda a: fn(a) + 1, x)
+    want = fn(x) + 1
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.cpu(), want, rtol=0, atol=0, equal_nan=True)
+    assert stats["eager_nodes"] == [] and fn.__name__ in stats["kernels"], stats
+
+
 def test_roll_compiles_without_eager_steps():
     """A full sliding-window cache rolls its keys: arange, fmod, index_select."""
     x = torch.randn(2, 2, 8, 4)

@@ -308,7 +308,12 @@ bool Fuser::RunsAsLibrary(int id) const {
     case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
     case Op::kNeg:
     case Op::kAbs:
-    case Op::kRelu: return in(0) == out && out != DType::kBool;
+    case Op::kRelu:
+    case Op::kFloor:
+    case Op::kCeil:
+    case Op::kTrunc:
+    case Op::kRound:
+    case Op::kSign: return in(0) == out && out != DType::kBool;
     default: break;
   }
   if (IsBinaryOp(n.op) && n.op != Op::kPow && n.op != Op::kDiv && !n.inputs.empty()) {

@@ -86,6 +86,11 @@ const char* OpName(Op op) {
     case Op::kDivFloor: return "div_floor";
     case Op::kRemainder: return "remainder";
     case Op::kFmod: return "fmod";
+    case Op::kFloor: return "floor";
+    case Op::kCeil: return "ceil";
+    case Op::kTrunc: return "trunc";
+    case Op::kRound: return "round";
+    case Op::kSign: return "sign";
     case Op::kEager: return "eager";
   }
   return "?";
@@ -233,6 +238,11 @@ void NodeCheck::Run() {
       }
       break;
     case Op::kLogicalNot:
+    case Op::kFloor:
+    case Op::kCeil:
+    case Op::kTrunc:
+    case Op::kRound:
+    case Op::kSign:
       Arity(1);
       if (InSizes(0) != out_) Fail("output sizes must equal the input's");
       break;

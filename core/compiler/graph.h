@@ -100,6 +100,10 @@ enum class Op : uint8_t {
   // a, b broadcasting to the output, or a and attr scalar; integer dtypes (Note
   // [Integer division] in core/kernels/kernels.h: dividing by 0 is an error).
   kDivTrunc, kDivFloor, kRemainder, kFmod,
+  // Rounding to an integral value (round: half to even) and sign, over any
+  // dtype but bool (integers are unchanged / their sign): input x, out like x
+  // (DeBERTa's relative-position buckets).
+  kFloor, kCeil, kTrunc, kRound, kSign,
   kEager,  // anything else: attr target names the aten op
 };
 

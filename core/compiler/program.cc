@@ -327,6 +327,11 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kNeg: return kernels::Unary(kernels::UnaryOp::kNeg, out, Expand(in(0), out));
     case Op::kAbs: return kernels::Unary(kernels::UnaryOp::kAbs, out, Expand(in(0), out));
     case Op::kRelu: return kernels::Unary(kernels::UnaryOp::kRelu, out, Expand(in(0), out));
+    case Op::kFloor: return kernels::Unary(kernels::UnaryOp::kFloor, out, in(0));
+    case Op::kCeil: return kernels::Unary(kernels::UnaryOp::kCeil, out, in(0));
+    case Op::kTrunc: return kernels::Unary(kernels::UnaryOp::kTrunc, out, in(0));
+    case Op::kRound: return kernels::Unary(kernels::UnaryOp::kRound, out, in(0));
+    case Op::kSign: return kernels::Unary(kernels::UnaryOp::kSign, out, in(0));
     case Op::kCast:
     case Op::kClone: return kernels::Copy(out, Expand(in(0), out));
     case Op::kWhere:

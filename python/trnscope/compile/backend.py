@@ -141,6 +141,12 @@ _UNARY = {
     aten.cos.default: "cos",
     aten.log1p.default: "log1p",
     aten.expm1.default: "expm1",
+    # Library kernels (DeBERTa's position buckets); round without decimals.
+    aten.floor.default: "floor",
+    aten.ceil.default: "ceil",
+    aten.trunc.default: "trunc",
+    aten.round.default: "round",
+    aten.sign.default: "sign",
 }
 _SDPA_OVERRIDEABLE = aten._scaled_dot_product_fused_attention_overrideable.default
 
