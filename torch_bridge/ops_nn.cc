@@ -79,7 +79,8 @@ at::Tensor& GluInto(const at::Tensor& self, int64_t dim, at::Tensor& out) {
   const int device = CommonDevice(name, {&self, &out});
   TORCH_CHECK(self.dim() > 0, "glu does not support scalars because halving size must be even");
   TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(self.scalar_type()),
-                              "\"glu\" not implemented for '", c10::toString(self.scalar_type()), "'");
+                              "\"glu\" not implemented for '",
+                              c10::toString(self.scalar_type()), "'");
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
   const int64_t n = self.size(d);
   TORCH_CHECK(n % 2 == 0, "Halving dimension must be even, but dimension ", d, " is size ", n);

@@ -283,7 +283,8 @@ bool Fuser::RunsAsLibrary(int id) const {
       return in(0) == out && in(2) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
     case Op::kArange: return out != DType::kBool;
     case Op::kGather: return in(0) == out && in(1) == DType::kInt64;
-    case Op::kIndexSelect: return in(0) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
+    case Op::kIndexSelect:
+      return in(0) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
     case Op::kIndex: {
       bool ok = in(0) == out;
       for (size_t i = 1; i < n.inputs.size(); ++i) {

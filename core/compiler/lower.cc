@@ -172,7 +172,8 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
           continue;
         }
         if (e.op == Op::kGelu || e.op == Op::kSilu) {
-          ki.lib_act = e.op == Op::kGelu ? kernels::ConvActivation::kGelu : kernels::ConvActivation::kSilu;
+          ki.lib_act = e.op == Op::kGelu ? kernels::ConvActivation::kGelu
+                                         : kernels::ConvActivation::kSilu;
           continue;
         }
         ki.lib_act = kernels::ConvActivation::kClamp;

@@ -61,9 +61,8 @@ void ClampRow(float* x, size_t n, float lo, float hi) {
 void SmoothActivationRow(float* x, size_t n, bool gelu) {
   const hn::ScalableTag<float> d;
   const size_t N = hn::Lanes(d);
-  auto f = [&](hn::Vec<decltype(d)> v) {
-    return gelu ? trn::kernels::HWY_NAMESPACE::GeluF(d, v) : trn::kernels::HWY_NAMESPACE::SiluF(d, v);
-  };
+  namespace kx = trn::kernels::HWY_NAMESPACE;
+  auto f = [&](hn::Vec<decltype(d)> v) { return gelu ? kx::GeluF(d, v) : kx::SiluF(d, v); };
   size_t i = 0;
   for (; i + N <= n; i += N) hn::StoreU(f(hn::LoadU(d, x + i)), d, x + i);
   if (i == n) return;

@@ -171,9 +171,11 @@ TEST(Conv2d, GeometryF32) {
                  std::to_string(c.in[3]) + " k " + std::to_string(c.kh) + "x" +
                  std::to_string(c.kw) + " groups " + std::to_string(c.p.groups));
     for (bool bias : {false, true}) {
-      RunConv(c, DType::kFloat32, Lay::kNchw, Lay::kNchw, Lay::kNchw, bias, ConvActivation::kNone, true);
+      RunConv(c, DType::kFloat32, Lay::kNchw, Lay::kNchw, Lay::kNchw, bias, ConvActivation::kNone,
+              true);
     }
-    for (ConvActivation act : {ConvActivation::kRelu, ConvActivation::kGelu, ConvActivation::kSilu}) {
+    for (ConvActivation act :
+         {ConvActivation::kRelu, ConvActivation::kGelu, ConvActivation::kSilu}) {
       RunConv(c, DType::kFloat32, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, act, false);
     }
   }
@@ -224,7 +226,8 @@ TEST(Conv2d, BandsOfOutputRows) {
   }
   for (Lay lay : {Lay::kNchw, Lay::kChannelsLast, Lay::kStrided}) {
     RunConv(c, DType::kFloat32, lay, Lay::kNchw, lay, true, ConvActivation::kRelu, true);
-    RunConv(c, DType::kBFloat16, lay, Lay::kNchw, Lay::kChannelsLast, true, ConvActivation::kNone, true);
+    RunConv(c, DType::kBFloat16, lay, Lay::kNchw, Lay::kChannelsLast, true, ConvActivation::kNone,
+            true);
   }
 }
 
@@ -246,7 +249,8 @@ TEST(Conv2d, Dtypes) {
     SCOPED_TRACE(DTypeName(dt));
     for (const Case& c : {Cases()[1], Cases()[3], Cases()[4], Cases()[5], Cases()[8]}) {
       RunConv(c, dt, Lay::kNchw, Lay::kNchw, Lay::kNchw, true, ConvActivation::kNone, true);
-      RunConv(c, dt, Lay::kChannelsLast, Lay::kNchw, Lay::kChannelsLast, true, ConvActivation::kRelu, true);
+      RunConv(c, dt, Lay::kChannelsLast, Lay::kNchw, Lay::kChannelsLast, true, ConvActivation::kRelu,
+              true);
     }
   }
 }
