@@ -1139,11 +1139,8 @@ def test_conv1d_gelu_is_one_kernel_unless_tanh(approximate):
     fn = nn.Sequential(nn.Conv1d(6, 12, 3, stride=2, padding=1), nn.GELU(approximate)).eval()
     x = torch.randn(2, 6, 37) * 3
     want = fn(x)
-    fn.to("trn")
-    with torch.inference_mode():
-        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"))
+    got, stats = compiled_on_trn(fn.to("trn"), x)
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
-    (stats,) = trnscope.compile_stats()
     want_kernels = ["fused[convolution,gelu]"] if approximate == "none" else ["convolution", "gelu"]
     assert stats["kernels"] == want_kernels and stats["eager_nodes"] == [], stats
 

@@ -166,6 +166,22 @@ kernels::BinaryOp BinaryOf(Op op) {
   return kernels::BinaryOp::kAdd;
 }
 
+// The library unary kernel of a graph op (Note [Library kernels]), or false.
+bool UnaryOf(Op op, kernels::UnaryOp* u) {
+  switch (op) {
+    case Op::kLogicalNot: *u = kernels::UnaryOp::kLogicalNot; return true;
+    case Op::kNeg: *u = kernels::UnaryOp::kNeg; return true;
+    case Op::kAbs: *u = kernels::UnaryOp::kAbs; return true;
+    case Op::kRelu: *u = kernels::UnaryOp::kRelu; return true;
+    case Op::kFloor: *u = kernels::UnaryOp::kFloor; return true;
+    case Op::kCeil: *u = kernels::UnaryOp::kCeil; return true;
+    case Op::kTrunc: *u = kernels::UnaryOp::kTrunc; return true;
+    case Op::kRound: *u = kernels::UnaryOp::kRound; return true;
+    case Op::kSign: *u = kernels::UnaryOp::kSign; return true;
+    default: return false;
+  }
+}
+
 // `t` with dim d moved to the front.
 TensorRef DimFirst(TensorRef t, int d) {
   for (int i = d; i > 0; --i) {
@@ -300,6 +316,9 @@ kernels::PoolParams PoolParamsOf(const KernelImpl& ki) {
 Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
   const TensorRef out = BindOrNull(ki.lib_out, base);
   auto in = [&](size_t i) { return BindOrNull(ki.lib_ins[i], base); };
+  // Unary and copy inputs may lack the output's leading ones (Note [Pass-through reshapes]).
+  kernels::UnaryOp unary;
+  if (UnaryOf(ki.lib_op, &unary)) return kernels::Unary(unary, out, Expand(in(0), out));
   switch (ki.lib_op) {
     case Op::kCat: {
       std::vector<TensorRef> parts;
@@ -321,17 +340,6 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       rows.strides[0] = table.ndim > 1 ? rows.strides[1] * rows.sizes[1] : 1;
       return kernels::IndexSelect(rows, table, 0, index);
     }
-    // Unary inputs may lack the output's leading ones (Note [Pass-through reshapes]).
-    case Op::kLogicalNot:
-      return kernels::Unary(kernels::UnaryOp::kLogicalNot, out, Expand(in(0), out));
-    case Op::kNeg: return kernels::Unary(kernels::UnaryOp::kNeg, out, Expand(in(0), out));
-    case Op::kAbs: return kernels::Unary(kernels::UnaryOp::kAbs, out, Expand(in(0), out));
-    case Op::kRelu: return kernels::Unary(kernels::UnaryOp::kRelu, out, Expand(in(0), out));
-    case Op::kFloor: return kernels::Unary(kernels::UnaryOp::kFloor, out, in(0));
-    case Op::kCeil: return kernels::Unary(kernels::UnaryOp::kCeil, out, in(0));
-    case Op::kTrunc: return kernels::Unary(kernels::UnaryOp::kTrunc, out, in(0));
-    case Op::kRound: return kernels::Unary(kernels::UnaryOp::kRound, out, in(0));
-    case Op::kSign: return kernels::Unary(kernels::UnaryOp::kSign, out, in(0));
     case Op::kCast:
     case Op::kClone: return kernels::Copy(out, Expand(in(0), out));
     case Op::kWhere:

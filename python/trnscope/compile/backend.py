@@ -220,10 +220,12 @@ def _is_number(x) -> bool:
 
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
-_INTEGER_DIVISIONS = (
-    aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default,
-    aten.remainder.Tensor, aten.remainder.Scalar, aten.fmod.Tensor, aten.fmod.Scalar,
-)
+# Integer divisions -> their library kernel (None: by rounding_mode).
+_INTEGER_DIVISIONS = {
+    aten.div.Tensor_mode: None, aten.div.Scalar_mode: None, aten.floor_divide.default: "div_floor",
+    aten.remainder.Tensor: "remainder", aten.remainder.Scalar: "remainder",
+    aten.fmod.Tensor: "fmod", aten.fmod.Scalar: "fmod",
+}
 
 
 class _Lowering:
@@ -539,12 +541,9 @@ class _Lowering:
         div_trunc / div_floor / remainder / fmod library kernels. Floating
         operands stay eager steps."""
         a, b = args[0], args[1]
-        if t in (aten.remainder.Tensor, aten.remainder.Scalar, aten.fmod.Tensor, aten.fmod.Scalar):
-            op = "remainder" if t in (aten.remainder.Tensor, aten.remainder.Scalar) else "fmod"
-        else:
-            mode = "floor" if t is aten.floor_divide.default else kw.get(
-                "rounding_mode", args[2] if len(args) > 2 else None
-            )
+        op = _INTEGER_DIVISIONS[t]
+        if op is None:
+            mode = kw.get("rounding_mode", args[2] if len(args) > 2 else None)
             if mode not in ("trunc", "floor"):
                 return None
             op = "div_" + mode
