@@ -122,6 +122,36 @@ def test_generate_compiled_static_cache_compiles_prefill_and_decode_once(name):
     _assert_no_fallback()
 
 
+SAMPLED = dict(max_new_tokens=8, min_new_tokens=8, do_sample=True, top_k=20, top_p=0.9,
+               temperature=0.7)
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2", "mixtral"])
+def test_generate_sampled_draws_cpu_tokens_from_one_seed(name):
+    """do_sample=True (top-k, top-p, temperature): multinomial runs on trn from the
+    variates CPU draws (Note [Multinomial]), so one seed gives CPU's tokens, eager
+    and with the compiled-static recipe, with no fallback."""
+    model, _ = zoo.get(name).build("tiny")
+    ids = _prompt(model)
+    with torch.no_grad():
+        torch.manual_seed(42)
+        want = model.generate(ids, **SAMPLED)
+        torch.manual_seed(42)
+        want_static = model.generate(ids, cache_implementation="static", **SAMPLED)
+        model.to("trn")
+        torch.manual_seed(42)
+        got = model.generate(ids.to("trn"), **SAMPLED)
+    assert torch.equal(got.cpu(), want)
+    model.forward = torch.compile(model.forward, backend="trn")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.manual_seed(42)
+        got = model.generate(ids.to("trn"), cache_implementation="static", **SAMPLED)
+    assert torch.equal(got.cpu(), want_static)
+    assert len(trnscope.compile_stats()) == 2
+    _assert_no_fallback()
+
+
 @pytest.mark.parametrize("window,programs", [(4096, 2), (8, 3)])
 def test_generate_compiled_sliding_window_cache_matches_cpu(window, programs):
     """Mistral's sliding-window static cache passes its length as a Python int,

@@ -61,14 +61,14 @@ def make(shape, dtype, lo=-5, hi=6):
     return torch.randn(shape, generator=g).to(dtype)
 
 
-def on_trn(x, layout="contig"):
+def on_trn(x, layout="contig", device="trn"):
     """The trn copy of x, non-contiguous for 'transposed' / 'strided'."""
     if layout == "contig" or x.dim() == 0:
-        return x.to("trn")
+        return x.to(device)
     if layout == "transposed" and x.dim() >= 2:
-        return x.transpose(-1, -2).contiguous().to("trn").transpose(-1, -2)
+        return x.transpose(-1, -2).contiguous().to(device).transpose(-1, -2)
     wide = torch.stack([x, torch.zeros_like(x)], dim=-1).flatten(-2)
-    return wide.to("trn")[..., ::2]
+    return wide.to(device)[..., ::2]
 
 
 # ---- factories and triangles ---------------------------------------------------------
@@ -720,3 +720,94 @@ def test_order_statistics_nan_ties_scalars_and_errors():
         torch.kthvalue(t, 6, 1)
     with pytest.raises(RuntimeError, match="non-zero size"):
         torch.median(torch.empty(2, 0, device="trn"), 1)
+
+
+# ---- sampling: multinomial (Note [Multinomial]) and _assert_async --------------------------
+@pytest.mark.parametrize("dtype", [F32, BF16, F16, torch.float64], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("n,replacement", [
+    (1, False), (1, True), (2, False), (4, False), (9, True), (100, False), (240, False)])
+def test_multinomial_draws_cpu_samples_from_one_seed(dtype, layout, n, replacement):
+    """The same seed gives CPU PyTorch's samples, equal quotients (bf16 rounds many
+    together, zero probabilities) ordered as CPU's topk orders them. CPU fills the
+    variates in the input's memory order, so both sides get the same layout."""
+    g = torch.Generator().manual_seed(n)
+    p = torch.softmax(torch.randn(3, 240, generator=g) * 3, -1)
+    p[:, ::5] = 0
+    p = p.to(dtype)
+    torch.manual_seed(11)
+    want = torch.multinomial(on_trn(p, layout, "cpu"), n, replacement)
+    torch.manual_seed(11)
+    got = torch.multinomial(on_trn(p, layout), n, replacement)
+    if dtype == torch.float64 and not replacement:  # Note [float64 policy]: p / q in float32
+        assert got.shape == want.shape and (got.cpu()[:, 0] == want[:, 0]).float().mean() > 0.6
+        return
+    check(got, want, exact=True)
+    torch.manual_seed(11)  # 1-D, and out=
+    out = torch.empty(0, dtype=I64, device="trn")
+    torch.multinomial(on_trn(p[1]), n, replacement, out=out)
+    torch.manual_seed(11)
+    check(out, torch.multinomial(p[1], n, replacement), exact=True)
+
+
+def test_multinomial_errors_match_cpu():
+    def both(fn, p, *args, **kw):
+        msgs = []
+        for dev in ("cpu", "trn"):
+            with pytest.raises(RuntimeError) as info:
+                r = fn(p.to(dev), *args, **kw)
+                torch.trn.synchronize()
+                r.cpu()
+            msgs.append(str(info.value))
+        assert msgs[0] in msgs[1], msgs
+
+    M = torch.multinomial
+    for bad in ([0.5, float("nan")], [0.5, -1.0], [1.0, float("inf")], [0.0, 0.0]):
+        for n, rep in ((1, False), (2, False), (3, True)):
+            both(M, torch.tensor(bad), n, rep)
+    both(M, torch.ones(3), 4)
+    both(M, torch.ones(3), 0, True)
+    both(M, torch.ones(2, 2, 2), 1)
+    both(M, torch.ones(3, dtype=I64), 1)
+    both(lambda p: M(p, 2, out=torch.empty(2, dtype=I32, device=p.device)), torch.ones(3))
+    with pytest.raises(RuntimeError, match="0 categories"):
+        M(torch.ones(2, 0, device="trn"), 1, True)
+    assert M(torch.ones(0, 3, device="trn"), 2).shape == (0, 2)
+    # A failed sample writes nothing into out=.
+    out = torch.full((2,), 7, dtype=I64, device="trn")
+    with pytest.raises(RuntimeError, match="sum of probabilities"):
+        M(torch.zeros(3, device="trn"), 2, out=out)
+        torch.trn.synchronize()
+    assert out.cpu().tolist() == [7, 7]
+
+
+def test_random_ops_fill_strided_tensors_in_cpu_order():
+    for fill in (lambda t: t.exponential_(), lambda t: t.normal_(), lambda t: t.uniform_()):
+        torch.manual_seed(3)
+        want = fill(torch.empty(4, 6).t())
+        torch.manual_seed(3)
+        got = fill(torch.empty(4, 6, device="trn").t())
+        check(got, want, exact=True)
+
+
+@pytest.mark.parametrize("value,dtype", [(1, I64), (0.5, F32), (float("nan"), F32), (True, BOOL),
+                                         (2, BF16)])
+def test_assert_async_passes_nonzero_values_without_a_sync(value, dtype):
+    torch._assert_async(torch.tensor(value, dtype=dtype, device="trn"))
+    torch._assert_async(torch.tensor([value], dtype=dtype, device="trn"), "never")
+    torch.trn.synchronize()
+
+
+def test_assert_async_fails_the_stream_with_cpu_messages():
+    A = torch._assert_async
+    cases = [(lambda d: A(torch.tensor(0.0, device=d)), "single nonzero value, but got zero"),
+             (lambda d: A(torch.tensor(0, device=d), "boom"), "boom"),
+             (lambda d: A(torch.tensor(False, device=d), ""), "Assertion is failed"),
+             (lambda d: A(torch.tensor([1, 2], device=d)), "more than one value"),
+             (lambda d: A(torch.tensor([], device=d)), "no values")]
+    for fn, msg in cases:
+        with pytest.raises(RuntimeError, match=msg):
+            fn("cpu")
+        with pytest.raises(RuntimeError, match=msg):
+            fn("trn")
+            torch.trn.synchronize()

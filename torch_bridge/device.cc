@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -310,7 +311,8 @@ at::Tensor& RandomOnHost(at::Tensor& self, const std::optional<at::Generator>& g
   const int index = DeviceIndex(self);
   if (self.numel() == 0) return self;
   auto* g = at::get_generator_or_default<TrnGenerator>(gen, DefaultGenerator(index));
-  at::Tensor host = at::empty(self.sizes(), self.options().device(c10::kCPU));
+  // self's layout: CPU's generator fills a strided tensor in memory order.
+  at::Tensor host = at::empty_like(self, self.options().device(c10::kCPU));
   {
     std::lock_guard<std::mutex> lock(g->mutex_);
     fill(host, g->cpu());

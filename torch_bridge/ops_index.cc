@@ -18,6 +18,7 @@
 
 #include <cmath>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -673,6 +674,78 @@ at::Tensor Histc(const at::Tensor& self, int64_t bins, const at::Scalar& min,
   return HistcOut(self, bins, min, max, out);
 }
 
+// ---- multinomial -------------------------------------------------------------------
+// Sampled generate() draws every token with multinomial: one kernel on variates
+// drawn from the trn generator as CPU PyTorch draws them (Note [Multinomial]), so
+// one seed gives CPU's tokens. No host sync: a bad distribution fails the stream
+// with CPU's message, raised at the next synchronization.
+TensorRef AsRows(TensorRef t) {  // a 1-D ref as one row
+  if (t.ndim == 1) {
+    t.ndim = 2;
+    t.sizes[1] = t.sizes[0];
+    t.strides[1] = t.strides[0];
+    t.sizes[0] = 1;
+    t.strides[0] = 0;
+  }
+  return t;
+}
+at::Tensor& MultinomialOut(const at::Tensor& self, int64_t n_sample, bool replacement,
+                           std::optional<at::Generator> gen, at::Tensor& result) {
+  const char* name = "aten::multinomial";
+  const int device = CommonDevice(name, {&self, &result});
+  TORCH_CHECK(result.scalar_type() == at::kLong, "multinomial expects Long tensor out, got: ",
+              result.scalar_type());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()),
+              "multinomial only supports floating-point dtypes for input, got: ",
+              self.scalar_type());
+  TORCH_CHECK(n_sample > 0, "cannot sample n_sample <= 0 samples");
+  TORCH_CHECK(self.dim() > 0 && self.dim() <= 2, "prob_dist must be 1 or 2 dim");
+  const int64_t cats = self.size(-1);
+  TORCH_CHECK(replacement || n_sample <= cats,
+              "cannot sample n_sample > prob_dist.size(-1) samples without replacement");
+  TORCH_CHECK(cats <= (int64_t{1} << 24), "number of categories cannot exceed 2^24");
+  TORCH_CHECK(cats > 0, "multinomial: cannot sample from a distribution of 0 categories");
+  ComputeDType(self.scalar_type(), name);  // Note [float64 policy]
+  const int64_t rows = self.dim() == 1 ? 1 : self.size(0);
+  PrepareOut(result,
+             self.dim() == 1 ? at::IntArrayRef{n_sample} : at::IntArrayRef{rows, n_sample},
+             at::kLong, name);
+  if (result.numel() == 0) return result;
+  // CPU draws n uniforms per row only with replacement and n > 1, else Exp(1)
+  // variates like self (its layout: the generator fills in memory order).
+  const bool uniform = replacement && n_sample > 1;
+  const at::Tensor draws = uniform ? Empty({rows, n_sample}, at::kDouble, device).uniform_(0, 1, gen)
+                                   : at::empty_like(self).exponential_(1, gen);
+  const TensorRef o = AsRows(Ref(result, name)), p = AsRows(Ref(self, name));
+  const TensorRef d = AsRows(Ref(draws, name));
+  LaunchIndexing(device, IndexingKernel::kMultinomial, o, &p, name,
+                 [=] { return kernels::Multinomial(o, p, d, uniform); });
+  return result;  // draws' block is reused only in this stream's order
+}
+at::Tensor Multinomial(const at::Tensor& self, int64_t n_sample, bool replacement,
+                       std::optional<at::Generator> gen) {
+  at::Tensor out = Empty({0}, at::kLong, DeviceIndex(self));
+  return MultinomialOut(self, n_sample, replacement, std::move(gen), out);
+}
+
+// ---- _assert_async -------------------------------------------------------------------
+// A check on device data without a host sync (CUDA's device-side assert): the
+// stream fails with the message, raised at the next synchronization.
+void AssertAsyncMsg(const at::Tensor& self, c10::string_view message) {
+  const char* name = "aten::_assert_async";
+  const int device = CommonDevice(name, {&self});
+  TORCH_CHECK(self.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
+  TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
+  ComputeDType(self.scalar_type(), name);
+  const TensorRef in = Ref(self, name);
+  std::string text = message.empty() ? "Assertion is failed" : std::string(message);
+  LaunchIndexing(device, IndexingKernel::kAssert, in, &in, name,
+                 [in, text = std::move(text)] { return kernels::AssertNonzero(in, text); });
+}
+void AssertAsync(const at::Tensor& self) {
+  AssertAsyncMsg(self, "Expected Tensor with single nonzero value, but got zero");
+}
+
 // ---- nll_loss ----------------------------------------------------------------------
 // cross_entropy = log_softmax + nll_loss: a causal LM's loss when labels are
 // given (perplexity evaluation). One kernel; the host only checks shapes.
@@ -1003,6 +1076,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("isin.Tensor_Scalar", TORCH_FN(IsInScalar));
   m.impl("histc", TORCH_FN(Histc));
   m.impl("histc.out", TORCH_FN(HistcOut));
+  m.impl("multinomial", TORCH_FN(Multinomial));
+  m.impl("multinomial.out", TORCH_FN(MultinomialOut));
+  m.impl("_assert_async", TORCH_FN(AssertAsync));
+  m.impl("_assert_async.msg", TORCH_FN(AssertAsyncMsg));
   m.impl("nll_loss_forward", TORCH_FN(NllLossForward));
   m.impl("nll_loss_forward.output", TORCH_FN(NllLossForwardOut));
   m.impl("searchsorted.Tensor", TORCH_FN(SearchSorted));

@@ -798,6 +798,126 @@ Status Bincount(const TensorRef& out, const TensorRef& in, const TensorRef& weig
   return Status::Ok();
 }
 
+// Note [Multinomial]: CPU PyTorch samples without replacement (and n == 1) by
+// the exponential race: argmax / top-n of p / q with q ~ Exp(1) drawn as a
+// tensor like p from the generator, so trn draws the same q (Note [trn random
+// numbers]) and rounds p / q to p's dtype as CPU's div does: one seed gives
+// CPU's tokens in sampled generate(). With replacement CPU walks a float32
+// running sum per row for each U[0, 1) draw (MultinomialKernel.cpp), as here.
+Status Multinomial(const TensorRef& out, const TensorRef& probs, const TensorRef& draws,
+                   bool replacement) {
+  TRN_ASSERT(probs.ndim == 2 && IsFloating(probs.dtype) && out.ndim == 2 &&
+                 out.dtype == DType::kInt64 && out.sizes[0] == probs.sizes[0],
+             "multinomial: probs [R, C] floating, out [R, n] int64");
+  const int64_t rows = probs.sizes[0], cats = probs.sizes[1], n = out.sizes[1];
+  TRN_ASSERT(draws.ndim == 2 && draws.sizes[0] == rows &&
+                 (replacement ? draws.dtype == DType::kFloat64 && draws.sizes[1] == n
+                              : draws.dtype == probs.dtype && draws.sizes[1] == cats),
+             "multinomial: draws [R, C] of probs' dtype, or [R, n] float64 with replacement");
+  TRN_ASSERT(rows == 0 || n == 0 || (cats > 0 && (replacement || n <= cats)),
+             "multinomial: n samples from C > 0 categories (n <= C without replacement)");
+  if (rows == 0 || n == 0) return Status::Ok();
+  Status status = Status::Ok();
+  internal::VisitDType(probs.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T> || internal::kIsHalf<T>) {
+      const T* pp = probs.ptr<const T>();
+      auto p = [&](int64_t i, int64_t j) {
+        return internal::ToF32(pp[i * probs.strides[0] + j * probs.strides[1]]);
+      };
+      // Every row is checked before anything is written; the messages are CPU's.
+      for (int64_t i = 0; i < rows && status.ok(); ++i) {
+        bool nonzero = false;
+        float sum = 0.0f;
+        for (int64_t j = 0; j < cats; ++j) {
+          const float v = p(i, j);
+          if (replacement && !(v >= 0.0f)) {
+            status = Status::Error(
+                "invalid multinomial distribution (encountering probability entry < 0)");
+          } else if (replacement && !std::isfinite(v)) {
+            status = Status::Error(
+                "invalid multinomial distribution (encountering probability entry = infinity "
+                "or NaN)");
+          } else if (!replacement && !(v >= 0.0f && std::isfinite(v))) {
+            status =
+                Status::Error("probability tensor contains either `inf`, `nan` or element < 0");
+          }
+          if (!status.ok()) return;
+          nonzero = nonzero || v != 0.0f;
+          sum += v;
+        }
+        if (replacement ? !(sum > 0.0f) : !nonzero) {
+          status = Status::Error("invalid multinomial distribution (sum of probabilities <= 0)");
+        }
+      }
+      if (!status.ok()) return;
+      int64_t* o = out.ptr<int64_t>();
+      if (replacement) {
+        std::vector<float> cdf(static_cast<size_t>(cats));
+        const double* u = draws.ptr<const double>();
+        for (int64_t i = 0; i < rows; ++i) {
+          float sum = 0.0f;
+          for (int64_t j = 0; j < cats; ++j) cdf[j] = sum += p(i, j);
+          for (float& c : cdf) c /= sum;
+          cdf[cats - 1] = 1.0f;
+          for (int64_t k = 0; k < n; ++k) {
+            const double x = u[i * draws.strides[0] + k * draws.strides[1]];
+            const auto at = std::lower_bound(cdf.begin(), cdf.end(), x,
+                                             [](float c, double v) { return c < v; });
+            o[i * out.strides[0] + k * out.strides[1]] = at - cdf.begin();
+          }
+        }
+        return;
+      }
+      const T* qq = draws.ptr<const T>();
+      auto ratio = [&](int64_t i, int64_t j) {
+        const float r = p(i, j) / internal::ToF32(qq[i * draws.strides[0] + j * draws.strides[1]]);
+        if constexpr (internal::kIsHalf<T>) return internal::ToF32(internal::Cast<T>(r));
+        else return r;
+      };
+      // NaN ranks above every number (torch's argmax and topk).
+      auto above = [](float a, float b) { return std::isnan(a) ? !std::isnan(b) : a > b; };
+      std::vector<std::pair<float, int64_t>> ranked;
+      for (int64_t i = 0; i < rows; ++i) {
+        if (n == 1) {
+          int64_t best = 0;
+          float top = ratio(i, 0);
+          for (int64_t j = 1; j < cats; ++j) {
+            const float r = ratio(i, j);
+            if (above(r, top)) {
+              top = r;
+              best = j;
+            }
+          }
+          o[i * out.strides[0]] = best;
+          continue;
+        }
+        ranked.resize(static_cast<size_t>(cats));
+        for (int64_t j = 0; j < cats; ++j) ranked[j] = {ratio(i, j), j};
+        // CPU's topk selection, whose order of equal quotients (bfloat16 rounds
+        // many together) this repeats: a partial sort for small n, else the
+        // n-th element and a sort of the ones before it.
+        auto first = [&](const auto& a, const auto& b) { return above(a.first, b.first); };
+        if (n * 64 <= cats) {
+          std::partial_sort(ranked.begin(), ranked.begin() + n, ranked.end(), first);
+        } else {
+          std::nth_element(ranked.begin(), ranked.begin() + n - 1, ranked.end(), first);
+          std::sort(ranked.begin(), ranked.begin() + n - 1, first);
+        }
+        for (int64_t k = 0; k < n; ++k) o[i * out.strides[0] + k * out.strides[1]] = ranked[k].second;
+      }
+    }
+  });
+  return status;
+}
+
+Status AssertNonzero(const TensorRef& in, const std::string& message) {
+  TRN_ASSERT(in.numel() == 1, "assert: one element");
+  bool nonzero = false;
+  internal::VisitDType(in.dtype, [&](auto tag) { nonzero = IsNonzero(*in.ptr<const decltype(tag)>()); });
+  return nonzero ? Status::Ok() : Status::Error(message);
+}
+
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op) {
   static constexpr const char* kNames[][7] = {
@@ -809,8 +929,9 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
       TRN_DTYPE_NAMES("nonzero"),   TRN_DTYPE_NAMES("repeat_index"), TRN_DTYPE_NAMES("isin"),
       TRN_DTYPE_NAMES("histc"),     TRN_DTYPE_NAMES("nll_loss"),
       TRN_DTYPE_NAMES("linspace"),  TRN_DTYPE_NAMES("searchsorted"), TRN_DTYPE_NAMES("bincount"),
+      TRN_DTYPE_NAMES("multinomial"), TRN_DTYPE_NAMES("assert"),
   };
-  static_assert(std::size(kNames) == static_cast<size_t>(IndexingKernel::kBincount) + 1);
+  static_assert(std::size(kNames) == static_cast<size_t>(IndexingKernel::kAssert) + 1);
   KernelInfo info;
   const DType named = in != nullptr ? in->dtype : out.dtype;
   info.name = kNames[static_cast<int>(kernel)][static_cast<int>(named)];
@@ -819,11 +940,12 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
                     kernel == IndexingKernel::kIndexPutAdd || kernel == IndexingKernel::kCumsum ||
                     kernel == IndexingKernel::kCumprod || kernel == IndexingKernel::kSort ||
                     kernel == IndexingKernel::kTopk || kernel == IndexingKernel::kHistc ||
-                    kernel == IndexingKernel::kNllLoss || kernel == IndexingKernel::kBincount;
+                    kernel == IndexingKernel::kNllLoss || kernel == IndexingKernel::kBincount ||
+                    kernel == IndexingKernel::kMultinomial || kernel == IndexingKernel::kAssert;
   info.engine = math ? rt::Engine::kVector : rt::Engine::kDma;
   info.flops = math ? static_cast<uint64_t>(in != nullptr ? in->numel() : out.numel()) : 0;
   info.bytes_read = in != nullptr ? internal::DistinctBytes(*in) : 0;
-  info.bytes_written = out.nbytes();
+  info.bytes_written = kernel == IndexingKernel::kAssert ? 0 : out.nbytes();
   return info;
 }
 

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "core/common/launch.h"
@@ -132,13 +133,31 @@ Status SearchSorted(const TensorRef& out, const TensorRef& seq, const TensorRef&
 // any dtype, summed in double; out int64 without weights, else floating.
 Status Bincount(const TensorRef& out, const TensorRef& in, const TensorRef& weights);
 
+// torch.multinomial over the rows of probs [R, C] (floating; computed in
+// float32, float64 too: Note [float64 policy]) into out [R, n] int64, as CPU
+// PyTorch samples, so that one seed gives CPU's samples (Note [Multinomial]):
+// - without replacement (or n == 1): draws [R, C] of probs' dtype holds Exp(1)
+//   variates q; row i takes the indices of its n largest p / q (the quotient
+//   rounded to probs' dtype), largest first, NaN largest, ties lower index first.
+// - with replacement: draws [R, n] float64 holds U[0, 1) variates u; sample k
+//   is the first j with cdf[j] >= u[k], cdf the float32 running sum over the
+//   row divided by its total, its last entry 1.
+// Invalid rows are a Status error with CPU's message (nothing written): an
+// entry negative, infinite or NaN, or a row summing to 0.
+Status Multinomial(const TensorRef& out, const TensorRef& probs, const TensorRef& draws,
+                   bool replacement);
+
+// torch._assert_async: a Status error with `message` when the one element of
+// `in` (any dtype) is zero; NaN is nonzero.
+Status AssertNonzero(const TensorRef& in, const std::string& message);
+
 // KernelInfo of the kernels above: the name is the kernel's stem with the
 // dtype of `data` ("gather_f32", "sort_bf16"); bytes: `out` written, `in`
 // (when given) read.
 enum class IndexingKernel : uint8_t {
   kArange, kTril, kTriu, kGather, kScatter, kScatterAdd, kIndex, kIndexPut, kIndexPutAdd,
   kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex, kIsIn, kHistc,
-  kNllLoss, kLinspace, kSearchSorted, kBincount,
+  kNllLoss, kLinspace, kSearchSorted, kBincount, kMultinomial, kAssert,
 };
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op);

@@ -425,5 +425,71 @@ TEST(Histc, ConstantAndNonFiniteData) {
   EXPECT_NE(s.error.find("is not finite"), std::string::npos) << s.error;
 }
 
+// Multinomial on hand-computed cases: the largest p / q (NaN above all), the n
+// largest in order, the first bucket of the normalized running sum reaching u.
+TEST(Multinomial, RaceBucketsAndErrors) {
+  auto row = [](DType dt, const std::vector<double>& v) {
+    TestTensor t = Empty(dt, {1, static_cast<int64_t>(v.size())});
+    for (size_t i = 0; i < v.size(); ++i) t.Set(static_cast<int64_t>(i), v[i]);
+    return t;
+  };
+  TestTensor p = row(DType::kFloat32, {0.1, 0.6, 0.3, 0.0});
+  TestTensor one = Empty(DType::kInt64, {1, 1}), three = Empty(DType::kInt64, {1, 3});
+  ASSERT_TRUE(Multinomial(one.ref, p.ref, row(DType::kFloat32, {1, 1, 1, 1}).ref, false).ok());
+  EXPECT_EQ(one.AtInt(0), 1);
+  // 0.1 / 0.01 = 10 beats 0.6 / 1; 0 / q stays last.
+  ASSERT_TRUE(
+      Multinomial(three.ref, p.ref, row(DType::kFloat32, {0.01, 1, 0.1, 1e-9}).ref, false).ok());
+  EXPECT_EQ(three.AtInt(0), 0);  // 10
+  EXPECT_EQ(three.AtInt(1), 2);  // 3
+  EXPECT_EQ(three.AtInt(2), 1);  // 0.6
+  // 0 / 0 is NaN: the maximum, as torch's argmax.
+  ASSERT_TRUE(Multinomial(one.ref, p.ref, row(DType::kFloat32, {1, 1, 1, 0}).ref, false).ok());
+  EXPECT_EQ(one.AtInt(0), 3);
+  // bfloat16 quotients round before the race, as CPU's div: 0.5 / 0.50390625 =
+  // 0.99225 beats 0.9921875 / 1 in float32 but rounds to it; the tie keeps index 0.
+  TestTensor pb = row(DType::kBFloat16, {0.9921875, 0.5});
+  ASSERT_TRUE(
+      Multinomial(one.ref, pb.ref, row(DType::kBFloat16, {1.0, 0.50390625}).ref, false).ok());
+  EXPECT_EQ(one.AtInt(0), 0);
+  TestTensor pf = row(DType::kFloat32, {0.9921875, 0.5});
+  ASSERT_TRUE(
+      Multinomial(one.ref, pf.ref, row(DType::kFloat32, {1.0, 0.50390625}).ref, false).ok());
+  EXPECT_EQ(one.AtInt(0), 1);
+  // With replacement: cdf of {1, 2, 1} is {0.25, 0.75, 1}.
+  TestTensor w = row(DType::kFloat32, {1, 2, 1});
+  TestTensor u = Empty(DType::kFloat64, {1, 5});
+  const double us[] = {0.0, 0.25, 0.2500001, 0.75, 0.9999};
+  for (int64_t i = 0; i < 5; ++i) u.Set(i, us[i]);
+  TestTensor five = Empty(DType::kInt64, {1, 5});
+  ASSERT_TRUE(Multinomial(five.ref, w.ref, u.ref, true).ok());
+  const int64_t want[] = {0, 0, 1, 1, 2};
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(five.AtInt(i), want[i]) << "u = " << us[i];
+  // Errors carry CPU's messages and leave out untouched.
+  for (int64_t i = 0; i < 5; ++i) five.Set(i, 7);
+  Status s = Multinomial(five.ref, row(DType::kFloat32, {1, -1, 1}).ref, u.ref, true);
+  EXPECT_NE(s.error.find("probability entry < 0"), std::string::npos) << s.error;
+  s = Multinomial(five.ref, row(DType::kFloat32, {1, INFINITY, 1}).ref, u.ref, true);
+  EXPECT_NE(s.error.find("infinity or NaN"), std::string::npos) << s.error;
+  s = Multinomial(one.ref, row(DType::kFloat32, {0, 0}).ref, row(DType::kFloat32, {1, 1}).ref,
+                  false);
+  EXPECT_NE(s.error.find("sum of probabilities <= 0"), std::string::npos) << s.error;
+  s = Multinomial(one.ref, row(DType::kFloat32, {NAN, 1}).ref, row(DType::kFloat32, {1, 1}).ref,
+                  false);
+  EXPECT_NE(s.error.find("`inf`, `nan` or element < 0"), std::string::npos) << s.error;
+  for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(five.AtInt(i), 7);
+}
+
+TEST(AssertNonzero, ZeroFailsWithTheMessage) {
+  TestTensor x = Empty(DType::kBFloat16, {1});
+  x.Set(0, 0.0);
+  EXPECT_EQ(AssertNonzero(x.ref, "boom").error, "boom");
+  x.Set(0, NAN);
+  EXPECT_TRUE(AssertNonzero(x.ref, "boom").ok());
+  TestTensor b = Empty(DType::kBool, {});
+  b.Set(0, 1);
+  EXPECT_TRUE(AssertNonzero(b.ref, "boom").ok());
+}
+
 }  // namespace
 }  // namespace trn::kernels
