@@ -19,6 +19,7 @@ import pytest
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils._pytree as pytree
 
 import trnscope
 import trnscope.compile
@@ -629,23 +630,37 @@ def test_argmax_and_constant_pad_are_core_kernels():
     assert stats["kernels"].count("argmax") == 3 and stats["kernels"].count("constant_pad_nd") == 4
 
 
-def test_views_of_an_eager_copy_into_a_select_keep_its_strides():
+def _shift_right_first_column(ids, table):
     # BART's shift_tokens_right, functionalized: copy(select(buf, 1, 0), x) is
     # a FakeTensor with buf's row stride, and the views after it index by it.
-    def fn(ids, table):
-        shifted = ids.new_zeros(ids.shape)
-        shifted[:, 1:] = ids[:, :-1].clone()
-        shifted[:, 0] = 2
-        first = shifted[:, 0].unsqueeze(1).expand(-1, ids.shape[1])
-        return table[shifted] + table[first]
+    shifted = ids.new_zeros(ids.shape)
+    shifted[:, 1:] = ids[:, :-1].clone()
+    shifted[:, 0] = 2
+    first = shifted[:, 0].unsqueeze(1).expand(-1, ids.shape[1])
+    return table[shifted] + table[first]
 
-    ids = torch.randint(0, 10, (3, 7))
-    table = torch.randn(10, 4)
-    want = fn(ids, table)
-    got = torch.compile(fn, backend="trn", dynamic=False)(ids.to("trn"), table.to("trn"))
-    torch.testing.assert_close(got.cpu(), want)
-    stats = trnscope.compile_stats()
-    assert stats and all(s["fallback"] is None for s in stats), [s["fallback"] for s in stats]
+
+def _column_then_views(x):
+    # A column of a 3-D buffer set, then read transposed and sliced with a step:
+    # the copy's FakeTensor is [3, 5] with strides (20, 1), and so are the views'.
+    buf = x * 1
+    buf[:, 0] = 7
+    v = buf[:, 0]
+    return v.t() * 3 + buf.sum(), v[1:, ::2] + 1
+
+
+@pytest.mark.parametrize("fn, args", [
+    (_shift_right_first_column, (torch.randint(0, 10, (3, 7)), torch.randn(10, 4))),
+    (_column_then_views, (torch.randn(3, 4, 5),)),
+])
+def test_views_of_a_strided_copy_index_its_strides(fn, args):
+    """Note [Functional copy]: a copy into a strided part of a buffer is a clone
+    whose buffer keeps the FakeTensor's strides, holes and all, as its views expect."""
+    want = fn(*args)
+    got, stats = compiled_on_trn(fn, *args)
+    for g, w in zip(pytree.tree_leaves(got), pytree.tree_leaves(want)):
+        torch.testing.assert_close(g.cpu(), w)
+    assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
 
 
 @pytest.mark.parametrize("w_first", [True, False])

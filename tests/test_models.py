@@ -260,7 +260,7 @@ def _families():
         "opt": (T.OPTConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
                             num_attention_heads=4, ffn_dim=128, word_embed_proj_dim=64),
                 T.OPTForCausalLM, text, False),
-        # shift_tokens_right: an eager copy into a select, viewed by its strides
+        # shift_tokens_right: a copy into a select, viewed by its strides
         "bart": (T.BartConfig(**seq2seq), T.BartModel, text, False),
         # 0-dim CPU constants through mul and sqrt
         "deberta-v2": (T.DebertaV2Config(vocab_size=256, **layers), T.DebertaV2Model, text, False),
@@ -312,10 +312,6 @@ FAMILIES = [
     "deberta-v2-relative", "speech_to_text", "beit", "siglip-vision", "clip", "swin", "convnext",
     "efficientnet", "segformer", "wavlm",
 ]
-# Eager steps a family's compiled graph keeps (docs/compile.md says why).
-EAGER_STEPS = {"bart": ["aten.copy.default"]}
-
-
 def _redraw(model):
     """He-scaled weights and non-trivial batch-norm statistics: transformers'
     own initialisation leaves some vision models' logits nearly equal for any
@@ -360,5 +356,5 @@ def test_more_families_compile_as_one_program(name):
     torch.testing.assert_close(compiled.cpu(), want, rtol=RTOL, atol=ATOL * scale)
     stats = trnscope.compile_stats()
     assert stats and all(s["fallback"] is None for s in stats), [s["fallback"] for s in stats]
-    assert sorted(n for s in stats for n in s["eager_nodes"]) == EAGER_STEPS.get(name, [])
+    assert [n for s in stats for n in s["eager_nodes"]] == []
     _assert_no_fallback()

@@ -86,10 +86,12 @@ void Fuser::Place(int id) {
   v.view.sizes = n.meta.sizes;
   const bool dense = !n.meta.strides.empty() && IsDense(n.meta.sizes, n.meta.strides);
   v.view.strides = dense ? n.meta.strides : ContiguousStrides(n.meta.sizes);
-  // An eager op's FakeTensor may be a strided part of a larger storage (a
-  // functional copy into a select: BART's shift_tokens_right) that later views
-  // index by those strides; its buffer keeps them, holes and all.
-  if (!dense && n.op == Op::kEager && !n.meta.strides.empty() && n.meta.storage_offset == 0 &&
+  // A functional copy's FakeTensor (aten.copy into a select: BART's
+  // shift_tokens_right; lowered to a clone or cast, or an eager op) may be a
+  // strided part of a larger storage that later views index by those strides;
+  // its buffer keeps them, holes and all (Note [Functional copy] in backend.py).
+  const bool copies = n.op == Op::kEager || n.op == Op::kClone || n.op == Op::kCast;
+  if (!dense && copies && !n.meta.strides.empty() && n.meta.storage_offset == 0 &&
       IsNonOverlapping(n.meta.sizes, n.meta.strides)) {
     v.view.strides = n.meta.strides;
   }

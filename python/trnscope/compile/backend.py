@@ -203,6 +203,16 @@ def _is_view_op(target) -> bool:
     )
 
 
+def _non_overlapping(sizes, strides) -> bool:
+    """No two indices of a view share an element (the core's IsNonOverlapping)."""
+    span = 1  # elements the dims placed so far reach, smallest strides first
+    for stride, size in sorted((st, s) for s, st in zip(sizes, strides) if s != 1):
+        if stride < span:
+            return False
+        span += (size - 1) * stride
+    return True
+
+
 def _legacy_empty(v) -> bool:
     return isinstance(v, torch.Tensor) and v.dim() == 1 and v.numel() == 0
 
@@ -878,10 +888,13 @@ class _Lowering:
                 if gid is not None:
                     return gid
             if t is aten.copy.default and self._tensor(args[0]) and self._tensor(args[1]):
-                # A functionalized `dst.copy_(src)` / `dst[...] = src` is src's values in
-                # dst's layout: a clone (or cast) where that layout is the one a clone
-                # stores, contiguous (Mamba's cache updates), or where only a
-                # slice_scatter reads the values (BART's shift_tokens_right).
+                # Note [Functional copy]: a functionalized `dst.copy_(src)` / `dst[...] =
+                # src` is src's values in dst's layout, which views of it index by: a
+                # clone (or cast) where that layout is the one its buffer gets:
+                # contiguous (Mamba's cache updates), or strided from offset 0 without
+                # overlap (the core keeps those strides, holes and all: BART's
+                # shift_tokens_right writes a column), or where only a slice_scatter
+                # reads the values (BART's other copy, into a slice at offset 1).
                 src = args[1]
                 scattered = node.users and all(  # and each scatter lowers (same dtypes)
                     u.target is aten.slice_scatter.default and u.args[1] is node
@@ -889,7 +902,8 @@ class _Lowering:
                     and self.vals[u.args[0]].dtype == v.dtype for u in node.users
                 )
                 dense = v.is_contiguous() and v.storage_offset() == 0
-                if self.vals[src].shape == v.shape and (dense or scattered):
+                holes = v.storage_offset() == 0 and _non_overlapping(v.shape, v.stride())
+                if self.vals[src].shape == v.shape and (dense or holes or scattered):
                     op = "cast" if v.dtype != self.vals[src].dtype else "clone"
                     return self._add(node, op, [src])
             if t is aten.avg_pool2d.default:
