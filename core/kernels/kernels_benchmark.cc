@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "core/kernels/convert.h"
 #include "core/kernels/kernels.h"
 #include "hwy/aligned_allocator.h"
 
@@ -181,7 +182,41 @@ BENCHMARK(BM_GemmLinear)
     // Mixtral's experts at size "bench": about 64 rows per expert (F.grouped_mm).
     ->ArgsProduct({{64}, {256}, {1376}, {1}})
     ->ArgsProduct({{64}, {688}, {256}, {1}})
+    // Short k slices: attention-sized products, the first conv layers.
+    ->ArgsProduct({{512}, {64, 128}, {512}, {1}})
     ->ArgsProduct({{1024}, {1024}, {1024}, {0, 1}})
+    ->Unit(benchmark::kMillisecond);
+
+// bfloat16 linear: x, w and out bfloat16 (a model run in bfloat16), the weight's
+// pack cached. A is converted while it is packed; out through an f32 scratch.
+void BM_GemmLinearBf16(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  auto bf16 = [](size_t count, uint32_t seed) {
+    auto f = Random(count, seed);
+    auto h = hwy::AllocateAligned<uint16_t>(count);
+    for (size_t i = 0; i < count; ++i) h[i] = internal::F32ToBF16(f[i]);
+    return h;
+  };
+  auto x = bf16(static_cast<size_t>(m * k), 1), w = bf16(static_cast<size_t>(n * k), 2);
+  auto c = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(m * n));
+  TensorRef xr = Ref2D(x.get(), m, k), wr = Ref2D(w.get(), k, n, true), cr = Ref2D(c.get(), m, n);
+  xr.dtype = wr.dtype = cr.dtype = DType::kBFloat16;
+  ClearPackCache();
+  AcquirePackedB(wr, w.get(), 0);
+  std::shared_ptr<PackedB> packed = AcquirePackedB(wr, w.get(), 0);
+  for (auto _ : state) {
+    const Status st = Matmul(cr, xr, wr, TensorRef{}, 1.0, 1.0, packed.get());
+    if (!st.ok()) state.SkipWithError(st.error.c_str());
+    benchmark::DoNotOptimize(c.get());
+  }
+  packed.reset();
+  ClearPackCache();
+  SetFlops(state, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
+}
+BENCHMARK(BM_GemmLinearBf16)
+    ->Args({128, 256, 768})
+    ->Args({128, 1024, 1024})
+    ->Args({16, 4096, 4096})
     ->Unit(benchmark::kMillisecond);
 
 // The textbook i-j-p triple loop, the peer of BM_Gemm/256.
