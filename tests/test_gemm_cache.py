@@ -219,3 +219,53 @@ def test_grouped_mm_experts_are_packed_once_and_writes_are_seen():
     check()
     s = stats()
     assert s["packs"] == 2 and s["forgotten"] == 1, s
+
+
+# ---- bfloat16 on AMX (Note [AMX bf16 GEMM]) ----------------------------------------------------
+@pytest.mark.parametrize("amx", [True, False], ids=["amx", "float32-gemm"])
+def test_bfloat16_products_match_cpu_on_both_gemms(amx):
+    """Where the CPU has AMX, bfloat16 products run on its tiles (the weight's tiles
+    cached like a float32 pack); TRN_AMX=0 / _set_amx(False) runs the float32 GEMM.
+    Both equal CPU PyTorch's bfloat16 results to bfloat16's rounding."""
+    if ops._set_amx(amx) != amx:
+        ops._set_amx(True)
+        pytest.skip("this CPU has no AMX-BF16 (or the OS refused the tile state)")
+    try:
+        g = torch.Generator().manual_seed(0)
+
+        def r(*shape):
+            return torch.randn(*shape, generator=g).bfloat16()
+
+        x, w, b = r(37, 70), r(45, 70), r(45)
+        x3, w3 = r(2, 5, 300), r(33, 300)  # 3-D input, k past a tile
+        p, q = r(3, 17, 40), r(3, 40, 19)
+        x4, w4 = r(2, 3, 9, 40), r(40, 18)  # batches share b
+        c1, r1 = r(40, 1), r(1, 33)  # k = 1
+        tall, w5 = r(300, 64), r(64, 40)  # past one chunk of A rows
+        cases = [
+            lambda t: F.linear(t(x), t(w), t(b)),
+            lambda t: F.linear(t(x3), t(w3)),
+            lambda t: torch.mm(t(x), t(w).t()),
+            lambda t: torch.bmm(t(p), t(q)),
+            lambda t: torch.matmul(t(x4), t(w4)),
+            lambda t: torch.addmm(t(b), t(x), t(w).t(), beta=0.5, alpha=2.0),  # alpha: float32
+            lambda t: torch.mm(t(c1), t(r1)),
+            lambda t: torch.mm(t(tall), t(w5)),
+        ]
+        on_trn = {}
+
+        def trn(v):  # one trn copy per tensor: the second call meets a cached pack
+            if id(v) not in on_trn:
+                on_trn[id(v)] = v.to("trn")
+            return on_trn[id(v)]
+
+        for i, case in enumerate(cases):
+            for _ in range(2):
+                got = case(trn)
+            want = case(lambda v: v)
+            assert got.dtype == torch.bfloat16 and got.shape == want.shape, i
+            torch.testing.assert_close(got.cpu().float(), want.float(), rtol=2e-2, atol=2e-2,
+                                       msg=f"case {i}")
+        assert stats()["packs"] >= 1
+    finally:
+        ops._set_amx(True)

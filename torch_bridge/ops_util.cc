@@ -12,6 +12,8 @@
 #include <mutex>
 #include <string>
 
+#include "core/kernels/amx.h"
+
 namespace trn::bridge::ops {
 
 namespace {
@@ -157,7 +159,15 @@ std::string SetSimdTarget(const std::string& name) {
   return SimdTarget();
 }
 
+// Whether bfloat16 products run on the host's AMX unit (Note [AMX bf16 GEMM]); `enable`
+// false sends them to the float32 GEMM (tests and benchmarks compare the two).
+bool SetAmx(bool enable) {
+  kernels::amx::SetEnabled(enable);
+  return kernels::amx::Available();
+}
+
 TORCH_LIBRARY_FRAGMENT(trnscope, m) {
+  m.def("_set_amx(bool enable) -> bool", &SetAmx);
   m.def("_count_launches(bool enable) -> ()", &CountLaunches);
   m.def("_launch_counts() -> str", &LaunchCounts);
   m.def("_simd_target() -> str", &SimdTarget);

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/common/assert.h"
+#include "core/kernels/amx.h"
 #include "core/kernels/convert.h"
 #include "core/kernels/indexing_internal.h"
 #include "core/kernels/kernels.h"
@@ -70,8 +71,9 @@ HWY_EXPORT(PackedBSize);
 // Shared by the cache and the launches holding it; thread-safe as marked.
 struct PackedB {
   struct Pack {
-    int64_t target;
+    int64_t target;  // the SIMD target whose layout `floats` has, or kAmxLayout
     hwy::AlignedFreeUniquePtr<float[]> floats;
+    hwy::AlignedFreeUniquePtr<uint16_t[]> tiles;  // bfloat16 AMX tiles (Note [AMX bf16 GEMM])
   };
   // Immutable after construction: what the pack describes.
   const void* storage;
@@ -257,16 +259,30 @@ class PackCache {
   PackCacheStats stats_;
 };
 
-// The pack of `entry` for the running target, made now if missing; null if
-// the host has no memory for it (the GEMM then packs slice by slice).
-std::shared_ptr<const PackedB::Pack> EnsurePacked(PackedB& entry) {
-  const int64_t target = ActiveTarget();
+constexpr int64_t kAmxLayout = -1;
+
+// The pack of `entry` for the running target (AMX tiles with `amx_tiles`), made now
+// if missing; null if the host has no memory for it (the GEMM then packs
+// slice by slice).
+std::shared_ptr<const PackedB::Pack> EnsurePacked(PackedB& entry, bool amx_tiles = false) {
+  const int64_t target = amx_tiles ? kAmxLayout : ActiveTarget();
   uint64_t bytes = 0;
   std::shared_ptr<const PackedB::Pack> pack;
   {
     std::lock_guard<std::mutex> lock(entry.mu);
     if (entry.pack != nullptr && entry.pack->target == target) {
       pack = entry.pack;
+    } else if (amx_tiles) {  // a 2-D bfloat16 weight
+      const TensorRef& b = entry.view;
+      const int64_t k = b.sizes[0], n = b.sizes[1];
+      auto fresh = std::make_shared<PackedB::Pack>();
+      fresh->target = target;
+      fresh->tiles = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(amx::PackedBElems(k, n)));
+      if (fresh->tiles == nullptr) return nullptr;
+      amx::PackB(static_cast<const uint16_t*>(b.data), b.strides[0], b.strides[1], k, n,
+                 fresh->tiles.get());
+      entry.pack = pack = std::move(fresh);
+      bytes = static_cast<uint64_t>(amx::PackedBElems(k, n)) * sizeof(uint16_t);
     } else {
       // A 3-D b (grouped_mm's experts) packs as its 2-D slices one after another.
       const TensorRef& b = entry.view;
@@ -381,9 +397,11 @@ bool Disjoint(const TensorRef& a, const TensorRef& b) {
 }
 
 // Matmul with b's pack (made by EnsurePacked for b, its batches one after
-// another) or null.
+// another) or null; with `amx` on AMX tiles (Note [AMX bf16 GEMM]), b's
+// cached tiles or null.
 Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b,
-                    const TensorRef& bias, double alpha, double beta, const float* b_pack) {
+                    const TensorRef& bias, double alpha, double beta, const float* b_pack,
+                    bool amx = false, const uint16_t* b_tiles = nullptr) {
   Mat ma(a), mb(b), mo(out);
   const int64_t batch = mo.batch(), m = mo.rows, n = mo.cols, k = ma.cols;
   TRN_ASSERT(IsFloating(out.dtype) && a.dtype == out.dtype && b.dtype == out.dtype,
@@ -400,7 +418,7 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   // bmm(W, x[..., None])) runs as its transpose out^T = b^T a^T, one row that
   // the GEMV path streams (Note [GEMV path]); the blocked GEMM would pack all
   // of A to pad one column to a micro-tile.
-  if (n == 1 && m > 1 && b_pack == nullptr) {
+  if (n == 1 && m > 1 && b_pack == nullptr && b_tiles == nullptr) {
     std::swap(ma, mb);
     ma.Transpose();
     mb.Transpose();
@@ -476,7 +494,27 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
       }
       args.accumulate = true;
     }
-    gemm_fn(args);
+    if (amx) {
+      const uint16_t* tiles = b_tiles;
+      if (tiles == nullptr) {  // b's tiles for this batch (once for a shared 2-D b)
+        thread_local hwy::AlignedFreeUniquePtr<uint16_t[]> own;
+        thread_local int64_t own_elems = 0;
+        const int64_t elems = amx::PackedBElems(k, cols);
+        if (own_elems < elems) {
+          own = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(elems));
+          own_elems = elems;
+        }
+        if (bi == 0 || mb.bs != 0) {
+          amx::PackB(reinterpret_cast<const uint16_t*>(args.b.data), args.b.rs, args.b.cs, k,
+                     cols, own.get());
+        }
+        tiles = own.get();
+      }
+      amx::Gemm(rows, cols, k, static_cast<const uint16_t*>(args.a.data), args.a.rs, args.a.cs,
+                tiles, args.c, args.ldc, args.accumulate);
+    } else {
+      gemm_fn(args);
+    }
     if (!direct) {
       char* obase = const_cast<char*>(mo.At(bi));
       for (int64_t i = 0; i < rows; ++i) {
@@ -499,10 +537,18 @@ int64_t InPlaceBStride(int64_t cols) {
 
 Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
               const TensorRef& bias, double alpha, double beta, PackedB* packed_b) {
+  // bfloat16 on the host's matrix unit where there is one (Note [AMX bf16 GEMM]).
+  const int64_t k = a.sizes[a.ndim - 1];
+  const bool amx = a.dtype == DType::kBFloat16 && alpha == 1.0 && k > 0 && amx::Available() &&
+                   (packed_b == nullptr || b.ndim == 2);
   std::shared_ptr<const PackedB::Pack> pack;
   if (packed_b != nullptr) {
     TRN_ASSERT(SameView(packed_b->view, b), "Matmul: packed_b does not describe b");
-    pack = EnsurePacked(*packed_b);
+    pack = EnsurePacked(*packed_b, amx);
+  }
+  if (amx) {
+    return MatmulPacked(out, a, b, bias, alpha, beta, nullptr, true,
+                        pack != nullptr ? pack->tiles.get() : nullptr);
   }
   return MatmulPacked(out, a, b, bias, alpha, beta, pack != nullptr ? pack->floats.get() : nullptr);
 }

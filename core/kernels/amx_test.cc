@@ -1,0 +1,91 @@
+// amx.h against scalar references: the tile layout of PackB on any CPU, and
+// Gemm (where the CPU has AMX) over edge shapes, strides, accumulation and
+// more rows than one packed chunk of A.
+#include "core/kernels/amx.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/kernels/convert.h"
+
+namespace trn::kernels::amx {
+namespace {
+
+std::vector<uint16_t> RandomBf16(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> dist;
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = internal::F32ToBF16(dist(gen));
+  return v;
+}
+
+float Bf(uint16_t h) { return internal::BF16ToF32(h); }
+
+// Tile (jb, pb) row r holds the k pair (32 pb + 2r, 32 pb + 2r + 1) of column
+// 16 jb + j at 2j and 2j + 1; zero past k and n.
+TEST(AmxPackB, TilesOfKPairs) {
+  const int64_t k = 37, n = 20;  // two k tiles, two column tiles, both partial
+  const std::vector<uint16_t> b = RandomBf16(static_cast<size_t>(k * n), 1);
+  std::vector<uint16_t> packed(static_cast<size_t>(PackedBElems(k, n)), 0xffff);
+  ASSERT_EQ(PackedBElems(k, n), 2 * 2 * 512);
+  PackB(b.data(), 1, k, k, n, packed.data());  // b stored transposed: (p, j) at j * k + p
+  for (int64_t jb = 0; jb < 2; ++jb) {
+    for (int64_t pb = 0; pb < 2; ++pb) {
+      for (int64_t r = 0; r < 16; ++r) {
+        for (int64_t j = 0; j < 16; ++j) {
+          for (int64_t e = 0; e < 2; ++e) {
+            const int64_t p = 32 * pb + 2 * r + e, col = 16 * jb + j;
+            const uint16_t want = p < k && col < n ? b[col * k + p] : 0;
+            EXPECT_EQ(packed[(jb * 2 + pb) * 512 + r * 32 + j * 2 + e], want)
+                << "p " << p << " col " << col;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AmxGemm, MatchesScalarReference) {
+  if (!Available()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or the OS refused the tiles)";
+  struct Case {
+    int64_t m, n, k;
+    bool a_transposed, accumulate;
+  };
+  const Case cases[] = {{1, 1, 1, false, false},   {5, 33, 70, false, false},
+                        {16, 16, 32, false, true}, {17, 18, 33, true, false},
+                        {40, 48, 64, false, true}, {300, 40, 100, true, false},
+                        {1, 4096, 64, false, false}};
+  for (const Case& c : cases) {
+    const std::vector<uint16_t> a = RandomBf16(static_cast<size_t>(c.m * c.k), 2);
+    const std::vector<uint16_t> b = RandomBf16(static_cast<size_t>(c.k * c.n), 3);
+    const int64_t a_rs = c.a_transposed ? 1 : c.k, a_cs = c.a_transposed ? c.m : 1;
+    std::vector<uint16_t> tiles(static_cast<size_t>(PackedBElems(c.k, c.n)));
+    PackB(b.data(), c.n, 1, c.k, c.n, tiles.data());
+    const int64_t ldc = c.n + 3;  // C rows apart by more than n: the padding stays put
+    std::vector<float> out(static_cast<size_t>(c.m * ldc), 0.5f);
+    Gemm(c.m, c.n, c.k, a.data(), a_rs, a_cs, tiles.data(), out.data(), ldc, c.accumulate);
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < ldc; ++j) {
+        const float got = out[i * ldc + j];
+        if (j >= c.n) {
+          ASSERT_EQ(got, 0.5f) << "wrote past n at " << i << ", " << j;
+          continue;
+        }
+        double want = c.accumulate ? 0.5 : 0.0, mag = 0.0;
+        for (int64_t p = 0; p < c.k; ++p) {
+          const double t = double(Bf(a[i * a_rs + p * a_cs])) * Bf(b[p * c.n + j]);
+          want += t;
+          mag += std::fabs(t);
+        }
+        ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6)
+            << c.m << "x" << c.n << "x" << c.k << " at " << i << ", " << j;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace trn::kernels::amx
