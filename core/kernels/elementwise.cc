@@ -575,6 +575,13 @@ Status Copy(const TensorRef& out, const TensorRef& in) {
                                      const std::array<int64_t, 2>& s) {
         To* o = reinterpret_cast<To*>(p[0]);
         const From* x = reinterpret_cast<const From*>(p[1]);
+        // 16-bit floats to and from float32 (a bfloat16 model's upcasts around
+        // its norms and softmaxes) in SIMD; scalar casts took 19 us for 32K floats.
+        if constexpr (std::is_same_v<To, float> && internal::kIsHalf<From>) {
+          if (s[0] == 1) return internal::LoadAsF32(in.dtype, x, s[1], n, o);
+        } else if constexpr (std::is_same_v<From, float> && internal::kIsHalf<To>) {
+          if (s[1] == 1) return internal::StoreFromF32(out.dtype, o, s[0], n, x);
+        }
         if (s[0] == 1 && s[1] == 1) {
           for (int64_t i = 0; i < n; ++i) o[i] = Cast<To>(x[i]);
         } else {
