@@ -242,6 +242,8 @@ def test_bfloat16_products_match_cpu_on_both_gemms(amx):
         x4, w4 = r(2, 3, 9, 40), r(40, 18)  # batches share b
         c1, r1 = r(40, 1), r(1, 33)  # k = 1
         tall, w5 = r(300, 64), r(64, 40)  # past one chunk of A rows
+        xg, wg = r(20, 64), r(3, 64, 96)  # grouped_mm's experts: cached slice by slice
+        offs = torch.tensor([5, 12, 20], dtype=torch.int32)
         cases = [
             lambda t: F.linear(t(x), t(w), t(b)),
             lambda t: F.linear(t(x3), t(w3)),
@@ -251,6 +253,7 @@ def test_bfloat16_products_match_cpu_on_both_gemms(amx):
             lambda t: torch.addmm(t(b), t(x), t(w).t(), beta=0.5, alpha=2.0),  # alpha: float32
             lambda t: torch.mm(t(c1), t(r1)),
             lambda t: torch.mm(t(tall), t(w5)),
+            lambda t: torch._grouped_mm(t(xg), t(wg), offs=t(offs)),
         ]
         on_trn = {}
 

@@ -272,17 +272,21 @@ std::shared_ptr<const PackedB::Pack> EnsurePacked(PackedB& entry, bool amx_tiles
     std::lock_guard<std::mutex> lock(entry.mu);
     if (entry.pack != nullptr && entry.pack->target == target) {
       pack = entry.pack;
-    } else if (amx_tiles) {  // a 2-D bfloat16 weight
+    } else if (amx_tiles) {  // a bfloat16 weight, 3-D ones slice after slice
       const TensorRef& b = entry.view;
-      const int64_t k = b.sizes[0], n = b.sizes[1];
+      const int r = b.ndim - 2;
+      const int64_t batch = b.ndim == 3 ? b.sizes[0] : 1, k = b.sizes[r], n = b.sizes[r + 1];
+      const int64_t slice = amx::PackedBElems(k, n);
       auto fresh = std::make_shared<PackedB::Pack>();
       fresh->target = target;
-      fresh->tiles = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(amx::PackedBElems(k, n)));
+      fresh->tiles = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(slice * batch));
       if (fresh->tiles == nullptr) return nullptr;
-      amx::PackB(static_cast<const uint16_t*>(b.data), b.strides[0], b.strides[1], k, n,
-                 fresh->tiles.get());
+      for (int64_t i = 0; i < batch; ++i) {
+        amx::PackB(static_cast<const uint16_t*>(b.data) + (r == 1 ? i * b.strides[0] : 0),
+                   b.strides[r], b.strides[r + 1], k, n, fresh->tiles.get() + i * slice);
+      }
       entry.pack = pack = std::move(fresh);
-      bytes = static_cast<uint64_t>(amx::PackedBElems(k, n)) * sizeof(uint16_t);
+      bytes = static_cast<uint64_t>(slice * batch) * sizeof(uint16_t);
     } else {
       // A 3-D b (grouped_mm's experts) packs as its 2-D slices one after another.
       const TensorRef& b = entry.view;
@@ -495,7 +499,9 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
       args.accumulate = true;
     }
     if (amx) {
-      const uint16_t* tiles = b_tiles;
+      // b's cached tiles hold its batches one after another.
+      const uint16_t* tiles =
+          b_tiles != nullptr && mb.bs != 0 ? b_tiles + bi * amx::PackedBElems(k, cols) : b_tiles;
       if (tiles == nullptr) {  // b's tiles for this batch (once for a shared 2-D b)
         thread_local hwy::AlignedFreeUniquePtr<uint16_t[]> own;
         thread_local int64_t own_elems = 0;
@@ -539,8 +545,7 @@ Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
               const TensorRef& bias, double alpha, double beta, PackedB* packed_b) {
   // bfloat16 on the host's matrix unit where there is one (Note [AMX bf16 GEMM]).
   const int64_t k = a.sizes[a.ndim - 1];
-  const bool amx = a.dtype == DType::kBFloat16 && alpha == 1.0 && k > 0 && amx::Available() &&
-                   (packed_b == nullptr || b.ndim == 2);
+  const bool amx = a.dtype == DType::kBFloat16 && alpha == 1.0 && k > 0 && amx::Available();
   std::shared_ptr<const PackedB::Pack> pack;
   if (packed_b != nullptr) {
     TRN_ASSERT(SameView(packed_b->view, b), "Matmul: packed_b does not describe b");
@@ -595,10 +600,14 @@ Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& 
   // The experts' weights (b [G,K,N]) packed once and kept (Note [Packed weight cache]).
   std::shared_ptr<const PackedB::Pack> pack;
   size_t slice = 0;
+  // bfloat16 experts on AMX tiles where there are some (Note [AMX bf16 GEMM]).
+  const bool amx = a.dtype == DType::kBFloat16 && a.ndim == 2 && b.ndim == 3 &&
+                   a.sizes[1] > 0 && amx::Available();
   if (packed_b != nullptr && a.ndim == 2 && b.ndim == 3) {
     TRN_ASSERT(SameView(packed_b->view, b), "GroupedMatmul: packed_b does not describe b");
-    pack = EnsurePacked(*packed_b);
-    slice = HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(b.sizes[1], b.sizes[2]);
+    pack = EnsurePacked(*packed_b, amx);
+    slice = amx ? static_cast<size_t>(amx::PackedBElems(b.sizes[1], b.sizes[2]))
+                : HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(b.sizes[1], b.sizes[2]);
   }
   int64_t start = 0;
   for (int64_t g = 0; g < groups; ++g) {
@@ -606,9 +615,14 @@ Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& 
     Status s = Status::Ok();
     if (a.ndim == 2 && b.ndim == 3) {
       if (len > 0 && a.sizes[1] > 0) {
-        const float* b_pack = pack != nullptr ? pack->floats.get() + g * slice : nullptr;
-        s = MatmulPacked(Narrow(out, 0, start, len), Narrow(a, 0, start, len), Pick(b, g), none,
-                         1.0, 1.0, b_pack);
+        const TensorRef og = Narrow(out, 0, start, len), ag = Narrow(a, 0, start, len);
+        if (amx) {
+          const uint16_t* tiles = pack != nullptr ? pack->tiles.get() + g * slice : nullptr;
+          s = MatmulPacked(og, ag, Pick(b, g), none, 1.0, 1.0, nullptr, true, tiles);
+        } else {
+          const float* b_pack = pack != nullptr ? pack->floats.get() + g * slice : nullptr;
+          s = MatmulPacked(og, ag, Pick(b, g), none, 1.0, 1.0, b_pack);
+        }
       } else if (len > 0) {
         s = Fill(Narrow(out, 0, start, len), 0.0);
       }
