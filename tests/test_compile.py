@@ -1507,3 +1507,26 @@ def test_arange_of_constants_is_a_library_kernel(dtype):
     torch.testing.assert_close(got.cpu(), fn(x))
     assert any("arange" in k for k in stats["kernels"]), stats
     assert stats["eager_nodes"] == []
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_rounding_through_16_bit_floats_inside_a_fused_kernel_matches_cpu(dtype):
+    """A bfloat16 / float16 model's casts inside fused kernels round in SIMD: ties to
+    even, overflow to inf, subnormals, signed zeros and NaN exactly as CPU's casts."""
+    def fn(x):
+        return (x * 1.0).to(dtype).to(torch.float32) * 1.0
+
+    tiny = torch.finfo(dtype).tiny
+    edges = [0.0, -0.0, 1.0, 1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-11, 1 + 3 * 2**-11, -2.5,
+             torch.finfo(dtype).max, 3.0e38, 65519.0, 65520.0, tiny, tiny / 3, -tiny / 7,
+             1e-8, 6e-8, float("inf"), -float("inf"), float("nan"), 0.1, -7.3e-3]
+    g = torch.Generator().manual_seed(0)
+    x = torch.cat([torch.tensor(edges), torch.randn(1000, generator=g) * 1e3,
+                   torch.randn(1000, generator=g) * 1e-5])
+    got, stats = compiled_on_trn(fn, x)
+    want = fn(x)
+    assert torch.equal(got.cpu().isnan(), want.isnan())
+    keep = ~want.isnan()
+    assert torch.equal(got.cpu()[keep], want[keep])
+    assert torch.equal(got.cpu()[keep].signbit(), want[keep].signbit())
+    assert stats["eager_nodes"] == [] and len(stats["kernels"]) == 1, stats["kernels"]
