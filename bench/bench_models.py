@@ -5,6 +5,7 @@ measured in this run, on the same weights and inputs.
                                [--markdown]
   python bench/bench_models.py --host [--models llama,gpt2,qwen2] [--rounds N]
   python bench/bench_models.py --kernels [--models ...]
+  python bench/bench_models.py --dtype bfloat16 [--models ...]
 
 Per model (trnscope.studies.zoo, size "bench": e.g. Llama with 2 layers,
 dim 256, seq 64, batch 2):
@@ -65,10 +66,22 @@ def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
     return (a.detach().float().cpu() - b.detach().float().cpu()).abs().max().item()
 
 
-def bench_forward(name: str, repeat: int, rounds: int, inductor: bool) -> dict:
+def build(spec, dtype: torch.dtype):
+    """The bench-size model and inputs, floating weights and inputs in `dtype` (both
+    sides run the same dtype: --dtype bfloat16 compares trn with CPU's bfloat16 path)."""
+    model, inputs = spec.build("bench")
+    if dtype != torch.float32:
+        model = model.to(dtype)
+        inputs = {k: v.to(dtype) if torch.is_tensor(v) and v.is_floating_point() else v
+                  for k, v in inputs.items()}
+    return model, inputs
+
+
+def bench_forward(name: str, repeat: int, rounds: int, inductor: bool,
+                  dtype: torch.dtype = torch.float32) -> dict:
     spec = zoo.get(name)
-    cpu_model_, inputs = spec.build("bench")
-    trn_model, _ = spec.build("bench")
+    cpu_model_, inputs = build(spec, dtype)
+    trn_model, _ = build(spec, dtype)
     trn_model.to("trn")
     tin = zoo.to_device(inputs, "trn")
     res: dict = {"model": name}
@@ -118,9 +131,10 @@ class TokenClock:
         return statistics.median(steps)
 
 
-def bench_generate(name: str, new_tokens: int, rounds: int) -> dict:
+def bench_generate(name: str, new_tokens: int, rounds: int,
+                   dtype: torch.dtype = torch.float32) -> dict:
     spec = zoo.get(name)
-    model, inputs = spec.build("bench")
+    model, inputs = build(spec, dtype)
     ids = inputs["input_ids"][:, :16].contiguous()
     kw = dict(max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False)
     res: dict = {}
@@ -426,6 +440,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=4, help="interleaved rounds (default 4)")
     p.add_argument("--tokens", type=int, default=16, help="new tokens per generate() call")
     p.add_argument("--no-inductor", action="store_true", help="skip the inductor column")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                   help="weights and inputs of both sides (default float32)")
     p.add_argument("--markdown", action="store_true", help="also print the README table")
     p.add_argument("--host", action="store_true",
                    help="split the host time of a compiled call (Note [Host breakdown])")
@@ -438,8 +454,11 @@ def main() -> None:
         zoo.get(n)  # unknown names fail before any work
     warnings.simplefilter("ignore")
     torch.set_num_threads(1)
+    dtype = getattr(torch, args.dtype)
+    amx = torch.ops.trnscope._set_amx(True)
     print(f"CPU: {cpu_model()}; torch {torch.__version__}, CPU PyTorch with 1 thread; "
-          f"trn: {torch.trn.device_count()} cores (one host thread each)")
+          f"trn: {torch.trn.device_count()} cores (one host thread each); {args.dtype}"
+          + (f", trn bfloat16 GEMMs on AMX: {amx}" if dtype == torch.bfloat16 else ""))
     if args.host:
         for n in names:
             print_host_breakdown(n, host_breakdown(n, args.rounds))
@@ -450,9 +469,9 @@ def main() -> None:
         return
     rows = []
     for n in names:
-        r = bench_forward(n, args.repeat, args.rounds, not args.no_inductor)
+        r = bench_forward(n, args.repeat, args.rounds, not args.no_inductor, dtype)
         if zoo.get(n).causal_lm:
-            r.update(bench_generate(n, args.tokens, args.rounds))
+            r.update(bench_generate(n, args.tokens, args.rounds, dtype))
         rows.append(r)
         ind = f"{r['compiled'] / r['inductor']:5.2f}x" if "inductor" in r else "  n/a"
         line = (
