@@ -130,13 +130,25 @@ struct CTile {
   float* ptr() { return Full() ? c : stage; }
   size_t stride() const { return static_cast<size_t>(Full() ? ldc : kRows) * sizeof(float); }
   bool Full() const { return rows == kRows && cols == kRows; }
+  // A tile row is one 16-float vector (AMX CPUs have AVX-512).
+  __attribute__((target("avx512f"))) void AddBias(const float* bias) {
+    const __mmask16 valid = static_cast<__mmask16>((1u << cols) - 1);
+    const __m512 b = _mm512_maskz_loadu_ps(valid, bias);
+    float* p = ptr();
+    const int64_t ld = Full() ? ldc : kRows;
+    for (int64_t r = 0; r < rows; ++r, p += ld) {
+      _mm512_mask_storeu_ps(p, valid, _mm512_add_ps(_mm512_maskz_loadu_ps(valid, p), b));
+    }
+  }
   void Stage(bool accumulate) {
     if (Full()) return;
     std::fill(stage, stage + kRows * kRows, 0.0f);
     if (!accumulate) return;
     for (int64_t r = 0; r < rows; ++r) std::copy_n(c + r * ldc, cols, stage + r * kRows);
   }
-  void Unstage() {
+  // Stores the tile's valid part, plus bias[j] (the bias of its 16 columns) when given.
+  void Unstage(const float* bias) {
+    if (bias != nullptr) AddBias(bias);
     if (Full()) return;
     for (int64_t r = 0; r < rows; ++r) std::copy_n(stage + r * kRows, cols, c + r * ldc);
   }
@@ -194,7 +206,7 @@ __attribute__((target("amx-tile"))) void Release() { _tile_release(); }
 }  // namespace
 
 void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
-          const uint16_t* b_packed, float* c, int64_t ldc, bool accumulate) {
+          const uint16_t* b_packed, float* c, int64_t ldc, bool accumulate, const float* bias) {
   const int64_t kb = (k + kDepth - 1) / kDepth, nb = (n + kRows - 1) / kRows;
   thread_local std::vector<uint16_t> a_tiles;
   const int64_t chunk = std::min(m, kRowChunk);
@@ -225,8 +237,9 @@ void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int6
         else if (two_rows) Block<true, false>(a0, a1, b0, b1, kb, t, accumulate);
         else if (two_cols) Block<false, true>(a0, a1, b0, b1, kb, t, accumulate);
         else Block<false, false>(a0, a1, b0, b1, kb, t, accumulate);
-        for (int q = 0; q < 4; ++q) {
-          if (t[q].rows > 0 && t[q].cols > 0) t[q].Unstage();
+        for (int q = 0; q < 4; ++q) {  // the bias while the tiles are in L1
+          const float* tile_bias = bias != nullptr ? bias + (jb + q % 2) * kRows : nullptr;
+          if (t[q].rows > 0 && t[q].cols > 0) t[q].Unstage(tile_bias);
         }
       }
     }
@@ -235,7 +248,7 @@ void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int6
 }
 #else
 void Gemm(int64_t, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, float*,
-          int64_t, bool) {
+          int64_t, bool, const float*) {
   TRN_ASSERT(false, "amx::Gemm without AMX (check Available())");
 }
 #endif

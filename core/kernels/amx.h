@@ -19,8 +19,10 @@ void PackB(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint
 
 // c[i * ldc + j] (+= when accumulate) sum_p a(i, p) * b(p, j) in float32 for
 // i < m, j < n: a bfloat16 (element (i, p) at a[i * rs + p * cs]), b packed by
-// PackB. Requires Available(); k >= 1.
+// PackB; plus bias[j] when bias is given (a float32 row, linear's bias; not with
+// accumulate). Requires Available(); k >= 1.
 void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
-          const uint16_t* b_packed, float* c, int64_t ldc, bool accumulate);
+          const uint16_t* b_packed, float* c, int64_t ldc, bool accumulate,
+          const float* bias = nullptr);
 
 }  // namespace trn::kernels::amx

@@ -1,6 +1,6 @@
 // amx.h against scalar references: the tile layout of PackB on any CPU, and
-// Gemm (where the CPU has AMX) over edge shapes, strides, accumulation and
-// more rows than one packed chunk of A.
+// Gemm (where the CPU has AMX) over edge shapes, strides, accumulation, a
+// bias row and more rows than one packed chunk of A.
 #include "core/kernels/amx.h"
 
 #include <gtest/gtest.h>
@@ -52,12 +52,12 @@ TEST(AmxGemm, MatchesScalarReference) {
   if (!Available()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or the OS refused the tiles)";
   struct Case {
     int64_t m, n, k;
-    bool a_transposed, accumulate;
+    bool a_transposed, accumulate, bias;
   };
-  const Case cases[] = {{1, 1, 1, false, false},   {5, 33, 70, false, false},
-                        {16, 16, 32, false, true}, {17, 18, 33, true, false},
-                        {40, 48, 64, false, true}, {300, 40, 100, true, false},
-                        {1, 4096, 64, false, false}};
+  const Case cases[] = {{1, 1, 1, false, false, false},   {5, 33, 70, false, false, true},
+                        {16, 16, 32, false, true, false}, {17, 18, 33, true, false, true},
+                        {40, 48, 64, false, true, false}, {300, 40, 100, true, false, true},
+                        {1, 4096, 64, false, false, false}};
   for (const Case& c : cases) {
     const std::vector<uint16_t> a = RandomBf16(static_cast<size_t>(c.m * c.k), 2);
     const std::vector<uint16_t> b = RandomBf16(static_cast<size_t>(c.k * c.n), 3);
@@ -66,7 +66,10 @@ TEST(AmxGemm, MatchesScalarReference) {
     PackB(b.data(), c.n, 1, c.k, c.n, tiles.data());
     const int64_t ldc = c.n + 3;  // C rows apart by more than n: the padding stays put
     std::vector<float> out(static_cast<size_t>(c.m * ldc), 0.5f);
-    Gemm(c.m, c.n, c.k, a.data(), a_rs, a_cs, tiles.data(), out.data(), ldc, c.accumulate);
+    std::vector<float> bias(static_cast<size_t>(c.n));
+    for (int64_t j = 0; j < c.n; ++j) bias[j] = 0.25f * static_cast<float>(j % 7) - 0.5f;
+    Gemm(c.m, c.n, c.k, a.data(), a_rs, a_cs, tiles.data(), out.data(), ldc, c.accumulate,
+         c.bias ? bias.data() : nullptr);
     for (int64_t i = 0; i < c.m; ++i) {
       for (int64_t j = 0; j < ldc; ++j) {
         const float got = out[i * ldc + j];
@@ -74,7 +77,7 @@ TEST(AmxGemm, MatchesScalarReference) {
           ASSERT_EQ(got, 0.5f) << "wrote past n at " << i << ", " << j;
           continue;
         }
-        double want = c.accumulate ? 0.5 : 0.0, mag = 0.0;
+        double want = (c.accumulate ? 0.5 : 0.0) + (c.bias ? bias[j] : 0.0), mag = 0.0;
         for (int64_t p = 0; p < c.k; ++p) {
           const double t = double(Bf(a[i * a_rs + p * a_cs])) * Bf(b[p * c.n + j]);
           want += t;

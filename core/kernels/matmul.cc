@@ -447,14 +447,22 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   // reads A in place and B slice by slice after tiles have stored C.
   const bool direct = out.dtype == DType::kFloat32 && (mo.cs == 1 || cols == 1) &&
                       Disjoint(out, a) && Disjoint(out, b);
-  std::vector<float> scratch(direct ? 0 : static_cast<size_t>(rows * cols));
+  // Not zeroed: the GEMM (or the bias fill) writes all of it.
+  thread_local hwy::AlignedFreeUniquePtr<float[]> scratch_buffer;
+  thread_local int64_t scratch_floats = 0;
+  if (!direct && scratch_floats < rows * cols) {
+    scratch_buffer = hwy::AllocateAligned<float>(static_cast<size_t>(rows * cols));
+    scratch_floats = rows * cols;
+  }
+  float* const scratch = direct ? nullptr : scratch_buffer.get();
   const size_t pack_batch_stride =
       b_pack != nullptr && mb.bs != 0 ? HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n) : 0;
   const auto gemm_fn = HWY_DYNAMIC_DISPATCH(gemm::GemmF32);
   // A bias row inside out (an in-place addmm of an expanded row) must be read
   // before any tile overwrites it: those take the fill below.
   const bool fused_bias = has_bias && mc.rs == 0 && mc.cs == 1 &&
-                          bias.dtype == DType::kFloat32 && beta == 1.0 && Disjoint(bias, out);
+                          (bias.dtype == DType::kFloat32 || amx) && beta == 1.0 &&
+                          Disjoint(bias, out);
   // out += a @ b (c.addmm_(a, b); a convolution's taps, Note [Implicit GEMM] in
   // conv.cc): the bias is out itself, which the GEMM accumulates onto in place.
   const bool onto_out = has_bias && direct && beta == 1.0 && SameView(bias, out);
@@ -471,14 +479,14 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
       args.c = const_cast<float*>(reinterpret_cast<const float*>(mo.At(bi)));
       args.ldc = mo.rs;
     } else {
-      args.c = scratch.data();
+      args.c = scratch;
       args.ldc = cols;
     }
     if (onto_out) {
       args.accumulate = true;
     } else if (fused_bias) {
-      // Note [Bias in the epilogue] (gemm-inl.h): a row broadcast over C.
-      args.row_bias = reinterpret_cast<const float*>(mc.At(bi));
+      // Note [Bias in the epilogue] (gemm-inl.h): a row broadcast over C (AMX: below).
+      if (!amx) args.row_bias = reinterpret_cast<const float*>(mc.At(bi));
     } else if (has_bias) {
       // Note [GEMM blocking]: the GEMM accumulates onto C, so C starts as beta * bias.
       const char* base = mc.At(bi);
@@ -516,8 +524,15 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
         }
         tiles = own.get();
       }
+      const float* bias_row = nullptr;  // linear's bias, as float32
+      if (fused_bias) {
+        thread_local std::vector<float> row;
+        row.resize(static_cast<size_t>(cols));
+        internal::LoadAsF32(bias.dtype, mc.At(bi), 1, cols, row.data());
+        bias_row = row.data();
+      }
       amx::Gemm(rows, cols, k, static_cast<const uint16_t*>(args.a.data), args.a.rs, args.a.cs,
-                tiles, args.c, args.ldc, args.accumulate);
+                tiles, args.c, args.ldc, args.accumulate, bias_row);
     } else {
       gemm_fn(args);
     }
@@ -525,7 +540,7 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
       char* obase = const_cast<char*>(mo.At(bi));
       for (int64_t i = 0; i < rows; ++i) {
         internal::StoreFromF32(out.dtype, obase + i * mo.rs * ItemSize(out.dtype), mo.cs, cols,
-                               scratch.data() + i * cols);
+                               scratch + i * cols);
       }
     }
   }
