@@ -435,3 +435,45 @@ def test_aot_training_graphs_have_the_fused_op_and_its_backward():
     assert OVERRIDEABLE in targets, targets
     bw = torch.ops.aten._scaled_dot_product_fused_attention_overrideable_backward.default
     assert bw in targets, targets
+
+
+@pytest.mark.parametrize("shape,causal,mask,gqa", [
+    ((1, 4, 300, 600, 64), False, None, False),  # key blocks of 256: the third one partial
+    ((2, 4, 280, 280, 40), True, None, True),  # d off the 32-wide tile depth, grouped heads
+    ((1, 2, 64, 520, 128), False, "bool", False),
+    ((1, 2, 33, 300, 64), False, "additive", True),
+])
+def test_bfloat16_attention_on_amx_is_as_close_as_cpus(shape, causal, mask, gqa):
+    """Note [AMX attention]: bfloat16 panels run their products on AMX tiles where the
+    CPU has them, P rounded to bfloat16 as CPU PyTorch's flash attention rounds it. Their
+    error against a float64 reference stays within twice the CPU's own (and the
+    float32-GEMM path's, TRN_AMX=0)."""
+    b, h, sq, skv, d = shape
+    g = torch.Generator().manual_seed(sq + skv)
+    hkv = h // 2 if gqa else h
+    q = torch.randn(b, h, sq, d, generator=g).bfloat16()
+    k = torch.randn(b, hkv, skv, d, generator=g).bfloat16()
+    v = torch.randn(b, hkv, skv, d, generator=g).bfloat16()
+    m = None
+    if mask == "bool":
+        m = torch.rand(1, 1, sq, skv, generator=g) > 0.3
+        m[..., 0] = True
+    elif mask == "additive":
+        m = (torch.randn(1, 1, sq, skv, generator=g) * 2).bfloat16()
+    kw = dict(is_causal=causal, enable_gqa=gqa)
+    ref = F.scaled_dot_product_attention(q.double(), k.double(), v.double(),
+                                         attn_mask=None if m is None else m.double()
+                                         if m.is_floating_point() else m, **kw)
+    cpu = F.scaled_dot_product_attention(q, k, v, attn_mask=m, **kw)
+    on = lambda x: None if x is None else x.to("trn")  # noqa: E731
+    errs = {}
+    for amx in (True, False):
+        used = torch.ops.trnscope._set_amx(amx)
+        try:
+            got = F.scaled_dot_product_attention(on(q), on(k), on(v), attn_mask=on(m), **kw)
+            errs[used] = (got.cpu().double() - ref).abs().max().item()
+        finally:
+            torch.ops.trnscope._set_amx(True)
+    cpu_err = (cpu.double() - ref).abs().max().item()
+    for used, err in errs.items():
+        assert err <= 2 * cpu_err + 1e-3, (used, err, cpu_err)

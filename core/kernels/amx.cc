@@ -206,8 +206,10 @@ __attribute__((target("amx-tile"))) void Release() { _tile_release(); }
 }  // namespace
 
 void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
-          const uint16_t* b_packed, float* c, int64_t ldc, bool accumulate, const float* bias) {
+          const uint16_t* b_packed, float* c, int64_t ldc, bool accumulate, const float* bias,
+          int64_t b_block_stride) {
   const int64_t kb = (k + kDepth - 1) / kDepth, nb = (n + kRows - 1) / kRows;
+  const int64_t b_stride = b_block_stride > 0 ? b_block_stride : kb * kTileElems;
   thread_local std::vector<uint16_t> a_tiles;
   const int64_t chunk = std::min(m, kRowChunk);
   const size_t need = static_cast<size_t>((chunk + kRows - 1) / kRows * kb * kTileElems);
@@ -219,7 +221,7 @@ void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int6
     PackA(a, a_rs, a_cs, i0, rows, k, a_tiles.data());
     for (int64_t jb = 0; jb < nb; jb += 2) {
       const bool two_cols = jb + 1 < nb;
-      const uint16_t* b0 = b_packed + jb * kb * kTileElems;
+      const uint16_t* b0 = b_packed + jb * b_stride;
       for (int64_t ib = 0; ib < mb; ib += 2) {
         const bool two_rows = ib + 1 < mb;
         const uint16_t* a0 = a_tiles.data() + ib * kb * kTileElems;
@@ -232,7 +234,7 @@ void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int6
           if (t[q].rows > 0 && t[q].cols > 0) t[q].Stage(accumulate);
         }
         const uint16_t* a1 = a0 + kb * kTileElems;
-        const uint16_t* b1 = b0 + kb * kTileElems;
+        const uint16_t* b1 = b0 + b_stride;
         if (two_rows && two_cols) Block<true, true>(a0, a1, b0, b1, kb, t, accumulate);
         else if (two_rows) Block<true, false>(a0, a1, b0, b1, kb, t, accumulate);
         else if (two_cols) Block<false, true>(a0, a1, b0, b1, kb, t, accumulate);
@@ -248,7 +250,7 @@ void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int6
 }
 #else
 void Gemm(int64_t, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, float*,
-          int64_t, bool, const float*) {
+          int64_t, bool, const float*, int64_t) {
   TRN_ASSERT(false, "amx::Gemm without AMX (check Available())");
 }
 #endif

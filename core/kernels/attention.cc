@@ -24,6 +24,16 @@
 //   Dv in registers. Packing
 //   K^T would cost as much as the attention itself for one query row.
 //
+// Note [AMX attention]
+// bfloat16 q, k, v on a CPU with AMX (Note [AMX bf16 GEMM] in amx.cc) take the
+// panel path's two products on tiles: per (batch, key/value head) k is packed
+// once as d x skv tiles and v as skv x dv; per tile of query rows and block
+// of 256 keys the scores come from q in place (unscaled, then times scale *
+// log2(e) per row) and P @ V from P rounded to bfloat16, as CPU PyTorch's
+// flash attention rounds it for its bfloat16 GEMM (2^-9 of each weight; the
+// max errors against a float64 reference equal the CPU's). The online softmax
+// between them is the float32 one of the other paths.
+//
 // Note [Decode streams]
 // Decode attention over a long cache reads K and V once from memory, so the
 // row path is as fast as its access pattern. Four keys' rows read in
@@ -65,6 +75,7 @@
 #include <type_traits>
 
 #include "core/common/tensor_ref.h"
+#include "core/kernels/amx.h"
 #include "core/kernels/convert.h"
 #include "core/kernels/elementwise-inl.h"
 #include "hwy/cache_control.h"
@@ -116,6 +127,14 @@ struct HeadArgs {
   // panel p at k + p * d * block_k holding (t, j) at t * block_k + j, zero
   // past skv; v rows are dv_pad floats (zero past dv); acc rows dv_pad.
   int64_t dv_pad;
+  // Panel path on AMX (bfloat16 q, k, v: Note [AMX attention]): k as tiles of
+  // d x skv, v of skv x dv (amx::PackB), k_block / v_block uint16 elements
+  // between their 16-column blocks; q read in place; pbuf kTileQ x block_k
+  // bfloat16 probabilities. block_k is a multiple of 32.
+  const uint16_t* k_tiles = nullptr;
+  const uint16_t* v_tiles = nullptr;
+  int64_t k_block = 0, v_block = 0;
+  uint16_t* pbuf = nullptr;
 };
 
 }  // namespace trn::kernels::attention
@@ -502,10 +521,12 @@ void Panels(const HeadArgs& a) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int64_t item = static_cast<int64_t>(ItemSize(a.dtype));
   const int64_t bk = a.block_k, lds = a.block_k, lda = a.dv_pad;
+  const bool on_amx = a.k_tiles != nullptr;
+  const auto score_scale = hn::Set(df, a.scale * kLog2e);  // AMX: scores come unscaled
   for (int64_t i0 = 0; i0 < a.sq; i0 += kTileQ) {
     const int64_t rows = std::min(kTileQ, a.sq - i0);
     for (int64_t r = 0; r < rows; ++r) {
-      LoadQuery(a, i0 + r, a.qbuf + r * a.d);
+      if (!on_amx) LoadQuery(a, i0 + r, a.qbuf + r * a.d);
       a.m[r] = ninf;
       a.l[r] = 0.0f;
     }
@@ -514,16 +535,26 @@ void Panels(const HeadArgs& a) {
     for (int64_t j0 = 0; j0 < kv_end; j0 += bk) {
       const int64_t jn = std::min(bk, kv_end - j0);
       const int64_t jn_pad = (jn + N - 1) / N * N;
-      const float* kt = a.k + (j0 / bk) * a.d * bk;
-      ForRowGroups<G>(rows, [&](auto R, int64_t r0) {
-        PanelScores<decltype(R)::value>(a.qbuf + r0 * a.d, a.d, kt, bk, jn_pad, a.s + r0 * lds,
-                                        lds);
-      });
+      if (on_amx) {
+        amx::Gemm(rows, jn, a.d, reinterpret_cast<const uint16_t*>(a.q) + i0 * a.q_row, a.q_row,
+                  a.q_col, a.k_tiles + j0 / 16 * a.k_block, a.s, lds, false, nullptr, a.k_block);
+      } else {
+        const float* kt = a.k + (j0 / bk) * a.d * bk;
+        ForRowGroups<G>(rows, [&](auto R, int64_t r0) {
+          PanelScores<decltype(R)::value>(a.qbuf + r0 * a.d, a.d, kt, bk, jn_pad,
+                                          a.s + r0 * lds, lds);
+        });
+      }
       for (int64_t r = 0; r < rows; ++r) {
         const int64_t i = i0 + r;
         const int64_t n = a.causal ? std::min(jn, std::max<int64_t>(0, i + 1 - j0)) : jn;
         float* sr = a.s + r * lds;
         const int64_t npad = (n + N - 1) / N * N;
+        if (on_amx) {
+          for (int64_t t = 0; t < npad; t += N) {
+            hn::StoreU(hn::Mul(hn::LoadU(df, sr + t), score_scale), df, sr + t);
+          }
+        }
         const float bm = n > 0 ? MaskMax(a, i, j0, n, sr) : ninf;
         if (bm == ninf) {  // nothing attended in this block: P row 0, state kept
           std::fill(sr, sr + jn_pad, 0.0f);
@@ -541,6 +572,14 @@ void Panels(const HeadArgs& a) {
           }
         }
         a.m[r] = m_new;
+      }
+      if (on_amx) {  // P rounded to bfloat16, as CPU PyTorch's flash attention does
+        for (int64_t r = 0; r < rows; ++r) {
+          internal::F32ToBF16Contiguous(a.s + r * lds, a.pbuf + r * bk, jn);
+        }
+        amx::Gemm(rows, a.dv, jn, a.pbuf, bk, 1, a.v_tiles + j0 / 32 * 512, a.acc, lda, true,
+                  nullptr, a.v_block);
+        continue;
       }
       const float* vb = a.v + j0 * a.ldv;
       ForRowGroups<G>(rows, [&](auto R, int64_t r0) {
@@ -667,6 +706,35 @@ struct KvPanels {
   }
 };
 
+// Keys and values of one (batch, head) as AMX tiles (Note [AMX attention]):
+// k as d x skv (its transpose), v as skv x dv; kept for heads expanded with
+// stride 0.
+struct KvTiles {
+  std::vector<uint16_t> k, v;
+  const char* k_from = nullptr;
+  const char* v_from = nullptr;
+
+  void Prepare(const TensorRef& kt, const TensorRef& vt, int64_t b, int64_t h) {
+    const int64_t skv = kt.sizes[2], d = kt.sizes[3], dv = vt.sizes[3];
+    if (k.empty()) {
+      k.resize(static_cast<size_t>(amx::PackedBElems(d, skv)));
+      v.resize(static_cast<size_t>(amx::PackedBElems(skv, dv)));
+    }
+    const char* kb = static_cast<const char*>(kt.data) + (b * kt.strides[0] + h * kt.strides[1]) * 2;
+    if (kb != k_from) {
+      amx::PackB(reinterpret_cast<const uint16_t*>(kb), kt.strides[3], kt.strides[2], d, skv,
+                 k.data());
+      k_from = kb;
+    }
+    const char* vb = static_cast<const char*>(vt.data) + (b * vt.strides[0] + h * vt.strides[1]) * 2;
+    if (vb != v_from) {
+      amx::PackB(reinterpret_cast<const uint16_t*>(vb), vt.strides[2], vt.strides[3], skv, dv,
+                 v.data());
+      v_from = vb;
+    }
+  }
+};
+
 const char* AttentionName(DType dt) {
   switch (dt) {
     case DType::kFloat32: return "sdpa_f32";
@@ -727,8 +795,13 @@ Status Attention(const TensorRef& out, const TensorRef& q, const TensorRef& k,
   // once, so that k and then v stream through memory in long runs (decode is
   // bandwidth-bound) instead of alternating every few KiB.
   const int64_t row_bytes = std::max<int64_t>(1, (d + dv_pad) * 4);
-  const int64_t block_k = panels ? std::clamp<int64_t>(49152 / row_bytes / 16 * 16, 16, 256)
-                                 : std::clamp<int64_t>((skv + 3) / 4 * 4, 16, 8192);
+  // bfloat16 panels on AMX: blocks of up to 256 keys, whole 32-key tiles.
+  const bool on_amx = panels && q.dtype == DType::kBFloat16 && d > 0 && dv > 0 &&
+                      amx::Available();
+  const int64_t block_k =
+      on_amx   ? std::min<int64_t>(256, (skv + 31) / 32 * 32)
+      : panels ? std::clamp<int64_t>(49152 / row_bytes / 16 * 16, 16, 256)
+               : std::clamp<int64_t>((skv + 3) / 4 * 4, 16, 8192);
   std::vector<float> qbuf(attention::kTileQ * std::max<int64_t>(d, 1));
   std::vector<float> acc(attention::kTileQ * std::max<int64_t>(panels ? dv_pad : dv, 1));
   std::vector<float> m(attention::kTileQ), l(attention::kTileQ);
@@ -736,6 +809,8 @@ Status Attention(const TensorRef& out, const TensorRef& q, const TensorRef& k,
   std::vector<float> mb(block_k + attention::kPadLanes);
   KvRows krows, vrows;
   KvPanels kvp;
+  KvTiles kvt;
+  std::vector<uint16_t> pbuf(on_amx ? static_cast<size_t>(attention::kTileQ * block_k) : 0);
   // Row path: float32 rows with unit inner stride are read in place, and
   // bfloat16 ones when both k and v are (RowPath reads both as one type).
   const bool bf16_rows = !panels && k.dtype == DType::kBFloat16 && v.dtype == DType::kBFloat16 &&
@@ -779,7 +854,14 @@ Status Attention(const TensorRef& out, const TensorRef& q, const TensorRef& k,
   const int64_t mask_item = static_cast<int64_t>(ItemSize(mask.dtype));
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t hk = 0; hk < hkv; ++hk) {
-      if (panels) {
+      if (on_amx) {
+        kvt.Prepare(k, v, b, hk);
+        a.k_tiles = kvt.k.data();
+        a.v_tiles = kvt.v.data();
+        a.k_block = amx::PackedBElems(d, 16);
+        a.v_block = amx::PackedBElems(skv, 16);
+        a.pbuf = pbuf.data();
+      } else if (panels) {
         kvp.Prepare(k, v, b, hk, block_k, dv_pad);
         a.k = kvp.kt.data();
         a.ldk = block_k;
