@@ -4,6 +4,7 @@
 #include <torch/extension.h>
 #include <unistd.h>
 
+#include "core/compiler/kernel_graph.h"
 #include "core/export/chrome_trace.h"
 #include "core/kernels/bandwidth.h"
 #include "core/trace/trace.h"
@@ -182,6 +183,11 @@ void BindCompile(py::module_& m) {
         return RunProgram(p, inputs, eager);
       });
   m.def("_compile_graph", &CompileGraph, py::arg("graph"), py::arg("fuse") = true);
+  // The core's rule for a copy's buffer keeping its strides (Note [Functional copy]).
+  m.def("_is_non_overlapping", [](const std::vector<int64_t>& sizes,
+                                  const std::vector<int64_t>& strides) {
+    return compiler::internal::IsNonOverlapping(sizes, strides);
+  });
   m.def("_program_kernel_launches", &ProgramKernelLaunches);
   m.def("_program_first_launch_ns", &ProgramFirstLaunchNs);
 }

@@ -736,7 +736,9 @@ void AssertAsyncMsg(const at::Tensor& self, c10::string_view message) {
   const int device = CommonDevice(name, {&self});
   TORCH_CHECK(self.numel() != 0, "Boolean value of Tensor with no values is ambiguous");
   TORCH_CHECK(self.numel() == 1, "Boolean value of Tensor with more than one value is ambiguous");
-  ComputeDType(self.scalar_type(), name);
+  DType dtype;  // any dtype, float64 too: the check is exact
+  TORCH_CHECK(ToDType(self.scalar_type(), &dtype), name, ": unsupported dtype ",
+              self.scalar_type());
   const TensorRef in = Ref(self, name);
   std::string text = message.empty() ? "Assertion is failed" : std::string(message);
   LaunchIndexing(device, IndexingKernel::kAssert, in, &in, name,

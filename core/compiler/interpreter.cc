@@ -345,18 +345,6 @@ HWY_INLINE void Map(const Src& a, const Src& b, const Src& c, float* HWY_RESTRIC
   if constexpr (kSide != 0) SideTail(side, 0, n);
 }
 
-// x rounded to bfloat16 (to nearest even; NaN quieted), kept in float32: the
-// scalar Cast<BF16> bit for bit (convert.h's F32ToBF16).
-HWY_INLINE VF RoundBF16(DF d, VF x) {
-  const hn::RebindToUnsigned<DF> du;
-  const auto u = hn::BitCast(du, x);
-  const auto high = hn::Set(du, 0xffff0000u);
-  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1));
-  const auto rounded = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7fff)), lsb), high);
-  const auto quiet = hn::Or(hn::And(u, high), hn::Set(du, 0x00400000u));
-  return hn::BitCast(d, hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)), quiet, rounded));
-}
-
 // Flag (1.0 / 0.0) of a mask.
 HWY_INLINE VF Flag(DF d, hn::Mask<DF> m) { return hn::IfThenElseZero(m, hn::Set(d, 1.0f)); }
 
@@ -405,12 +393,16 @@ void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* o
     case VOp::kExpm1: return u([](DF d, VF x) { return kx::Expm1F(d, x); });
     case VOp::kSquare: return u([](DF, VF x) { return hn::Mul(x, x); });
     case VOp::kRound:  // a bfloat16 / float16 model's casts: SIMD (scalar: 5x its eager time)
-      if (in.round == DType::kBFloat16) return u([](DF d, VF x) { return RoundBF16(d, x); });
-      if (in.round == DType::kFloat16) {
-        return u([](DF d, VF x) {
-          const hn::Rebind<hwy::float16_t, DF> dh;
-          return hn::PromoteTo(d, hn::DemoteTo(dh, x));
-        });
+      if (in.round == DType::kBFloat16) {
+        return u([](DF d, VF x) { return hn::BitCast(d, kx::BF16HighBits(d, x)); });
+      }
+      if constexpr (kx::kHardwareF16) {  // Note [float16 conversion targets]
+        if (in.round == DType::kFloat16) {
+          return u([](DF d, VF x) {
+            const hn::Rebind<hwy::float16_t, DF> dh;
+            return hn::PromoteTo(d, hn::DemoteTo(dh, x));
+          });
+        }
       }
       for (size_t i = 0; i < n; ++i) {
         out[i] = ScalarOp(VOp::kRound, a.scalar ? a.s : a.p[i], 0, 0, in.round);

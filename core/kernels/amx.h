@@ -13,7 +13,7 @@ bool Available();
 void SetEnabled(bool enabled);
 
 // A k x n bfloat16 B (element (p, j) at b[p * rs + j * cs], raw bits) packed
-// into tiles: PackedBElems(k, n) uint16 elements, 64-byte aligned by the caller.
+// into tiles: PackedBElems(k, n) uint16 elements (tile loads need no alignment).
 int64_t PackedBElems(int64_t k, int64_t n);
 void PackB(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint16_t* dst);
 

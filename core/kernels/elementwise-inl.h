@@ -31,6 +31,29 @@ using VF = hn::Vec<DF>;
 // Lanes of the widest float vector of any target: size of tail buffers.
 constexpr size_t kMaxLanesF32 = HWY_MAX_BYTES / sizeof(float);
 
+// Note [float16 conversion targets]: Highway's PromoteTo/DemoteTo for float16
+// are the F16C instructions on AVX2 and AVX-512 (round to nearest even,
+// infinities and NaN kept). On SSE4 and older targets Highway emulates them,
+// and that emulation truncates instead of rounding and maps inf/NaN to finite
+// values, so those targets keep convert.h's exact scalar functions.
+#if HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C) && HWY_ARCH_X86
+constexpr bool kHardwareF16 = true;
+#else
+constexpr bool kHardwareF16 = false;
+#endif
+
+// x rounded to bfloat16 (to nearest even; NaN quieted), as float32 bits whose
+// low 16 bits are 0: convert.h's F32ToBF16 bit for bit, in the high half.
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> BF16HighBits(DF d, VF x) {
+  const hn::RebindToUnsigned<DF> du;
+  const auto u = hn::BitCast(du, x);
+  const auto high = hn::Set(du, 0xffff0000u);
+  const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1));
+  const auto rounded = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7fff)), lsb), high);
+  const auto quiet = hn::Or(hn::And(u, high), hn::Set(du, 0x00400000u));
+  return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)), quiet, rounded);
+}
+
 template <class D, class V>
 HWY_INLINE V ExpF(D d, V x) {
   const V y = hn::Exp(d, hn::Min(x, hn::Set(d, 100.0f)));  // exp(100) is already inf

@@ -3,11 +3,7 @@
 // bfloat16 is integer arithmetic (a shift; round-to-nearest-even with a
 // quiet NaN, as F32ToBF16) and vectorized on every target.
 //
-// Note [float16 conversion targets]: Highway's PromoteTo/DemoteTo for
-// float16 are the F16C instructions on AVX2 and AVX-512 (round to nearest
-// even, infinities and NaN kept). On SSE4 and older targets Highway emulates
-// them, and that emulation truncates instead of rounding and maps inf/NaN to
-// finite values, so those targets keep convert.h's exact scalar functions.
+// Note [float16 conversion targets] (elementwise-inl.h) picks the float16 paths.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/kernels/elementwise_convert.cc"
@@ -16,16 +12,12 @@
 #include "hwy/highway.h"
 
 #include "core/kernels/convert.h"
+#include "core/kernels/elementwise-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace trn::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-#if HWY_TARGET <= HWY_AVX2 && !defined(HWY_DISABLE_F16C) && HWY_ARCH_X86
-constexpr bool kHardwareF16 = true;
-#else
-constexpr bool kHardwareF16 = false;
-#endif
 
 void F16ToF32Run(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
@@ -66,18 +58,12 @@ void BF16ToF32Run(const uint16_t* src, float* dst, int64_t n) {
 
 void F32ToBF16Run(const float* src, uint16_t* dst, int64_t n) {
   const hn::ScalableTag<float> df;
-  const hn::RebindToUnsigned<decltype(df)> du;
   const hn::RebindToSigned<decltype(df)> di;
   const hn::Rebind<uint16_t, decltype(df)> du16;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
   for (; i + N <= n; i += N) {
-    const auto v = hn::LoadU(df, src + i);
-    const auto u = hn::BitCast(du, v);
-    const auto lsb = hn::And(hn::ShiftRight<16>(u), hn::Set(du, 1));
-    const auto rounded = hn::ShiftRight<16>(hn::Add(hn::Add(u, hn::Set(du, 0x7fff)), lsb));
-    const auto quiet_nan = hn::Or(hn::ShiftRight<16>(u), hn::Set(du, 0x40));
-    const auto bits = hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded);
+    const auto bits = hn::ShiftRight<16>(BF16HighBits(df, hn::LoadU(df, src + i)));
     hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, dst + i);  // bits < 2^16
   }
   for (; i < n; ++i) dst[i] = internal::F32ToBF16(src[i]);

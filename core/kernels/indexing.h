@@ -138,7 +138,8 @@ Status Bincount(const TensorRef& out, const TensorRef& in, const TensorRef& weig
 // PyTorch samples, so that one seed gives CPU's samples (Note [Multinomial]):
 // - without replacement (or n == 1): draws [R, C] of probs' dtype holds Exp(1)
 //   variates q; row i takes the indices of its n largest p / q (the quotient
-//   rounded to probs' dtype), largest first, NaN largest, ties lower index first.
+//   rounded to probs' dtype), largest first, NaN largest, equal ones in the
+//   order CPU's topk gives them (n == 1: the lowest index).
 // - with replacement: draws [R, n] float64 holds U[0, 1) variates u; sample k
 //   is the first j with cdf[j] >= u[k], cdf the float32 running sum over the
 //   row divided by its total, its last entry 1.

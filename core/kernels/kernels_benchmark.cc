@@ -13,6 +13,7 @@
 #include <random>
 #include <vector>
 
+#include "core/kernels/amx.h"
 #include "core/kernels/convert.h"
 #include "core/kernels/kernels.h"
 #include "hwy/aligned_allocator.h"
@@ -188,9 +189,17 @@ BENCHMARK(BM_GemmLinear)
     ->Unit(benchmark::kMillisecond);
 
 // bfloat16 linear: x, w and out bfloat16 (a model run in bfloat16), the weight's
-// pack cached. A is converted while it is packed; out through an f32 scratch.
+// pack cached; range(3) = 1: on AMX tiles (Note [AMX bf16 GEMM]), 0: the float32
+// GEMM on converted operands, its peer.
 void BM_GemmLinearBf16(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const bool on_amx = state.range(3) != 0;
+  amx::SetEnabled(true);
+  if (on_amx && !amx::Available()) {
+    state.SkipWithError("this CPU has no AMX-BF16");
+    return;
+  }
+  amx::SetEnabled(on_amx);
   auto bf16 = [](size_t count, uint32_t seed) {
     auto f = Random(count, seed);
     auto h = hwy::AllocateAligned<uint16_t>(count);
@@ -211,12 +220,13 @@ void BM_GemmLinearBf16(benchmark::State& state) {
   }
   packed.reset();
   ClearPackCache();
+  amx::SetEnabled(true);
   SetFlops(state, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
 }
 BENCHMARK(BM_GemmLinearBf16)
-    ->Args({128, 256, 768})
-    ->Args({128, 1024, 1024})
-    ->Args({16, 4096, 4096})
+    ->ArgsProduct({{128}, {256}, {768}, {0, 1}})
+    ->ArgsProduct({{128}, {1024}, {1024}, {0, 1}})
+    ->ArgsProduct({{16}, {4096}, {4096}, {0, 1}})
     ->Unit(benchmark::kMillisecond);
 
 // The textbook i-j-p triple loop, the peer of BM_Gemm/256.

@@ -400,6 +400,34 @@ bool Disjoint(const TensorRef& a, const TensorRef& b) {
   return ahi <= blo || bhi <= alo;
 }
 
+// A scratch array of a kernel run: a thread's buffer reused call after call
+// up to kKeptBytes (no allocation in steady state), a fresh one freed with
+// this object above (a bfloat16 lm_head's logits would pin a GiB per thread).
+// Get returns null when the host has no memory; a later Get may reuse the
+// memory of an earlier one. At most one live object per T and thread.
+template <typename T>
+class ScratchBuffer {
+ public:
+  T* Get(int64_t elems) {
+    static constexpr int64_t kKeptBytes = int64_t{16} << 20;
+    thread_local hwy::AlignedFreeUniquePtr<T[]> kept;
+    thread_local int64_t kept_elems = 0;
+    const size_t n = static_cast<size_t>(std::max<int64_t>(elems, 1));
+    if (elems * static_cast<int64_t>(sizeof(T)) > kKeptBytes) {
+      own_ = hwy::AllocateAligned<T>(n);
+      return own_.get();
+    }
+    if (kept_elems < elems) {
+      kept = hwy::AllocateAligned<T>(n);
+      kept_elems = kept != nullptr ? elems : 0;
+    }
+    return kept.get();
+  }
+
+ private:
+  hwy::AlignedFreeUniquePtr<T[]> own_;
+};
+
 // Matmul with b's pack (made by EnsurePacked for b, its batches one after
 // another) or null; with `amx` on AMX tiles (Note [AMX bf16 GEMM]), b's
 // cached tiles or null.
@@ -448,13 +476,12 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   const bool direct = out.dtype == DType::kFloat32 && (mo.cs == 1 || cols == 1) &&
                       Disjoint(out, a) && Disjoint(out, b);
   // Not zeroed: the GEMM (or the bias fill) writes all of it.
-  thread_local hwy::AlignedFreeUniquePtr<float[]> scratch_buffer;
-  thread_local int64_t scratch_floats = 0;
-  if (!direct && scratch_floats < rows * cols) {
-    scratch_buffer = hwy::AllocateAligned<float>(static_cast<size_t>(rows * cols));
-    scratch_floats = rows * cols;
+  ScratchBuffer<float> scratch_buffer;
+  float* const scratch = direct ? nullptr : scratch_buffer.Get(rows * cols);
+  if (!direct && scratch == nullptr) {
+    return Status::Error("matmul: no host memory for a " + std::to_string(rows) + " x " +
+                         std::to_string(cols) + " float32 scratch matrix");
   }
-  float* const scratch = direct ? nullptr : scratch_buffer.get();
   const size_t pack_batch_stride =
       b_pack != nullptr && mb.bs != 0 ? HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n) : 0;
   const auto gemm_fn = HWY_DYNAMIC_DISPATCH(gemm::GemmF32);
@@ -466,6 +493,7 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   // out += a @ b (c.addmm_(a, b); a convolution's taps, Note [Implicit GEMM] in
   // conv.cc): the bias is out itself, which the GEMM accumulates onto in place.
   const bool onto_out = has_bias && direct && beta == 1.0 && SameView(bias, out);
+  ScratchBuffer<uint16_t> b_tiles_buffer;
   for (int64_t bi = 0; bi < batches; ++bi) {
     gemm::Args args;
     args.m = rows;
@@ -511,18 +539,13 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
       const uint16_t* tiles =
           b_tiles != nullptr && mb.bs != 0 ? b_tiles + bi * amx::PackedBElems(k, cols) : b_tiles;
       if (tiles == nullptr) {  // b's tiles for this batch (once for a shared 2-D b)
-        thread_local hwy::AlignedFreeUniquePtr<uint16_t[]> own;
-        thread_local int64_t own_elems = 0;
-        const int64_t elems = amx::PackedBElems(k, cols);
-        if (own_elems < elems) {
-          own = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(elems));
-          own_elems = elems;
-        }
+        uint16_t* own = b_tiles_buffer.Get(amx::PackedBElems(k, cols));
+        if (own == nullptr) return Status::Error("matmul: no host memory for b's AMX tiles");
         if (bi == 0 || mb.bs != 0) {
           amx::PackB(reinterpret_cast<const uint16_t*>(args.b.data), args.b.rs, args.b.cs, k,
-                     cols, own.get());
+                     cols, own);
         }
-        tiles = own.get();
+        tiles = own;
       }
       const float* bias_row = nullptr;  // linear's bias, as float32
       if (fused_bias) {

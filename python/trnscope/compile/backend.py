@@ -203,16 +203,6 @@ def _is_view_op(target) -> bool:
     )
 
 
-def _non_overlapping(sizes, strides) -> bool:
-    """No two indices of a view share an element (the core's IsNonOverlapping)."""
-    span = 1  # elements the dims placed so far reach, smallest strides first
-    for stride, size in sorted((st, s) for s, st in zip(sizes, strides) if s != 1):
-        if stride < span:
-            return False
-        span += (size - 1) * stride
-    return True
-
-
 def _legacy_empty(v) -> bool:
     return isinstance(v, torch.Tensor) and v.dim() == 1 and v.numel() == 0
 
@@ -902,7 +892,7 @@ class _Lowering:
                     and self.vals[u.args[0]].dtype == v.dtype for u in node.users
                 )
                 dense = v.is_contiguous() and v.storage_offset() == 0
-                holes = v.storage_offset() == 0 and _non_overlapping(v.shape, v.stride())
+                holes = v.storage_offset() == 0 and _C._is_non_overlapping(v.shape, v.stride())
                 if self.vals[src].shape == v.shape and (dense or holes or scattered):
                     op = "cast" if v.dtype != self.vals[src].dtype else "clone"
                     return self._add(node, op, [src])
