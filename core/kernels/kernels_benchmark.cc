@@ -148,6 +148,27 @@ void BM_Gemm(benchmark::State& state) {
 }
 BENCHMARK(BM_Gemm)->Args({1024, 0})->Args({1024, 1})->Args({256, 0})->Unit(benchmark::kMillisecond);
 
+// Times c = x @ w (w seen twice first when `cached`: its pack is made and kept,
+// Note [Packed weight cache]) and counts its FLOPs.
+void TimeLinear(benchmark::State& state, const TensorRef& c, const TensorRef& x,
+                const TensorRef& w, bool cached) {
+  ClearPackCache();
+  std::shared_ptr<PackedB> packed;
+  if (cached) {
+    AcquirePackedB(w, w.data, 0);
+    packed = AcquirePackedB(w, w.data, 0);
+  }
+  for (auto _ : state) {
+    const Status st = Matmul(c, x, w, TensorRef{}, 1.0, 1.0, packed.get());
+    if (!st.ok()) state.SkipWithError(st.error.c_str());
+    benchmark::DoNotOptimize(c.data);
+  }
+  packed.reset();
+  ClearPackCache();
+  const double m = static_cast<double>(x.sizes[0]), k = static_cast<double>(x.sizes[1]);
+  SetFlops(state, 2.0 * m * k * static_cast<double>(w.sizes[1]));
+}
+
 // linear: out[m, n] = x[m, k] @ w[n, k].T, the weight's pack cached
 // (range(3) = 1, Note [Packed weight cache]) or not (its peer).
 void BM_GemmLinear(benchmark::State& state) {
@@ -157,20 +178,7 @@ void BM_GemmLinear(benchmark::State& state) {
   auto c = hwy::AllocateAligned<float>(static_cast<size_t>(m * n));
   const TensorRef xr = Ref2D(x.get(), m, k), wr = Ref2D(w.get(), k, n, true);
   const TensorRef cr = Ref2D(c.get(), m, n);
-  ClearPackCache();
-  std::shared_ptr<PackedB> packed;
-  if (cached) {
-    AcquirePackedB(wr, w.get(), 0);
-    packed = AcquirePackedB(wr, w.get(), 0);
-  }
-  for (auto _ : state) {
-    const Status st = Matmul(cr, xr, wr, TensorRef{}, 1.0, 1.0, packed.get());
-    if (!st.ok()) state.SkipWithError(st.error.c_str());
-    benchmark::DoNotOptimize(c.get());
-  }
-  packed.reset();
-  ClearPackCache();
-  SetFlops(state, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
+  TimeLinear(state, cr, xr, wr, cached);
   state.counters["weight_B/s"] = benchmark::Counter(
       4.0 * static_cast<double>(n * k), benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -210,18 +218,8 @@ void BM_GemmLinearBf16(benchmark::State& state) {
   auto c = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(m * n));
   TensorRef xr = Ref2D(x.get(), m, k), wr = Ref2D(w.get(), k, n, true), cr = Ref2D(c.get(), m, n);
   xr.dtype = wr.dtype = cr.dtype = DType::kBFloat16;
-  ClearPackCache();
-  AcquirePackedB(wr, w.get(), 0);
-  std::shared_ptr<PackedB> packed = AcquirePackedB(wr, w.get(), 0);
-  for (auto _ : state) {
-    const Status st = Matmul(cr, xr, wr, TensorRef{}, 1.0, 1.0, packed.get());
-    if (!st.ok()) state.SkipWithError(st.error.c_str());
-    benchmark::DoNotOptimize(c.get());
-  }
-  packed.reset();
-  ClearPackCache();
+  TimeLinear(state, cr, xr, wr, true);
   amx::SetEnabled(true);
-  SetFlops(state, 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k));
 }
 BENCHMARK(BM_GemmLinearBf16)
     ->ArgsProduct({{128}, {256}, {768}, {0, 1}})

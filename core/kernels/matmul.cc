@@ -272,41 +272,38 @@ std::shared_ptr<const PackedB::Pack> EnsurePacked(PackedB& entry, bool amx_tiles
     std::lock_guard<std::mutex> lock(entry.mu);
     if (entry.pack != nullptr && entry.pack->target == target) {
       pack = entry.pack;
-    } else if (amx_tiles) {  // a bfloat16 weight, 3-D ones slice after slice
-      const TensorRef& b = entry.view;
-      const int r = b.ndim - 2;
-      const int64_t batch = b.ndim == 3 ? b.sizes[0] : 1, k = b.sizes[r], n = b.sizes[r + 1];
-      const int64_t slice = amx::PackedBElems(k, n);
-      auto fresh = std::make_shared<PackedB::Pack>();
-      fresh->target = target;
-      fresh->tiles = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(slice * batch));
-      if (fresh->tiles == nullptr) return nullptr;
-      for (int64_t i = 0; i < batch; ++i) {
-        amx::PackB(static_cast<const uint16_t*>(b.data) + (r == 1 ? i * b.strides[0] : 0),
-                   b.strides[r], b.strides[r + 1], k, n, fresh->tiles.get() + i * slice);
-      }
-      entry.pack = pack = std::move(fresh);
-      bytes = static_cast<uint64_t>(slice * batch) * sizeof(uint16_t);
     } else {
       // A 3-D b (grouped_mm's experts) packs as its 2-D slices one after another.
       const TensorRef& b = entry.view;
       const int r = b.ndim - 2;
       const int64_t batch = b.ndim == 3 ? b.sizes[0] : 1, k = b.sizes[r], n = b.sizes[r + 1];
-      const size_t slice = HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n);
-      const size_t floats = slice * static_cast<size_t>(batch);
+      const auto slice_at = [&](int64_t i) {
+        return static_cast<const char*>(b.data) +
+               (r == 1 ? i * b.strides[0] : 0) * static_cast<int64_t>(ItemSize(b.dtype));
+      };
       auto fresh = std::make_shared<PackedB::Pack>();
       fresh->target = target;
-      fresh->floats = hwy::AllocateAligned<float>(floats);
-      if (fresh->floats == nullptr) return nullptr;  // no host memory: run uncached
-      for (int64_t i = 0; i < batch; ++i) {
-        const gemm::Operand op{static_cast<const char*>(b.data) +
-                                   (r == 1 ? i * b.strides[0] : 0) *
-                                       static_cast<int64_t>(ItemSize(b.dtype)),
-                               b.dtype, k == 1 ? 0 : b.strides[r], n == 1 ? 0 : b.strides[r + 1]};
-        HWY_DYNAMIC_DISPATCH(gemm::PackWholeB)(op, k, n, fresh->floats.get() + i * slice);
+      if (amx_tiles) {  // a bfloat16 weight
+        const int64_t slice = amx::PackedBElems(k, n);
+        fresh->tiles = hwy::AllocateAligned<uint16_t>(static_cast<size_t>(slice * batch));
+        if (fresh->tiles == nullptr) return nullptr;  // no host memory: run uncached
+        for (int64_t i = 0; i < batch; ++i) {
+          amx::PackB(reinterpret_cast<const uint16_t*>(slice_at(i)), b.strides[r],
+                     b.strides[r + 1], k, n, fresh->tiles.get() + i * slice);
+        }
+        bytes = static_cast<uint64_t>(slice * batch) * sizeof(uint16_t);
+      } else {
+        const size_t slice = HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n);
+        fresh->floats = hwy::AllocateAligned<float>(slice * static_cast<size_t>(batch));
+        if (fresh->floats == nullptr) return nullptr;
+        for (int64_t i = 0; i < batch; ++i) {
+          const gemm::Operand op{slice_at(i), b.dtype, k == 1 ? 0 : b.strides[r],
+                                 n == 1 ? 0 : b.strides[r + 1]};
+          HWY_DYNAMIC_DISPATCH(gemm::PackWholeB)(op, k, n, fresh->floats.get() + i * slice);
+        }
+        bytes = slice * static_cast<size_t>(batch) * sizeof(float);
       }
       entry.pack = pack = std::move(fresh);
-      bytes = floats * sizeof(float);
     }
   }
   if (bytes > 0) {
