@@ -40,6 +40,16 @@ constexpr int64_t kRowChunk = 256;   // rows of A packed at a time (in L2 for k 
 
 std::atomic<bool> enabled{true};
 
+// AVX512-BF16's VCVTNEPS2BF16 (every AMX CPU so far has it; checked anyway).
+bool HasCvtBF16() {
+#ifdef TRN_AMX_BUILD
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && ((eax >> 5) & 1) != 0;
+#else
+  return false;
+#endif
+}
+
 bool Detect() {
 #ifdef TRN_AMX_BUILD
   const char* env = std::getenv("TRN_AMX");
@@ -95,72 +105,112 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-// rows x kb tiles of A from row i0: tile (ib, pb) at (ib * kb + pb) * kTileElems.
-void PackA(const uint16_t* a, int64_t rs, int64_t cs, int64_t i0, int64_t rows, int64_t k,
-           uint16_t* dst) {
-  const int64_t kb = (k + kDepth - 1) / kDepth, mb = (rows + kRows - 1) / kRows;
-  for (int64_t ib = 0; ib < mb; ++ib) {
-    for (int64_t pb = 0; pb < kb; ++pb) {
-      uint16_t* tile = dst + (ib * kb + pb) * kTileElems;
-      const int64_t depth = std::min(kDepth, k - pb * kDepth);
-      for (int64_t r = 0; r < kRows; ++r) {
-        uint16_t* out = tile + r * kDepth;
-        const int64_t i = ib * kRows + r;
-        if (i >= rows) {
-          std::fill(out, out + kDepth, uint16_t{0});
-          continue;
-        }
-        const uint16_t* in = a + (i0 + i) * rs + pb * kDepth * cs;
-        if (cs == 1) {
-          std::memcpy(out, in, static_cast<size_t>(depth) * sizeof(uint16_t));
-        } else {
-          for (int64_t p = 0; p < depth; ++p) out[p] = in[p * cs];
-        }
-        std::fill(out + depth, out + kDepth, uint16_t{0});
+// Tiles [pb0, kb) of the row tile of A at row i (rows < 16 valid, the rest
+// zero) into dst, tile pb at dst + pb * kTileElems.
+void PackRowTile(const uint16_t* a, int64_t rs, int64_t cs, int64_t i, int64_t rows, int64_t k,
+                 int64_t pb0, uint16_t* dst) {
+  const int64_t kb = (k + kDepth - 1) / kDepth;
+  for (int64_t pb = pb0; pb < kb; ++pb) {
+    uint16_t* tile = dst + pb * kTileElems;
+    const int64_t depth = std::min(kDepth, k - pb * kDepth);
+    for (int64_t r = 0; r < kRows; ++r) {
+      uint16_t* out = tile + r * kDepth;
+      if (r >= rows) {
+        std::fill(out, out + kDepth, uint16_t{0});
+        continue;
       }
+      const uint16_t* in = a + (i + r) * rs + pb * kDepth * cs;
+      if (cs == 1) {
+        std::memcpy(out, in, static_cast<size_t>(depth) * sizeof(uint16_t));
+      } else {
+        for (int64_t p = 0; p < depth; ++p) out[p] = in[p * cs];
+      }
+      std::fill(out + depth, out + kDepth, uint16_t{0});
     }
   }
 }
 
-// One C tile: in place when all 16 x 16 lie inside C, else a staging copy.
+// Where one row tile of A is read: k tile pb < kb_main at ptr + pb * step
+// with rows `stride` bytes apart, the partial last k tile (k % 32 columns,
+// zero-padded) packed at tail.
+struct ARows {
+  const uint16_t* ptr;
+  size_t stride;
+  int64_t step;
+  const uint16_t* tail;
+};
+
+// x rounded to bfloat16 as convert.h's F32ToBF16 (nearest even, NaN quieted)
+// in the lanes of `valid`. VCVTNEPS2BF16 rounds so too, except that it flushes
+// float32 subnormals to zero: vectors holding one take the integer ops
+// (maskz forms: GCC 12 warns about the plain ones' undefined vector). The
+// integer ops alone made the epilogue of a 1598 x 256 x 256 linear 27 % of
+// its time.
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) __m256i RoundBF16(
+    __m512 x, __mmask16 valid) {
+  static const bool cvt = HasCvtBF16();
+  const __m512i u = _mm512_castps_si512(x);
+  const __mmask16 subnormal = _mm512_mask_test_epi32_mask(
+      _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)), u,
+      _mm512_set1_epi32(0x007fffff));
+  if (cvt && subnormal == 0) return reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(x));
+  const __m512i high = _mm512_maskz_srli_epi32(valid, u, 16);
+  const __m512i lsb = _mm512_and_si512(high, _mm512_set1_epi32(1));
+  __m512i h = _mm512_maskz_srli_epi32(
+      valid, _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
+  const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+  h = _mm512_mask_or_epi32(h, nan, high, _mm512_set1_epi32(0x40));
+  return _mm512_maskz_cvtepi32_epi16(valid, h);
+}
+
+// Note [AMX epilogue]: C tiles go straight into a float32 C when all 16 x 16
+// lie inside it; edge tiles and bfloat16 C go through a staging tile in L1,
+// where the bias is added and bfloat16 rounded while the tile is hot. A
+// bfloat16 linear used to store float32 C, then convert it in a second pass
+// over memory (1598 x 256 x 256: 26 % of the kernel's time in the pass and
+// the bias, `perf`).
 struct CTile {
   float* c;
+  uint16_t* c16;
   int64_t ldc, rows, cols;
   alignas(64) float stage[kRows * kRows];
-  float* ptr() { return Full() ? c : stage; }
-  size_t stride() const { return static_cast<size_t>(Full() ? ldc : kRows) * sizeof(float); }
-  bool Full() const { return rows == kRows && cols == kRows; }
-  // A tile row is one 16-float vector (AMX CPUs have AVX-512).
-  __attribute__((target("avx512f"))) void AddBias(const float* bias) {
-    const __mmask16 valid = static_cast<__mmask16>((1u << cols) - 1);
-    const __m512 b = _mm512_maskz_loadu_ps(valid, bias);
-    float* p = ptr();
-    const int64_t ld = Full() ? ldc : kRows;
-    for (int64_t r = 0; r < rows; ++r, p += ld) {
-      _mm512_mask_storeu_ps(p, valid, _mm512_add_ps(_mm512_maskz_loadu_ps(valid, p), b));
-    }
-  }
+  bool InPlace() const { return c16 == nullptr && rows == kRows && cols == kRows; }
+  float* ptr() { return InPlace() ? c : stage; }
+  size_t stride() const { return static_cast<size_t>(InPlace() ? ldc : kRows) * sizeof(float); }
+  // The stage's lanes past rows / cols are never stored: left as they are.
   void Stage(bool accumulate) {
-    if (Full()) return;
-    std::fill(stage, stage + kRows * kRows, 0.0f);
-    if (!accumulate) return;
+    if (InPlace() || !accumulate) return;
     for (int64_t r = 0; r < rows; ++r) std::copy_n(c + r * ldc, cols, stage + r * kRows);
   }
-  // Stores the tile's valid part, plus bias[j] (the bias of its 16 columns) when given.
-  void Unstage(const float* bias) {
-    if (bias != nullptr) AddBias(bias);
-    if (Full()) return;
-    for (int64_t r = 0; r < rows; ++r) std::copy_n(stage + r * kRows, cols, c + r * ldc);
+  // The tile's valid part plus bias[j] (the bias of its 16 columns) when
+  // given, into C. A tile row is one 16-float vector (AMX CPUs have AVX-512).
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void Unstage(
+      const float* bias) {
+    if (InPlace() && bias == nullptr) return;
+    const __mmask16 valid = static_cast<__mmask16>((1u << cols) - 1);
+    const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(valid, bias) : _mm512_setzero_ps();
+    float* p = ptr();
+    const int64_t ld = InPlace() ? ldc : kRows;
+    for (int64_t r = 0; r < rows; ++r, p += ld) {
+      const __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(valid, p), b);
+      if (c16 != nullptr) {
+        _mm256_mask_storeu_epi16(c16 + r * ldc, valid, RoundBF16(x, valid));
+      } else {
+        _mm512_mask_storeu_ps(c + r * ldc, valid, x);
+      }
+    }
   }
 };
 
 // A 2 x 2 block of C tiles (fewer at the edges: kTwoRows / kTwoCols false)
-// over kb k-tiles. Tile numbers are immediates, hence one body per shape.
+// over kb_main whole k tiles and the k tail when `tail`. Tile numbers are
+// immediates, hence one body per shape.
 template <bool kTwoRows, bool kTwoCols>
-__attribute__((target("amx-tile,amx-bf16"))) void Block(const uint16_t* a0, const uint16_t* a1,
+__attribute__((target("amx-tile,amx-bf16"))) void Block(const ARows& a0, const ARows& a1,
                                                          const uint16_t* b0, const uint16_t* b1,
-                                                         int64_t kb, CTile* t, bool accumulate) {
-  constexpr size_t kStride = kDepth * sizeof(uint16_t);  // 64-byte tile rows
+                                                         int64_t kb_main, bool tail, CTile* t,
+                                                         bool accumulate) {
+  constexpr size_t kStride = kDepth * sizeof(uint16_t);  // 64-byte packed tile rows
   if (accumulate) {
     _tile_loadd(0, t[0].ptr(), t[0].stride());
     if constexpr (kTwoCols) _tile_loadd(1, t[1].ptr(), t[1].stride());
@@ -172,17 +222,20 @@ __attribute__((target("amx-tile,amx-bf16"))) void Block(const uint16_t* a0, cons
     if constexpr (kTwoRows) _tile_zero(2);
     if constexpr (kTwoRows && kTwoCols) _tile_zero(3);
   }
-  for (int64_t pb = 0; pb < kb; ++pb) {
-    const int64_t off = pb * kTileElems;
-    _tile_loadd(4, a0 + off, kStride);
-    if constexpr (kTwoRows) _tile_loadd(5, a1 + off, kStride);
+  auto step = [&](const uint16_t* x0, size_t s0, const uint16_t* x1, size_t s1, int64_t off) {
+    _tile_loadd(4, x0, s0);
+    if constexpr (kTwoRows) _tile_loadd(5, x1, s1);
     _tile_loadd(6, b0 + off, kStride);
     if constexpr (kTwoCols) _tile_loadd(7, b1 + off, kStride);
     _tile_dpbf16ps(0, 4, 6);
     if constexpr (kTwoCols) _tile_dpbf16ps(1, 4, 7);
     if constexpr (kTwoRows) _tile_dpbf16ps(2, 5, 6);
     if constexpr (kTwoRows && kTwoCols) _tile_dpbf16ps(3, 5, 7);
+  };
+  for (int64_t pb = 0; pb < kb_main; ++pb) {
+    step(a0.ptr + pb * a0.step, a0.stride, a1.ptr + pb * a1.step, a1.stride, pb * kTileElems);
   }
+  if (tail) step(a0.tail, kStride, a1.tail, kStride, kb_main * kTileElems);
   _tile_stored(0, t[0].ptr(), t[0].stride());
   if constexpr (kTwoCols) _tile_stored(1, t[1].ptr(), t[1].stride());
   if constexpr (kTwoRows) _tile_stored(2, t[2].ptr(), t[2].stride());
@@ -205,40 +258,61 @@ __attribute__((target("amx-tile"))) void Release() { _tile_release(); }
 
 }  // namespace
 
+// Note [AMX A in place]: with unit column stride, A's whole 16-row x 32-column
+// tiles load straight from A (rows a_rs apart); only the partial last k tile
+// of each row tile and a partial last row tile are packed, zero-padded. (A
+// packed in full cost a copy of A per call: 8 % of a 1598 x 256 x 256 linear.)
 void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
-          const uint16_t* b_packed, float* c, int64_t ldc, bool accumulate, const float* bias,
+          const uint16_t* b_packed, const Out& c, bool accumulate, const float* bias,
           int64_t b_block_stride) {
+  TRN_ASSERT((c.f32 != nullptr) != (c.bf16 != nullptr) && (c.f32 != nullptr || !accumulate),
+             "amx::Gemm: one C, float32 to accumulate");
   const int64_t kb = (k + kDepth - 1) / kDepth, nb = (n + kRows - 1) / kRows;
+  const int64_t kb_main = k / kDepth;
+  const bool tail = kb_main < kb;
   const int64_t b_stride = b_block_stride > 0 ? b_block_stride : kb * kTileElems;
   thread_local std::vector<uint16_t> a_tiles;
   const int64_t chunk = std::min(m, kRowChunk);
   const size_t need = static_cast<size_t>((chunk + kRows - 1) / kRows * kb * kTileElems);
   if (a_tiles.size() < need) a_tiles.resize(need);
+  ARows rows_of[kRowChunk / kRows];
   Configure();
   CTile t[4];
   for (int64_t i0 = 0; i0 < m; i0 += kRowChunk) {
     const int64_t rows = std::min(kRowChunk, m - i0), mb = (rows + kRows - 1) / kRows;
-    PackA(a, a_rs, a_cs, i0, rows, k, a_tiles.data());
+    for (int64_t ib = 0; ib < mb; ++ib) {
+      uint16_t* packed = a_tiles.data() + ib * kb * kTileElems;
+      const int64_t valid = std::min(kRows, rows - ib * kRows);
+      const bool in_place = a_cs == 1 && valid == kRows;
+      PackRowTile(a, a_rs, a_cs, i0 + ib * kRows, valid, k, in_place ? kb_main : 0, packed);
+      rows_of[ib] = in_place ? ARows{a + (i0 + ib * kRows) * a_rs,
+                                     static_cast<size_t>(a_rs) * sizeof(uint16_t), kDepth,
+                                     packed + kb_main * kTileElems}
+                             : ARows{packed, kDepth * sizeof(uint16_t), kTileElems,
+                                     packed + kb_main * kTileElems};
+    }
     for (int64_t jb = 0; jb < nb; jb += 2) {
       const bool two_cols = jb + 1 < nb;
       const uint16_t* b0 = b_packed + jb * b_stride;
+      const uint16_t* b1 = b0 + b_stride;
       for (int64_t ib = 0; ib < mb; ib += 2) {
         const bool two_rows = ib + 1 < mb;
-        const uint16_t* a0 = a_tiles.data() + ib * kb * kTileElems;
         for (int q = 0; q < 4; ++q) {
           const int64_t r0 = (ib + q / 2) * kRows, c0 = (jb + q % 2) * kRows;
-          t[q].c = c + (i0 + r0) * ldc + c0;
-          t[q].ldc = ldc;
+          const int64_t at = (i0 + r0) * c.ld + c0;
+          t[q].c = c.f32 != nullptr ? c.f32 + at : nullptr;
+          t[q].c16 = c.bf16 != nullptr ? c.bf16 + at : nullptr;
+          t[q].ldc = c.ld;
           t[q].rows = std::max<int64_t>(0, std::min(kRows, rows - r0));
           t[q].cols = std::max<int64_t>(0, std::min(kRows, n - c0));
           if (t[q].rows > 0 && t[q].cols > 0) t[q].Stage(accumulate);
         }
-        const uint16_t* a1 = a0 + kb * kTileElems;
-        const uint16_t* b1 = b0 + b_stride;
-        if (two_rows && two_cols) Block<true, true>(a0, a1, b0, b1, kb, t, accumulate);
-        else if (two_rows) Block<true, false>(a0, a1, b0, b1, kb, t, accumulate);
-        else if (two_cols) Block<false, true>(a0, a1, b0, b1, kb, t, accumulate);
-        else Block<false, false>(a0, a1, b0, b1, kb, t, accumulate);
+        const ARows& a0 = rows_of[ib];
+        const ARows& a1 = rows_of[two_rows ? ib + 1 : ib];
+        if (two_rows && two_cols) Block<true, true>(a0, a1, b0, b1, kb_main, tail, t, accumulate);
+        else if (two_rows) Block<true, false>(a0, a1, b0, b1, kb_main, tail, t, accumulate);
+        else if (two_cols) Block<false, true>(a0, a1, b0, b1, kb_main, tail, t, accumulate);
+        else Block<false, false>(a0, a1, b0, b1, kb_main, tail, t, accumulate);
         for (int q = 0; q < 4; ++q) {  // the bias while the tiles are in L1
           const float* tile_bias = bias != nullptr ? bias + (jb + q % 2) * kRows : nullptr;
           if (t[q].rows > 0 && t[q].cols > 0) t[q].Unstage(tile_bias);
@@ -249,8 +323,8 @@ void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int6
   Release();
 }
 #else
-void Gemm(int64_t, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*, float*,
-          int64_t, bool, const float*, int64_t) {
+void Gemm(int64_t, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*,
+          const Out&, bool, const float*, int64_t) {
   TRN_ASSERT(false, "amx::Gemm without AMX (check Available())");
 }
 #endif

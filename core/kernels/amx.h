@@ -17,15 +17,27 @@ void SetEnabled(bool enabled);
 int64_t PackedBElems(int64_t k, int64_t n);
 void PackB(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint16_t* dst);
 
-// c[i * ldc + j] (+= when accumulate) sum_p a(i, p) * b(p, j) in float32 for
-// i < m, j < n: a bfloat16 (element (i, p) at a[i * rs + p * cs]), b packed by
-// PackB; plus bias[j] when bias is given (a float32 row, linear's bias; not with
-// accumulate). b_block_stride (uint16 elements between b's 16-column blocks;
-// 0: PackedBElems(k, 16), one whole pack) lets b be rows [p0, p0 + k) of a
+// Where Gemm writes C, element (i, j) at i * ld + j: float32 (which
+// `accumulate` adds onto) or bfloat16, each element the float32 sum (plus
+// bias) rounded once to nearest even, as convert.h's F32ToBF16 rounds it.
+struct Out {
+  float* f32 = nullptr;
+  uint16_t* bf16 = nullptr;
+  int64_t ld = 0;
+  static Out F32(float* c, int64_t ld) { return {c, nullptr, ld}; }
+  static Out BF16(uint16_t* c, int64_t ld) { return {nullptr, c, ld}; }
+};
+
+// c (+= when accumulate: float32 only) sum_p a(i, p) * b(p, j) in float32 for
+// i < m, j < n: a bfloat16 (element (i, p) at a[i * rs + p * cs]; with cs == 1
+// its whole rows are read in place), b packed by PackB; plus bias[j] when bias
+// is given (a float32 row, linear's bias; not with accumulate).
+// b_block_stride (uint16 elements between b's 16-column blocks; 0:
+// PackedBElems(k, 16), one whole pack) lets b be rows [p0, p0 + k) of a
 // taller pack: b_packed = its tiles + (p0 / 32) * 512, p0 a multiple of 32.
 // Requires Available(); k >= 1.
 void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
-          const uint16_t* b_packed, float* c, int64_t ldc, bool accumulate,
-          const float* bias = nullptr, int64_t b_block_stride = 0);
+          const uint16_t* b_packed, const Out& c, bool accumulate, const float* bias = nullptr,
+          int64_t b_block_stride = 0);
 
 }  // namespace trn::kernels::amx

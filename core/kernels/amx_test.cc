@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -54,10 +55,14 @@ TEST(AmxGemm, MatchesScalarReference) {
     int64_t m, n, k;
     bool a_transposed, accumulate, bias;
   };
+  // A with unit column stride is read in place in whole 16 x 32 tiles (Note [AMX
+  // A in place]): k multiples of 32 or not, partial last row tiles, more rows
+  // than a packed chunk; transposed A is packed.
   const Case cases[] = {{1, 1, 1, false, false, false},   {5, 33, 70, false, false, true},
                         {16, 16, 32, false, true, false}, {17, 18, 33, true, false, true},
                         {40, 48, 64, false, true, false}, {300, 40, 100, true, false, true},
-                        {1, 4096, 64, false, false, false}};
+                        {1, 4096, 64, false, false, false}, {300, 40, 96, false, false, true},
+                        {37, 50, 70, false, true, false},  {64, 32, 16, false, false, true}};
   for (const Case& c : cases) {
     const std::vector<uint16_t> a = RandomBf16(static_cast<size_t>(c.m * c.k), 2);
     const std::vector<uint16_t> b = RandomBf16(static_cast<size_t>(c.k * c.n), 3);
@@ -68,13 +73,21 @@ TEST(AmxGemm, MatchesScalarReference) {
     std::vector<float> out(static_cast<size_t>(c.m * ldc), 0.5f);
     std::vector<float> bias(static_cast<size_t>(c.n));
     for (int64_t j = 0; j < c.n; ++j) bias[j] = 0.25f * static_cast<float>(j % 7) - 0.5f;
-    Gemm(c.m, c.n, c.k, a.data(), a_rs, a_cs, tiles.data(), out.data(), ldc, c.accumulate,
-         c.bias ? bias.data() : nullptr);
+    const float* bias_row = c.bias ? bias.data() : nullptr;
+    Gemm(c.m, c.n, c.k, a.data(), a_rs, a_cs, tiles.data(), Out::F32(out.data(), ldc),
+         c.accumulate, bias_row);
+    // bfloat16 C: the same sums, each rounded once.
+    std::vector<uint16_t> out16(static_cast<size_t>(c.m * ldc), 0x1234);
+    if (!c.accumulate) {
+      Gemm(c.m, c.n, c.k, a.data(), a_rs, a_cs, tiles.data(), Out::BF16(out16.data(), ldc),
+           false, bias_row);
+    }
     for (int64_t i = 0; i < c.m; ++i) {
       for (int64_t j = 0; j < ldc; ++j) {
         const float got = out[i * ldc + j];
         if (j >= c.n) {
           ASSERT_EQ(got, 0.5f) << "wrote past n at " << i << ", " << j;
+          if (!c.accumulate) ASSERT_EQ(out16[i * ldc + j], 0x1234) << "bfloat16 C past n";
           continue;
         }
         double want = (c.accumulate ? 0.5 : 0.0) + (c.bias ? bias[j] : 0.0), mag = 0.0;
@@ -85,6 +98,43 @@ TEST(AmxGemm, MatchesScalarReference) {
         }
         ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6)
             << c.m << "x" << c.n << "x" << c.k << " at " << i << ", " << j;
+        if (!c.accumulate) {
+          ASSERT_EQ(out16[i * ldc + j], internal::F32ToBF16(got))
+              << "bfloat16 C " << c.m << "x" << c.n << "x" << c.k << " at " << i << ", " << j;
+        }
+      }
+    }
+  }
+}
+
+// The bfloat16 epilogue rounds as convert.h: C = (1 * 0 = +0) + bias[j] with
+// bias values at rounding ties (to even both ways), just off them, signed
+// zeros, infinities, the largest float and signalling NaNs (quieted, sign
+// kept); once with subnormals among them (VCVTNEPS2BF16 would flush those:
+// Note [AMX epilogue]), once without (where the instruction is used).
+TEST(AmxGemm, Bfloat16EpilogueRoundsLikeF32ToBF16) {
+  if (!Available()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or the OS refused the tiles)";
+  const std::vector<uint32_t> with_subnormals = {
+      0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f817fffu, 0x80000000u, 0x00000000u,
+      0x7f800000u, 0xff800000u, 0x00008000u, 0x00018000u, 0x7f800001u, 0xff800001u,
+      0x7f7fffffu, 0xbf7fc000u, 0x3fffffffu, 0x807fffffu};
+  const std::vector<uint32_t> normal = {
+      0x3f808000u, 0x3f818000u, 0x3f808001u, 0x3f817fffu, 0x80000000u, 0x00000000u,
+      0x7f800000u, 0xff800000u, 0x00808000u, 0x80818000u, 0x7f800001u, 0xff800001u,
+      0x7f7fffffu, 0xbf7fc000u, 0x3fffffffu, 0x477fe000u};
+  for (const auto& bits : {with_subnormals, normal}) {
+    const int64_t n = 16, k = 32, m = 3;
+    std::vector<float> bias(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) std::memcpy(&bias[j], &bits[j], sizeof(float));
+    std::vector<uint16_t> a(static_cast<size_t>(m * k), 0), b(static_cast<size_t>(k * n), 0);
+    for (int64_t i = 0; i < m; ++i) a[i * k] = internal::F32ToBF16(1.0f);
+    std::vector<uint16_t> tiles(static_cast<size_t>(PackedBElems(k, n)));
+    PackB(b.data(), n, 1, k, n, tiles.data());
+    std::vector<uint16_t> out(static_cast<size_t>(m * n));
+    Gemm(m, n, k, a.data(), k, 1, tiles.data(), Out::BF16(out.data(), n), false, bias.data());
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        EXPECT_EQ(out[i * n + j], internal::F32ToBF16(0.0f + bias[j])) << std::hex << bits[j];
       }
     }
   }

@@ -537,7 +537,8 @@ void Panels(const HeadArgs& a) {
       const int64_t jn_pad = (jn + N - 1) / N * N;
       if (on_amx) {
         amx::Gemm(rows, jn, a.d, reinterpret_cast<const uint16_t*>(a.q) + i0 * a.q_row, a.q_row,
-                  a.q_col, a.k_tiles + j0 / 16 * a.k_block, a.s, lds, false, nullptr, a.k_block);
+                  a.q_col, a.k_tiles + j0 / 16 * a.k_block, amx::Out::F32(a.s, lds), false, nullptr,
+                  a.k_block);
       } else {
         const float* kt = a.k + (j0 / bk) * a.d * bk;
         ForRowGroups<G>(rows, [&](auto R, int64_t r0) {
@@ -577,8 +578,8 @@ void Panels(const HeadArgs& a) {
         for (int64_t r = 0; r < rows; ++r) {
           internal::F32ToBF16Contiguous(a.s + r * lds, a.pbuf + r * bk, jn);
         }
-        amx::Gemm(rows, a.dv, jn, a.pbuf, bk, 1, a.v_tiles + j0 / 32 * 512, a.acc, lda, true,
-                  nullptr, a.v_block);
+        amx::Gemm(rows, a.dv, jn, a.pbuf, bk, 1, a.v_tiles + j0 / 32 * 512,
+                  amx::Out::F32(a.acc, lda), true, nullptr, a.v_block);
         continue;
       }
       const float* vb = a.v + j0 * a.ldv;

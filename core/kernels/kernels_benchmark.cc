@@ -223,6 +223,9 @@ void BM_GemmLinearBf16(benchmark::State& state) {
 }
 BENCHMARK(BM_GemmLinearBf16)
     ->ArgsProduct({{128}, {256}, {768}, {0, 1}})
+    // wav2vec2's linears at size "bench" (2 x 799 frames).
+    ->ArgsProduct({{1598}, {256}, {256, 1024}, {0, 1}})
+    ->ArgsProduct({{1598}, {1024}, {256}, {0, 1}})
     ->ArgsProduct({{128}, {1024}, {1024}, {0, 1}})
     ->ArgsProduct({{16}, {4096}, {4096}, {0, 1}})
     ->Unit(benchmark::kMillisecond);

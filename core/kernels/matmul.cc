@@ -470,23 +470,26 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   // others go through an f32 scratch matrix and are converted once at the end,
   // as does an out that shares memory with a or b (mm(a, b, out=a)): the GEMM
   // reads A in place and B slice by slice after tiles have stored C.
-  const bool direct = out.dtype == DType::kFloat32 && (mo.cs == 1 || cols == 1) &&
-                      Disjoint(out, a) && Disjoint(out, b);
+  const bool unit_cols = (mo.cs == 1 || cols == 1) && Disjoint(out, a) && Disjoint(out, b);
+  const bool direct = out.dtype == DType::kFloat32 && unit_cols;
+  // A bias row inside out (an in-place addmm of an expanded row) must be read
+  // before any tile overwrites it: those take the fill below.
+  const bool fused_bias = has_bias && mc.rs == 0 && mc.cs == 1 &&
+                          (bias.dtype == DType::kFloat32 || amx) && beta == 1.0 &&
+                          Disjoint(bias, out);
+  // bfloat16 C straight from AMX's tiles, rounded once (Note [AMX epilogue] in amx.cc).
+  const bool direct16 = amx && out.dtype == DType::kBFloat16 && unit_cols &&
+                        (!has_bias || fused_bias);
   // Not zeroed: the GEMM (or the bias fill) writes all of it.
   ScratchBuffer<float> scratch_buffer;
-  float* const scratch = direct ? nullptr : scratch_buffer.Get(rows * cols);
-  if (!direct && scratch == nullptr) {
+  float* const scratch = direct || direct16 ? nullptr : scratch_buffer.Get(rows * cols);
+  if (!direct && !direct16 && scratch == nullptr) {
     return Status::Error("matmul: no host memory for a " + std::to_string(rows) + " x " +
                          std::to_string(cols) + " float32 scratch matrix");
   }
   const size_t pack_batch_stride =
       b_pack != nullptr && mb.bs != 0 ? HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n) : 0;
   const auto gemm_fn = HWY_DYNAMIC_DISPATCH(gemm::GemmF32);
-  // A bias row inside out (an in-place addmm of an expanded row) must be read
-  // before any tile overwrites it: those take the fill below.
-  const bool fused_bias = has_bias && mc.rs == 0 && mc.cs == 1 &&
-                          (bias.dtype == DType::kFloat32 || amx) && beta == 1.0 &&
-                          Disjoint(bias, out);
   // out += a @ b (c.addmm_(a, b); a convolution's taps, Note [Implicit GEMM] in
   // conv.cc): the bias is out itself, which the GEMM accumulates onto in place.
   const bool onto_out = has_bias && direct && beta == 1.0 && SameView(bias, out);
@@ -502,6 +505,8 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
     args.alpha = static_cast<float>(alpha);
     if (direct) {
       args.c = const_cast<float*>(reinterpret_cast<const float*>(mo.At(bi)));
+      args.ldc = mo.rs;
+    } else if (direct16) {
       args.ldc = mo.rs;
     } else {
       args.c = scratch;
@@ -551,12 +556,16 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
         internal::LoadAsF32(bias.dtype, mc.At(bi), 1, cols, row.data());
         bias_row = row.data();
       }
+      const amx::Out c = direct16 ? amx::Out::BF16(reinterpret_cast<uint16_t*>(
+                                                       const_cast<char*>(mo.At(bi))),
+                                                   args.ldc)
+                                  : amx::Out::F32(args.c, args.ldc);
       amx::Gemm(rows, cols, k, static_cast<const uint16_t*>(args.a.data), args.a.rs, args.a.cs,
-                tiles, args.c, args.ldc, args.accumulate, bias_row);
+                tiles, c, args.accumulate, bias_row);
     } else {
       gemm_fn(args);
     }
-    if (!direct) {
+    if (!direct && !direct16) {
       char* obase = const_cast<char*>(mo.At(bi));
       for (int64_t i = 0; i < rows; ++i) {
         internal::StoreFromF32(out.dtype, obase + i * mo.rs * ItemSize(out.dtype), mo.cs, cols,
