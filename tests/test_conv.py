@@ -727,3 +727,93 @@ def test_clone_of_a_non_dense_view_keeps_its_stride_order():
             want = view(x).clone()
             got = view(x.to("trn")).clone()
             assert got.stride() == want.stride() and torch.equal(got.cpu(), want)
+
+
+# ---- bfloat16 on AMX (Note [bf16 conv on AMX]) ---------------------------------------------------
+BF16_CONVS = [
+    # dims, (N, C, *spatial), (Cout, kernel), kwargs
+    (1, (2, 1, 400), (16, 10), dict(stride=5)),  # wav2vec2's first layer: k = 10 < one tile
+    (1, (2, 16, 199), (16, 3), dict(stride=2)),
+    (1, (2, 32, 90), (32, 16), dict(padding=8, groups=4)),
+    # Note [AMX implicit conv]: stride 1, whole k tiles of channels per group
+    (1, (2, 128, 90), (64, 16), dict(padding=8, groups=4)),  # wav2vec2's positional conv
+    (1, (2, 64, 50), (40, 3), dict(padding=(2), dilation=2)),
+    (1, (1, 64, 7), (70, 5), dict(padding=4)),  # partial row and column tiles
+    (1, (2, 32, 99), (32, 3), dict(stride=2)),  # wav2vec2's feature convs
+    (1, (1, 64, 60), (16, 4), dict(stride=3, padding=1, dilation=2, groups=2)),
+    (2, (2, 8, 10, 9), (12, 3), dict(padding=1)),  # small images share one GEMM
+    (2, (1, 8, 40, 36), (12, 3), dict(stride=(1, 2), padding=2, dilation=2)),  # bands
+    (2, (2, 6, 12, 12), (9, 1), {}),  # 1x1
+]
+
+
+@pytest.mark.parametrize("amx", [True, False], ids=["amx", "float32-gemm"])
+@pytest.mark.parametrize("layout", ["contig", "channels_last"])
+@pytest.mark.parametrize("bias", [True, False])
+@pytest.mark.parametrize("case", range(len(BF16_CONVS)))
+def test_bfloat16_convolutions_round_once(case, bias, layout, amx):
+    """On AMX tiles where the CPU has them (else, and with _set_amx(False), the float32
+    GEMM), a bfloat16 convolution sums exact products in float32 and rounds once: every
+    output lies within half a bfloat16 ulp of the float64 result, plus the float32
+    sum's error (far tighter than the 2e-2 of the other bfloat16 tests)."""
+    ops = torch.ops.trnscope
+    if ops._set_amx(amx) != amx:
+        ops._set_amx(True)
+        pytest.skip("this CPU has no AMX-BF16 (or the OS refused the tile state)")
+    try:
+        dims, xs, (cout, k), kw = BF16_CONVS[case]
+        x = make(xs, BF16, "x")
+        w = make((cout, xs[1] // kw.get("groups", 1)) + (k,) * dims, BF16, "w")
+        b = make((cout,), BF16, "b") if bias else None
+        f = F.conv1d if dims == 1 else F.conv2d
+        xt = x.to("trn")
+        if layout == "channels_last":  # 1-D: a transposed [N, L, C] sequence
+            xt = (xt.transpose(1, 2).contiguous().transpose(1, 2) if dims == 1
+                  else xt.contiguous(memory_format=torch.channels_last))
+        got = f(xt, w.to("trn"), None if b is None else b.to("trn"), **kw).cpu()
+        exact = f(x.double(), w.double(), None if b is None else b.double(), **kw)
+        mag = f(x.double().abs(), w.double().abs(), None if b is None else b.double().abs(), **kw)
+        assert got.dtype == BF16 and got.shape == exact.shape
+        err = (got.double() - exact).abs()
+        bound = exact.abs() * 2.0**-8 * 1.001 + mag * 2e-6
+        assert (err <= bound).all(), (err - bound).max()
+    finally:
+        ops._set_amx(True)
+
+
+@pytest.mark.parametrize("dims", [1, 2])
+def test_bfloat16_conv_relu_compiled_rounds_once(dims):
+    """The compiled conv + relu kernel in bfloat16: the activation on the float32 sum
+    (the AMX paths' float32 tiles; 1-D: Note [AMX implicit conv]), rounded once."""
+    shape, wshape = ((2, 64, 40), (32, 64, 5)) if dims == 1 else ((2, 8, 20, 20), (16, 8, 3, 3))
+    x, w, b = make(shape, BF16, "x"), make(wshape, BF16, "w"), make((wshape[0],), BF16)
+    f = F.conv1d if dims == 1 else F.conv2d
+    fn = torch.compile(lambda x, w, b: torch.relu(f(x, w, b, padding=2)), backend="trn")
+    got = fn(x.to("trn"), w.to("trn"), b.to("trn")).cpu()
+    assert trnscope.compile_stats()[-1]["kernels"] == ["fused[convolution,relu]"]
+    exact = torch.relu(f(x.double(), w.double(), b.double(), padding=2))
+    mag = f(x.double().abs(), w.double().abs(), b.double().abs(), padding=2)
+    err = (got.double() - exact).abs()
+    assert (err <= exact.abs() * 2.0**-8 * 1.001 + mag * 2e-6).all(), err.max()
+
+
+@pytest.mark.parametrize("amx", [True, False], ids=["amx", "float32-gemm"])
+def test_bfloat16_conv1d_over_a_transposed_sequence_rounds_once(amx):
+    """wav2vec2's positional conv reads the hidden states transposed ([N, L, C] viewed
+    as [N, C, L]); its output lands in the model's layout either way."""
+    ops = torch.ops.trnscope
+    if ops._set_amx(amx) != amx:
+        ops._set_amx(True)
+        pytest.skip("this CPU has no AMX-BF16 (or the OS refused the tile state)")
+    try:
+        h = make((2, 57, 128), BF16, "h")
+        w, b = make((128, 32, 16), BF16, "w"), make((128,), BF16, "b")
+        kw = dict(padding=8, groups=4)
+        got = F.conv1d(h.to("trn").transpose(1, 2), w.to("trn"), b.to("trn"), **kw).cpu()
+        x = h.transpose(1, 2).double()
+        exact = F.conv1d(x, w.double(), b.double(), **kw)
+        mag = F.conv1d(x.abs(), w.double().abs(), b.double().abs(), **kw)
+        err = (got.double() - exact).abs()
+        assert (err <= exact.abs() * 2.0**-8 * 1.001 + mag * 2e-6).all(), err.max()
+    finally:
+        ops._set_amx(True)

@@ -107,8 +107,8 @@ struct alignas(64) TileConfig {
 
 // Tiles [pb0, kb) of the row tile of A at row i (rows < 16 valid, the rest
 // zero) into dst, tile pb at dst + pb * kTileElems.
-void PackRowTile(const uint16_t* a, int64_t rs, int64_t cs, int64_t i, int64_t rows, int64_t k,
-                 int64_t pb0, uint16_t* dst) {
+void PackRowTile(const uint16_t* a, int64_t rs, int64_t cs, const int64_t* k_offsets, int64_t i,
+                 int64_t rows, int64_t k, int64_t pb0, uint16_t* dst) {
   const int64_t kb = (k + kDepth - 1) / kDepth;
   for (int64_t pb = pb0; pb < kb; ++pb) {
     uint16_t* tile = dst + pb * kTileElems;
@@ -119,7 +119,7 @@ void PackRowTile(const uint16_t* a, int64_t rs, int64_t cs, int64_t i, int64_t r
         std::fill(out, out + kDepth, uint16_t{0});
         continue;
       }
-      const uint16_t* in = a + (i + r) * rs + pb * kDepth * cs;
+      const uint16_t* in = a + (i + r) * rs + (k_offsets ? k_offsets[pb] : pb * kDepth * cs);
       if (cs == 1) {
         std::memcpy(out, in, static_cast<size_t>(depth) * sizeof(uint16_t));
       } else {
@@ -131,13 +131,15 @@ void PackRowTile(const uint16_t* a, int64_t rs, int64_t cs, int64_t i, int64_t r
 }
 
 // Where one row tile of A is read: k tile pb < kb_main at ptr + pb * step
-// with rows `stride` bytes apart, the partial last k tile (k % 32 columns,
-// zero-padded) packed at tail.
+// (or ptr + offsets[pb]) with rows `stride` bytes apart, the partial last k
+// tile (k % 32 columns, zero-padded) packed at tail.
 struct ARows {
   const uint16_t* ptr;
   size_t stride;
   int64_t step;
   const uint16_t* tail;
+  const int64_t* offsets = nullptr;
+  const uint16_t* Tile(int64_t pb) const { return ptr + (offsets ? offsets[pb] : pb * step); }
 };
 
 // x rounded to bfloat16 as convert.h's F32ToBF16 (nearest even, NaN quieted)
@@ -182,17 +184,20 @@ struct CTile {
     if (InPlace() || !accumulate) return;
     for (int64_t r = 0; r < rows; ++r) std::copy_n(c + r * ldc, cols, stage + r * kRows);
   }
-  // The tile's valid part plus bias[j] (the bias of its 16 columns) when
-  // given, into C. A tile row is one 16-float vector (AMX CPUs have AVX-512).
+  // The tile's valid part plus the bias of its 16 columns (col_bias) or 16
+  // rows (row_bias) when given, into C. A tile row is one 16-float vector
+  // (AMX CPUs have AVX-512).
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void Unstage(
-      const float* bias) {
-    if (InPlace() && bias == nullptr) return;
+      const float* col_bias, const float* row_bias) {
+    if (InPlace() && col_bias == nullptr && row_bias == nullptr) return;
     const __mmask16 valid = static_cast<__mmask16>((1u << cols) - 1);
-    const __m512 b = bias != nullptr ? _mm512_maskz_loadu_ps(valid, bias) : _mm512_setzero_ps();
+    const __m512 b =
+        col_bias != nullptr ? _mm512_maskz_loadu_ps(valid, col_bias) : _mm512_setzero_ps();
     float* p = ptr();
     const int64_t ld = InPlace() ? ldc : kRows;
     for (int64_t r = 0; r < rows; ++r, p += ld) {
-      const __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(valid, p), b);
+      __m512 x = _mm512_add_ps(_mm512_maskz_loadu_ps(valid, p), b);
+      if (row_bias != nullptr) x = _mm512_add_ps(x, _mm512_set1_ps(row_bias[r]));
       if (c16 != nullptr) {
         _mm256_mask_storeu_epi16(c16 + r * ldc, valid, RoundBF16(x, valid));
       } else {
@@ -233,7 +238,7 @@ __attribute__((target("amx-tile,amx-bf16"))) void Block(const ARows& a0, const A
     if constexpr (kTwoRows && kTwoCols) _tile_dpbf16ps(3, 5, 7);
   };
   for (int64_t pb = 0; pb < kb_main; ++pb) {
-    step(a0.ptr + pb * a0.step, a0.stride, a1.ptr + pb * a1.step, a1.stride, pb * kTileElems);
+    step(a0.Tile(pb), a0.stride, a1.Tile(pb), a1.stride, pb * kTileElems);
   }
   if (tail) step(a0.tail, kStride, a1.tail, kStride, kb_main * kTileElems);
   _tile_stored(0, t[0].ptr(), t[0].stride());
@@ -263,10 +268,13 @@ __attribute__((target("amx-tile"))) void Release() { _tile_release(); }
 // of each row tile and a partial last row tile are packed, zero-padded. (A
 // packed in full cost a copy of A per call: 8 % of a 1598 x 256 x 256 linear.)
 void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
-          const uint16_t* b_packed, const Out& c, bool accumulate, const float* bias,
-          int64_t b_block_stride) {
+          const uint16_t* b_packed, const Out& c, bool accumulate, Bias bias,
+          int64_t b_block_stride, const int64_t* a_k_offsets) {
   TRN_ASSERT((c.f32 != nullptr) != (c.bf16 != nullptr) && (c.f32 != nullptr || !accumulate),
              "amx::Gemm: one C, float32 to accumulate");
+  TRN_ASSERT(bias.data == nullptr || !accumulate, "amx::Gemm: a bias only without accumulate");
+  TRN_ASSERT(a_k_offsets == nullptr || (a_cs == 1 && k % kDepth == 0),
+             "amx::Gemm: A's k tile offsets need unit column stride and whole k tiles");
   const int64_t kb = (k + kDepth - 1) / kDepth, nb = (n + kRows - 1) / kRows;
   const int64_t kb_main = k / kDepth;
   const bool tail = kb_main < kb;
@@ -284,10 +292,11 @@ void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int6
       uint16_t* packed = a_tiles.data() + ib * kb * kTileElems;
       const int64_t valid = std::min(kRows, rows - ib * kRows);
       const bool in_place = a_cs == 1 && valid == kRows;
-      PackRowTile(a, a_rs, a_cs, i0 + ib * kRows, valid, k, in_place ? kb_main : 0, packed);
+      PackRowTile(a, a_rs, a_cs, a_k_offsets, i0 + ib * kRows, valid, k,
+                  in_place ? kb_main : 0, packed);
       rows_of[ib] = in_place ? ARows{a + (i0 + ib * kRows) * a_rs,
                                      static_cast<size_t>(a_rs) * sizeof(uint16_t), kDepth,
-                                     packed + kb_main * kTileElems}
+                                     packed + kb_main * kTileElems, a_k_offsets}
                              : ARows{packed, kDepth * sizeof(uint16_t), kTileElems,
                                      packed + kb_main * kTileElems};
     }
@@ -314,18 +323,57 @@ void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int6
         else if (two_cols) Block<false, true>(a0, a1, b0, b1, kb_main, tail, t, accumulate);
         else Block<false, false>(a0, a1, b0, b1, kb_main, tail, t, accumulate);
         for (int q = 0; q < 4; ++q) {  // the bias while the tiles are in L1
-          const float* tile_bias = bias != nullptr ? bias + (jb + q % 2) * kRows : nullptr;
-          if (t[q].rows > 0 && t[q].cols > 0) t[q].Unstage(tile_bias);
+          if (t[q].rows <= 0 || t[q].cols <= 0) continue;
+          const float* col_bias = nullptr;
+          const float* row_bias = nullptr;
+          if (bias.data != nullptr && bias.per_row) {
+            row_bias = bias.data + i0 + (ib + q / 2) * kRows;
+          } else if (bias.data != nullptr) {
+            col_bias = bias.data + (jb + q % 2) * kRows;
+          }
+          t[q].Unstage(col_bias, row_bias);
         }
       }
     }
   }
   Release();
 }
+// Note [AMX conv operand]: tile row r of k tile pb holds, for its 16 columns,
+// the k pair (2r, 2r + 1) interleaved: two 16-float row segments rounded and
+// zipped into 32 bfloat16 (the second of a pair zero past k).
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void PackBFromF32(
+    const float* b, int64_t rs, int64_t k, int64_t n, uint16_t* dst) {
+  const int64_t kb = (k + kDepth - 1) / kDepth, nb = (n + kRows - 1) / kRows;
+  for (int64_t jb = 0; jb < nb; ++jb) {
+    const int64_t cols = std::min(kRows, n - jb * kRows);
+    const __mmask16 valid = static_cast<__mmask16>((1u << cols) - 1);
+    for (int64_t pb = 0; pb < kb; ++pb) {
+      uint16_t* tile = dst + (jb * kb + pb) * kTileElems;
+      for (int64_t r = 0; r < kRows; ++r) {
+        const int64_t q = pb * kDepth + 2 * r;
+        __m512i pair = _mm512_setzero_si512();
+        if (q < k) {
+          const float* row = b + q * rs + jb * kRows;
+          const __m256i lo = RoundBF16(_mm512_maskz_loadu_ps(valid, row), valid);
+          __m256i hi = _mm256_setzero_si256();
+          if (q + 1 < k) hi = RoundBF16(_mm512_maskz_loadu_ps(valid, row + rs), valid);
+          const __mmask16 all = 0xffff;  // maskz forms, as in RoundBF16
+          pair = _mm512_or_si512(_mm512_maskz_cvtepu16_epi32(all, lo),
+                                 _mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, hi), 16));
+        }
+        _mm512_storeu_si512(tile + r * kDepth, pair);
+      }
+    }
+  }
+}
+
 #else
 void Gemm(int64_t, int64_t, int64_t, const uint16_t*, int64_t, int64_t, const uint16_t*,
-          const Out&, bool, const float*, int64_t) {
+          const Out&, bool, Bias, int64_t, const int64_t*) {
   TRN_ASSERT(false, "amx::Gemm without AMX (check Available())");
+}
+void PackBFromF32(const float*, int64_t, int64_t, int64_t, uint16_t*) {
+  TRN_ASSERT(false, "amx::PackBFromF32 without AMX (check Available())");
 }
 #endif
 

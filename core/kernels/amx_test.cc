@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -51,18 +52,21 @@ TEST(AmxPackB, TilesOfKPairs) {
 
 TEST(AmxGemm, MatchesScalarReference) {
   if (!Available()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or the OS refused the tiles)";
+  enum BiasKind { kNone, kCol, kRow };
   struct Case {
     int64_t m, n, k;
-    bool a_transposed, accumulate, bias;
+    bool a_transposed, accumulate;
+    BiasKind bias;
   };
   // A with unit column stride is read in place in whole 16 x 32 tiles (Note [AMX
   // A in place]): k multiples of 32 or not, partial last row tiles, more rows
-  // than a packed chunk; transposed A is packed.
-  const Case cases[] = {{1, 1, 1, false, false, false},   {5, 33, 70, false, false, true},
-                        {16, 16, 32, false, true, false}, {17, 18, 33, true, false, true},
-                        {40, 48, 64, false, true, false}, {300, 40, 100, true, false, true},
-                        {1, 4096, 64, false, false, false}, {300, 40, 96, false, false, true},
-                        {37, 50, 70, false, true, false},  {64, 32, 16, false, false, true}};
+  // than a packed chunk; transposed A is packed. Biases per column (linear's)
+  // and per row (a convolution's).
+  const Case cases[] = {{1, 1, 1, false, false, kNone},    {5, 33, 70, false, false, kCol},
+                        {16, 16, 32, false, true, kNone},  {17, 18, 33, true, false, kRow},
+                        {40, 48, 64, false, true, kNone},  {300, 40, 100, true, false, kCol},
+                        {1, 4096, 64, false, false, kNone}, {300, 40, 96, false, false, kRow},
+                        {37, 50, 70, false, true, kNone},  {64, 32, 16, false, false, kCol}};
   for (const Case& c : cases) {
     const std::vector<uint16_t> a = RandomBf16(static_cast<size_t>(c.m * c.k), 2);
     const std::vector<uint16_t> b = RandomBf16(static_cast<size_t>(c.k * c.n), 3);
@@ -71,16 +75,16 @@ TEST(AmxGemm, MatchesScalarReference) {
     PackB(b.data(), c.n, 1, c.k, c.n, tiles.data());
     const int64_t ldc = c.n + 3;  // C rows apart by more than n: the padding stays put
     std::vector<float> out(static_cast<size_t>(c.m * ldc), 0.5f);
-    std::vector<float> bias(static_cast<size_t>(c.n));
-    for (int64_t j = 0; j < c.n; ++j) bias[j] = 0.25f * static_cast<float>(j % 7) - 0.5f;
-    const float* bias_row = c.bias ? bias.data() : nullptr;
+    std::vector<float> bias(static_cast<size_t>(std::max(c.m, c.n)));
+    for (size_t j = 0; j < bias.size(); ++j) bias[j] = 0.25f * static_cast<float>(j % 7) - 0.5f;
+    const Bias bias_arg{c.bias != kNone ? bias.data() : nullptr, c.bias == kRow};
     Gemm(c.m, c.n, c.k, a.data(), a_rs, a_cs, tiles.data(), Out::F32(out.data(), ldc),
-         c.accumulate, bias_row);
+         c.accumulate, bias_arg);
     // bfloat16 C: the same sums, each rounded once.
     std::vector<uint16_t> out16(static_cast<size_t>(c.m * ldc), 0x1234);
     if (!c.accumulate) {
       Gemm(c.m, c.n, c.k, a.data(), a_rs, a_cs, tiles.data(), Out::BF16(out16.data(), ldc),
-           false, bias_row);
+           false, bias_arg);
     }
     for (int64_t i = 0; i < c.m; ++i) {
       for (int64_t j = 0; j < ldc; ++j) {
@@ -90,7 +94,8 @@ TEST(AmxGemm, MatchesScalarReference) {
           if (!c.accumulate) ASSERT_EQ(out16[i * ldc + j], 0x1234) << "bfloat16 C past n";
           continue;
         }
-        double want = (c.accumulate ? 0.5 : 0.0) + (c.bias ? bias[j] : 0.0), mag = 0.0;
+        const double bias_ij = c.bias == kCol ? bias[j] : c.bias == kRow ? bias[i] : 0.0;
+        double want = (c.accumulate ? 0.5 : 0.0) + bias_ij, mag = 0.0;
         for (int64_t p = 0; p < c.k; ++p) {
           const double t = double(Bf(a[i * a_rs + p * a_cs])) * Bf(b[p * c.n + j]);
           want += t;
@@ -131,12 +136,40 @@ TEST(AmxGemm, Bfloat16EpilogueRoundsLikeF32ToBF16) {
     std::vector<uint16_t> tiles(static_cast<size_t>(PackedBElems(k, n)));
     PackB(b.data(), n, 1, k, n, tiles.data());
     std::vector<uint16_t> out(static_cast<size_t>(m * n));
-    Gemm(m, n, k, a.data(), k, 1, tiles.data(), Out::BF16(out.data(), n), false, bias.data());
+    Gemm(m, n, k, a.data(), k, 1, tiles.data(), Out::BF16(out.data(), n), false, Bias{bias.data()});
     for (int64_t i = 0; i < m; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         EXPECT_EQ(out[i * n + j], internal::F32ToBF16(0.0f + bias[j])) << std::hex << bits[j];
       }
     }
+  }
+}
+
+// PackBFromF32 equals PackB of the operand rounded by F32ToBF16: ties both
+// ways, NaN, infinities and subnormals among normal values, k odd (the last
+// pair's second row zero), partial column tiles, rows apart by more than n.
+TEST(AmxPackB, FromFloat32RoundsLikeF32ToBF16) {
+  if (!Available()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or the OS refused the tiles)";
+  for (const auto& [k, n] : {std::pair<int64_t, int64_t>{37, 20}, {70, 33}, {1, 1}, {64, 16}}) {
+    const int64_t rs = n + 5;
+    std::mt19937 gen(static_cast<uint32_t>(k * n));
+    std::normal_distribution<float> dist;
+    const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7f800001u, 0xff800000u,
+                                0x00008000u, 0x80018000u, 0x7f7fffffu, 0x80000000u};
+    std::vector<float> b(static_cast<size_t>(k * rs));
+    for (size_t i = 0; i < b.size(); ++i) {
+      b[i] = dist(gen);
+      if (i % 11 == 0) std::memcpy(&b[i], &special[(i / 11) % 8], sizeof(float));
+    }
+    std::vector<uint16_t> rounded(static_cast<size_t>(k * n));
+    for (int64_t p = 0; p < k; ++p) {
+      for (int64_t j = 0; j < n; ++j) rounded[p * n + j] = internal::F32ToBF16(b[p * rs + j]);
+    }
+    std::vector<uint16_t> want(static_cast<size_t>(PackedBElems(k, n)));
+    std::vector<uint16_t> got(want.size(), 0x5555);
+    PackB(rounded.data(), n, 1, k, n, want.data());
+    PackBFromF32(b.data(), rs, k, n, got.data());
+    ASSERT_EQ(got, want) << k << " x " << n;
   }
 }
 

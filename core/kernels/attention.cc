@@ -537,7 +537,7 @@ void Panels(const HeadArgs& a) {
       const int64_t jn_pad = (jn + N - 1) / N * N;
       if (on_amx) {
         amx::Gemm(rows, jn, a.d, reinterpret_cast<const uint16_t*>(a.q) + i0 * a.q_row, a.q_row,
-                  a.q_col, a.k_tiles + j0 / 16 * a.k_block, amx::Out::F32(a.s, lds), false, nullptr,
+                  a.q_col, a.k_tiles + j0 / 16 * a.k_block, amx::Out::F32(a.s, lds), false, {},
                   a.k_block);
       } else {
         const float* kt = a.k + (j0 / bk) * a.d * bk;
@@ -579,7 +579,7 @@ void Panels(const HeadArgs& a) {
           internal::F32ToBF16Contiguous(a.s + r * lds, a.pbuf + r * bk, jn);
         }
         amx::Gemm(rows, a.dv, jn, a.pbuf, bk, 1, a.v_tiles + j0 / 32 * 512,
-                  amx::Out::F32(a.acc, lda), true, nullptr, a.v_block);
+                  amx::Out::F32(a.acc, lda), true, {}, a.v_block);
         continue;
       }
       const float* vb = a.v + j0 * a.ldv;

@@ -39,10 +39,12 @@
 #include "core/kernels/conv.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
 #include "core/common/assert.h"
+#include "core/kernels/amx.h"
 #include "core/kernels/convert.h"
 #include "core/kernels/kernels.h"
 #include "hwy/aligned_allocator.h"
@@ -558,9 +560,53 @@ int64_t NchwFloats(const TensorRef& in) {
   return (static_cast<int64_t>(in.nbytes()) + 63) / 64 * 16;
 }
 
-}  // namespace
+// Note [bf16 conv on AMX]: a bfloat16 convolution over NCHW input (no batch
+// norm folded in, not depthwise) runs its GEMMs on AMX where the CPU has it,
+// as CPU PyTorch's oneDNN convolutions do: C (Og x np) = W_g (bfloat16, read
+// in place) @ col. col is built as for every dtype (float32, so im2col is
+// shared) and rounded into B tiles, exactly: it holds bfloat16 inputs and
+// zeros. The bias is added per output channel and C rounded once into out,
+// or kept in float32 for the activation. wav2vec2's convolutions in bfloat16
+// took 1.6x CPU PyTorch's time on the float32 GEMM.
+// Shorter k pads a 32-deep tile with zeros: wav2vec2's first conv (k = 10)
+// took 1.4x its float32-GEMM time on AMX.
+constexpr int64_t kAmxMinK = 32;
 
-size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+bool ConvOnAmx(const Plan& p, const TensorRef& in, const ConvBatchNorm* bn) {
+  return in.dtype == DType::kBFloat16 && bn == nullptr && !p.depthwise && !p.cl_in &&
+         !p.implicit && p.k >= kAmxMinK && amx::Available();
+}
+
+// The weight as bfloat16 [Cout][K] in col's (c, kh, kw) order: in place when
+// contiguous, else copied into own.
+const uint16_t* WeightBF16(const Plan& p, const TensorRef& weight, std::vector<uint16_t>* own) {
+  if (weight.is_contiguous()) return static_cast<const uint16_t*>(weight.data);
+  own->resize(static_cast<size_t>(p.cout * p.k));
+  for (int64_t o = 0; o < p.cout; ++o) {
+    for (int64_t c = 0; c < p.cg; ++c) {
+      for (int64_t y = 0; y < p.kh; ++y) {
+        for (int64_t x = 0; x < p.kw; ++x) {
+          std::memcpy(own->data() + ((o * p.cg + c) * p.kh + y) * p.kw + x, At(weight, o, c, y, x),
+                      sizeof(uint16_t));
+        }
+      }
+    }
+  }
+  return own->data();
+}
+
+// C = w (og x k, rows k apart) @ col (float32 k x np, rows col_ld apart) plus
+// the per-row bias on AMX (Note [bf16 conv on AMX]).
+void AmxConvGemm(const uint16_t* w, int64_t og, int64_t k, const float* col, int64_t col_ld,
+                 int64_t np, const float* bias, const amx::Out& c) {
+  thread_local std::vector<uint16_t> tiles;  // bounded: col is one band (kColBytes)
+  tiles.resize(static_cast<size_t>(amx::PackedBElems(k, np)));
+  amx::PackBFromF32(col, col_ld, k, np, tiles.data());
+  amx::Gemm(og, np, k, w, k, 1, tiles.data(), c, false, amx::Bias{bias, true});
+}
+
+// The workspace of the im2col / implicit-GEMM paths (Plan).
+size_t GemmWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
                           const ConvParams& p) {
   if (GroupedChannelsLast(in, weight, p)) {
     return static_cast<size_t>(NchwFloats(in) + MakePlan(out, Nchw(in, nullptr), weight, p).total) *
@@ -569,22 +615,163 @@ size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const Tenso
   return static_cast<size_t>(MakePlan(out, in, weight, p).total) * sizeof(float);
 }
 
+// Note [AMX implicit conv]: a 1-D bfloat16 convolution whose groups have
+// whole k tiles of channels (Cg % 32 == 0; wav2vec2's positional conv: 256
+// channels, groups 4, kernel 16) needs no im2col on AMX. With the input
+// copied once into xp ([Lp][C], zero borders: the padding; a row copy for
+// channels-last input, a transposing one for NCHW, which eager 1-D convs
+// always get from torch: worth it from kImplicitMinTaps taps, as wav2vec2's
+// k = 3 feature convs took 1.8x their im2col time with it), output p of tap kx reads xp row p * s + kx * d, so
+// A = xp with rows s * C apart and k tile pb (32 channels c0.. of tap kx) at
+// xp + kx * d * C + c0: amx::Gemm's per-tile offsets. One GEMM per image and group over all taps, C = out^T [OL][Og]
+// (straight into a bfloat16 out with unit channel stride, else a float32
+// tile, then the activation and a transposed store). im2col made 16 copies
+// of the input and packed them: 3x CPU PyTorch's time on that conv.
+struct Implicit1d {
+  int64_t n, c, l, lp, cout, kw, groups, cg, og, ol, k, kb;
+  // Workspace offsets in bytes.
+  int64_t xp_off, w_off, b_off, c_off, offs_off, total;
+};
+
+// NCHW input costs a transposing copy into xp: worth it where im2col would
+// copy the input this many times (Note [AMX implicit conv]).
+constexpr int64_t kImplicitMinTaps = 8;
+
+bool AmxImplicit1dApplies(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                          const ConvParams& prm) {
+  if (in.ndim != 4 || weight.ndim != 4 || out.ndim != 4) return false;
+  const int64_t groups = prm.groups, cg = weight.sizes[1];
+  return in.dtype == DType::kBFloat16 && weight.dtype == in.dtype && out.dtype == in.dtype &&
+         in.sizes[2] == 1 && weight.sizes[2] == 1 && out.sizes[2] == 1 && prm.pad_begin[0] == 0 &&
+         prm.pad_end[0] == 0 && groups >= 1 && cg % 32 == 0 &&
+         (in.strides[1] == 1 || weight.sizes[3] >= kImplicitMinTaps) &&
+         in.sizes[1] == cg * groups && weight.sizes[0] % groups == 0 && out.numel() > 0 &&
+         amx::Available();
+}
+
+Implicit1d PlanImplicit1d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                          const ConvParams& prm) {
+  Implicit1d q{};
+  q.n = in.sizes[0];
+  q.c = in.sizes[1];
+  q.l = in.sizes[3];
+  q.lp = q.l + prm.pad_begin[1] + prm.pad_end[1];
+  q.cout = weight.sizes[0];
+  q.kw = weight.sizes[3];
+  q.groups = prm.groups;
+  q.cg = q.c / q.groups;
+  q.og = q.cout / q.groups;
+  q.ol = out.sizes[3];
+  q.k = q.kw * q.cg;
+  q.kb = q.k / 32;
+  auto align = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
+  q.xp_off = 0;
+  q.w_off = align(q.lp * q.c * 2);
+  q.b_off = q.w_off + align(q.groups * amx::PackedBElems(q.k, q.og) * 2);
+  q.c_off = q.b_off + align(q.cout * 4);
+  q.offs_off = q.c_off + align(q.ol * q.og * 4);
+  q.total = q.offs_off + q.kb * 8;
+  return q;
+}
+
+Status AmxImplicitConv1d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                         const TensorRef& bias, const ConvParams& prm, char* ws) {
+  const Implicit1d q = PlanImplicit1d(out, in, weight, prm);
+  const int64_t stride = prm.stride[1];
+  TRN_ASSERT(q.ol == (q.lp - prm.dilation[1] * (q.kw - 1) - 1) / stride + 1,
+             "conv1d out has the wrong length");
+  auto* xp = reinterpret_cast<uint16_t*>(ws + q.xp_off);
+  auto* tiles = reinterpret_cast<uint16_t*>(ws + q.w_off);
+  auto* bf = reinterpret_cast<float*>(ws + q.b_off);
+  auto* cbuf = reinterpret_cast<float*>(ws + q.c_off);
+  auto* offs = reinterpret_cast<int64_t*>(ws + q.offs_off);
+  // B of group g: W_g^T [K][Og], k = kx * Cg + c, in PackB's tiles.
+  const int64_t slice = amx::PackedBElems(q.k, q.og);
+  for (int64_t g = 0; g < q.groups; ++g) {
+    uint16_t* t = tiles + g * slice;
+    std::fill(t, t + slice, uint16_t{0});
+    for (int64_t jb = 0; jb * 16 < q.og; ++jb) {
+      for (int64_t pb = 0; pb < q.kb; ++pb) {
+        uint16_t* tile = t + (jb * q.kb + pb) * 512;
+        for (int64_t e = 0; e < 32; ++e) {  // tile row e / 2 holds k pair (2r, 2r + 1)
+          const int64_t kk = pb * 32 + e, kx = kk / q.cg, c = kk % q.cg;
+          for (int64_t j = 0; j < 16 && jb * 16 + j < q.og; ++j) {
+            std::memcpy(tile + (e / 2) * 32 + 2 * j + e % 2,
+                        At(weight, g * q.og + jb * 16 + j, c, 0, kx), sizeof(uint16_t));
+          }
+        }
+      }
+    }
+  }
+  for (int64_t pb = 0; pb < q.kb; ++pb) {
+    offs[pb] = (pb * 32 / q.cg) * prm.dilation[1] * q.c + pb * 32 % q.cg;
+  }
+  if (bias.data != nullptr) {
+    TRN_ASSERT(bias.numel() == q.cout && IsFloating(bias.dtype), "conv1d bias must be [Cout]");
+    internal::LoadAsF32(bias.dtype, bias.data, bias.ndim == 1 ? bias.strides[0] : 1, q.cout, bf);
+  }
+  const bool into_out = prm.activation == ConvActivation::kNone && out.strides[1] == 1;
+  const int64_t pad = prm.pad_begin[1];
+  std::fill(xp, xp + q.lp * q.c, uint16_t{0});  // borders stay zero
+  for (int64_t n = 0; n < q.n; ++n) {
+    for (int64_t x = 0; x < q.l; ++x) {
+      uint16_t* row = xp + (x + pad) * q.c;
+      if (in.strides[1] == 1) {
+        std::memcpy(row, At(in, n, 0, 0, x), static_cast<size_t>(q.c) * sizeof(uint16_t));
+        continue;
+      }
+      for (int64_t c = 0; c < q.c; ++c) std::memcpy(row + c, At(in, n, c, 0, x), sizeof(uint16_t));
+    }
+    for (int64_t g = 0; g < q.groups; ++g) {
+      const amx::Bias b{bias.data != nullptr ? bf + g * q.og : nullptr, false};
+      auto* dst = reinterpret_cast<uint16_t*>(const_cast<char*>(At(out, n, g * q.og, 0, 0)));
+      const amx::Out c = into_out ? amx::Out::BF16(dst, out.strides[3])
+                                  : amx::Out::F32(cbuf, q.og);
+      amx::Gemm(q.ol, q.og, q.k, xp + g * q.cg, stride * q.c, 1, tiles + g * slice, c, false, b,
+                0, offs);
+      if (into_out) continue;
+      Activate(prm, cbuf, q.ol * q.og, 1);
+      for (int64_t x = 0; x < q.ol; ++x) {
+        internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, g * q.og, 0, x)),
+                               out.strides[1], q.og, cbuf + x * q.og);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                          const ConvParams& p) {
+  // Sized for both paths: a batch norm folded in takes the other (Conv2d).
+  const size_t implicit = AmxImplicit1dApplies(out, in, weight, p)
+                              ? static_cast<size_t>(PlanImplicit1d(out, in, weight, p).total)
+                              : 0;
+  return std::max(implicit, GemmWorkspaceBytes(out, in, weight, p));
+}
+
+
 // Note [conv as GEMM]: small NCHW images side by side, col [K][N*P] and the
 // f32 tile [Cout][N*P], then the tile into out.
 Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
-                    const TensorRef& in, const float* wf, const float* bf, float* col,
-                    float* tile, float* phases) {
+                    const TensorRef& in, const float* wf, const uint16_t* w16, const float* bf,
+                    float* col, float* tile, float* phases) {
   const int64_t np = p.n * p.p;
   for (int64_t n = 0; n < p.n; ++n) {
     if (!p.patchify) BuildPhases(p, prm, in, n, 0, phases);
     Im2Col(p, prm, in, n, 0, 0, p.oh, phases, col + n * p.p, p.col_ld);
   }
-  TensorRef bias_ref;
-  if (bf != nullptr) bias_ref = Mat2(const_cast<float*>(bf), DType::kFloat32, p.cout, np, 1, 0);
-  const Status st = Matmul(Mat2(tile, DType::kFloat32, p.cout, np, np, 1),
-                           Mat2(const_cast<float*>(wf), DType::kFloat32, p.cout, p.k, p.k, 1),
-                           Mat2(col, DType::kFloat32, p.k, np, p.col_ld, 1), bias_ref);
-  if (!st.ok()) return st;
+  if (w16 != nullptr) {
+    AmxConvGemm(w16, p.cout, p.k, col, p.col_ld, np, bf, amx::Out::F32(tile, np));
+  } else {
+    TensorRef bias_ref;
+    if (bf != nullptr) bias_ref = Mat2(const_cast<float*>(bf), DType::kFloat32, p.cout, np, 1, 0);
+    const Status st = Matmul(Mat2(tile, DType::kFloat32, p.cout, np, np, 1),
+                             Mat2(const_cast<float*>(wf), DType::kFloat32, p.cout, p.k, p.k, 1),
+                             Mat2(col, DType::kFloat32, p.k, np, p.col_ld, 1), bias_ref);
+    if (!st.ok()) return st;
+  }
   for (int64_t o = 0; o < p.cout; ++o) {
     Activate(prm, tile + o * np, np, 1);
     for (int64_t n = 0; n < p.n; ++n) {
@@ -597,9 +784,41 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
   return Status::Ok();
 }
 
+// One band of output rows [y0, y1) of image n, group g on AMX: straight into
+// a bfloat16 out whose pixels are contiguous when there is no activation, else
+// through the float32 tile ([Og][np]).
+void AmxBand(const Plan& p, const ConvParams& prm, const TensorRef& out, int64_t n, int64_t g,
+             int64_t y0, int64_t y1, const uint16_t* w16, const float* bf, const TensorRef& kp,
+             float* tile) {
+  const int64_t np = (y1 - y0) * p.ow;
+  const uint16_t* wg = w16 + g * p.og * p.k;
+  const float* bias = bf != nullptr ? bf + g * p.og : nullptr;
+  const float* col = static_cast<const float*>(kp.data);
+  int64_t ps;
+  if (prm.activation == ConvActivation::kNone && PixelsMerge(out, &ps) && ps == 1) {
+    auto* dst = reinterpret_cast<uint16_t*>(const_cast<char*>(At(out, n, g * p.og, y0, 0)));
+    AmxConvGemm(wg, p.og, p.k, col, kp.strides[0], np, bias, amx::Out::BF16(dst, out.strides[1]));
+    return;
+  }
+  AmxConvGemm(wg, p.og, p.k, col, kp.strides[0], np, bias, amx::Out::F32(tile, np));
+  for (int64_t o = 0; o < p.og; ++o) {
+    Activate(prm, tile + o * np, np, 1);
+    for (int64_t y = y0; y < y1; ++y) {
+      internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, g * p.og + o, y, 0)),
+                             out.strides[3], p.ow, tile + o * np + (y - y0) * p.ow);
+    }
+  }
+}
+
 Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
               const TensorRef& bias, const ConvParams& prm, const TensorRef& workspace,
               const ConvBatchNorm* bn) {
+  if (bn == nullptr && AmxImplicit1dApplies(out, in, weight, prm)) {  // Note [AMX implicit conv]
+    const int64_t total = static_cast<int64_t>(ConvWorkspaceBytes(out, in, weight, prm) / 4);
+    hwy::AlignedFreeUniquePtr<float[]> own;
+    float* ws = WorkspaceFloats(workspace, total, &own);
+    return AmxImplicitConv1d(out, in, weight, bias, prm, reinterpret_cast<char*>(ws));
+  }
   if (GroupedChannelsLast(in, weight, prm) && out.numel() > 0) {  // Note [Grouped channels-last]
     const int64_t total = static_cast<int64_t>(ConvWorkspaceBytes(out, in, weight, prm) / 4);
     hwy::AlignedFreeUniquePtr<float[]> own;
@@ -647,7 +866,9 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, 1, p.cout, bf);
     return ImplicitGemm(p, prm, out, in, wpack, has_bias ? bf : nullptr, col, tile);
   }
-  const float* wf = PackWeight(p, weight, /*in_place=*/bn == nullptr, wpack);
+  thread_local std::vector<uint16_t> w16_own;
+  const uint16_t* w16 = ConvOnAmx(p, in, bn) ? WeightBF16(p, weight, &w16_own) : nullptr;
+  const float* wf = w16 != nullptr ? nullptr : PackWeight(p, weight, /*in_place=*/bn == nullptr, wpack);
   if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, p.k, 1, bf);
   // Phase planes: borders stay zero, interiors are rewritten.
   if (!p.depthwise && !p.direct_in && !p.cl_in && !p.patchify) {
@@ -658,7 +879,7 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     return Status::Ok();
   }
   if (p.merge_n) {
-    return MergedImages(p, prm, out, in, wf, has_bias ? bf : nullptr, col, tile, phases);
+    return MergedImages(p, prm, out, in, wf, w16, has_bias ? bf : nullptr, col, tile, phases);
   }
   char* const out_base = static_cast<char*>(out.data);
   const int64_t osz = static_cast<int64_t>(ItemSize(out.dtype));
@@ -679,6 +900,10 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
           Im2Col(p, prm, in, n, g, y0, y1, phases, col, p.col_ld);
           kp = p.cl_in ? Mat2(col, DType::kFloat32, p.k, np, 1, p.k)
                        : Mat2(col, DType::kFloat32, p.k, np, p.col_ld, 1);
+        }
+        if (w16 != nullptr) {  // Note [bf16 conv on AMX]
+          AmxBand(p, prm, out, n, g, y0, y1, w16, has_bias ? bf : nullptr, kp, tile);
+          continue;
         }
         const TensorRef wg =
             Mat2(const_cast<float*>(wf) + g * p.og * p.k, DType::kFloat32, p.og, p.k, p.k, 1);

@@ -561,7 +561,7 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
                                                    args.ldc)
                                   : amx::Out::F32(args.c, args.ldc);
       amx::Gemm(rows, cols, k, static_cast<const uint16_t*>(args.a.data), args.a.rs, args.a.cs,
-                tiles, c, args.accumulate, bias_row);
+                tiles, c, args.accumulate, amx::Bias{bias_row});
     } else {
       gemm_fn(args);
     }
