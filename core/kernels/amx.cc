@@ -358,8 +358,9 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void PackBFromF3
           __m256i hi = _mm256_setzero_si256();
           if (q + 1 < k) hi = RoundBF16(_mm512_maskz_loadu_ps(valid, row + rs), valid);
           const __mmask16 all = 0xffff;  // maskz forms, as in RoundBF16
+          const __m512i second = _mm512_maskz_cvtepu16_epi32(all, hi);
           pair = _mm512_or_si512(_mm512_maskz_cvtepu16_epi32(all, lo),
-                                 _mm512_maskz_slli_epi32(all, _mm512_maskz_cvtepu16_epi32(all, hi), 16));
+                                 _mm512_maskz_slli_epi32(all, second, 16));
         }
         _mm512_storeu_si512(tile + r * kDepth, pair);
       }

@@ -617,16 +617,17 @@ size_t GemmWorkspaceBytes(const TensorRef& out, const TensorRef& in, const Tenso
 
 // Note [AMX implicit conv]: a 1-D bfloat16 convolution whose groups have
 // whole k tiles of channels (Cg % 32 == 0; wav2vec2's positional conv: 256
-// channels, groups 4, kernel 16) needs no im2col on AMX. With the input
-// copied once into xp ([Lp][C], zero borders: the padding; a row copy for
-// channels-last input, a transposing one for NCHW, which eager 1-D convs
-// always get from torch: worth it from kImplicitMinTaps taps, as wav2vec2's
-// k = 3 feature convs took 1.8x their im2col time with it), output p of tap kx reads xp row p * s + kx * d, so
-// A = xp with rows s * C apart and k tile pb (32 channels c0.. of tap kx) at
-// xp + kx * d * C + c0: amx::Gemm's per-tile offsets. One GEMM per image and group over all taps, C = out^T [OL][Og]
+// channels, groups 4, kernel 16) needs no im2col on AMX. The input is copied
+// once into xp ([Lp][C], zero borders: the padding); then output p of tap kx
+// reads xp row p * s + kx * d, so A = xp with rows s * C apart and k tile pb
+// (32 channels c0.. of tap kx) at xp + kx * d * C + c0: amx::Gemm's per-tile
+// offsets. One GEMM per image and group over all taps, C = out^T [OL][Og]
 // (straight into a bfloat16 out with unit channel stride, else a float32
 // tile, then the activation and a transposed store). im2col made 16 copies
-// of the input and packed them: 3x CPU PyTorch's time on that conv.
+// of the input and packed them: 3x CPU PyTorch's time on that conv. The copy
+// is a row copy for channels-last input, a transposing one for NCHW (which
+// eager 1-D convs always get from torch): worth it from kImplicitMinTaps
+// taps, as wav2vec2's k = 3 feature convs took 1.8x their im2col time with it.
 struct Implicit1d {
   int64_t n, c, l, lp, cout, kw, groups, cg, og, ol, k, kb;
   // Workspace offsets in bytes.
@@ -868,7 +869,8 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
   }
   thread_local std::vector<uint16_t> w16_own;
   const uint16_t* w16 = ConvOnAmx(p, in, bn) ? WeightBF16(p, weight, &w16_own) : nullptr;
-  const float* wf = w16 != nullptr ? nullptr : PackWeight(p, weight, /*in_place=*/bn == nullptr, wpack);
+  const float* wf =
+      w16 != nullptr ? nullptr : PackWeight(p, weight, /*in_place=*/bn == nullptr, wpack);
   if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, p.k, 1, bf);
   // Phase planes: borders stay zero, interiors are rewritten.
   if (!p.depthwise && !p.direct_in && !p.cl_in && !p.patchify) {
