@@ -32,7 +32,9 @@
 // log2(e) per row) and P @ V from P rounded to bfloat16, as CPU PyTorch's
 // flash attention rounds it for its bfloat16 GEMM (2^-9 of each weight; the
 // max errors against a float64 reference equal the CPU's). The online softmax
-// between them is the float32 one of the other paths.
+// between them is the float32 one of the other paths, with the scaling done
+// in the max pass and the exponentials rounded straight into P's bfloat16
+// buffer: two passes over each score row fewer (MaskMax<true>, ExpShift's p16).
 //
 // Note [Decode streams]
 // Decode attention over a long cache reads K and V once from memory, so the
@@ -144,6 +146,7 @@ HWY_BEFORE_NAMESPACE();
 namespace trn::kernels::attention::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
+using trn::kernels::HWY_NAMESPACE::BF16HighBits;
 using trn::kernels::HWY_NAMESPACE::Exp2NonPositiveF;
 
 HWY_INLINE float Sum(DF d, hn::Vec<DF> v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
@@ -304,18 +307,33 @@ HWY_INLINE void LoadMask(const HeadArgs& a, int64_t i, int64_t j0, int64_t n, fl
   }
 }
 
-// Scores s[0, n) of one row (base 2): masked, padded with -inf to whole
-// vectors; returns their maximum. Unmasked whole vectors are only read.
-HWY_INLINE float MaskMax(const HeadArgs& a, int64_t i, int64_t j0, int64_t n, float* s) {
+// Scores s[0, n) of one row (base 2): scaled by `scale` when kScaled (AMX's
+// scores come unscaled: Note [AMX attention]), masked, padded with -inf to
+// whole vectors; returns their maximum. Unmasked, unscaled whole vectors are
+// only read.
+template <bool kScaled = false>
+HWY_INLINE float MaskMax(const HeadArgs& a, int64_t i, int64_t j0, int64_t n, float* s,
+                         float scale = 1.0f) {
   const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto ninf = hn::Set(df, -std::numeric_limits<float>::infinity());
+  const auto c = hn::Set(df, scale);
+  auto load = [&](int64_t t) {
+    const auto x = hn::LoadU(df, s + t);
+    return kScaled ? hn::Mul(x, c) : x;
+  };
   auto mx0 = ninf, mx1 = ninf;
   int64_t t = 0;
   if (a.mask != nullptr) {
     LoadMask(a, i, j0, n, a.mb);
     for (; t + N <= n; t += N) {
-      const auto x = hn::Add(hn::LoadU(df, s + t), hn::LoadU(df, a.mb + t));
+      const auto x = hn::Add(load(t), hn::LoadU(df, a.mb + t));
+      hn::StoreU(x, df, s + t);
+      mx0 = hn::Max(mx0, x);
+    }
+  } else if (kScaled) {
+    for (; t + N <= n; t += N) {
+      const auto x = load(t);
       hn::StoreU(x, df, s + t);
       mx0 = hn::Max(mx0, x);
     }
@@ -327,7 +345,7 @@ HWY_INLINE float MaskMax(const HeadArgs& a, int64_t i, int64_t j0, int64_t n, fl
     for (; t + N <= n; t += N) mx0 = hn::Max(mx0, hn::LoadU(df, s + t));
   }
   if (t < n) {
-    auto x = hn::LoadU(df, s + t);
+    auto x = load(t);
     if (a.mask != nullptr) x = hn::Add(x, hn::LoadU(df, a.mb + t));
     x = hn::IfThenElse(hn::FirstN(df, static_cast<size_t>(n - t)), x, ninf);
     hn::StoreU(x, df, s + t);
@@ -338,23 +356,35 @@ HWY_INLINE float MaskMax(const HeadArgs& a, int64_t i, int64_t j0, int64_t n, fl
 
 // p[t] = 2^(s[t] - m) in place over whole vectors (padding gives 0); returns
 // the sum over the first n. Two sums: the adds do not wait on each other.
-HWY_INLINE float ExpShift(float* s, int64_t n, float m) {
+// With p16 (the AMX path), p goes to p16[0, n rounded up to whole vectors)
+// rounded to bfloat16 (convert.h's rounding) instead of back into s.
+HWY_INLINE float ExpShift(float* s, int64_t n, float m, uint16_t* p16 = nullptr) {
   const DF df;
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto vm = hn::Set(df, m);
+  auto store = [&](decltype(vm) e, int64_t t) {
+    if (p16 == nullptr) {
+      hn::StoreU(e, df, s + t);
+      return;
+    }
+    const auto bits = hn::ShiftRight<16>(BF16HighBits(df, e));
+    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, p16 + t);  // bits < 2^16
+  };
   auto sum0 = hn::Zero(df), sum1 = hn::Zero(df);
   int64_t t = 0;
   for (; t + N < n; t += 2 * N) {
     const auto e0 = Exp2NonPositiveF(df, hn::Sub(hn::LoadU(df, s + t), vm));
     const auto e1 = Exp2NonPositiveF(df, hn::Sub(hn::LoadU(df, s + t + N), vm));
-    hn::StoreU(e0, df, s + t);
-    hn::StoreU(e1, df, s + t + N);
+    store(e0, t);
+    store(e1, t + N);
     sum0 = hn::Add(sum0, e0);
     sum1 = hn::Add(sum1, e1);
   }
   if (t < n) {
     const auto e = Exp2NonPositiveF(df, hn::Sub(hn::LoadU(df, s + t), vm));
-    hn::StoreU(e, df, s + t);
+    store(e, t);
     sum0 = hn::Add(sum0, e);
   }
   return Sum(df, hn::Add(sum0, sum1));
@@ -522,7 +552,7 @@ void Panels(const HeadArgs& a) {
   const int64_t item = static_cast<int64_t>(ItemSize(a.dtype));
   const int64_t bk = a.block_k, lds = a.block_k, lda = a.dv_pad;
   const bool on_amx = a.k_tiles != nullptr;
-  const auto score_scale = hn::Set(df, a.scale * kLog2e);  // AMX: scores come unscaled
+  const float score_scale = a.scale * kLog2e;  // AMX: scores come unscaled
   for (int64_t i0 = 0; i0 < a.sq; i0 += kTileQ) {
     const int64_t rows = std::min(kTileQ, a.sq - i0);
     for (int64_t r = 0; r < rows; ++r) {
@@ -550,21 +580,22 @@ void Panels(const HeadArgs& a) {
         const int64_t i = i0 + r;
         const int64_t n = a.causal ? std::min(jn, std::max<int64_t>(0, i + 1 - j0)) : jn;
         float* sr = a.s + r * lds;
+        // AMX: P straight into pbuf, rounded, zero past n (Note [AMX attention]).
+        uint16_t* pr = on_amx ? a.pbuf + r * bk : nullptr;
         const int64_t npad = (n + N - 1) / N * N;
-        if (on_amx) {
-          for (int64_t t = 0; t < npad; t += N) {
-            hn::StoreU(hn::Mul(hn::LoadU(df, sr + t), score_scale), df, sr + t);
-          }
-        }
-        const float bm = n > 0 ? MaskMax(a, i, j0, n, sr) : ninf;
+        float bm = ninf;
+        if (n > 0 && on_amx) bm = MaskMax<true>(a, i, j0, n, sr, score_scale);
+        if (n > 0 && !on_amx) bm = MaskMax(a, i, j0, n, sr);
         if (bm == ninf) {  // nothing attended in this block: P row 0, state kept
-          std::fill(sr, sr + jn_pad, 0.0f);
+          if (on_amx) std::fill(pr, pr + jn, uint16_t{0});
+          else std::fill(sr, sr + jn_pad, 0.0f);
           continue;
         }
         const float m_new = std::max(a.m[r], bm);
-        const float corr = std::exp2(a.m[r] - m_new);
-        a.l[r] = a.l[r] * corr + ExpShift(sr, n, m_new);
-        std::fill(sr + npad, sr + jn_pad, 0.0f);
+        const float corr = a.m[r] == m_new ? 1.0f : std::exp2(a.m[r] - m_new);  // most blocks: 1
+        a.l[r] = a.l[r] * corr + ExpShift(sr, n, m_new, pr);
+        if (on_amx) std::fill(pr + npad, pr + std::max(npad, jn), uint16_t{0});
+        else std::fill(sr + npad, sr + jn_pad, 0.0f);
         if (corr != 1.0f) {
           float* ar = a.acc + r * lda;
           const auto c = hn::Set(df, corr);
@@ -575,9 +606,6 @@ void Panels(const HeadArgs& a) {
         a.m[r] = m_new;
       }
       if (on_amx) {  // P rounded to bfloat16, as CPU PyTorch's flash attention does
-        for (int64_t r = 0; r < rows; ++r) {
-          internal::F32ToBF16Contiguous(a.s + r * lds, a.pbuf + r * bk, jn);
-        }
         amx::Gemm(rows, a.dv, jn, a.pbuf, bk, 1, a.v_tiles + j0 / 32 * 512,
                   amx::Out::F32(a.acc, lda), true, {}, a.v_block);
         continue;

@@ -36,6 +36,7 @@ struct AttnCase {
   bool mask_rows_off = false;  // the bool mask blanks query row 1 entirely
   Layout layout = Layout::kContiguous;
   double scale = 0.0;  // 0: 1/sqrt(D)
+  double tol = 2e-5;   // absolute, besides the dtype's storage and bfloat16 P terms
 };
 
 std::string Describe(const AttnCase& c) {
@@ -131,7 +132,7 @@ void RunCase(const AttnCase& c) {
             // bfloat16 panels may round P to bfloat16 as the CPU does (on AMX): 2^-9 of
             // each weight (Note [AMX attention]).
             const bool amx_panels = c.dtype == DType::kBFloat16 && c.sq >= 4;
-            const double tol = 2e-5 + testing::StorageTol(c.dtype, want, 1e-5) +
+            const double tol = c.tol + testing::StorageTol(c.dtype, want, 1e-5) +
                                (IsFloating(c.dtype) && c.dtype != DType::kFloat32 &&
                                         c.dtype != DType::kFloat64
                                     ? testing::Ulp(c.dtype, want)
@@ -328,6 +329,23 @@ TEST(AttentionTest, GivenScale) {
   c.scale = -0.7;
   c.causal = true;
   RunCase(c);
+}
+
+// The softmax's 2^x (Exp2NonPositiveF: 1.9e-7 relative) over scores spread
+// across float32's whole exponent range, held to 1e-6 on outputs of magnitude
+// ~1 on the panel and row paths: weights down to 2^-126 and below (flushed to
+// 0), keys past one block.
+TEST(AttentionTest, ExponentialsAcrossTheRange) {
+  for (const double scale : {3.0, 40.0}) {
+    for (const int64_t sq : {1, 9}) {
+      AttnCase c;
+      c.sq = sq;
+      c.skv = 300;
+      c.scale = scale;
+      c.tol = 1e-6;
+      RunCase(c);
+    }
+  }
 }
 
 TEST(AttentionTest, EmptyKeysGiveZero) {
