@@ -148,9 +148,11 @@ struct ARows {
 // (maskz forms: GCC 12 warns about the plain ones' undefined vector). The
 // integer ops alone made the epilogue of a 1598 x 256 x 256 linear 27 % of
 // its time.
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) __m256i RoundBF16(
-    __m512 x, __mmask16 valid) {
-  static const bool cvt = HasCvtBF16();
+const bool kHasCvtBF16 = HasCvtBF16();
+
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) inline __m256i
+RoundBF16(__m512 x, __mmask16 valid) {
+  const bool cvt = kHasCvtBF16;
   const __m512i u = _mm512_castps_si512(x);
   const __mmask16 subnormal = _mm512_mask_test_epi32_mask(
       _mm512_testn_epi32_mask(u, _mm512_set1_epi32(0x7f800000)), u,
