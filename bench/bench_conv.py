@@ -84,6 +84,20 @@ def main() -> None:
         ("upsample nearest x2 1x64x56x56", lambda x: F.interpolate(x, scale_factor=2),
          (r(1, 64, 56, 56),)),
     ]
+    # bfloat16 on both sides (CPU PyTorch on oneDNN's AMX kernels where the CPU has
+    # them; trn: Note [bf16 conv on AMX], Note [AMX implicit conv]): bench_models'
+    # wav2vec2 at size "bench" and a ResNet conv.
+    b = lambda *shape: torch.randn(*shape).bfloat16()  # noqa: E731
+    cases += [
+        ("bf16 wav2vec2 conv0 k10/5 2x1x16000 -> 128", F.conv1d,
+         (b(2, 1, 16000), b(128, 1, 10), None, 5)),
+        ("bf16 wav2vec2 conv1 k3/2 2x128x3199 -> 128", F.conv1d,
+         (b(2, 128, 3199), b(128, 128, 3), None, 2)),
+        ("bf16 wav2vec2 pos conv k16 g4 2x256x799", F.conv1d,
+         (b(2, 256, 799), b(256, 64, 16), b(256), 1, 8, 1, 4)),
+        ("bf16 resnet 3x3 2x64x12x12 -> 64", F.conv2d,
+         (b(2, 64, 12, 12), b(64, 64, 3, 3), None, 1, 1)),
+    ]
     with torch.no_grad():
         for name, fn, a in cases:
             compare(name, fn, a, repeat)

@@ -200,6 +200,42 @@ void GroupNormGroup(const float* in, float* out, size_t channels, size_t hw, con
 // Orders the streamed stores of a kernel before it returns.
 void StreamFence() { hwy::FlushStream(); }
 
+// Note [Weight norm in chunks] (norm.cc): float32 squares summed in float64,
+// VectorNorm's kSumSqF32 (acc[i] += x[i]^2, and the sum of all x[i]^2).
+HWY_NOINLINE void AddSquaresF64(const float* HWY_RESTRICT x, double* HWY_RESTRICT acc,
+                                size_t n) {
+  size_t i = 0;
+#if HWY_HAVE_FLOAT64
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const size_t N = hn::Lanes(dd);
+  for (; i + N <= n; i += N) {
+    const auto v = hn::LoadU(df, x + i);
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc + i), hn::PromoteTo(dd, hn::Mul(v, v))), dd, acc + i);
+  }
+#endif
+  for (; i < n; ++i) acc[i] += static_cast<double>(x[i] * x[i]);
+}
+
+HWY_NOINLINE double SumSquaresF64(const float* HWY_RESTRICT x, size_t n) {
+  size_t i = 0;
+  double s = 0.0;
+#if HWY_HAVE_FLOAT64
+  const hn::ScalableTag<double> dd;
+  const hn::Rebind<float, decltype(dd)> df;
+  const size_t N = hn::Lanes(dd);
+  auto a0 = hn::Zero(dd), a1 = hn::Zero(dd);
+  for (; i + 2 * N <= n; i += 2 * N) {
+    const auto v0 = hn::LoadU(df, x + i), v1 = hn::LoadU(df, x + i + N);
+    a0 = hn::Add(a0, hn::PromoteTo(dd, hn::Mul(v0, v0)));
+    a1 = hn::Add(a1, hn::PromoteTo(dd, hn::Mul(v1, v1)));
+  }
+  s = hn::GetLane(hn::SumOfLanes(dd, hn::Add(a0, a1)));
+#endif
+  for (; i < n; ++i) s += static_cast<double>(x[i] * x[i]);
+  return s;
+}
+
 }  // namespace trn::kernels::norm::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 

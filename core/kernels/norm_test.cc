@@ -330,6 +330,12 @@ TEST(WeightNorm, FirstAndLastDimDtypesAndLayouts) {
         RunWeightNorm({6, 3, 5}, 2, dt, l);
         RunWeightNorm({4, 33}, 1, dt, l);
         RunWeightNorm({7}, 0, dt, l);  // 1-D: the norm of each element is |v|
+        // Note [Weight norm in chunks]: blocks of >= 64 (past one chunk), rows
+        // of r = d * inner floats batched per chunk, and rows longer than one.
+        RunWeightNorm({3, 200}, 0, dt, l);
+        RunWeightNorm({2, 5000}, 0, dt, l);
+        RunWeightNorm({3000, 2, 3}, 1, dt, l);
+        RunWeightNorm({3, 5000}, 1, dt, l);
         if (::testing::Test::HasFatalFailure()) return;
       }
     }
