@@ -735,7 +735,8 @@ BF16_CONVS = [
     (1, (2, 1, 400), (16, 10), dict(stride=5)),  # wav2vec2's first layer: k = 10 < one tile
     (1, (2, 16, 199), (16, 3), dict(stride=2)),
     (1, (2, 32, 90), (32, 16), dict(padding=8, groups=4)),
-    # Note [AMX implicit conv]: stride 1, whole k tiles of channels per group
+    # Note [AMX implicit conv] (channels-last input, or NCHW from 8 taps): whole
+    # 32-channel tiles per group
     (1, (2, 128, 90), (64, 16), dict(padding=8, groups=4)),  # wav2vec2's positional conv
     (1, (2, 64, 50), (40, 3), dict(padding=(2), dilation=2)),
     (1, (1, 64, 7), (70, 5), dict(padding=4)),  # partial row and column tiles

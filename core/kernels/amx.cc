@@ -6,9 +6,10 @@
 // trn's float32 GEMM on converted operands), so a bfloat16 model on trn ran
 // 1.7x slower than on the CPU. trn's bfloat16 products use it too, where the
 // CPU has it and the OS grants the tile state (Linux: arch_prctl, asked once).
-// Layout: A is packed per call into 16-row x 32-column tiles, B (the weight,
-// cached: Note [Packed weight cache]) into 32 x 16 tiles of k pairs; both zero
-// past the matrix, so edges need no other tile shape. A block is 2 x 2 C tiles
+// Layout: A's 16-row x 32-column tiles load from A itself (Note [AMX A in
+// place]; packed where its columns are strided), B (the weight, cached: Note
+// [Packed weight cache]) is packed into 32 x 16 tiles of k pairs; packed tiles
+// are zero past the matrix, so edges need no other tile shape. A block is 2 x 2 C tiles
 // (tiles 0-3) fed by two A tiles (4, 5) and two B tiles (6, 7), the eight tile
 // registers. Products of bfloat16 are exact and summed in float32 (bfloat16
 // denormals read as 0), as on the CPU's own path.
@@ -36,19 +37,10 @@ namespace {
 constexpr int64_t kRows = 16;        // rows of every tile
 constexpr int64_t kDepth = 32;       // bfloat16 per A tile row: k per tile
 constexpr int64_t kTileElems = 512;  // uint16 per A or B tile (16 rows of 64 bytes)
-constexpr int64_t kRowChunk = 256;   // rows of A packed at a time (in L2 for k up to ~2048)
+constexpr int64_t kRowChunk = 256;   // rows of A per pass over B (in L2 for k up to ~2048)
 
 std::atomic<bool> enabled{true};
 
-// AVX512-BF16's VCVTNEPS2BF16 (every AMX CPU so far has it; checked anyway).
-bool HasCvtBF16() {
-#ifdef TRN_AMX_BUILD
-  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && ((eax >> 5) & 1) != 0;
-#else
-  return false;
-#endif
-}
 
 bool Detect() {
 #ifdef TRN_AMX_BUILD
@@ -142,14 +134,20 @@ struct ARows {
   const uint16_t* Tile(int64_t pb) const { return ptr + (offsets ? offsets[pb] : pb * step); }
 };
 
-// x rounded to bfloat16 as convert.h's F32ToBF16 (nearest even, NaN quieted)
-// in the lanes of `valid`. VCVTNEPS2BF16 rounds so too, except that it flushes
-// float32 subnormals to zero: vectors holding one take the integer ops
-// (maskz forms: GCC 12 warns about the plain ones' undefined vector). The
-// integer ops alone made the epilogue of a 1598 x 256 x 256 linear 27 % of
-// its time.
+// AVX512-BF16's VCVTNEPS2BF16 (every AMX CPU so far has it; checked anyway).
+bool HasCvtBF16() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) != 0 && ((eax >> 5) & 1) != 0;
+}
 const bool kHasCvtBF16 = HasCvtBF16();
 
+// x rounded to bfloat16 as convert.h's F32ToBF16 (nearest even, NaN quieted;
+// elementwise-inl.h's BF16HighBits in AVX-512 intrinsics, as this file is not
+// per target) in the lanes of `valid`. VCVTNEPS2BF16 rounds so too, except
+// that it flushes float32 subnormals to zero: vectors holding one take the
+// integer ops (maskz forms: GCC 12 warns about the plain ones' undefined
+// vector). The integer ops alone made the epilogue of a 1598 x 256 x 256
+// linear 27 % of its time.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"), always_inline)) inline __m256i
 RoundBF16(__m512 x, __mmask16 valid) {
   const bool cvt = kHasCvtBF16;
@@ -272,6 +270,7 @@ __attribute__((target("amx-tile"))) void Release() { _tile_release(); }
 void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int64_t a_cs,
           const uint16_t* b_packed, const Out& c, bool accumulate, Bias bias,
           int64_t b_block_stride, const int64_t* a_k_offsets) {
+  if (m <= 0 || n <= 0) return;  // an empty C may have no data at all
   TRN_ASSERT((c.f32 != nullptr) != (c.bf16 != nullptr) && (c.f32 != nullptr || !accumulate),
              "amx::Gemm: one C, float32 to accumulate");
   TRN_ASSERT(bias.data == nullptr || !accumulate, "amx::Gemm: a bias only without accumulate");
@@ -340,9 +339,9 @@ void Gemm(int64_t m, int64_t n, int64_t k, const uint16_t* a, int64_t a_rs, int6
   }
   Release();
 }
-// Note [AMX conv operand]: tile row r of k tile pb holds, for its 16 columns,
-// the k pair (2r, 2r + 1) interleaved: two 16-float row segments rounded and
-// zipped into 32 bfloat16 (the second of a pair zero past k).
+
+// PackB's layout (a tile row: 16 columns of one k pair, zipped) from two
+// float32 row segments rounded by RoundBF16.
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) void PackBFromF32(
     const float* b, int64_t rs, int64_t k, int64_t n, uint16_t* dst) {
   const int64_t kb = (k + kDepth - 1) / kDepth, nb = (n + kRows - 1) / kRows;

@@ -112,6 +112,42 @@ TEST(AmxGemm, MatchesScalarReference) {
   }
 }
 
+// k tiles of A anywhere (a_k_offsets, Note [AMX implicit conv] in conv.cc):
+// logical A(i, p) at a[i * rs + offsets[p / 32] + p % 32], overlapping and out
+// of order, with a partial last row tile (packed through the same offsets).
+TEST(AmxGemm, KTileOffsets) {
+  if (!Available()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or the OS refused the tiles)";
+  const int64_t m = 37, n = 20, k = 96, rs = 200;
+  const int64_t offsets[] = {100, 7, 20};
+  const std::vector<uint16_t> a = RandomBf16(static_cast<size_t>(m * rs), 5);
+  const std::vector<uint16_t> b = RandomBf16(static_cast<size_t>(k * n), 6);
+  std::vector<uint16_t> tiles(static_cast<size_t>(PackedBElems(k, n)));
+  PackB(b.data(), n, 1, k, n, tiles.data());
+  std::vector<float> out(static_cast<size_t>(m * n));
+  Gemm(m, n, k, a.data(), rs, 1, tiles.data(), Out::F32(out.data(), n), false, {}, 0, offsets);
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) {
+      double want = 0, mag = 0;
+      for (int64_t p = 0; p < k; ++p) {
+        const double t =
+            double(Bf(a[i * rs + offsets[p / 32] + p % 32])) * Bf(b[p * n + j]);
+        want += t;
+        mag += std::fabs(t);
+      }
+      ASSERT_NEAR(out[i * n + j], want, 1e-5 * mag + 1e-6) << i << ", " << j;
+    }
+  }
+}
+
+// An empty C (m or n 0) is left alone, even without any data.
+TEST(AmxGemm, EmptyProducts) {
+  if (!Available()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or the OS refused the tiles)";
+  const std::vector<uint16_t> a = RandomBf16(64, 7);
+  const std::vector<uint16_t> tiles(static_cast<size_t>(PackedBElems(64, 16)));
+  Gemm(0, 16, 64, a.data(), 64, 1, tiles.data(), Out::BF16(nullptr, 16), false);
+  Gemm(1, 0, 64, a.data(), 64, 1, tiles.data(), Out::F32(nullptr, 0), true);
+}
+
 // The bfloat16 epilogue rounds as convert.h: C = (1 * 0 = +0) + bias[j] with
 // bias values at rounding ties (to even both ways), just off them, signed
 // zeros, infinities, the largest float and signalling NaNs (quieted, sign

@@ -3,7 +3,9 @@
 // Note [conv as GEMM]
 // For image n and group g, out[n, g] (Og x P, P = OH*OW) = W_g (Og x K) @
 // col (K x P), K = Cg*KH*KW, where col holds the input patch of every output
-// pixel (im2col). Everything the GEMM reads is float32 in one workspace:
+// pixel (im2col). Everything the GEMM reads is float32 in one workspace (a
+// bfloat16 conv on AMX reads its weight in place and rounds col into tiles:
+// Note [bf16 conv on AMX]):
 //  - the weight, converted and reordered once per call into the K order of col;
 //  - the bias (f32), loaded by Matmul as the accumulator start (fused bias);
 //  - col, rebuilt per (n, g). Its layout follows the input: NCHW input gives
@@ -47,6 +49,7 @@
 #include "core/kernels/amx.h"
 #include "core/kernels/convert.h"
 #include "core/kernels/kernels.h"
+#include "core/kernels/scratch.h"
 #include "hwy/aligned_allocator.h"
 
 namespace trn::kernels {
@@ -597,12 +600,14 @@ const uint16_t* WeightBF16(const Plan& p, const TensorRef& weight, std::vector<u
 
 // C = w (og x k, rows k apart) @ col (float32 k x np, rows col_ld apart) plus
 // the per-row bias on AMX (Note [bf16 conv on AMX]).
-void AmxConvGemm(const uint16_t* w, int64_t og, int64_t k, const float* col, int64_t col_ld,
-                 int64_t np, const float* bias, const amx::Out& c) {
-  thread_local std::vector<uint16_t> tiles;  // bounded: col is one band (kColBytes)
-  tiles.resize(static_cast<size_t>(amx::PackedBElems(k, np)));
-  amx::PackBFromF32(col, col_ld, k, np, tiles.data());
-  amx::Gemm(og, np, k, w, k, 1, tiles.data(), c, false, amx::Bias{bias, true});
+Status AmxConvGemm(const uint16_t* w, int64_t og, int64_t k, const float* col, int64_t col_ld,
+                   int64_t np, const float* bias, const amx::Out& c) {
+  internal::ScratchBuffer<uint16_t> scratch;
+  uint16_t* tiles = scratch.Get(amx::PackedBElems(k, np));
+  if (tiles == nullptr) return Status::Error("conv2d: no host memory for the AMX tiles of col");
+  amx::PackBFromF32(col, col_ld, k, np, tiles);
+  amx::Gemm(og, np, k, w, k, 1, tiles, c, false, amx::Bias{bias, true});
+  return Status::Ok();
 }
 
 // The workspace of the im2col / implicit-GEMM paths (Plan).
@@ -631,23 +636,24 @@ size_t GemmWorkspaceBytes(const TensorRef& out, const TensorRef& in, const Tenso
 struct Implicit1d {
   int64_t n, c, l, lp, cout, kw, groups, cg, og, ol, k, kb;
   // Workspace offsets in bytes.
-  int64_t xp_off, w_off, b_off, c_off, offs_off, total;
+  int64_t xp_off, w_off, wt_off, b_off, c_off, offs_off, total;
 };
 
 // NCHW input costs a transposing copy into xp: worth it where im2col would
 // copy the input this many times (Note [AMX implicit conv]).
 constexpr int64_t kImplicitMinTaps = 8;
 
-bool AmxImplicit1dApplies(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
-                          const ConvParams& prm) {
+// The shapes Note [AMX implicit conv] takes; ConvWorkspaceBytes sizes for
+// them whether or not AMX is on, so a later SetEnabled cannot outgrow it.
+bool Implicit1dShape(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
+                     const ConvParams& prm) {
   if (in.ndim != 4 || weight.ndim != 4 || out.ndim != 4) return false;
   const int64_t groups = prm.groups, cg = weight.sizes[1];
   return in.dtype == DType::kBFloat16 && weight.dtype == in.dtype && out.dtype == in.dtype &&
          in.sizes[2] == 1 && weight.sizes[2] == 1 && out.sizes[2] == 1 && prm.pad_begin[0] == 0 &&
-         prm.pad_end[0] == 0 && groups >= 1 && cg % 32 == 0 &&
+         prm.pad_end[0] == 0 && groups >= 1 && cg > 0 && cg % 32 == 0 &&
          (in.strides[1] == 1 || weight.sizes[3] >= kImplicitMinTaps) &&
-         in.sizes[1] == cg * groups && weight.sizes[0] % groups == 0 && out.numel() > 0 &&
-         amx::Available();
+         in.sizes[1] == cg * groups && weight.sizes[0] % groups == 0 && out.numel() > 0;
 }
 
 Implicit1d PlanImplicit1d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
@@ -668,7 +674,8 @@ Implicit1d PlanImplicit1d(const TensorRef& out, const TensorRef& in, const Tenso
   auto align = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
   q.xp_off = 0;
   q.w_off = align(q.lp * q.c * 2);
-  q.b_off = q.w_off + align(q.groups * amx::PackedBElems(q.k, q.og) * 2);
+  q.wt_off = q.w_off + align(q.groups * amx::PackedBElems(q.k, q.og) * 2);
+  q.b_off = q.wt_off + align(q.k * q.og * 2);
   q.c_off = q.b_off + align(q.cout * 4);
   q.offs_off = q.c_off + align(q.ol * q.og * 4);
   q.total = q.offs_off + q.kb * 8;
@@ -686,23 +693,19 @@ Status AmxImplicitConv1d(const TensorRef& out, const TensorRef& in, const Tensor
   auto* bf = reinterpret_cast<float*>(ws + q.b_off);
   auto* cbuf = reinterpret_cast<float*>(ws + q.c_off);
   auto* offs = reinterpret_cast<int64_t*>(ws + q.offs_off);
-  // B of group g: W_g^T [K][Og], k = kx * Cg + c, in PackB's tiles.
+  // B of group g: W_g^T [K][Og] with k = kx * Cg + c (A's k order), in PackB's tiles.
+  auto* wt = reinterpret_cast<uint16_t*>(ws + q.wt_off);
   const int64_t slice = amx::PackedBElems(q.k, q.og);
   for (int64_t g = 0; g < q.groups; ++g) {
-    uint16_t* t = tiles + g * slice;
-    std::fill(t, t + slice, uint16_t{0});
-    for (int64_t jb = 0; jb * 16 < q.og; ++jb) {
-      for (int64_t pb = 0; pb < q.kb; ++pb) {
-        uint16_t* tile = t + (jb * q.kb + pb) * 512;
-        for (int64_t e = 0; e < 32; ++e) {  // tile row e / 2 holds k pair (2r, 2r + 1)
-          const int64_t kk = pb * 32 + e, kx = kk / q.cg, c = kk % q.cg;
-          for (int64_t j = 0; j < 16 && jb * 16 + j < q.og; ++j) {
-            std::memcpy(tile + (e / 2) * 32 + 2 * j + e % 2,
-                        At(weight, g * q.og + jb * 16 + j, c, 0, kx), sizeof(uint16_t));
-          }
+    for (int64_t kx = 0; kx < q.kw; ++kx) {
+      for (int64_t c = 0; c < q.cg; ++c) {
+        for (int64_t o = 0; o < q.og; ++o) {
+          std::memcpy(wt + (kx * q.cg + c) * q.og + o, At(weight, g * q.og + o, c, 0, kx),
+                      sizeof(uint16_t));
         }
       }
     }
+    amx::PackB(wt, q.og, 1, q.k, q.og, tiles + g * slice);
   }
   for (int64_t pb = 0; pb < q.kb; ++pb) {
     offs[pb] = (pb * 32 / q.cg) * prm.dilation[1] * q.c + pb * 32 % q.cg;
@@ -746,12 +749,11 @@ Status AmxImplicitConv1d(const TensorRef& out, const TensorRef& in, const Tensor
 size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
                           const ConvParams& p) {
   // Sized for both paths: a batch norm folded in takes the other (Conv2d).
-  const size_t implicit = AmxImplicit1dApplies(out, in, weight, p)
+  const size_t implicit = Implicit1dShape(out, in, weight, p)
                               ? static_cast<size_t>(PlanImplicit1d(out, in, weight, p).total)
                               : 0;
   return std::max(implicit, GemmWorkspaceBytes(out, in, weight, p));
 }
-
 
 // Note [conv as GEMM]: small NCHW images side by side, col [K][N*P] and the
 // f32 tile [Cout][N*P], then the tile into out.
@@ -764,7 +766,8 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
     Im2Col(p, prm, in, n, 0, 0, p.oh, phases, col + n * p.p, p.col_ld);
   }
   if (w16 != nullptr) {
-    AmxConvGemm(w16, p.cout, p.k, col, p.col_ld, np, bf, amx::Out::F32(tile, np));
+    const Status st = AmxConvGemm(w16, p.cout, p.k, col, p.col_ld, np, bf, amx::Out::F32(tile, np));
+    if (!st.ok()) return st;
   } else {
     TensorRef bias_ref;
     if (bf != nullptr) bias_ref = Mat2(const_cast<float*>(bf), DType::kFloat32, p.cout, np, 1, 0);
@@ -788,9 +791,9 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
 // One band of output rows [y0, y1) of image n, group g on AMX: straight into
 // a bfloat16 out whose pixels are contiguous when there is no activation, else
 // through the float32 tile ([Og][np]).
-void AmxBand(const Plan& p, const ConvParams& prm, const TensorRef& out, int64_t n, int64_t g,
-             int64_t y0, int64_t y1, const uint16_t* w16, const float* bf, const TensorRef& kp,
-             float* tile) {
+Status AmxBand(const Plan& p, const ConvParams& prm, const TensorRef& out, int64_t n, int64_t g,
+               int64_t y0, int64_t y1, const uint16_t* w16, const float* bf, const TensorRef& kp,
+               float* tile) {
   const int64_t np = (y1 - y0) * p.ow;
   const uint16_t* wg = w16 + g * p.og * p.k;
   const float* bias = bf != nullptr ? bf + g * p.og : nullptr;
@@ -798,10 +801,12 @@ void AmxBand(const Plan& p, const ConvParams& prm, const TensorRef& out, int64_t
   int64_t ps;
   if (prm.activation == ConvActivation::kNone && PixelsMerge(out, &ps) && ps == 1) {
     auto* dst = reinterpret_cast<uint16_t*>(const_cast<char*>(At(out, n, g * p.og, y0, 0)));
-    AmxConvGemm(wg, p.og, p.k, col, kp.strides[0], np, bias, amx::Out::BF16(dst, out.strides[1]));
-    return;
+    return AmxConvGemm(wg, p.og, p.k, col, kp.strides[0], np, bias,
+                       amx::Out::BF16(dst, out.strides[1]));
   }
-  AmxConvGemm(wg, p.og, p.k, col, kp.strides[0], np, bias, amx::Out::F32(tile, np));
+  const Status st = AmxConvGemm(wg, p.og, p.k, col, kp.strides[0], np, bias,
+                                amx::Out::F32(tile, np));
+  if (!st.ok()) return st;
   for (int64_t o = 0; o < p.og; ++o) {
     Activate(prm, tile + o * np, np, 1);
     for (int64_t y = y0; y < y1; ++y) {
@@ -809,12 +814,14 @@ void AmxBand(const Plan& p, const ConvParams& prm, const TensorRef& out, int64_t
                              out.strides[3], p.ow, tile + o * np + (y - y0) * p.ow);
     }
   }
+  return Status::Ok();
 }
 
 Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight,
               const TensorRef& bias, const ConvParams& prm, const TensorRef& workspace,
               const ConvBatchNorm* bn) {
-  if (bn == nullptr && AmxImplicit1dApplies(out, in, weight, prm)) {  // Note [AMX implicit conv]
+  // Note [AMX implicit conv]
+  if (bn == nullptr && Implicit1dShape(out, in, weight, prm) && amx::Available()) {
     const int64_t total = static_cast<int64_t>(ConvWorkspaceBytes(out, in, weight, prm) / 4);
     hwy::AlignedFreeUniquePtr<float[]> own;
     float* ws = WorkspaceFloats(workspace, total, &own);
@@ -867,7 +874,7 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, 1, p.cout, bf);
     return ImplicitGemm(p, prm, out, in, wpack, has_bias ? bf : nullptr, col, tile);
   }
-  thread_local std::vector<uint16_t> w16_own;
+  std::vector<uint16_t> w16_own;  // a non-contiguous weight's copy (rare)
   const uint16_t* w16 = ConvOnAmx(p, in, bn) ? WeightBF16(p, weight, &w16_own) : nullptr;
   const float* wf =
       w16 != nullptr ? nullptr : PackWeight(p, weight, /*in_place=*/bn == nullptr, wpack);
@@ -904,7 +911,9 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
                        : Mat2(col, DType::kFloat32, p.k, np, p.col_ld, 1);
         }
         if (w16 != nullptr) {  // Note [bf16 conv on AMX]
-          AmxBand(p, prm, out, n, g, y0, y1, w16, has_bias ? bf : nullptr, kp, tile);
+          const Status st = AmxBand(p, prm, out, n, g, y0, y1, w16, has_bias ? bf : nullptr, kp,
+                                    tile);
+          if (!st.ok()) return st;
           continue;
         }
         const TensorRef wg =

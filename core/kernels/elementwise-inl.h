@@ -104,12 +104,12 @@ HWY_INLINE V ExpNonPositiveNaNF(D d, V x) {
 }
 
 // 2^x for x <= 0 (attention's base-2 scores, Note [exp2 softmax]); 0 below
-// -127 and for -inf. t = x + 1.5 * 2^23 + 127 rounds x to an integer n held in
-// t's low mantissa bits, biased by 127, so (t's bits << 23) is 2^n itself
-// (0 at n = -127) and t - magic is n; 2^(x - n) comes from a degree-5 fit on
-// [-1/2, 1/2] (1.9e-7 relative in float32 Horner). 11 vector ops against
-// the 16 of ExpReducedF's route: the exponentials are most of a bfloat16
-// attention's softmax at head dim 32.
+// -126.5 (n = -127 is an exponent field of 0) and for -inf. t = x + 1.5 *
+// 2^23 + 127 rounds x to an integer n held in t's low mantissa bits, biased by
+// 127, so (t's bits << 23) is 2^n itself and t - magic is n; 2^(x - n) comes
+// from a degree-5 fit on [-1/2, 1/2] (1.9e-7 relative in float32 Horner). 11
+// vector ops against the 16 of ExpReducedF's route: the exponentials are most
+// of a bfloat16 attention's softmax at head dim 32.
 template <class D, class V>
 HWY_INLINE V Exp2NonPositiveF(D d, V x) {
   const hn::RebindToSigned<D> di;

@@ -18,6 +18,7 @@
 
 #include "core/common/assert.h"
 #include "core/kernels/amx.h"
+#include "core/kernels/scratch.h"
 #include "core/kernels/convert.h"
 #include "core/kernels/indexing_internal.h"
 #include "core/kernels/kernels.h"
@@ -397,34 +398,6 @@ bool Disjoint(const TensorRef& a, const TensorRef& b) {
   return ahi <= blo || bhi <= alo;
 }
 
-// A scratch array of a kernel run: a thread's buffer reused call after call
-// up to kKeptBytes (no allocation in steady state), a fresh one freed with
-// this object above (a bfloat16 lm_head's logits would pin a GiB per thread).
-// Get returns null when the host has no memory; a later Get may reuse the
-// memory of an earlier one. At most one live object per T and thread.
-template <typename T>
-class ScratchBuffer {
- public:
-  T* Get(int64_t elems) {
-    static constexpr int64_t kKeptBytes = int64_t{16} << 20;
-    thread_local hwy::AlignedFreeUniquePtr<T[]> kept;
-    thread_local int64_t kept_elems = 0;
-    const size_t n = static_cast<size_t>(std::max<int64_t>(elems, 1));
-    if (elems * static_cast<int64_t>(sizeof(T)) > kKeptBytes) {
-      own_ = hwy::AllocateAligned<T>(n);
-      return own_.get();
-    }
-    if (kept_elems < elems) {
-      kept = hwy::AllocateAligned<T>(n);
-      kept_elems = kept != nullptr ? elems : 0;
-    }
-    return kept.get();
-  }
-
- private:
-  hwy::AlignedFreeUniquePtr<T[]> own_;
-};
-
 // Matmul with b's pack (made by EnsurePacked for b, its batches one after
 // another) or null; with `amx` on AMX tiles (Note [AMX bf16 GEMM]), b's
 // cached tiles or null.
@@ -481,7 +454,7 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   const bool direct16 = amx && out.dtype == DType::kBFloat16 && unit_cols &&
                         (!has_bias || fused_bias);
   // Not zeroed: the GEMM (or the bias fill) writes all of it.
-  ScratchBuffer<float> scratch_buffer;
+  internal::ScratchBuffer<float> scratch_buffer;
   float* const scratch = direct || direct16 ? nullptr : scratch_buffer.Get(rows * cols);
   if (!direct && !direct16 && scratch == nullptr) {
     return Status::Error("matmul: no host memory for a " + std::to_string(rows) + " x " +
@@ -493,7 +466,7 @@ Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b
   // out += a @ b (c.addmm_(a, b); a convolution's taps, Note [Implicit GEMM] in
   // conv.cc): the bias is out itself, which the GEMM accumulates onto in place.
   const bool onto_out = has_bias && direct && beta == 1.0 && SameView(bias, out);
-  ScratchBuffer<uint16_t> b_tiles_buffer;
+  internal::ScratchBuffer<uint16_t> b_tiles_buffer;
   for (int64_t bi = 0; bi < batches; ++bi) {
     gemm::Args args;
     args.m = rows;
