@@ -69,13 +69,15 @@ int64_t PackedBElems(int64_t k, int64_t n) {
   return (n + kRows - 1) / kRows * ((k + kDepth - 1) / kDepth) * kTileElems;
 }
 
-void PackB(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint16_t* dst) {
+void PackB(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint16_t* dst,
+           int64_t dst_block_stride) {
   const int64_t kb = (k + kDepth - 1) / kDepth, nb = (n + kRows - 1) / kRows;
-  std::fill(dst, dst + PackedBElems(k, n), uint16_t{0});
+  const int64_t block = dst_block_stride > 0 ? dst_block_stride : kb * kTileElems;
   for (int64_t jb = 0; jb < nb; ++jb) {
     const int64_t cols = std::min(kRows, n - jb * kRows);
     for (int64_t pb = 0; pb < kb; ++pb) {
-      uint16_t* tile = dst + (jb * kb + pb) * kTileElems;
+      uint16_t* tile = dst + jb * block + pb * kTileElems;
+      std::fill(tile, tile + kTileElems, uint16_t{0});
       const int64_t depth = std::min(kDepth, k - pb * kDepth);
       for (int64_t q = 0; q < depth; ++q) {  // tile row q / 2 holds k pair (2r, 2r + 1)
         const uint16_t* row = b + (pb * kDepth + q) * rs + jb * kRows * cs;

@@ -15,7 +15,11 @@ void SetEnabled(bool enabled);
 // A k x n bfloat16 B (element (p, j) at b[p * rs + j * cs], raw bits) packed
 // into tiles: PackedBElems(k, n) uint16 elements (tile loads need no alignment).
 int64_t PackedBElems(int64_t k, int64_t n);
-void PackB(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint16_t* dst);
+// dst_block_stride (uint16 elements between 16-column blocks; 0: PackedBElems(k,
+// 16)) writes b as rows [p0, p0 + k) of a taller pack (dst = its tiles + (p0 /
+// 32) * 512, p0 a multiple of 32), as Gemm's b_block_stride reads them.
+void PackB(const uint16_t* b, int64_t rs, int64_t cs, int64_t k, int64_t n, uint16_t* dst,
+           int64_t dst_block_stride = 0);
 
 // Where Gemm writes C, element (i, j) at i * ld + j: float32 (which
 // `accumulate` adds onto) or bfloat16, each element the float32 sum (plus

@@ -50,6 +50,20 @@ TEST(AmxPackB, TilesOfKPairs) {
   }
 }
 
+// Rows [32, 70) packed alone into their place in a taller pack (dst_block_stride)
+// give the tiles of the whole pack: an implicit conv's taps, packed one by one.
+TEST(AmxPackB, RowsIntoATallerPack) {
+  const int64_t k = 70, n = 20;
+  const std::vector<uint16_t> b = RandomBf16(static_cast<size_t>(k * n), 4);
+  std::vector<uint16_t> whole(static_cast<size_t>(PackedBElems(k, n)));
+  std::vector<uint16_t> parts(whole.size(), 0x7777);
+  PackB(b.data(), n, 1, k, n, whole.data());
+  const int64_t block = PackedBElems(k, 16);
+  PackB(b.data(), n, 1, 32, n, parts.data(), block);
+  PackB(b.data() + 32 * n, n, 1, k - 32, n, parts.data() + 512, block);
+  EXPECT_EQ(parts, whole);
+}
+
 TEST(AmxGemm, MatchesScalarReference) {
   if (!Available()) GTEST_SKIP() << "this CPU has no AMX-BF16 (or the OS refused the tiles)";
   enum BiasKind { kNone, kCol, kRow };

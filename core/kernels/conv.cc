@@ -636,7 +636,7 @@ size_t GemmWorkspaceBytes(const TensorRef& out, const TensorRef& in, const Tenso
 struct Implicit1d {
   int64_t n, c, l, lp, cout, kw, groups, cg, og, ol, k, kb;
   // Workspace offsets in bytes.
-  int64_t xp_off, w_off, wt_off, b_off, c_off, offs_off, total;
+  int64_t xp_off, w_off, b_off, c_off, offs_off, total;
 };
 
 // NCHW input costs a transposing copy into xp: worth it where im2col would
@@ -674,8 +674,7 @@ Implicit1d PlanImplicit1d(const TensorRef& out, const TensorRef& in, const Tenso
   auto align = [](int64_t bytes) { return (bytes + 63) / 64 * 64; };
   q.xp_off = 0;
   q.w_off = align(q.lp * q.c * 2);
-  q.wt_off = q.w_off + align(q.groups * amx::PackedBElems(q.k, q.og) * 2);
-  q.b_off = q.wt_off + align(q.k * q.og * 2);
+  q.b_off = q.w_off + align(q.groups * amx::PackedBElems(q.k, q.og) * 2);
   q.c_off = q.b_off + align(q.cout * 4);
   q.offs_off = q.c_off + align(q.ol * q.og * 4);
   q.total = q.offs_off + q.kb * 8;
@@ -693,19 +692,16 @@ Status AmxImplicitConv1d(const TensorRef& out, const TensorRef& in, const Tensor
   auto* bf = reinterpret_cast<float*>(ws + q.b_off);
   auto* cbuf = reinterpret_cast<float*>(ws + q.c_off);
   auto* offs = reinterpret_cast<int64_t*>(ws + q.offs_off);
-  // B of group g: W_g^T [K][Og] with k = kx * Cg + c (A's k order), in PackB's tiles.
-  auto* wt = reinterpret_cast<uint16_t*>(ws + q.wt_off);
+  // B of group g: W_g^T [K][Og] with k = kx * Cg + c (A's k order): per tap
+  // kx its Cg whole k tiles, packed from the weight's strides.
   const int64_t slice = amx::PackedBElems(q.k, q.og);
+  const auto* w = static_cast<const uint16_t*>(weight.data);
   for (int64_t g = 0; g < q.groups; ++g) {
     for (int64_t kx = 0; kx < q.kw; ++kx) {
-      for (int64_t c = 0; c < q.cg; ++c) {
-        for (int64_t o = 0; o < q.og; ++o) {
-          std::memcpy(wt + (kx * q.cg + c) * q.og + o, At(weight, g * q.og + o, c, 0, kx),
-                      sizeof(uint16_t));
-        }
-      }
+      amx::PackB(w + g * q.og * weight.strides[0] + kx * weight.strides[3], weight.strides[1],
+                 weight.strides[0], q.cg, q.og, tiles + g * slice + kx * q.cg / 32 * 512,
+                 q.kb * 512);
     }
-    amx::PackB(wt, q.og, 1, q.k, q.og, tiles + g * slice);
   }
   for (int64_t pb = 0; pb < q.kb; ++pb) {
     offs[pb] = (pb * 32 / q.cg) * prm.dilation[1] * q.c + pb * 32 % q.cg;
