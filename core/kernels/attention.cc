@@ -148,7 +148,7 @@ HWY_BEFORE_NAMESPACE();
 namespace trn::kernels::attention::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
-using trn::kernels::HWY_NAMESPACE::BF16HighBits;
+using trn::kernels::HWY_NAMESPACE::StoreBF16;
 using trn::kernels::HWY_NAMESPACE::Exp2NonPositiveF;
 
 HWY_INLINE float Sum(DF d, hn::Vec<DF> v) { return hn::GetLane(hn::SumOfLanes(d, v)); }
@@ -362,17 +362,11 @@ HWY_INLINE float MaskMax(const HeadArgs& a, int64_t i, int64_t j0, int64_t n, fl
 // rounded to bfloat16 (convert.h's rounding) instead of back into s.
 HWY_INLINE float ExpShift(float* s, int64_t n, float m, uint16_t* p16 = nullptr) {
   const DF df;
-  const hn::RebindToSigned<DF> di;
-  const hn::Rebind<uint16_t, DF> du16;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   const auto vm = hn::Set(df, m);
   auto store = [&](decltype(vm) e, int64_t t) {
-    if (p16 == nullptr) {
-      hn::StoreU(e, df, s + t);
-      return;
-    }
-    const auto bits = hn::ShiftRight<16>(BF16HighBits(df, e));
-    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, p16 + t);  // bits < 2^16
+    if (p16 != nullptr) return StoreBF16(df, e, p16 + t);
+    hn::StoreU(e, df, s + t);
   };
   auto sum0 = hn::Zero(df), sum1 = hn::Zero(df);
   int64_t t = 0;

@@ -243,20 +243,20 @@ TEST(AttentionTest, LayoutsAndDtypes) {
 // with grouped heads and d, dv off the 32-element tile depth.
 TEST(AttentionTest, Bfloat16PanelsAcrossKeyBlocks) {
   for (bool on_amx : {true, false}) {  // the float32 panels where there is no AMX
-  amx::SetEnabled(on_amx);
-  for (bool causal : {false, true}) {
-    AttnCase c;
-    c.dtype = DType::kBFloat16;
-    c.hq = 4;
-    c.hkv = 2;
-    c.sq = 37;
-    c.skv = 600;
-    c.d = 40;
-    c.dv = 24;
-    c.causal = causal;
-    c.mask = causal ? MaskKind::kNone : MaskKind::kAdditive;
-    RunCase(c);
-  }
+    amx::SetEnabled(on_amx);
+    for (bool causal : {false, true}) {
+      AttnCase c;
+      c.dtype = DType::kBFloat16;
+      c.hq = 4;
+      c.hkv = 2;
+      c.sq = 37;
+      c.skv = 600;
+      c.d = 40;
+      c.dv = 24;
+      c.causal = causal;
+      c.mask = causal ? MaskKind::kNone : MaskKind::kAdditive;
+      RunCase(c);
+    }
   }
   amx::SetEnabled(true);
 }

@@ -716,11 +716,12 @@ Status AmxImplicitConv1d(const TensorRef& out, const TensorRef& in, const Tensor
   for (int64_t n = 0; n < q.n; ++n) {
     for (int64_t x = 0; x < q.l; ++x) {
       uint16_t* row = xp + (x + pad) * q.c;
+      const auto* src = reinterpret_cast<const uint16_t*>(At(in, n, 0, 0, x));
       if (in.strides[1] == 1) {
-        std::memcpy(row, At(in, n, 0, 0, x), static_cast<size_t>(q.c) * sizeof(uint16_t));
+        std::copy_n(src, q.c, row);
         continue;
       }
-      for (int64_t c = 0; c < q.c; ++c) std::memcpy(row + c, At(in, n, c, 0, x), sizeof(uint16_t));
+      for (int64_t c = 0; c < q.c; ++c) row[c] = src[c * in.strides[1]];
     }
     for (int64_t g = 0; g < q.groups; ++g) {
       const amx::Bias b{bias.data != nullptr ? bf + g * q.og : nullptr, false};

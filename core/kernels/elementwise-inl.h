@@ -17,6 +17,7 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 
 #include "hwy/contrib/math/math-inl.h"
@@ -52,6 +53,14 @@ HWY_INLINE hn::Vec<hn::RebindToUnsigned<DF>> BF16HighBits(DF d, VF x) {
   const auto rounded = hn::And(hn::Add(hn::Add(u, hn::Set(du, 0x7fff)), lsb), high);
   const auto quiet = hn::Or(hn::And(u, high), hn::Set(du, 0x00400000u));
   return hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(x)), quiet, rounded);
+}
+
+// x rounded to bfloat16 (BF16HighBits) into dst[0, Lanes(d)).
+HWY_INLINE void StoreBF16(DF d, VF x, uint16_t* HWY_RESTRICT dst) {
+  const hn::RebindToSigned<DF> di;
+  const hn::Rebind<uint16_t, DF> du16;
+  const auto bits = hn::ShiftRight<16>(BF16HighBits(d, x));
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, dst);  // bits < 2^16
 }
 
 template <class D, class V>

@@ -57,15 +57,10 @@ void BF16ToF32Run(const uint16_t* src, float* dst, int64_t n) {
 }
 
 void F32ToBF16Run(const float* src, uint16_t* dst, int64_t n) {
-  const hn::ScalableTag<float> df;
-  const hn::RebindToSigned<decltype(df)> di;
-  const hn::Rebind<uint16_t, decltype(df)> du16;
+  const DF df;
   const int64_t N = static_cast<int64_t>(hn::Lanes(df));
   int64_t i = 0;
-  for (; i + N <= n; i += N) {
-    const auto bits = hn::ShiftRight<16>(BF16HighBits(df, hn::LoadU(df, src + i)));
-    hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, dst + i);  // bits < 2^16
-  }
+  for (; i + N <= n; i += N) StoreBF16(df, hn::LoadU(df, src + i), dst + i);
   for (; i < n; ++i) dst[i] = internal::F32ToBF16(src[i]);
 }
 

@@ -398,12 +398,37 @@ bool Disjoint(const TensorRef& a, const TensorRef& b) {
   return ahi <= blo || bhi <= alo;
 }
 
-// Matmul with b's pack (made by EnsurePacked for b, its batches one after
-// another) or null; with `amx` on AMX tiles (Note [AMX bf16 GEMM]), b's
-// cached tiles or null.
+// bfloat16 products run on the host's matrix unit where there is one (Note
+// [AMX bf16 GEMM]); alpha != 1 keeps the float32 GEMM.
+bool OnAmx(const TensorRef& a, double alpha) {
+  return a.dtype == DType::kBFloat16 && alpha == 1.0 && a.sizes[a.ndim - 1] > 0 &&
+         amx::Available();
+}
+
+// How a product reads b: on AMX tiles or the float32 GEMM, from a cached pack
+// (made by EnsurePacked, b's batches one after another) or packed per call (null).
+struct BPack {
+  bool amx = false;
+  const float* floats = nullptr;
+  const uint16_t* tiles = nullptr;
+};
+
+// Slice i of `pack` (a grouped_mm's experts) for a k x n b, or per-call packing
+// when nothing is cached.
+BPack SliceOf(const PackedB::Pack* pack, bool amx, int64_t k, int64_t n, int64_t i) {
+  BPack bp{amx, nullptr, nullptr};
+  if (pack != nullptr && amx) bp.tiles = pack->tiles.get() + i * amx::PackedBElems(k, n);
+  if (pack != nullptr && !amx) {
+    bp.floats = pack->floats.get() + i * HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(k, n);
+  }
+  return bp;
+}
+
 Status MatmulPacked(const TensorRef& out, const TensorRef& a, const TensorRef& b,
-                    const TensorRef& bias, double alpha, double beta, const float* b_pack,
-                    bool amx = false, const uint16_t* b_tiles = nullptr) {
+                    const TensorRef& bias, double alpha, double beta, const BPack& bp) {
+  const bool amx = bp.amx;
+  const float* const b_pack = bp.floats;
+  const uint16_t* const b_tiles = bp.tiles;
   Mat ma(a), mb(b), mo(out);
   const int64_t batch = mo.batch(), m = mo.rows, n = mo.cols, k = ma.cols;
   TRN_ASSERT(IsFloating(out.dtype) && a.dtype == out.dtype && b.dtype == out.dtype,
@@ -560,19 +585,14 @@ int64_t InPlaceBStride(int64_t cols) {
 
 Status Matmul(const TensorRef& out, const TensorRef& a, const TensorRef& b,
               const TensorRef& bias, double alpha, double beta, PackedB* packed_b) {
-  // bfloat16 on the host's matrix unit where there is one (Note [AMX bf16 GEMM]).
-  const int64_t k = a.sizes[a.ndim - 1];
-  const bool amx = a.dtype == DType::kBFloat16 && alpha == 1.0 && k > 0 && amx::Available();
+  const bool amx = OnAmx(a, alpha);
   std::shared_ptr<const PackedB::Pack> pack;
   if (packed_b != nullptr) {
     TRN_ASSERT(SameView(packed_b->view, b), "Matmul: packed_b does not describe b");
     pack = EnsurePacked(*packed_b, amx);
   }
-  if (amx) {
-    return MatmulPacked(out, a, b, bias, alpha, beta, nullptr, true,
-                        pack != nullptr ? pack->tiles.get() : nullptr);
-  }
-  return MatmulPacked(out, a, b, bias, alpha, beta, pack != nullptr ? pack->floats.get() : nullptr);
+  return MatmulPacked(out, a, b, bias, alpha, beta,
+                      SliceOf(pack.get(), amx, b.sizes[b.ndim - 2], b.sizes[b.ndim - 1], 0));
 }
 
 namespace {
@@ -616,15 +636,10 @@ Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& 
   }
   // The experts' weights (b [G,K,N]) packed once and kept (Note [Packed weight cache]).
   std::shared_ptr<const PackedB::Pack> pack;
-  size_t slice = 0;
-  // bfloat16 experts on AMX tiles where there are some (Note [AMX bf16 GEMM]).
-  const bool amx = a.dtype == DType::kBFloat16 && a.ndim == 2 && b.ndim == 3 &&
-                   a.sizes[1] > 0 && amx::Available();
+  const bool amx = OnAmx(a, 1.0);  // the 2-D x 3-D experts' products below
   if (packed_b != nullptr && a.ndim == 2 && b.ndim == 3) {
     TRN_ASSERT(SameView(packed_b->view, b), "GroupedMatmul: packed_b does not describe b");
     pack = EnsurePacked(*packed_b, amx);
-    slice = amx ? static_cast<size_t>(amx::PackedBElems(b.sizes[1], b.sizes[2]))
-                : HWY_DYNAMIC_DISPATCH(gemm::PackedBSize)(b.sizes[1], b.sizes[2]);
   }
   int64_t start = 0;
   for (int64_t g = 0; g < groups; ++g) {
@@ -632,14 +647,8 @@ Status GroupedMatmul(const TensorRef& out, const TensorRef& a, const TensorRef& 
     Status s = Status::Ok();
     if (a.ndim == 2 && b.ndim == 3) {
       if (len > 0 && a.sizes[1] > 0) {
-        const TensorRef og = Narrow(out, 0, start, len), ag = Narrow(a, 0, start, len);
-        if (amx) {
-          const uint16_t* tiles = pack != nullptr ? pack->tiles.get() + g * slice : nullptr;
-          s = MatmulPacked(og, ag, Pick(b, g), none, 1.0, 1.0, nullptr, true, tiles);
-        } else {
-          const float* b_pack = pack != nullptr ? pack->floats.get() + g * slice : nullptr;
-          s = MatmulPacked(og, ag, Pick(b, g), none, 1.0, 1.0, b_pack);
-        }
+        s = MatmulPacked(Narrow(out, 0, start, len), Narrow(a, 0, start, len), Pick(b, g), none,
+                         1.0, 1.0, SliceOf(pack.get(), amx, b.sizes[1], b.sizes[2], g));
       } else if (len > 0) {
         s = Fill(Narrow(out, 0, start, len), 0.0);
       }
