@@ -7,7 +7,8 @@
 2. fused rms_norm 4096x4096 f32: bandwidth vs a device copy of the same bytes target >= 0.7x
    and speed vs CPU PyTorch rms_norm with one thread                        target >= 1.0x
 3. GEMM 1024^3 f32 vs CPU PyTorch mm with one thread                         target >= 0.5x
-4. activations on 1M f32 (gelu, gelu tanh, silu, erf, exp) vs CPU PyTorch with one thread
+4. activations on 1M and 88K f32 (gelu, gelu tanh, silu, sigmoid, tanh, erf, exp) vs CPU
+   PyTorch with one thread
    (report: the transformer MLPs' elementwise cost)
 """
 
@@ -89,20 +90,28 @@ def gemm(repeat: int) -> None:
 
 
 def activations(repeat: int) -> None:
-    x_cpu = torch.randn(1 << 20)
-    x = x_cpu.to("trn")
+    """1M elements (out of L2), and 88K (in L2: 20 calls per timing, one
+    synchronize, so the launch's round trip is not in the kernel's time)."""
     fns = {
         "gelu": torch.nn.functional.gelu,
         "gelu tanh": lambda a: torch.nn.functional.gelu(a, approximate="tanh"),
         "silu": torch.nn.functional.silu,
+        "sigmoid": torch.sigmoid,
+        "tanh": torch.tanh,
         "erf": torch.erf,
         "exp": torch.exp,
     }
-    for name, fn in fns.items():
-        t_trn = best_of(lambda: fn(x), repeat, torch.trn.synchronize)
-        t_cpu = best_of_cpu(lambda: fn(x_cpu), repeat)
-        print(f"{name:9s} 1M f32: trn {t_trn * 1e3:6.3f} ms vs CPU torch (1 thread) "
-              f"{t_cpu * 1e3:6.3f} ms -> {t_trn / t_cpu:5.2f}x the time")
+    for n, calls in ((1 << 20, 1), (88 << 10, 20)):
+        x_cpu = torch.randn(n)
+        x = x_cpu.to("trn")
+        label = f"{n >> 10}K f32"
+        for name, fn in fns.items():
+            def run(a, fn=fn):
+                return lambda: [fn(a) for _ in range(calls)]
+            t_trn = best_of(run(x), repeat, torch.trn.synchronize) / calls
+            t_cpu = best_of_cpu(run(x_cpu), repeat) / calls
+            print(f"{name:9s} {label:8s}: trn {t_trn * 1e6:7.1f} us vs CPU torch (1 thread) "
+                  f"{t_cpu * 1e6:7.1f} us -> {t_trn / t_cpu:5.2f}x the time")
 
 
 def main() -> None:

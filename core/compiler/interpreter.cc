@@ -383,7 +383,7 @@ void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* o
     case VOp::kRsqrt: return u([](DF d, VF x) { return hn::Div(hn::Set(d, 1.0f), hn::Sqrt(x)); });
     case VOp::kReciprocal: return u([](DF d, VF x) { return hn::Div(hn::Set(d, 1.0f), x); });
     case VOp::kSigmoid: return u([](DF d, VF x) { return kx::SigmoidF(d, x); });
-    case VOp::kTanh: return u([](DF d, VF x) { return hn::Tanh(d, x); });
+    case VOp::kTanh: return u([](DF d, VF x) { return kx::TanhF(d, x); });
     case VOp::kSilu: return u([](DF d, VF x) { return kx::SiluF(d, x); });
     case VOp::kGelu: return u([](DF d, VF x) { return kx::GeluF(d, x); });
     case VOp::kGeluTanh: return u([](DF d, VF x) { return kx::GeluTanhF(d, x); });

@@ -63,27 +63,37 @@ HWY_INLINE void StoreBF16(DF d, VF x, uint16_t* HWY_RESTRICT dst) {
   hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, bits)), du16, dst);  // bits < 2^16
 }
 
+// 1/x for normal x to ~1e-7 relative (not 0 or inf): the hardware estimate
+// and one Newton step, in place of a division (Intel's 512-bit divide issues
+// once per ~8 cycles).
 template <class D, class V>
-HWY_INLINE V ExpF(D d, V x) {
-  const V y = hn::Exp(d, hn::Min(x, hn::Set(d, 100.0f)));  // exp(100) is already inf
-  return hn::IfThenElse(hn::IsNaN(x), x, y);
+HWY_INLINE V ReciprocalF(D d, V x) {
+  const V r = hn::ApproximateReciprocal(x);
+  return hn::Mul(r, hn::NegMulAdd(x, r, hn::Set(d, 2.0f)));
 }
 
-// Note [Fast exp]: e^x where x <= 0 (softmax's x - max, sigmoid's -|x|,
-// erfc's -z^2 + p, attention's 2^(s - m)) needs neither hwy's Exp's second
-// scaling step (its range reaches +104) nor ExpF's edges: n = round(x log2 e),
-// r = x - n ln2 in two FMAs (Cody-Waite), e^r from a degree-6 polynomial
-// fitted on |r| <= ln2/2 (8.6e-8 relative in float32 Horner, as exp's ~1 ulp),
-// 2^n written into the exponent bits; 0 below ln(FLT_MIN). 16 vector ops
-// against ExpF's ~27: on Intel, whose 512-bit ops issue on two ports, GELU
-// was bound by them (2.5x CPU PyTorch's). With ReciprocalF in place of the
+// Note [Fast exp]: e^x where the result is a normal float (softmax's x - max,
+// sigmoid's -|x|, erfc's -z^2 + p, tanh's -2|x|, and torch.exp on every
+// vector whose lanes all lie there) needs neither hwy's Exp's second scaling
+// step (for subnormal results and its range up to +104) nor its edge checks.
+// ExpCoreF: n = round(x log2 e) by the magic-number rounding of
+// Exp2NonPositiveF (t's low mantissa bits hold n + 127, so t's bits << 23 are
+// 2^n), r = x - n ln2 in two FMAs (Cody-Waite), e^r from a degree-6 fit on
+// |r| <= ln2/2 (8.6e-8 relative in float32 Horner, as exp's ~1 ulp). 12 vector
+// ops against hwy's Exp's ~27: on Intel, whose 512-bit ops issue on two
+// ports, the activations are bound by them. With ReciprocalF in place of
 // divisions, gelu, erf, silu, sigmoid and softmax over (2, 799, 688) float32
-// took 25-35 % less (Sapphire Rapids, old and new build alternating, 3 runs).
-// NaN is not propagated (ExpNonPositiveNaNF does).
-
-// e^r * 2^n for |r| <= ln2/2 and integral n in [-126, 127] (as float).
+// took 25-35 % less (session 16); exp and tanh on their own: see ExpF, TanhF.
+constexpr float kExpLo = -87.33654475f;  // ln(FLT_MIN)
+constexpr float kExpHi = 88.37626266f;   // ln(2^127.5): n <= 127
 template <class D, class V>
-HWY_INLINE V ExpReducedF(D d, V r, V n) {
+HWY_INLINE V ExpCoreF(D d, V x) {
+  const hn::RebindToSigned<D> di;
+  const V magic = hn::Set(d, 12582912.0f + 127.0f);
+  const V t = hn::MulAdd(x, hn::Set(d, 1.44269504088896341f), magic);
+  const V n = hn::Sub(t, magic);
+  V r = hn::NegMulAdd(n, hn::Set(d, 0.693145751953125f), x);
+  r = hn::NegMulAdd(n, hn::Set(d, 1.428606765330187e-6f), r);
   V p = hn::Set(d, 0.0013752977829426527f);
   p = hn::MulAdd(p, r, hn::Set(d, 0.008366136811673641f));
   p = hn::MulAdd(p, r, hn::Set(d, 0.04166920855641365f));
@@ -91,20 +101,49 @@ HWY_INLINE V ExpReducedF(D d, V r, V n) {
   p = hn::MulAdd(p, r, hn::Set(d, 0.49999991059303284f));
   p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
   p = hn::MulAdd(p, r, hn::Set(d, 1.0f));
-  const hn::RebindToSigned<D> di;
-  const auto bits = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
-  return hn::Mul(p, hn::BitCast(d, bits));
+  return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t))));
 }
 
-// e^x for x <= 0 (also right up to +88); 0 below ln(FLT_MIN) and for -inf.
+// e^x for x <= 0 (also right up to kExpHi); 0 below ln(FLT_MIN) and for -inf.
 template <class D, class V>
 HWY_INLINE V ExpNonPositiveF(D d, V x) {
-  const V lo = hn::Set(d, -87.33654475f);
-  const V xc = hn::Max(x, lo);
-  const V n = hn::Round(hn::Mul(xc, hn::Set(d, 1.44269504088896341f)));
-  V r = hn::NegMulAdd(n, hn::Set(d, 0.693145751953125f), xc);
-  r = hn::NegMulAdd(n, hn::Set(d, 1.428606765330187e-6f), r);
-  return hn::IfThenZeroElse(hn::Lt(x, lo), ExpReducedF(d, r, n));
+  const V lo = hn::Set(d, kExpLo);
+  return hn::IfThenZeroElse(hn::Lt(x, lo), ExpCoreF(d, hn::Max(x, lo)));
+}
+
+// torch.exp: ExpCoreF when every lane is in its range (NaN is not), else
+// hwy's Exp, which also covers subnormal results and overflow to inf.
+template <class D, class V>
+HWY_INLINE V ExpF(D d, V x) {
+  if (HWY_LIKELY(hn::AllTrue(d, hn::And(hn::Ge(x, hn::Set(d, kExpLo)),
+                                        hn::Le(x, hn::Set(d, kExpHi)))))) {
+    return ExpCoreF(d, x);
+  }
+  const V y = hn::Exp(d, hn::Min(x, hn::Set(d, 100.0f)));  // exp(100) is already inf
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
+}
+
+// tanh: x + x^3 P(x^2) below |x| = 0.75 (degree-5 fit, 0.8 ulp in float32
+// Horner), else sign(x) (1 - 2e/(1 + e)) with e = e^-2|x| (little
+// cancellation there: the quotient is < 0.37); 1 exactly once 2e rounds away. Both on |x|,
+// x's sign copied last. No division (hwy's Tanh divides expm1's).
+template <class D, class V>
+HWY_INLINE V TanhF(D d, V x) {
+  const V ax = hn::Abs(x);
+  const V s = hn::Mul(x, x);
+  V p = hn::Set(d, 0.0019096244359388947f);
+  p = hn::MulAdd(p, s, hn::Set(d, -0.00793397892266512f));
+  p = hn::MulAdd(p, s, hn::Set(d, 0.02161540277302265f));
+  p = hn::MulAdd(p, s, hn::Set(d, -0.05393587052822113f));
+  p = hn::MulAdd(p, s, hn::Set(d, 0.1333317905664444f));
+  p = hn::MulAdd(p, s, hn::Set(d, -0.3333333134651184f));
+  const V small = hn::MulAdd(hn::Mul(ax, s), p, ax);
+  const V e = ExpCoreF(d, hn::Mul(hn::Min(ax, hn::Set(d, 20.0f)), hn::Set(d, -2.0f)));
+  const V q = hn::Mul(hn::Add(e, e), ReciprocalF(d, hn::Add(hn::Set(d, 1.0f), e)));
+  const V big = hn::Sub(hn::Set(d, 1.0f), q);
+  // NaN fails the comparison and takes the polynomial, which keeps it; -0
+  // keeps its sign through CopySign.
+  return hn::CopySign(hn::IfThenElse(hn::Ge(ax, hn::Set(d, 0.75f)), big, small), x);
 }
 
 template <class D, class V>
@@ -135,15 +174,6 @@ HWY_INLINE V Exp2NonPositiveF(D d, V x) {
   return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, t))));
 }
 
-// 1/x for normal x to ~1e-7 relative (not 0 or inf): the hardware estimate
-// and one Newton step, in place of a division (Intel's 512-bit divide issues
-// once per ~8 cycles).
-template <class D, class V>
-HWY_INLINE V ReciprocalF(D d, V x) {
-  const V r = hn::ApproximateReciprocal(x);
-  return hn::Mul(r, hn::NegMulAdd(x, r, hn::Set(d, 2.0f)));
-}
-
 // y = a logarithm of x with its pole at x == pole: -inf there, inf at +inf,
 // NaN below the pole and for NaN.
 template <class D, class V>
@@ -172,12 +202,17 @@ HWY_INLINE V Expm1F(D d, V x) {
   return hn::IfThenElse(hn::IsNaN(x), x, y);
 }
 
-// sigmoid(x) from e = e^-|x| (no overflow): 1/(1+e) for x >= 0, e/(1+e) below.
+// sigmoid(x) from e = e^-|x| (no overflow): q = 1/(1+e) for x >= 0, e/(1+e)
+// below, from ReciprocalF and one correction of the quotient (q += (num -
+// q den) / den): 2 more ops, 4 ulp -> 2 on AVX2's 12-bit estimate.
 template <class D, class V>
 HWY_INLINE V SigmoidF(D d, V x) {
   const V e = ExpNonPositiveF(d, hn::Neg(hn::Abs(x)));
-  const V s = ReciprocalF(d, hn::Add(hn::Set(d, 1.0f), e));
-  const V y = hn::IfThenElse(hn::Ge(x, hn::Zero(d)), s, hn::Mul(e, s));
+  const V den = hn::Add(hn::Set(d, 1.0f), e);
+  const V s = ReciprocalF(d, den);
+  const V num = hn::IfThenElse(hn::Ge(x, hn::Zero(d)), hn::Set(d, 1.0f), e);
+  const V q = hn::Mul(num, s);
+  const V y = hn::MulAdd(hn::NegMulAdd(q, den, num), s, q);
   return hn::IfThenElse(hn::IsNaN(x), x, y);
 }
 
@@ -246,9 +281,8 @@ HWY_INLINE V GeluF(D d, V x) {
 template <class D, class V>
 HWY_INLINE V GeluTanhF(D d, V x) {
   const V x3 = hn::Mul(hn::Mul(x, x), x);
-  const V u = hn::Mul(hn::Set(d, 0.7978845608028654f), hn::MulAdd(hn::Set(d, 0.044715f), x3, x));
-  const V one = hn::Set(d, 1.0f);
-  return hn::Div(x, hn::Add(one, ExpF(d, hn::Mul(hn::Set(d, -2.0f), u))));
+  const V u2 = hn::Mul(hn::Set(d, 1.5957691216057308f), hn::MulAdd(hn::Set(d, 0.044715f), x3, x));
+  return hn::Mul(x, SigmoidF(d, u2));
 }
 
 template <class D, class V>

@@ -91,7 +91,7 @@ void UnaryF32(UnaryOp op, const float* in, float* out, size_t n) {
     case UnaryOp::kReciprocal:
       return map([](auto d, auto x) { return hn::Div(hn::Set(d, 1.0f), x); });
     case UnaryOp::kSigmoid: return map([](auto d, auto x) { return SigmoidF(d, x); });
-    case UnaryOp::kTanh: return map([](auto d, auto x) { return hn::Tanh(d, x); });
+    case UnaryOp::kTanh: return map([](auto d, auto x) { return TanhF(d, x); });
     case UnaryOp::kSilu: return map([](auto d, auto x) { return SiluF(d, x); });
     case UnaryOp::kGelu: return map([](auto d, auto x) { return GeluF(d, x); });
     case UnaryOp::kGeluTanh: return map([](auto d, auto x) { return GeluTanhF(d, x); });

@@ -83,7 +83,7 @@ void ActivationF32(ActivationOp op, const float* in, float* out, size_t n, float
         return hn::IfThenElse(hn::IsNaN(x), x, y);
       });
     case ActivationOp::kMish:
-      return map([](auto d, auto x) { return hn::Mul(x, hn::Tanh(d, Log1pF(d, ExpF(d, x)))); });
+      return map([](auto d, auto x) { return hn::Mul(x, TanhF(d, Log1pF(d, ExpF(d, x)))); });
   }
 }
 

@@ -10,7 +10,10 @@
 //   bf16/f16 outputs: plus one ulp of the storage type.
 //   Comparisons, logical ops, integer ops, casts, where, fill: exact.
 
+#include <cfloat>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <iterator>
 #include <random>
 #include <string>
@@ -326,6 +329,83 @@ TEST(Unary, SpecialValuesFollowTorch) {
         const double e = static_cast<float>(c.ref(xs[i]));
         EXPECT_EQ(CheckClose(out.At(i), e, 4e-6), "") << static_cast<int>(c.op) << " x=" << xs[i];
       }
+    }
+  });
+}
+
+// Note [Fast exp] and TanhF over the float32 line: every 1009th bit pattern
+// (4 million values, both signs, every exponent) and the edges of each
+// path, in ulps of the float32 result against double. exp <= 1.5 ulp where
+// the result is normal, within one subnormal step below; tanh <= 2 ulp (its
+// worst, 1.3-1.8 depending on the target, just above the polynomial's
+// range); sigmoid <= 3 (2.3-2.7 measured; 4 before SigmoidF's correction
+// step on AVX2), possibly 0 where the result is subnormal. Saturation exact;
+// NaN, +-inf, -0 and overflow as torch. A 1e-6 change in one of TanhF's
+// coefficients fails it.
+double UlpError(float got, double want) {
+  const float w = static_cast<float>(want);
+  if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
+  if (std::isinf(w) || got == w) return got == w ? 0 : 1e9;
+  const double ulp = std::nextafter(std::fabs(w), INFINITY) - std::fabs(w);
+  return std::fabs(static_cast<double>(got) - want) / ulp;
+}
+
+TEST(Unary, TranscendentalsInUlpsAcrossFloat32) {
+  std::vector<float> xs;
+  for (uint64_t b = 0; b < (uint64_t{1} << 32); b += 1009) {
+    float f;
+    const uint32_t u = static_cast<uint32_t>(b);
+    std::memcpy(&f, &u, 4);
+    if (!std::isnan(f)) xs.push_back(f);
+  }
+  for (float edge : {-87.33654475f, 88.37626266f,  // ExpCoreF's range 88.7228394f, 88.72284f, -103.9720840f,
+                     -104.0f, 0.75f, 9.0f, 9.1f, 20.0f, 1e-30f, 0.0f}) {
+    for (float e = edge, k = 0; k < 64; ++k) {  // 64 floats up from each edge, both signs
+      xs.push_back(e);
+      xs.push_back(-e);
+      e = std::nextafter(e, INFINITY);
+    }
+  }
+  for (float s : {NAN, INFINITY, -INFINITY, -0.0f}) xs.push_back(s);
+  const int64_t n = static_cast<int64_t>(xs.size());
+  struct {
+    UnaryOp op;
+    const char* name;
+    double (*ref)(double);
+    double max_ulp;
+  } cases[] = {
+      {UnaryOp::kExp, "exp", [](double x) { return std::exp(x); }, 1.5},
+      {UnaryOp::kTanh, "tanh", [](double x) { return std::tanh(x); }, 2},
+      {UnaryOp::kSigmoid, "sigmoid", [](double x) { return 1 / (1 + std::exp(-x)); }, 3},
+  };
+  ForEachTarget([&](const char* target) {
+    for (const auto& c : cases) {
+      TestTensor in = Empty(DType::kFloat32, {n}), out = Empty(DType::kFloat32, {n});
+      std::memcpy(in.ref.data, xs.data(), xs.size() * sizeof(float));
+      ASSERT_TRUE(Unary(c.op, out.ref, in.ref).ok());
+      const float* y = static_cast<const float*>(out.ref.data);
+      double worst = 0;
+      float worst_x = 0;
+      int failures = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = c.ref(xs[i]);
+        double err = UlpError(y[i], want);
+        // Subnormal results: exp's hwy path within one subnormal step,
+        // sigmoid's flushed to 0 (SigmoidF's e^-|x| is 0 below ln(FLT_MIN)).
+        if (std::fabs(want) < FLT_MIN) {
+          const bool ok = std::fabs(y[i] - want) <= std::ldexp(1.0, -149) ||
+                          (c.op == UnaryOp::kSigmoid && y[i] == 0);
+          err = ok ? 0 : 1e9;
+        }
+        const bool sign_ok = std::isnan(want) || std::signbit(y[i]) == std::signbit(want);
+        if ((err > c.max_ulp || !sign_ok) && ++failures <= 5) {
+          ADD_FAILURE() << target << " " << c.name << "(" << xs[i] << ") = " << y[i]
+                        << ", want " << want << " (" << err << " ulp)";
+        }
+        if (err > worst) worst = err, worst_x = xs[i];
+      }
+      std::printf("%s %s: %lld values, worst %.2f ulp at %g\n", target, c.name,
+                  static_cast<long long>(n), worst, worst_x);
     }
   });
 }
