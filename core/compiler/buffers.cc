@@ -18,7 +18,7 @@ void MarkMaterialized(KernelGraph& ir) {
       const int r = ir.vals[v].root;
       if (r < 0 || !ir.IsComputed(r)) continue;
       // Read from memory unless it is an in-group value of a fused group.
-      const bool fused = gi >= 0 && ir.group_of[v] == gi && !ir.vals[v].is_view &&
+      const bool fused = ir.InGroup(v, gi) >= 0 &&
                          (ir.groups[gi].kind == Group::Kind::kRows ||
                           ir.groups[gi].kind == Group::Kind::kMatmul ||
                           ir.groups[gi].kind == Group::Kind::kLibrary) &&

@@ -1293,8 +1293,8 @@ TEST(CompilerTest, HugeOutputsAreStreamedExactly) {
 
 // Linear's residual: mm [T, N] -> _unsafe_view [1, T, N] -> add(x) is the GEMM's
 // epilogue (one kernel); the same residual feeding an RMSNorm stays in the
-// norm's row kernel; a view that is not a pure re-indexing (a head split
-// plus transpose) does not pass through.
+// norm's row kernel; so is a view that splits the rows into a batch; a view
+// that is not a pure re-indexing (a head split plus transpose) does not pass through.
 TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
   const int64_t t = 45, k = 40, n = 72;
   auto build = [&](bool norm, bool transpose) {
@@ -1355,6 +1355,30 @@ TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
       ExpectClose(out[0], rr, 1e-5, 1e-5);
       ExpectClose(out[1], rn, 1e-5, 1e-5);
     });
+  }
+  {  // [T, N] viewed as [3, T/3, N] (batch 3): the epilogue walks that domain
+     // (Note [Epilogue through a reshape]), a [T/3, N] operand broadcast over it
+    Graph g;
+    const int a = g.AddInput(M(DType::kFloat32, {t, k}));
+    const int w = g.AddInput(M(DType::kFloat32, {n, k}));
+    const int pos = g.AddInput(M(DType::kFloat32, {t / 3, n}));
+    const int mm = Mm(g, Op::kMm, {a, Transposed(g, w, n, k)}, {t, n}, "aten.mm.default");
+    const Sizes s3 = {3, t / 3, n};
+    const int v = ViewOf(g, mm, s3, {t / 3 * n, n, 1}, 0);
+    const int ge = Un(g, Op::kGelu, v, s3, "aten.gelu.default");
+    g.SetOutputs({Bin(g, Op::kAdd, ge, pos, s3, "aten.add.Tensor")});
+    const Program p = Compile(g);
+    ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
+    EXPECT_STREQ(p.kernels()[0].name, "fused[mm,gelu,add]");
+    TestTensor tp = Random(DType::kFloat32, {t / 3, n}, 95);
+    std::vector<double> ref;
+    for (int64_t i = 0; i < t; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        const double y = mmref(i, j);
+        ref.push_back(0.5 * y * std::erfc(-y / std::sqrt(2.0)) + tp.At((i % (t / 3)) * n + j));
+      }
+    }
+    ForEachTarget([&](const char*) { ExpectClose(Execute(p, {ta, tw, tp})[0], ref, 1e-5, 1e-5); });
   }
   {  // a head split + transpose is not a re-indexing: the mm is stored, the add reads it
     const Program p = Compile(build(false, true));

@@ -135,6 +135,8 @@ void Fuser::Place(int id) {
               ir_.group_of[in] >= 0) {
             cands.push_back(ir_.group_of[in]);
           }
+          const int gemm = ir_.GemmRowsOf(in);  // Note [Epilogue through a reshape]
+          if (gemm >= 0 && ir_.group_of[gemm] >= 0) cands.push_back(ir_.group_of[gemm]);
         }
         std::sort(cands.rbegin(), cands.rend());
         return cands;
@@ -465,32 +467,38 @@ bool Fuser::TryJoin(int id, int gi) {
   if (g.kind == Group::Kind::kMatmul && FeedsReduction(id, 4)) return false;
   // Inputs read from memory must not depend on this group.
   for (int v : n.inputs) {
-    if (ir_.IsConst(v)) continue;
-    const bool in_group = ir_.IsComputed(v) && ir_.group_of[v] == gi && !ir_.vals[v].is_view;
-    if (in_group) continue;
+    if (ir_.IsConst(v) || ir_.InGroup(v, gi) >= 0) continue;
     const int p = ir_.Producer(v);
     if (p == gi || ir_.DependsOn(p, gi)) return false;
   }
-  auto in_group = [&](int v) {
-    return !ir_.IsConst(v) && ir_.IsComputed(v) && ir_.group_of[v] == gi;
-  };
+  auto in_group = [&](int v) { return ir_.InGroup(v, gi) >= 0; };
+  // A GEMM alone takes the row domain of the first consumer that reads it
+  // through a row-preserving view (Note [Epilogue through a reshape]).
+  Sizes S = g.S;
+  const bool via_view = std::any_of(n.inputs.begin(), n.inputs.end(), [&](int v) {
+    return ir_.vals[v].is_view && in_group(v);
+  });
+  if (via_view && g.nodes.size() == 1 && !SameUpToLeadingOnes(O, S) && !O.empty() &&
+      !S.empty() && O.back() == S.back() && Numel(O) == Numel(S)) {
+    S = O;
+  }
   // rotate_half reads its input from memory, gathered (Note [Rotate half]).
-  if (n.op == Op::kRotateHalf && (in_group(n.inputs[0]) || !SameUpToLeadingOnes(O, g.S))) {
+  if (n.op == Op::kRotateHalf && (in_group(n.inputs[0]) || !SameUpToLeadingOnes(O, S))) {
     return false;
   }
   bool out_row = false;
   int new_k = g.k;
   if (red || smax) {
     const int x = n.inputs[0];
-    if (ir_.N(x).meta.sizes != g.S) return false;
-    if (in_group(x) && g.row.at(x)) return false;
-    const int nd = static_cast<int>(g.S.size());
+    if (ir_.N(x).meta.sizes != S) return false;
+    if (in_group(x) && g.row.at(ir_.InGroup(x, gi))) return false;
+    const int nd = static_cast<int>(S.size());
     const int k = smax ? (n.dims[0] == nd - 1 ? 1 : -1) : TrailingDims(n.dims, nd);
     if (k <= 0 || (g.k != 0 && g.k != k)) return false;
     new_k = k;
     out_row = red;
   } else {
-    if (SameUpToLeadingOnes(O, g.S)) {
+    if (SameUpToLeadingOnes(O, S)) {
       out_row = false;
     } else if (g.k > 0 && (O == ir_.RowSizes(g, true) || O == ir_.RowSizes(g, false))) {
       out_row = true;
@@ -499,7 +507,7 @@ bool Fuser::TryJoin(int id, int gi) {
     }
     for (int v : n.inputs) {
       if (!in_group(v)) continue;
-      const bool vrow = g.row.at(v);
+      const bool vrow = g.row.at(ir_.InGroup(v, gi));
       if (!out_row) {
         if (vrow && ir_.N(v).meta.sizes != ir_.RowSizes(g, true)) return false;
       } else {
@@ -507,6 +515,7 @@ bool Fuser::TryJoin(int id, int gi) {
       }
     }
   }
+  g.S = S;
   g.k = new_k;
   g.nodes.push_back(id);
   g.row[id] = out_row;

@@ -105,6 +105,33 @@ bool KernelGraph::DependsOn(int from, int target) const {
   return false;
 }
 
+// Note [Epilogue through a reshape]: a linear layer on [B, S, K] is a GEMM on
+// the [B*S, K] view, its [B*S, N] result viewed back as [B, S, N] for the
+// activation or residual that follows. The view moves no row, so the GEMM's
+// epilogue can take those consumers (its row domain becomes [B, S, N]; rows
+// are walked in the same order) instead of a second kernel re-reading the
+// result from memory: GPT-2's and BERT's gelu, T5's relu after their first
+// MLP GEMM, the residual add after the second. (A view adding only leading
+// 1s, of any computed value, is rewired earlier: Note [Pass-through reshapes].)
+int KernelGraph::GemmRowsOf(int v) const {
+  const Value& x = vals[v];
+  if (!x.live || !x.is_view || x.root < 0 || !IsMatmulOp(N(x.root).op)) return -1;
+  const View& r = vals[x.root].view;
+  const View& w = x.view;
+  const bool rows = !w.sizes.empty() && !r.sizes.empty() && w.sizes.back() == r.sizes.back() &&
+                    w.dtype == r.dtype && w.offset == r.offset &&
+                    Numel(w.sizes) == Numel(r.sizes) && IsContiguous(w.sizes, w.strides) &&
+                    IsContiguous(r.sizes, r.strides);
+  return rows ? x.root : -1;
+}
+
+int KernelGraph::InGroup(int v, int gi) const {
+  if (gi < 0 || IsConst(v)) return -1;
+  if (!vals[v].is_view) return IsComputed(v) && group_of[v] == gi ? v : -1;
+  const int r = GemmRowsOf(v);
+  return r >= 0 && group_of[r] == gi && groups[gi].kind == Group::Kind::kMatmul ? r : -1;
+}
+
 Sizes KernelGraph::RowSizes(const Group& g, bool keepdim) const {
   const int n = static_cast<int>(g.S.size());
   Sizes s(g.S.begin(), g.S.begin() + (n - g.k));

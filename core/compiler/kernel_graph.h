@@ -79,6 +79,12 @@ struct KernelGraph {
   bool DependsOn(int from, int target) const;
   // Sizes of g's per-row values (S with the k reduced dims dropped or kept as 1).
   Sizes RowSizes(const Group& g, bool keepdim) const;
+  // The GEMM result that view `v` reshapes without moving a row (a linear's
+  // [M, N] output viewed as [B, S, N]), or -1 (Note [Epilogue through a reshape]).
+  int GemmRowsOf(int v) const;
+  // `v` as a value of group gi's row program: v itself when gi computes it,
+  // the GEMM result for a GemmRowsOf view of gi's GEMM; else -1 (read from memory).
+  int InGroup(int v, int gi) const;
 };
 
 // ---- the passes, in pipeline order (Compile() in compile.cc) ----

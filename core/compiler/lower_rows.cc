@@ -226,10 +226,7 @@ void RowLowering::SplitRows() {
     }
     for (int id : g_.nodes) {
       for (int v : ir_.N(id).inputs) {
-        if (ir_.IsConst(v) || (ir_.group_of[v] == ir_.group_of[id] && !ir_.vals[v].is_view &&
-                               ir_.IsComputed(v))) {
-          continue;
-        }
+        if (ir_.IsConst(v) || ir_.InGroup(v, ir_.group_of[id]) >= 0) continue;
         collect(ir_.vals[v].view, g_.S);
       }
     }
@@ -396,10 +393,8 @@ int RowLowering::OperandFor(const View& view, int key_value, ReadAs as, bool wri
 
 int RowLowering::ArgOf(int v, const Sizes& O) {
   if (ir_.IsConst(v)) return Imm(ir_.N(v).scalar);
-  if (!ir_.vals[v].is_view && ir_.IsComputed(v) && ir_.group_of[v] == ir_.group_of[g_.nodes[0]] &&
-      value_mv_.count(v)) {
-    return value_mv_[v];
-  }
+  const int in = ir_.InGroup(v, ir_.group_of[g_.nodes[0]]);
+  if (in >= 0 && value_mv_.count(in)) return value_mv_[in];
   const ReadAs as = SameUpToLeadingOnes(O, g_.S) ? ReadAs::kFull
                     : O == row_keep_             ? ReadAs::kRowKeepdim
                                                  : ReadAs::kRowDropped;
@@ -479,7 +474,8 @@ void RowLowering::BuildMicroOps() {
   row_drop_ = ir_.RowSizes(g_, false);
   for (int id : g_.nodes) {
     for (int v : ir_.N(id).inputs) {
-      if (ir_.group_of[v] == ir_.group_of[id] && !ir_.vals[v].is_view) node_uses_[v]++;
+      const int in = ir_.InGroup(v, ir_.group_of[id]);
+      if (in >= 0) node_uses_[in]++;
     }
   }
   inv_r_ = 1.0f / static_cast<float>(std::max<int64_t>(split_.inner, 1));
