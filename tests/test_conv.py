@@ -798,6 +798,32 @@ def test_bfloat16_conv_relu_compiled_rounds_once(dims):
     assert (err <= exact.abs() * 2.0**-8 * 1.001 + mag * 2e-6).all(), err.max()
 
 
+@pytest.mark.parametrize("pad", [(7, 0), (3, 5), (0, 2)], ids=str)
+@pytest.mark.parametrize("amx", [True, False], ids=["amx", "float32-gemm"])
+def test_bfloat16_compiled_asymmetric_padding_rounds_once(pad, amx):
+    """A zero pad before a conv (a causal conv's F.pad(x, (k - 1, 0))) becomes the conv
+    kernel's own asymmetric padding; 64 channels a group and 8 taps take the AMX
+    implicit path (Note [AMX implicit conv]), whose left and right borders differ."""
+    ops = torch.ops.trnscope
+    if ops._set_amx(amx) != amx:
+        ops._set_amx(True)
+        pytest.skip("this CPU has no AMX-BF16 (or the OS refused the tile state)")
+    try:
+        x, w, b = make((2, 128, 37), BF16, "x"), make((64, 64, 8), BF16, "w"), make((64,), BF16)
+        torch._dynamo.reset()  # the same lambda with the other AMX setting compiles again
+        fn = torch.compile(lambda x, w, b: F.conv1d(F.pad(x, pad), w, b, groups=2), backend="trn")
+        got = fn(x.to("trn"), w.to("trn"), b.to("trn")).cpu()
+        assert trnscope.compile_stats()[-1]["kernels"] == ["convolution"]
+        xp = F.pad(x.double(), pad)
+        exact = F.conv1d(xp, w.double(), b.double(), groups=2)
+        mag = F.conv1d(xp.abs(), w.double().abs(), b.double().abs(), groups=2)
+        err = (got.double() - exact).abs()
+        assert got.shape == exact.shape
+        assert (err <= exact.abs() * 2.0**-8 * 1.001 + mag * 2e-6).all(), err.max()
+    finally:
+        ops._set_amx(True)
+
+
 @pytest.mark.parametrize("amx", [True, False], ids=["amx", "float32-gemm"])
 def test_bfloat16_conv1d_over_a_transposed_sequence_rounds_once(amx):
     """wav2vec2's positional conv reads the hidden states transposed ([N, L, C] viewed
