@@ -14,6 +14,9 @@ void MarkMaterialized(KernelGraph& ir) {
     if (!ir.vals[id].live) continue;
     const Node& n = ir.nodes[id];
     const int gi = ir.group_of[id];
+    // A view reads nothing: its readers decide (a view of a GEMM result that
+    // only its epilogue reads, Note [Epilogue through a reshape], needs no memory).
+    if (ir.vals[id].is_view) continue;
     for (int v : n.inputs) {
       const int r = ir.vals[v].root;
       if (r < 0 || !ir.IsComputed(r)) continue;

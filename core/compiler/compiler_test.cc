@@ -1370,6 +1370,8 @@ TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
     const Program p = Compile(g);
     ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
     EXPECT_STREQ(p.kernels()[0].name, "fused[mm,gelu,add]");
+    // Only the output is stored: the GEMM result lives in the epilogue's block.
+    EXPECT_EQ(p.kernels()[0].info.bytes_written, static_cast<uint64_t>(t * n * 4)) << p.Report();
     TestTensor tp = Random(DType::kFloat32, {t / 3, n}, 95);
     std::vector<double> ref;
     for (int64_t i = 0; i < t; ++i) {
