@@ -628,20 +628,23 @@ size_t GemmWorkspaceBytes(const TensorRef& out, const TensorRef& in, const Tenso
 // (32 channels c0.. of tap kx) at xp + kx * d * C + c0: amx::Gemm's per-tile
 // offsets. One GEMM per image and group over all taps, C = out^T [OL][Og]
 // (straight into a bfloat16 out with unit channel stride, else a float32
-// tile, then the activation and a transposed store). im2col made 16 copies
-// of the input and packed them: 3x CPU PyTorch's time on that conv. The copy
-// is a row copy for channels-last input, a transposing one for NCHW (which
-// eager 1-D convs always get from torch): worth it from kImplicitMinTaps
-// taps, as wav2vec2's k = 3 feature convs took 1.8x their im2col time with it.
+// tile, then the activation; into c16 and a tiled transpose into an NCHW
+// out). im2col made 16 copies of the input and packed them: 3x CPU PyTorch's
+// time on that conv. The copy is a row copy for channels-last input, a tiled
+// transpose for NCHW (which eager 1-D convs always get from torch; Note
+// [Tiled transpose]). With an element-by-element transposing copy and
+// transposed store, wav2vec2's k = 3 feature convs took 1.8x their im2col
+// time; tiled both ways, 0.6-0.8x (k = 3, stride 2, [2, 128, 3199]) and
+// 0.83-0.87x (k = 2), medians of 7 in-process alternations: from 2 taps.
 struct Implicit1d {
   int64_t n, c, l, lp, cout, kw, groups, cg, og, ol, k, kb;
   // Workspace offsets in bytes.
-  int64_t xp_off, w_off, b_off, c_off, offs_off, total;
+  int64_t xp_off, w_off, b_off, c_off, c16_off, offs_off, total;
 };
 
 // NCHW input costs a transposing copy into xp: worth it where im2col would
 // copy the input this many times (Note [AMX implicit conv]).
-constexpr int64_t kImplicitMinTaps = 8;
+constexpr int64_t kImplicitMinTaps = 2;
 
 // The shapes Note [AMX implicit conv] takes; ConvWorkspaceBytes sizes for
 // them whether or not AMX is on, so a later SetEnabled cannot outgrow it.
@@ -676,7 +679,8 @@ Implicit1d PlanImplicit1d(const TensorRef& out, const TensorRef& in, const Tenso
   q.w_off = align(q.lp * q.c * 2);
   q.b_off = q.w_off + align(q.groups * amx::PackedBElems(q.k, q.og) * 2);
   q.c_off = q.b_off + align(q.cout * 4);
-  q.offs_off = q.c_off + align(q.ol * q.og * 4);
+  q.c16_off = q.c_off + align(q.ol * q.og * 4);
+  q.offs_off = q.c16_off + align(q.ol * q.og * 2);
   q.total = q.offs_off + q.kb * 8;
   return q;
 }
@@ -710,32 +714,47 @@ Status AmxImplicitConv1d(const TensorRef& out, const TensorRef& in, const Tensor
     TRN_ASSERT(bias.numel() == q.cout && IsFloating(bias.dtype), "conv1d bias must be [Cout]");
     internal::LoadAsF32(bias.dtype, bias.data, bias.ndim == 1 ? bias.strides[0] : 1, q.cout, bf);
   }
-  const bool into_out = prm.activation == ConvActivation::kNone && out.strides[1] == 1;
+  auto* c16 = reinterpret_cast<uint16_t*>(ws + q.c16_off);
+  const bool act = prm.activation != ConvActivation::kNone;
   const int64_t pad = prm.pad_begin[1];
-  std::fill(xp, xp + q.lp * q.c, uint16_t{0});  // borders stay zero
+  // 2-D bfloat16 views: [rows][cols] with the given strides (elements).
+  auto view = [](const void* data, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    TensorRef t;
+    t.data = const_cast<void*>(data);
+    t.dtype = DType::kBFloat16;
+    t.ndim = 2;
+    t.sizes[0] = rows, t.sizes[1] = cols;
+    t.strides[0] = rs, t.strides[1] = cs;
+    return t;
+  };
+  std::fill(xp, xp + pad * q.c, uint16_t{0});  // the borders (the padding)
+  std::fill(xp + (pad + q.l) * q.c, xp + q.lp * q.c, uint16_t{0});
   for (int64_t n = 0; n < q.n; ++n) {
-    for (int64_t x = 0; x < q.l; ++x) {
-      uint16_t* row = xp + (x + pad) * q.c;
-      const auto* src = reinterpret_cast<const uint16_t*>(At(in, n, 0, 0, x));
-      if (in.strides[1] == 1) {
-        std::copy_n(src, q.c, row);
-        continue;
-      }
-      for (int64_t c = 0; c < q.c; ++c) row[c] = src[c * in.strides[1]];
-    }
+    // x[n] as [L][C] into xp's rows: row copies for channels-last input, a
+    // tiled transpose for NCHW (Note [Tiled transpose]).
+    Status st = Copy(view(xp + pad * q.c, q.l, q.c, q.c, 1),
+                     view(At(in, n, 0, 0, 0), q.l, q.c, in.strides[3], in.strides[1]));
+    if (!st.ok()) return st;
     for (int64_t g = 0; g < q.groups; ++g) {
       const amx::Bias b{bias.data != nullptr ? bf + g * q.og : nullptr, false};
       auto* dst = reinterpret_cast<uint16_t*>(const_cast<char*>(At(out, n, g * q.og, 0, 0)));
-      const amx::Out c = into_out ? amx::Out::BF16(dst, out.strides[3])
-                                  : amx::Out::F32(cbuf, q.og);
+      // C = out^T [OL][Og]: straight into an out with unit channel stride;
+      // else into c16 (through a float32 tile for the activation), then
+      // transposed into out's [Og][OL] in tiles.
+      const bool direct = !act && out.strides[1] == 1;
+      const amx::Out c = direct ? amx::Out::BF16(dst, out.strides[3])
+                         : act  ? amx::Out::F32(cbuf, q.og)
+                                : amx::Out::BF16(c16, q.og);
       amx::Gemm(q.ol, q.og, q.k, xp + g * q.cg, stride * q.c, 1, tiles + g * slice, c, false, b,
                 0, offs);
-      if (into_out) continue;
-      Activate(prm, cbuf, q.ol * q.og, 1);
-      for (int64_t x = 0; x < q.ol; ++x) {
-        internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, g * q.og, 0, x)),
-                               out.strides[1], q.og, cbuf + x * q.og);
+      if (direct) continue;
+      if (act) {
+        Activate(prm, cbuf, q.ol * q.og, 1);
+        internal::StoreFromF32(DType::kBFloat16, c16, 1, q.ol * q.og, cbuf);
       }
+      st = Copy(view(dst, q.og, q.ol, out.strides[1], out.strides[3]),
+                view(c16, q.og, q.ol, 1, q.og));
+      if (!st.ok()) return st;
     }
   }
   return Status::Ok();
