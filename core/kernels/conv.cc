@@ -416,9 +416,11 @@ void Depthwise(const Plan& p, const ConvParams& prm, const TensorRef& out, const
 // f32 bias in place. The per-channel factors are computed in double; the
 // weights are scaled in float (one rounding, a vectorized loop: a per-call
 // cost of one pass over the weights).
-// Weight element (o, j) is at wf[o * o_stride + j * k_stride].
+// Weight element (o, j) is at wf[o * o_stride + j * k_stride]. With wf null
+// (the bfloat16 weights on AMX, read in place) the factors go to scale[o]
+// instead, for the float32 tile (Note [bf16 conv on AMX]).
 void FoldBatchNorm(const Plan& p, const ConvBatchNorm& bn, float* wf, int64_t o_stride,
-                   int64_t k_stride, float* bf) {
+                   int64_t k_stride, float* bf, float* scale = nullptr) {
   auto at = [](const TensorRef& t, int64_t o) {
     float v;
     internal::LoadAsF32(t.dtype, static_cast<const char*>(t.data) +
@@ -431,8 +433,12 @@ void FoldBatchNorm(const Plan& p, const ConvBatchNorm& bn, float* wf, int64_t o_
     const double beta = bn.bias.data != nullptr ? at(bn.bias, o) : 0.0;
     const double s = gamma / std::sqrt(at(bn.var, o) + bn.eps);
     const float sf = static_cast<float>(s);
-    float* row = wf + o * o_stride;
-    for (int64_t j = 0; j < p.k; ++j) row[j * k_stride] *= sf;
+    if (wf == nullptr) {
+      scale[o] = sf;
+    } else {
+      float* row = wf + o * o_stride;
+      for (int64_t j = 0; j < p.k; ++j) row[j * k_stride] *= sf;
+    }
     bf[o] = static_cast<float>((bf[o] - at(bn.mean, o)) * s + beta);
   }
 }
@@ -563,20 +569,24 @@ int64_t NchwFloats(const TensorRef& in) {
   return (static_cast<int64_t>(in.nbytes()) + 63) / 64 * 16;
 }
 
-// Note [bf16 conv on AMX]: a bfloat16 convolution over NCHW input (no batch
-// norm folded in, not depthwise) runs its GEMMs on AMX where the CPU has it,
-// as CPU PyTorch's oneDNN convolutions do: C (Og x np) = W_g (bfloat16, read
-// in place) @ col. col is built as for every dtype (float32, so im2col is
-// shared) and rounded into B tiles, exactly: it holds bfloat16 inputs and
-// zeros. The bias is added per output channel and C rounded once into out,
-// or kept in float32 for the activation. wav2vec2's convolutions in bfloat16
-// took 1.6x CPU PyTorch's time on the float32 GEMM.
+// Note [bf16 conv on AMX]: a bfloat16 convolution over NCHW input (not
+// depthwise) runs its GEMMs on AMX where the CPU has it, as CPU PyTorch's
+// oneDNN convolutions do: C (Og x np) = W_g (bfloat16, read in place) @ col.
+// col is built as for every dtype (float32, so im2col is shared) and rounded
+// into B tiles, exactly: it holds bfloat16 inputs and zeros. The bias is
+// added per output channel and C rounded once into out, or kept in float32
+// for the activation. A folded batch norm cannot scale weights read in
+// place: its factors scale the float32 tile per channel, then its bias
+// (ScaleShift; the compiled ResNet's conv-bn-relu blocks). wav2vec2's
+// convolutions in bfloat16 took 1.6x CPU PyTorch's time on the float32 GEMM;
+// compiled bfloat16 ResNet 1.15x eager with its batch-norm convs there, 1.00-1.02x
+// on AMX (`bench_models.py --dtype bfloat16 --models resnet,mobilenet_v2`, twice).
 // Shorter k pads a 32-deep tile with zeros: wav2vec2's first conv (k = 10)
 // took 1.4x its float32-GEMM time on AMX.
 constexpr int64_t kAmxMinK = 32;
 
-bool ConvOnAmx(const Plan& p, const TensorRef& in, const ConvBatchNorm* bn) {
-  return in.dtype == DType::kBFloat16 && bn == nullptr && !p.depthwise && !p.cl_in &&
+bool ConvOnAmx(const Plan& p, const TensorRef& in) {
+  return in.dtype == DType::kBFloat16 && !p.depthwise && !p.cl_in &&
          !p.implicit && p.k >= kAmxMinK && amx::Available();
 }
 
@@ -771,18 +781,27 @@ size_t ConvWorkspaceBytes(const TensorRef& out, const TensorRef& in, const Tenso
   return std::max(implicit, GemmWorkspaceBytes(out, in, weight, p));
 }
 
+// A folded batch norm on AMX's float32 tile row of channel o (the GEMM ran
+// without the bias): row * scale[o] + bias[o].
+void ScaleShift(float* row, int64_t n, const float* scale, const float* bias, int64_t o) {
+  if (scale == nullptr) return;
+  const float s = scale[o], b = bias != nullptr ? bias[o] : 0.0f;
+  for (int64_t i = 0; i < n; ++i) row[i] = row[i] * s + b;
+}
+
 // Note [conv as GEMM]: small NCHW images side by side, col [K][N*P] and the
 // f32 tile [Cout][N*P], then the tile into out.
 Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
                     const TensorRef& in, const float* wf, const uint16_t* w16, const float* bf,
-                    float* col, float* tile, float* phases) {
+                    const float* scale, float* col, float* tile, float* phases) {
   const int64_t np = p.n * p.p;
   for (int64_t n = 0; n < p.n; ++n) {
     if (!p.patchify) BuildPhases(p, prm, in, n, 0, phases);
     Im2Col(p, prm, in, n, 0, 0, p.oh, phases, col + n * p.p, p.col_ld);
   }
   if (w16 != nullptr) {
-    const Status st = AmxConvGemm(w16, p.cout, p.k, col, p.col_ld, np, bf, amx::Out::F32(tile, np));
+    const Status st = AmxConvGemm(w16, p.cout, p.k, col, p.col_ld, np,
+                                  scale != nullptr ? nullptr : bf, amx::Out::F32(tile, np));
     if (!st.ok()) return st;
   } else {
     TensorRef bias_ref;
@@ -793,6 +812,7 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
     if (!st.ok()) return st;
   }
   for (int64_t o = 0; o < p.cout; ++o) {
+    ScaleShift(tile + o * np, np, scale, bf, o);
     Activate(prm, tile + o * np, np, 1);
     for (int64_t n = 0; n < p.n; ++n) {
       for (int64_t y = 0; y < p.oh; ++y) {
@@ -805,25 +825,28 @@ Status MergedImages(const Plan& p, const ConvParams& prm, const TensorRef& out,
 }
 
 // One band of output rows [y0, y1) of image n, group g on AMX: straight into
-// a bfloat16 out whose pixels are contiguous when there is no activation, else
-// through the float32 tile ([Og][np]).
+// a bfloat16 out whose pixels are contiguous when there is no activation or
+// batch norm (scale), else through the float32 tile ([Og][np]).
 Status AmxBand(const Plan& p, const ConvParams& prm, const TensorRef& out, int64_t n, int64_t g,
-               int64_t y0, int64_t y1, const uint16_t* w16, const float* bf, const TensorRef& kp,
-               float* tile) {
+               int64_t y0, int64_t y1, const uint16_t* w16, const float* bf, const float* scale,
+               const TensorRef& kp, float* tile) {
   const int64_t np = (y1 - y0) * p.ow;
   const uint16_t* wg = w16 + g * p.og * p.k;
   const float* bias = bf != nullptr ? bf + g * p.og : nullptr;
+  const float* sg = scale != nullptr ? scale + g * p.og : nullptr;
   const float* col = static_cast<const float*>(kp.data);
   int64_t ps;
-  if (prm.activation == ConvActivation::kNone && PixelsMerge(out, &ps) && ps == 1) {
+  if (prm.activation == ConvActivation::kNone && sg == nullptr && PixelsMerge(out, &ps) &&
+      ps == 1) {
     auto* dst = reinterpret_cast<uint16_t*>(const_cast<char*>(At(out, n, g * p.og, y0, 0)));
     return AmxConvGemm(wg, p.og, p.k, col, kp.strides[0], np, bias,
                        amx::Out::BF16(dst, out.strides[1]));
   }
-  const Status st = AmxConvGemm(wg, p.og, p.k, col, kp.strides[0], np, bias,
-                                amx::Out::F32(tile, np));
+  const Status st = AmxConvGemm(wg, p.og, p.k, col, kp.strides[0], np,
+                                sg != nullptr ? nullptr : bias, amx::Out::F32(tile, np));
   if (!st.ok()) return st;
   for (int64_t o = 0; o < p.og; ++o) {
+    ScaleShift(tile + o * np, np, sg, bias, o);
     Activate(prm, tile + o * np, np, 1);
     for (int64_t y = y0; y < y1; ++y) {
       internal::StoreFromF32(out.dtype, const_cast<char*>(At(out, n, g * p.og + o, y, 0)),
@@ -891,10 +914,13 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     return ImplicitGemm(p, prm, out, in, wpack, has_bias ? bf : nullptr, col, tile);
   }
   std::vector<uint16_t> w16_own;  // a non-contiguous weight's copy (rare)
-  const uint16_t* w16 = ConvOnAmx(p, in, bn) ? WeightBF16(p, weight, &w16_own) : nullptr;
+  const uint16_t* w16 = ConvOnAmx(p, in) ? WeightBF16(p, weight, &w16_own) : nullptr;
   const float* wf =
       w16 != nullptr ? nullptr : PackWeight(p, weight, /*in_place=*/bn == nullptr, wpack);
-  if (bn != nullptr) FoldBatchNorm(p, *bn, wpack, p.k, 1, bf);
+  // A batch norm scales the f32 weights, or (AMX) the f32 tile: the factors
+  // then live where the f32 weights would.
+  float* scale = bn != nullptr && w16 != nullptr ? wpack : nullptr;
+  if (bn != nullptr) FoldBatchNorm(p, *bn, w16 != nullptr ? nullptr : wpack, p.k, 1, bf, scale);
   // Phase planes: borders stay zero, interiors are rewritten.
   if (!p.depthwise && !p.direct_in && !p.cl_in && !p.patchify) {
     std::fill(phases, ws + p.total, 0.0f);
@@ -904,7 +930,8 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
     return Status::Ok();
   }
   if (p.merge_n) {
-    return MergedImages(p, prm, out, in, wf, w16, has_bias ? bf : nullptr, col, tile, phases);
+    return MergedImages(p, prm, out, in, wf, w16, has_bias ? bf : nullptr, scale, col, tile,
+                        phases);
   }
   char* const out_base = static_cast<char*>(out.data);
   const int64_t osz = static_cast<int64_t>(ItemSize(out.dtype));
@@ -927,8 +954,8 @@ Status Conv2d(const TensorRef& out, const TensorRef& in, const TensorRef& weight
                        : Mat2(col, DType::kFloat32, p.k, np, p.col_ld, 1);
         }
         if (w16 != nullptr) {  // Note [bf16 conv on AMX]
-          const Status st = AmxBand(p, prm, out, n, g, y0, y1, w16, has_bias ? bf : nullptr, kp,
-                                    tile);
+          const Status st = AmxBand(p, prm, out, n, g, y0, y1, w16, has_bias ? bf : nullptr,
+                                    scale, kp, tile);
           if (!st.ok()) return st;
           continue;
         }

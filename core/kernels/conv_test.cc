@@ -92,10 +92,13 @@ std::vector<Case> Cases() {
       // Implicit GEMM over channels-last input (kImplicitCase): asymmetric pads,
       // dilation 2 in H, two images, 32 channels x 3 taps per row.
       {{2, 32, 9, 13}, 24, 3, 3, Params(1, 1, 2, 1, 1, 0, 2, 1, 1)},
+      // Small images side by side (kMergedCase), K = 288: bfloat16 takes AMX.
+      {{2, 32, 6, 6}, 20, 3, 3, Params(1, 1, 1, 1, 1, 1, 1, 1, 1)},
   };
 }
 constexpr size_t kBandsCase = 11;     // col in bands of output rows
 constexpr size_t kImplicitCase = 13;  // Note [Implicit GEMM] when the input is channels-last
+constexpr size_t kMergedCase = 14;
 
 // Direct convolution in double over the stored (rounded) values.
 std::vector<double> Reference(const Case& c, const TestTensor& in, const TestTensor& w,
@@ -257,20 +260,23 @@ TEST(Conv2d, Dtypes) {
 
 // ConvBatchNorm and kClamp against the reference convolution followed by
 // batch norm and min(max(x, lo), hi) in double, over every path of the
-// kernel (direct, depthwise, 1x1, merged images, bands) and with no K.
+// kernel (direct, depthwise, 1x1, merged images, bands) and with no K; in
+// bfloat16 too, where K >= 32 (bands, merged images) takes AMX with the
+// factors on the float32 tile (Note [bf16 conv on AMX]).
 TEST(Conv2d, FoldedBatchNormAndClamp) {
-  for (size_t ci : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, kBandsCase, kImplicitCase}) {
+  for (DType dt : {DType::kFloat32, DType::kBFloat16})
+  for (size_t ci : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, kBandsCase, kImplicitCase,
+                    kMergedCase}) {
     const Case c = Cases()[ci];
-    SCOPED_TRACE("case " + std::to_string(ci));
+    SCOPED_TRACE("case " + std::to_string(ci) + " " + DTypeName(dt));
     const Lay in_lay = ci == kImplicitCase ? Lay::kChannelsLast : Lay::kNchw;
     const int64_t oh = ConvOutputSize(c.in[2], c.kh, c.p.stride[0], c.p.pad_begin[0],
                                       c.p.pad_end[0], c.p.dilation[0]);
     const int64_t ow = ConvOutputSize(c.in[3], c.kw, c.p.stride[1], c.p.pad_begin[1],
                                       c.p.pad_end[1], c.p.dilation[1]);
     for (bool affine : {true, false}) {
-      const TestTensor in = Make4d(DType::kFloat32, c.in, in_lay, 21);
-      const TestTensor w = Make4d(DType::kFloat32, {c.cout, c.in[1] / c.p.groups, c.kh, c.kw},
-                                  Lay::kNchw, 22);
+      const TestTensor in = Make4d(dt, c.in, in_lay, 21);
+      const TestTensor w = Make4d(dt, {c.cout, c.in[1] / c.p.groups, c.kh, c.kw}, Lay::kNchw, 22);
       TestTensor b = Empty(DType::kFloat32, {c.cout});
       FillRandom(b, 23, -1.0, 1.0);
       ConvBatchNorm bn;
@@ -291,7 +297,7 @@ TEST(Conv2d, FoldedBatchNormAndClamp) {
       p.activation = ConvActivation::kClamp;
       p.clamp_lo = -0.25f;
       p.clamp_hi = 0.5f;
-      TestTensor out = Make4d(DType::kFloat32, {c.in[0], c.cout, oh, ow}, Lay::kNchw, 0);
+      TestTensor out = Make4d(dt, {c.in[0], c.cout, oh, ow}, Lay::kNchw, 0);
       const std::vector<double> conv = Reference(c, in, w, &b, ConvActivation::kNone, oh, ow);
       ASSERT_TRUE(Conv2d(out.ref, in.ref, w.ref, b.ref, p, TensorRef{}, &bn).ok());
       const int64_t k = (c.in[1] / c.p.groups) * c.kh * c.kw;
@@ -300,7 +306,9 @@ TEST(Conv2d, FoldedBatchNormAndClamp) {
         const double s = (affine ? gamma.At(o) : 1.0) / std::sqrt(var.At(o) + 1e-3);
         double v = (conv[i] - mean.At(o)) * s + (affine ? beta.At(o) : 0.0);
         v = std::min(std::max(v, -0.25), 0.5);
-        ASSERT_NEAR(out.At(i), v, (1e-6 * static_cast<double>(k) + 1e-6) * (1 + std::abs(s)))
+        ASSERT_NEAR(out.At(i), v,
+                    (1e-6 * static_cast<double>(k) + 1e-6) * (1 + std::abs(s)) +
+                        testing::StorageTol(dt, v, 0))
             << "element " << i;
       }
     }
