@@ -1,6 +1,7 @@
 // Pass 1, prepare: the KernelGraph of a graph: pass-through reshapes
 // rewired (Note [Pass-through reshapes]), rotary embeddings' rotate_half
-// recognised (Note [Rotate half]), each value's users, and liveness
+// recognised (Note [Rotate half]), attention reading past q/k/v clones (Note
+// [Clones before attention]), each value's users, and liveness
 // (dead-code elimination; eager nodes always run).
 #include <vector>
 
@@ -95,6 +96,29 @@ void RewriteRotateHalf(std::vector<Node>& nodes) {
   }
 }
 
+// Note [Clones before attention]
+// Attention code that predates sdpa (Whisper's, BART's) makes q, k and v
+// contiguous after splitting the heads: view + transpose + clone, one copy
+// kernel each per layer. The attention kernel reads any strides, so it reads
+// the clone's source instead; the clone dies unless something else reads it
+// (a KV cache's cat). Not for sources in graph inputs' memory: a copy_ back
+// into a mutated input may follow the clone.
+void ReadClonesSourceInAttention(std::vector<Node>& nodes) {
+  auto in_input = [&](int v) {
+    while (nodes[v].op == Op::kView) v = nodes[v].inputs[0];
+    return nodes[v].op == Op::kInput || nodes[v].op == Op::kConstant;
+  };
+  for (Node& n : nodes) {
+    if (n.op != Op::kSdpa) continue;
+    for (size_t i = 0; i < 3 && i < n.inputs.size(); ++i) {
+      const Node& c = nodes[n.inputs[i]];
+      if (c.op != Op::kClone || c.inputs.size() != 1) continue;
+      const int src = c.inputs[0];
+      if (nodes[src].meta.dtype == c.meta.dtype && !in_input(src)) n.inputs[i] = src;
+    }
+  }
+}
+
 }  // namespace
 
 KernelGraph Prepare(const Graph& graph, const CompileOptions& options) {
@@ -105,6 +129,7 @@ KernelGraph Prepare(const Graph& graph, const CompileOptions& options) {
   if (options.fuse) {
     RewirePassThroughReshapes(ir.nodes);
     RewriteRotateHalf(ir.nodes);
+    ReadClonesSourceInAttention(ir.nodes);
   }
   const size_t nn = ir.nodes.size();
   ir.vals.assign(nn, Value());
