@@ -735,7 +735,7 @@ BF16_CONVS = [
     (1, (2, 1, 400), (16, 10), dict(stride=5)),  # wav2vec2's first layer: k = 10 < one tile
     (1, (2, 16, 199), (16, 3), dict(stride=2)),
     (1, (2, 32, 90), (32, 16), dict(padding=8, groups=4)),
-    # Note [AMX implicit conv] (channels-last input, or NCHW from 8 taps): whole
+    # Note [AMX implicit conv] (channels-last input, or NCHW from 2 taps): whole
     # 32-channel tiles per group
     (1, (2, 128, 90), (64, 16), dict(padding=8, groups=4)),  # wav2vec2's positional conv
     (1, (2, 64, 50), (40, 3), dict(padding=(2), dilation=2)),
@@ -796,6 +796,42 @@ def test_bfloat16_conv_relu_compiled_rounds_once(dims):
     mag = f(x.double().abs(), w.double().abs(), b.double().abs(), padding=2)
     err = (got.double() - exact).abs()
     assert (err <= exact.abs() * 2.0**-8 * 1.001 + mag * 2e-6).all(), err.max()
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+@pytest.mark.parametrize("amx", [True, False], ids=["amx", "float32-gemm"])
+def test_bfloat16_compiled_conv_batch_norm_relu_rounds_once(groups, amx):
+    """A ResNet block's conv-bn-relu compiled in bfloat16 is one kernel; on AMX the
+    batch norm's factors scale the float32 tile per channel (Note [bf16 conv on AMX]),
+    on the float32 GEMM they scale the weights: either way the result is the exact
+    one rounded once, up to the float32 sum's error (scaled by the factor)."""
+    ops = torch.ops.trnscope
+    if ops._set_amx(amx) != amx:
+        ops._set_amx(True)
+        pytest.skip("this CPU has no AMX-BF16 (or the OS refused the tile state)")
+    try:
+        x, w = make((2, 64, 10, 10), BF16, "x"), make((48, 64 // groups, 3, 3), BF16, "w")
+        mean, var = make((48,), F32, "m") * 0.3, make((48,), F32, "v").abs() + 0.5
+        gamma, beta = make((48,), F32, "g"), make((48,), F32, "b")
+        torch._dynamo.reset()
+
+        def fn(x, w, mean, var, gamma, beta):
+            y = F.conv2d(x, w, padding=1, groups=groups)
+            y = F.batch_norm(y, mean, var, gamma, beta, training=False, eps=1e-3)
+            return torch.relu(y)
+
+        args = (x, w, mean.to(BF16), var.to(BF16), gamma.to(BF16), beta.to(BF16))
+        got = torch.compile(fn, backend="trn")(*(a.to("trn") for a in args)).cpu()
+        assert trnscope.compile_stats()[-1]["kernels"] == ["fused[convolution,batch_norm,relu]"]
+        d = [a.double() for a in args]
+        s = (d[4] / (d[3] + 1e-3).sqrt()).view(1, -1, 1, 1)
+        conv = F.conv2d(d[0], d[1], padding=1, groups=groups)
+        exact = torch.relu((conv - d[2].view(1, -1, 1, 1)) * s + d[5].view(1, -1, 1, 1))
+        mag = F.conv2d(d[0].abs(), d[1].abs(), padding=1, groups=groups) * s.abs() + 1
+        err = (got.double() - exact).abs()
+        assert (err <= exact.abs() * 2.0**-8 * 1.001 + mag * 2e-6).all(), err.max()
+    finally:
+        ops._set_amx(True)
 
 
 @pytest.mark.parametrize("pad", [(7, 0), (3, 5), (0, 2)], ids=str)

@@ -1293,8 +1293,9 @@ TEST(CompilerTest, HugeOutputsAreStreamedExactly) {
 
 // Linear's residual: mm [T, N] -> _unsafe_view [1, T, N] -> add(x) is the GEMM's
 // epilogue (one kernel); the same residual feeding an RMSNorm stays in the
-// norm's row kernel; so is a view that splits the rows into a batch; a view
-// that is not a pure re-indexing (a head split plus transpose) does not pass through.
+// norm's row kernel; a view that splits the rows into a batch passes into the
+// epilogue too; a view that is not a pure re-indexing (a head split plus
+// transpose) does not pass through.
 TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
   const int64_t t = 45, k = 40, n = 72;
   auto build = [&](bool norm, bool transpose) {
@@ -1356,8 +1357,11 @@ TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
       ExpectClose(out[1], rn, 1e-5, 1e-5);
     });
   }
-  {  // [T, N] viewed as [3, T/3, N] (batch 3): the epilogue walks that domain
-     // (Note [Epilogue through a reshape]), a [T/3, N] operand broadcast over it
+  // [T, N] viewed as [3, T/3, N] (batch 3): the epilogue walks that domain
+  // (Note [Epilogue through a reshape]), a [T/3, N] operand broadcast over it;
+  // the GEMM result is stored only when read elsewhere too (a second output),
+  // then over the new domain, every row in its place.
+  for (bool gemm_out : {false, true}) {
     Graph g;
     const int a = g.AddInput(M(DType::kFloat32, {t, k}));
     const int w = g.AddInput(M(DType::kFloat32, {n, k}));
@@ -1366,21 +1370,27 @@ TEST(CompilerTest, ReshapeAfterMatmulPassesIntoTheEpilogue) {
     const Sizes s3 = {3, t / 3, n};
     const int v = ViewOf(g, mm, s3, {t / 3 * n, n, 1}, 0);
     const int ge = Un(g, Op::kGelu, v, s3, "aten.gelu.default");
-    g.SetOutputs({Bin(g, Op::kAdd, ge, pos, s3, "aten.add.Tensor")});
+    const int r = Bin(g, Op::kAdd, ge, pos, s3, "aten.add.Tensor");
+    g.SetOutputs(gemm_out ? std::vector<int>{r, mm} : std::vector<int>{r});
     const Program p = Compile(g);
     ASSERT_EQ(p.kernels().size(), 1u) << p.Report();
     EXPECT_STREQ(p.kernels()[0].name, "fused[mm,gelu,add]");
-    // Only the output is stored: the GEMM result lives in the epilogue's block.
-    EXPECT_EQ(p.kernels()[0].info.bytes_written, static_cast<uint64_t>(t * n * 4)) << p.Report();
+    EXPECT_EQ(p.kernels()[0].info.bytes_written, static_cast<uint64_t>(t * n * 4 * (1 + gemm_out)))
+        << p.Report();
     TestTensor tp = Random(DType::kFloat32, {t / 3, n}, 95);
-    std::vector<double> ref;
+    std::vector<double> ref, mmv;
     for (int64_t i = 0; i < t; ++i) {
       for (int64_t j = 0; j < n; ++j) {
         const double y = mmref(i, j);
+        mmv.push_back(y);
         ref.push_back(0.5 * y * std::erfc(-y / std::sqrt(2.0)) + tp.At((i % (t / 3)) * n + j));
       }
     }
-    ForEachTarget([&](const char*) { ExpectClose(Execute(p, {ta, tw, tp})[0], ref, 1e-5, 1e-5); });
+    ForEachTarget([&](const char*) {
+      const auto out = Execute(p, {ta, tw, tp});
+      ExpectClose(out[0], ref, 1e-5, 1e-5);
+      if (gemm_out) ExpectClose(out[1], mmv, 1e-5, 1e-5);
+    });
   }
   {  // a head split + transpose is not a re-indexing: the mm is stored, the add reads it
     const Program p = Compile(build(false, true));

@@ -22,7 +22,8 @@
 // trailing k dims, and no input it reads from memory depends on the group
 // (that would be a cycle). Softmax over the last dim is a row group too. A
 // matmul kernel is a group whose first value is the GEMM result (full over
-// the output, elementwise epilogue only).
+// the output, or over a row-preserving reshape of it: Note [Epilogue through
+// a reshape]; elementwise epilogue only).
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -509,7 +509,14 @@ void RowLowering::BuildMicroOps() {
   }
   const int first = g_.nodes[0];
   if (is_mm_ && ir_.vals[first].materialized) {  // the GEMM result itself is read elsewhere
-    const int o = OperandFor(ir_.vals[first].view, first, ReadAs::kFull, true);
+    // Stored over the row domain: after Note [Epilogue through a reshape] S
+    // is [B, S, N] and the (contiguous) [M, N] result is that shape in memory.
+    View v = ir_.vals[first].view;
+    if (!SameUpToLeadingOnes(v.sizes, g_.S)) {
+      v.sizes = g_.S;
+      v.strides = ContiguousStrides(g_.S);
+    }
+    const int o = OperandFor(v, first, ReadAs::kFull, true);
     mv_[value_mv_[first]].stores.push_back(o);
     ki_.writes.push_back(ir_.vals[first].view);
   }

@@ -636,10 +636,10 @@ size_t GemmWorkspaceBytes(const TensorRef& out, const TensorRef& in, const Tenso
 // once into xp ([Lp][C], zero borders: the padding); then output p of tap kx
 // reads xp row p * s + kx * d, so A = xp with rows s * C apart and k tile pb
 // (32 channels c0.. of tap kx) at xp + kx * d * C + c0: amx::Gemm's per-tile
-// offsets. One GEMM per image and group over all taps, C = out^T [OL][Og]
-// (straight into a bfloat16 out with unit channel stride, else a float32
-// tile, then the activation; into c16 and a tiled transpose into an NCHW
-// out). im2col made 16 copies of the input and packed them: 3x CPU PyTorch's
+// offsets. One GEMM per image and group over all taps, C = out^T [OL][Og]:
+// straight into a bfloat16 out with unit channel stride and no activation,
+// else into c16 (bfloat16 [OL][Og]; through a float32 tile and the activation
+// when there is one), then copied into out (a tiled transpose for NCHW). im2col made 16 copies of the input and packed them: 3x CPU PyTorch's
 // time on that conv. The copy is a row copy for channels-last input, a tiled
 // transpose for NCHW (which eager 1-D convs always get from torch; Note
 // [Tiled transpose]). With an element-by-element transposing copy and

@@ -94,11 +94,14 @@ std::vector<Case> Cases() {
       {{2, 32, 9, 13}, 24, 3, 3, Params(1, 1, 2, 1, 1, 0, 2, 1, 1)},
       // Small images side by side (kMergedCase), K = 288: bfloat16 takes AMX.
       {{2, 32, 6, 6}, 20, 3, 3, Params(1, 1, 1, 1, 1, 1, 1, 1, 1)},
+      // Two groups of K = 288 (kGroupedAmxCase): bfloat16 takes AMX per group.
+      {{1, 64, 8, 8}, 32, 3, 3, Params(1, 1, 1, 1, 1, 1, 1, 1, 2)},
   };
 }
 constexpr size_t kBandsCase = 11;     // col in bands of output rows
 constexpr size_t kImplicitCase = 13;  // Note [Implicit GEMM] when the input is channels-last
 constexpr size_t kMergedCase = 14;
+constexpr size_t kGroupedAmxCase = 15;
 
 // Direct convolution in double over the stored (rounded) values.
 std::vector<double> Reference(const Case& c, const TestTensor& in, const TestTensor& w,
@@ -266,7 +269,7 @@ TEST(Conv2d, Dtypes) {
 TEST(Conv2d, FoldedBatchNormAndClamp) {
   for (DType dt : {DType::kFloat32, DType::kBFloat16})
   for (size_t ci : {size_t{1}, size_t{3}, size_t{4}, size_t{5}, kBandsCase, kImplicitCase,
-                    kMergedCase}) {
+                    kMergedCase, kGroupedAmxCase}) {
     const Case c = Cases()[ci];
     SCOPED_TRACE("case " + std::to_string(ci) + " " + DTypeName(dt));
     const Lay in_lay = ci == kImplicitCase ? Lay::kChannelsLast : Lay::kNchw;
@@ -295,8 +298,8 @@ TEST(Conv2d, FoldedBatchNormAndClamp) {
       }
       ConvParams p = c.p;
       p.activation = ConvActivation::kClamp;
-      p.clamp_lo = -0.25f;
-      p.clamp_hi = 0.5f;
+      p.clamp_lo = -2.5f;  // wide enough that most outputs test the batch norm
+      p.clamp_hi = 3.0f;
       TestTensor out = Make4d(dt, {c.in[0], c.cout, oh, ow}, Lay::kNchw, 0);
       const std::vector<double> conv = Reference(c, in, w, &b, ConvActivation::kNone, oh, ow);
       ASSERT_TRUE(Conv2d(out.ref, in.ref, w.ref, b.ref, p, TensorRef{}, &bn).ok());
@@ -305,7 +308,7 @@ TEST(Conv2d, FoldedBatchNormAndClamp) {
         const int64_t o = (i / (oh * ow)) % c.cout;
         const double s = (affine ? gamma.At(o) : 1.0) / std::sqrt(var.At(o) + 1e-3);
         double v = (conv[i] - mean.At(o)) * s + (affine ? beta.At(o) : 0.0);
-        v = std::min(std::max(v, -0.25), 0.5);
+        v = std::min(std::max(v, -2.5), 3.0);
         ASSERT_NEAR(out.At(i), v,
                     (1e-6 * static_cast<double>(k) + 1e-6) * (1 + std::abs(s)) +
                         testing::StorageTol(dt, v, 0))

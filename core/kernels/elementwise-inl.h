@@ -156,8 +156,8 @@ HWY_INLINE V ExpNonPositiveNaNF(D d, V x) {
 // 2^23 + 127 rounds x to an integer n held in t's low mantissa bits, biased by
 // 127, so (t's bits << 23) is 2^n itself and t - magic is n; 2^(x - n) comes
 // from a degree-5 fit on [-1/2, 1/2] (1.9e-7 relative in float32 Horner). 11
-// vector ops against the 16 of ExpReducedF's route: the exponentials are most
-// of a bfloat16 attention's softmax at head dim 32.
+// vector ops (16 through the natural exponential's Cody-Waite route then):
+// the exponentials are most of a bfloat16 attention's softmax at head dim 32.
 template <class D, class V>
 HWY_INLINE V Exp2NonPositiveF(D d, V x) {
   const hn::RebindToSigned<D> di;

@@ -358,12 +358,15 @@ TEST(Unary, TranscendentalsInUlpsAcrossFloat32) {
     std::memcpy(&f, &u, 4);
     if (!std::isnan(f)) xs.push_back(f);
   }
-  for (float edge : {-87.33654475f, 88.37626266f,  // ExpCoreF's range 88.7228394f, 88.72284f, -103.9720840f,
-                     -104.0f, 0.75f, 9.0f, 9.1f, 20.0f, 1e-30f, 0.0f}) {
-    for (float e = edge, k = 0; k < 64; ++k) {  // 64 floats up from each edge, both signs
-      xs.push_back(e);
-      xs.push_back(-e);
-      e = std::nextafter(e, INFINITY);
+  // Edges: ExpCoreF's range, exp's overflow and last subnormal, TanhF's
+  // switch and saturation. 64 floats down and 64 up from each, and from its
+  // negation, in runs of one sign (so whole vectors sit on one side).
+  for (float edge : {87.33654475f, 88.37626266f, 88.7228394f, 103.9720840f, 0.75f, 9.0f, 9.1f,
+                     20.0f, 1e-30f, 0.0f}) {
+    for (float sign : {1.0f, -1.0f}) {
+      float e = sign * edge;
+      for (int k = 0; k < 64; ++k) e = std::nextafter(e, -INFINITY);
+      for (int k = 0; k < 128; ++k, e = std::nextafter(e, INFINITY)) xs.push_back(e);
     }
   }
   for (float s : {NAN, INFINITY, -INFINITY, -0.0f}) xs.push_back(s);
