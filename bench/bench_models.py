@@ -22,7 +22,8 @@ dim 256, seq 64, batch 2):
               (Note [Decode-step pairs]); the range of the pairs' ratios too
                                                                      target <= 0.8x
 Wall times are medians over --rounds interleaved rounds of --repeat synchronized calls
-(CPU, trn eager, trn compiled, inductor in turn); tokens/s the best of 3 generate() calls.
+(CPU, trn eager, trn compiled, inductor in turn); a ratio is the median over rounds of the
+ratio within each round (Note [Per-round ratios]); tokens/s the best of 3 generate() calls.
 
 --host splits the host time of one compiled forward call (Note [Host breakdown]).
 --kernels lists device time per kernel kind, eager and compiled side by side, and the
@@ -46,20 +47,39 @@ from benchlib import cpu_model
 from trnscope.studies import zoo
 
 
+# Note [Per-round ratios]: this host's speed flips between two modes (up to
+# 2.5x apart) for seconds at a time. Per-side medians over a whole run then
+# compare one side measured mostly in one mode with another measured mostly in
+# the other (wav2vec2's eager-vs-CPU read 0.76x to 1.52x between runs). A
+# round runs every side back to back, so the ratio of two sides' medians
+# within a round compares like with like; the median over rounds drops the
+# rounds a flip cut through.
 def interleaved_medians(fns: dict, repeat: int, rounds: int) -> dict:
-    """{name: median wall seconds}: the callables (each synchronizing itself) run in
-    turn, `rounds` times `repeat` calls each, so drift on a shared host hits all alike."""
+    """{name: median wall seconds}, and {"rounds": {name: [each round's median]}}:
+    the callables (each synchronizing itself) run in turn, `rounds` times `repeat`
+    calls each, so drift on a shared host hits all alike (Note [Per-round ratios])."""
     for fn in fns.values():  # warm-up (compiles, packs weights)
         fn()
         fn()
     times: dict = {k: [] for k in fns}
+    per_round: dict = {k: [] for k in fns}
     for _ in range(rounds):
         for k, fn in fns.items():
+            mine = []
             for _ in range(repeat):
                 start = time.perf_counter()
                 fn()
-                times[k].append(time.perf_counter() - start)
-    return {k: statistics.median(v) for k, v in times.items()}
+                mine.append(time.perf_counter() - start)
+            times[k] += mine
+            per_round[k].append(statistics.median(mine))
+    res = {k: statistics.median(v) for k, v in times.items()}
+    res["rounds"] = per_round
+    return res
+
+
+def ratio(r: dict, a: str, b: str) -> float:
+    """Median over rounds of a's time / b's time (Note [Per-round ratios])."""
+    return statistics.median(x / y for x, y in zip(r["rounds"][a], r["rounds"][b]))
 
 
 def max_err(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -473,11 +493,11 @@ def main() -> None:
         if zoo.get(n).causal_lm:
             r.update(bench_generate(n, args.tokens, args.rounds, dtype))
         rows.append(r)
-        ind = f"{r['compiled'] / r['inductor']:5.2f}x" if "inductor" in r else "  n/a"
+        ind = f"{ratio(r, 'compiled', 'inductor'):5.2f}x" if "inductor" in r else "  n/a"
         line = (
             f"{n:7s} cpu {r['cpu'] * 1e3:8.2f} ms | trn eager {r['eager'] * 1e3:8.2f} ms "
-            f"= {r['eager'] / r['cpu']:5.2f}x cpu | compiled {r['compiled'] * 1e3:8.2f} ms "
-            f"= {r['compiled'] / r['eager']:5.2f}x eager, {ind} inductor | "
+            f"= {ratio(r, 'eager', 'cpu'):5.2f}x cpu | compiled {r['compiled'] * 1e3:8.2f} ms "
+            f"= {ratio(r, 'compiled', 'eager'):5.2f}x eager, {ind} inductor | "
             f"err {r['eager_err']:.1e}/{r['compiled_err']:.1e}"
         )
         if "cpu_tps" in r:
@@ -497,15 +517,15 @@ def main() -> None:
               "compiled-static | decode step compiled-static vs eager |")
         print("|---|---|---|---|---|---|---|")
         for r in rows:
-            ind = f"{r['compiled'] / r['inductor']:.2f}x" if "inductor" in r else "n/a"
+            ind = f"{ratio(r, 'compiled', 'inductor'):.2f}x" if "inductor" in r else "n/a"
             gen = (
                 f"{r['eager_tps'] / r['cpu_tps']:.2f}x / {r['static_tps'] / r['cpu_tps']:.2f}x"
                 if "cpu_tps" in r
                 else "—"
             )
             step = f"{r['step_ratio']:.2f}x" if "step_ratio" in r else "—"
-            print(f"| {r['model']} | {r['eager'] / r['cpu']:.2f}x | "
-                  f"{r['compiled'] / r['eager']:.2f}x | {ind} | "
+            print(f"| {r['model']} | {ratio(r, 'eager', 'cpu'):.2f}x | "
+                  f"{ratio(r, 'compiled', 'eager'):.2f}x | {ind} | "
                   f"{r['eager_err']:.1e} / {r['compiled_err']:.1e} | {gen} | {step} |")
 
 
