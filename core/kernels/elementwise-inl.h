@@ -111,16 +111,19 @@ HWY_INLINE V ExpNonPositiveF(D d, V x) {
   return hn::IfThenZeroElse(hn::Lt(x, lo), ExpCoreF(d, hn::Max(x, lo)));
 }
 
-// torch.exp: ExpCoreF when every lane is in its range (NaN is not), else
-// hwy's Exp, which also covers subnormal results and overflow to inf.
+// torch.exp: ExpCoreF on the lanes in its range (NaN is not), hwy's Exp on
+// the others (subnormal results, overflow to inf), computed only for the
+// vectors that have such lanes. Each lane's result depends on its x alone,
+// so eager and a fused kernel's chunks agree bit for bit whatever the
+// vectors' alignment.
 template <class D, class V>
 HWY_INLINE V ExpF(D d, V x) {
-  if (HWY_LIKELY(hn::AllTrue(d, hn::And(hn::Ge(x, hn::Set(d, kExpLo)),
-                                        hn::Le(x, hn::Set(d, kExpHi)))))) {
-    return ExpCoreF(d, x);
-  }
+  const V lo = hn::Set(d, kExpLo), hi = hn::Set(d, kExpHi);
+  const auto ok = hn::And(hn::Ge(x, lo), hn::Le(x, hi));
+  const V core = ExpCoreF(d, hn::Min(hn::Max(x, lo), hi));
+  if (HWY_LIKELY(hn::AllTrue(d, ok))) return core;
   const V y = hn::Exp(d, hn::Min(x, hn::Set(d, 100.0f)));  // exp(100) is already inf
-  return hn::IfThenElse(hn::IsNaN(x), x, y);
+  return hn::IfThenElse(ok, core, hn::IfThenElse(hn::IsNaN(x), x, y));
 }
 
 // tanh: x + x^3 P(x^2) below |x| = 0.75 (degree-5 fit, 0.8 ulp in float32

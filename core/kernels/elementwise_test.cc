@@ -340,8 +340,8 @@ TEST(Unary, SpecialValuesFollowTorch) {
 // worst, 1.3-1.8 depending on the target, just above the polynomial's
 // range); sigmoid <= 3 (2.3-2.7 measured; 4 before SigmoidF's correction
 // step on AVX2), possibly 0 where the result is subnormal. Saturation exact;
-// NaN, +-inf, -0 and overflow as torch. A 1e-6 change in one of TanhF's
-// coefficients fails it.
+// NaN, +-inf, -0 and overflow as torch; each result the same whatever its
+// vector neighbours. A 1e-6 change in one of TanhF's coefficients fails it.
 double UlpError(float got, double want) {
   const float w = static_cast<float>(want);
   if (std::isnan(want)) return std::isnan(got) ? 0 : 1e9;
@@ -409,6 +409,21 @@ TEST(Unary, TranscendentalsInUlpsAcrossFloat32) {
       }
       std::printf("%s %s: %lld values, worst %.2f ulp at %g\n", target, c.name,
                   static_cast<long long>(n), worst, worst_x);
+      // Lane independence: the same values one element later (other vector
+      // neighbours) give the same bits.
+      TestTensor in1 = Empty(DType::kFloat32, {n + 1}), out1 = Empty(DType::kFloat32, {n + 1});
+      static_cast<float*>(in1.ref.data)[0] = 1e6f;  // an out-of-range neighbour
+      std::memcpy(static_cast<float*>(in1.ref.data) + 1, xs.data(), xs.size() * sizeof(float));
+      ASSERT_TRUE(Unary(c.op, out1.ref, in1.ref).ok());
+      const float* y1 = static_cast<const float*>(out1.ref.data) + 1;
+      int differ = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::memcmp(&y[i], &y1[i], 4) != 0 && !(std::isnan(y[i]) && std::isnan(y1[i])) &&
+            ++differ <= 3) {
+          ADD_FAILURE() << target << " " << c.name << "(" << xs[i] << "): " << y[i] << " vs "
+                        << y1[i] << " one element later";
+        }
+      }
     }
   });
 }
