@@ -727,15 +727,8 @@ Status AmxImplicitConv1d(const TensorRef& out, const TensorRef& in, const Tensor
   auto* c16 = reinterpret_cast<uint16_t*>(ws + q.c16_off);
   const bool act = prm.activation != ConvActivation::kNone;
   const int64_t pad = prm.pad_begin[1];
-  // 2-D bfloat16 views: [rows][cols] with the given strides (elements).
   auto view = [](const void* data, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-    TensorRef t;
-    t.data = const_cast<void*>(data);
-    t.dtype = DType::kBFloat16;
-    t.ndim = 2;
-    t.sizes[0] = rows, t.sizes[1] = cols;
-    t.strides[0] = rs, t.strides[1] = cs;
-    return t;
+    return Mat2(const_cast<void*>(data), DType::kBFloat16, rows, cols, rs, cs);
   };
   std::fill(xp, xp + pad * q.c, uint16_t{0});  // the borders (the padding)
   std::fill(xp + (pad + q.l) * q.c, xp + q.lp * q.c, uint16_t{0});
