@@ -269,6 +269,41 @@ def test_conv3d_dtypes_layouts_and_module(dtype, layout):
         assert got.is_contiguous(memory_format=torch.channels_last_3d)
 
 
+@pytest.mark.parametrize("case", range(len(CONV3D)))
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_conv3d_compiled(case, dtype):
+    """torch.compile runs a 3-D convolution as the core's conv kernel (VideoMAE's patch
+    embedding), not as an eager step; the relu after it is a kernel of its own
+    (kernels::Conv3d takes no epilogue); the input is a strided view."""
+    shape, (cout, kt, kh, kw), kwargs = CONV3D[case]
+    groups = kwargs.get("groups", 1)
+    x = make(shape[:-1] + (shape[-1] + 3,), dtype)[..., 1:-2]  # W strided inside a wider row
+    w = make((cout, shape[1] // groups, kt, kh, kw), dtype, salt="w")
+    b = make((cout,), dtype, salt="b")
+    want = F.relu(F.conv3d(x.float(), w.float(), b.float(), **kwargs))
+    torch._dynamo.reset()
+    fn = torch.compile(lambda x, w, b: F.relu(F.conv3d(x, w, b, **kwargs)), backend="trn")
+    got = fn(x.to("trn"), w.to("trn"), b.to("trn"))
+    stats = trnscope.compile_stats()[-1]
+    assert stats["eager_nodes"] == [] and stats["kernels"][0] == "convolution", stats["kernels"]
+    assert got.dtype == dtype
+    rtol, atol = tol(dtype, conv=True)
+    torch.testing.assert_close(got.float().cpu(), want, rtol=rtol, atol=atol)
+
+
+def test_conv3d_compiled_after_an_asymmetric_pad():
+    """A zero pad before a 3-D convolution stays a pad kernel (kernels::Conv3d pads each
+    side alike, so it is not folded into the conv as 1-D and 2-D pads are)."""
+    x, w = make((1, 2, 3, 5, 6)), make((3, 2, 2, 2, 2), salt="w")
+    pad = (1, 0, 0, 2, 1, 1)  # W (1, 0), H (0, 2), T (1, 1)
+    want = F.conv3d(F.pad(x, pad), w)
+    torch._dynamo.reset()
+    got = torch.compile(lambda x, w: F.conv3d(F.pad(x, pad), w), backend="trn")(
+        x.to("trn"), w.to("trn"))
+    assert trnscope.compile_stats()[-1]["eager_nodes"] == []
+    check(got, want, conv=True)
+
+
 def test_conv3d_profiles_one_kernel_and_checks_its_input():
     x, w = make((1, 2, 3, 4, 4)).to("trn"), make((3, 2, 2, 2, 2), salt="w").to("trn")
     k = profiled_kernel(lambda: F.conv3d(x, w), "conv3d_f32")

@@ -263,16 +263,17 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
   node.causal = causal;
   node.pure = pure;
   if (!conv.empty()) {
-    TORCH_CHECK_VALUE(conv.size() == 9, "trn compile: conv attributes are stride, padding "
-                      "before, padding after, dilation (2 each) and groups, got ", conv.size(),
-                      " values");
-    for (int d = 0; d < 2; ++d) {
+    constexpr int kD = compiler::Node::kConvDims;
+    TORCH_CHECK_VALUE(conv.size() == 4 * kD + 1, "trn compile: conv attributes are stride, "
+                      "padding before, padding after, dilation (", kD, " each, T, H, W) and "
+                      "groups, got ", conv.size(), " values");
+    for (int d = 0; d < kD; ++d) {
       node.conv.stride[d] = conv[d];
-      node.conv.padding[d] = conv[2 + d];
-      node.conv.padding_end[d] = conv[4 + d];
-      node.conv.dilation[d] = conv[6 + d];
+      node.conv.padding[d] = conv[kD + d];
+      node.conv.padding_end[d] = conv[2 * kD + d];
+      node.conv.dilation[d] = conv[3 * kD + d];
     }
-    node.conv.groups = conv[8];
+    node.conv.groups = conv[4 * kD];
   }
   if (!pool.empty()) {
     TORCH_CHECK_VALUE(pool.size() == 8 || pool.size() == 10,

@@ -1015,6 +1015,45 @@ TEST(CompilerTest, MalformedGraphsNameTheNode) {
   EXPECT_THROW(g.SetOutputs({3}), trn::InvalidArgument);
 }
 
+// kConv's attributes run over (T, H, W): a 2-D conv leaves T's unused and a
+// 3-D conv (kernels::Conv3d) pads each side of a dim alike.
+TEST(CompilerTest, ConvAttributesPerRank) {
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {1, 2, 3, 6, 6}));
+  const int w = g.AddInput(M(DType::kFloat32, {4, 2, 1, 3, 3}));
+  const int x2 = g.AddInput(M(DType::kFloat32, {1, 2, 6, 6}));
+  const int w2 = g.AddInput(M(DType::kFloat32, {4, 2, 3, 3}));
+  auto conv = [](int in, int wt, Sizes out) {
+    Node n;
+    n.op = Op::kConv;
+    n.inputs = {in, wt};
+    n.meta = M(DType::kFloat32, std::move(out));
+    return n;
+  };
+  auto error_of = [&](const Node& n) {
+    try {
+      g.AddNode(n);
+    } catch (const trn::InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  Node asym = conv(x, w, {1, 4, 3, 5, 5});  // H padded 1 before, 0 after
+  asym.conv.padding[1] = 1;
+  EXPECT_NE(error_of(asym).find("pads each side of a dim alike, got 1 before and 0 after dim 3"),
+            std::string::npos) << error_of(asym);
+  Node t_used = conv(x2, w2, {1, 4, 4, 4});  // a 2-D conv with a T stride
+  t_used.conv.stride[0] = 2;
+  EXPECT_NE(error_of(t_used).find("cannot give [1, 4, 4, 4]"), std::string::npos);
+  Node ok3 = conv(x, w, {1, 4, 3, 2, 6});  // H stride 2, W padded 1 each side
+  ok3.conv.stride[1] = 2;
+  ok3.conv.padding[2] = ok3.conv.padding_end[2] = 1;
+  EXPECT_EQ(error_of(ok3), "no error");
+  Node ok2 = conv(x2, w2, {1, 4, 6, 5});  // W padded 1 before, 0 after
+  ok2.conv.padding[1] = ok2.conv.padding[2] = ok2.conv.padding_end[1] = 1;
+  EXPECT_EQ(error_of(ok2), "no error");
+}
+
 TEST(CompilerTest, HashIgnoresSizesButNotOps) {
   const uint64_t h1 = RmsNormGraph({4, 64}, true).Hash();
   const uint64_t h2 = RmsNormGraph({17, 4096}, true).Hash();

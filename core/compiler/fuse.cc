@@ -343,8 +343,8 @@ bool Fuser::JoinsConv(int id) {
   const int gi = ir_.group_of[c];
   if (gi < 0 || ir_.groups[gi].kind != Group::Kind::kLibrary ||
       ir_.N(ir_.groups[gi].nodes[0]).op != Op::kConv || ir_.groups[gi].nodes.back() != c ||
-      ir_.N(c).meta.dtype != n.meta.dtype) {
-    return false;
+      ir_.N(c).meta.dtype != n.meta.dtype || ir_.N(c).meta.sizes.size() == 5) {
+    return false;  // kernels::Conv3d takes no epilogue
   }
   // What the group holds after the conv decides what may come next.
   bool has_bn = false, has_max = false, has_min = false, has_smooth = false;

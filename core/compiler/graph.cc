@@ -357,19 +357,24 @@ void NodeCheck::Conv() {
   const auto& w = InSizes(1);
   const auto& c = node_.conv;
   const size_t rank = x.size();
-  bool ok = (rank == 4 || rank == 3) && w.size() == rank && out_.size() == rank && c.groups > 0 &&
+  bool ok = rank >= 3 && rank <= 5 && w.size() == rank && out_.size() == rank && c.groups > 0 &&
             x[1] == w[1] * c.groups && w[0] % c.groups == 0 && out_[0] == x[0] &&
             out_[1] == w[0] && (n_in_ == 2 || InSizes(2) == std::vector<int64_t>{w[0]});
-  if (ok && rank == 3) {
-    ok = c.stride[0] == 1 && c.padding[0] == 0 && c.padding_end[0] == 0 && c.dilation[0] == 1;
+  // The param index of the first spatial dim: the entries before it are unused.
+  const int first = Node::kConvDims - static_cast<int>(rank) + 2;
+  for (int d = 0; ok && d < first; ++d) {
+    ok = c.stride[d] == 1 && c.padding[d] == 0 && c.padding_end[d] == 0 && c.dilation[d] == 1;
   }
-  const int first = rank == 4 ? 0 : 1;  // the param index of the first spatial dim
-  for (int d = first; ok && d < 2; ++d) {
+  for (int d = first; ok && d < Node::kConvDims; ++d) {
     const size_t at = 2 + static_cast<size_t>(d - first);
     const int64_t padded = x[at] + c.padding[d] + c.padding_end[d];
     ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 && c.padding_end[d] >= 0 &&
          padded >= c.dilation[d] * (w[at] - 1) + 1 &&
          out_[at] == (padded - c.dilation[d] * (w[at] - 1) - 1) / c.stride[d] + 1;
+    if (ok && rank == 5 && c.padding[d] != c.padding_end[d]) {
+      Fail(fmt::format("3-D convolution pads each side of a dim alike, got {} before and {} "
+                       "after dim {}", c.padding[d], c.padding_end[d], at));
+    }
   }
   if (!ok) {
     Fail(fmt::format("convolution of {} by weight {} (groups {}) cannot give {}",
@@ -722,7 +727,7 @@ uint64_t Graph::Hash() const {
     h.MixDouble(n.eps);
     h.Mix(n.causal);
     h.Mix(n.pure);
-    for (int d = 0; d < 2; ++d) {
+    for (int d = 0; d < Node::kConvDims; ++d) {
       h.Mix(static_cast<uint64_t>(n.conv.stride[d]));
       h.Mix(static_cast<uint64_t>(n.conv.padding[d]));
       h.Mix(static_cast<uint64_t>(n.conv.padding_end[d]));

@@ -135,9 +135,14 @@ struct Node {
   double eps = 0;
   bool causal = false;  // kSdpa
   bool pure = false;    // kEager: no side effect (no RNG, no mutation): dropped when unused
-  struct ConvAttrs {    // kConv, per spatial dim (H, W); padding before / after
-    int64_t stride[2] = {1, 1}, padding[2] = {0, 0}, padding_end[2] = {0, 0};
-    int64_t dilation[2] = {1, 1};
+  // kConv, per spatial dim (T, H, W); padding before / after. A convolution of
+  // rank r (3: 1-D, 4: 2-D, 5: 3-D) uses the last r - 2 entries; the others
+  // stay stride 1, padding 0, dilation 1.
+  static constexpr int kConvDims = 3;
+  struct ConvAttrs {
+    int64_t stride[kConvDims] = {1, 1, 1}, padding[kConvDims] = {0, 0, 0},
+            padding_end[kConvDims] = {0, 0, 0};
+    int64_t dilation[kConvDims] = {1, 1, 1};
     int64_t groups = 1;
   } conv;
   struct PoolAttrs {  // kMaxPool2d, kAvgPool2d, per spatial dim (H, W); padding on both sides

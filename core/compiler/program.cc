@@ -388,14 +388,26 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kPad: return RunPad(out, in(0), ki.lib_dims, ki.lib_scalar);
     case Op::kSliceScatter: return RunSliceScatter(out, in(0), in(1), ki.lib_dims);
     case Op::kConv: {
-      kernels::ConvParams p;
-      for (int d = 0; d < 2; ++d) {
-        p.stride[d] = ki.lib_conv.stride[d];
-        p.pad_begin[d] = ki.lib_conv.padding[d];
-        p.pad_end[d] = ki.lib_conv.padding_end[d];
-        p.dilation[d] = ki.lib_conv.dilation[d];
+      const Node::ConvAttrs& c = ki.lib_conv;
+      if (out.ndim == 5) {  // no epilogue joins a 3-D convolution (Note [Conv epilogue])
+        kernels::Conv3dParams p3;
+        for (int d = 0; d < 3; ++d) {
+          p3.stride[d] = c.stride[d];
+          p3.pad[d] = c.padding[d];
+          p3.dilation[d] = c.dilation[d];
+        }
+        p3.groups = c.groups;
+        return kernels::Conv3d(out, in(0), in(1), ki.lib_ins.size() == 3 ? in(2) : TensorRef{},
+                               p3);
       }
-      p.groups = ki.lib_conv.groups;
+      kernels::ConvParams p;  // (H, W): the last two of the (T, H, W) attributes
+      for (int d = 0; d < 2; ++d) {
+        p.stride[d] = c.stride[d + 1];
+        p.pad_begin[d] = c.padding[d + 1];
+        p.pad_end[d] = c.padding_end[d + 1];
+        p.dilation[d] = c.dilation[d + 1];
+      }
+      p.groups = c.groups;
       p.activation = ki.lib_act;
       if (ki.lib_act == kernels::ConvActivation::kClamp) {
         p.clamp_lo = static_cast<float>(ki.lib_lo);

@@ -626,7 +626,7 @@ class _Lowering:
         if a.get("transposed") or not (self._tensor(x) and self._tensor(w)):
             return None
         rank = self.vals[x].dim()
-        if rank not in (3, 4) or (bias is not None and not self._tensor(bias)):
+        if rank not in (3, 4, 5) or (bias is not None and not self._tensor(bias)):
             return None
         stride, padding, dilation = (
             [int(self._value(e)) for e in a[key]] for key in ("stride", "padding", "dilation")
@@ -637,10 +637,14 @@ class _Lowering:
         )
         if not (len(stride) == len(padding) == len(dilation) == rank - 2):
             return None
-        if rank == 3:  # 1-D: the core's 2-D convolution with H = 1
-            stride, padding, dilation = [1] + stride, [0] + padding, [1] + dilation
         begin, end = list(padding), list(padding)
-        x = self._fold_zero_pad(x, rank, begin, end)
+        if rank < 5:  # kernels::Conv3d pads each side alike: no pad folded into it
+            x = self._fold_zero_pad(x, rank, begin, end)
+        # The core's attributes run over (T, H, W); a lower rank leaves the first unused.
+        unused = 5 - rank
+        stride, begin, end, dilation = (
+            [fill] * unused + v for v, fill in ((stride, 1), (begin, 0), (end, 0), (dilation, 1))
+        )
         inputs = [x, w] + ([bias] if bias is not None else [])
         conv = stride + begin + end + dilation + [int(self._value(a["groups"]))]
         return self._add(node, "conv", inputs, conv=conv)
@@ -659,7 +663,7 @@ class _Lowering:
         if value != 0 or len(pads) not in (2, 2 * (rank - 2)) or min(pads) < 0:
             return x
         for i in range(len(pads) // 2):  # pads run from the last dim backwards
-            d = 1 - i  # param index: W is 1, H is 0
+            d = len(begin) - 1 - i  # the spatial dims' index: W last
             begin[d] += pads[2 * i]
             end[d] += pads[2 * i + 1]
         return x.args[0]
@@ -776,8 +780,8 @@ class _Lowering:
                 if gid is not None:
                     return gid
                 return self._add_eager(
-                    node, reason="a convolution the core does not lower (it takes 1-D and 2-D, "
-                    "not transposed): trn's native kernel runs"
+                    node, reason="a convolution the core does not lower (it takes 1-D, 2-D "
+                    "and 3-D, not transposed): trn's native kernel runs"
                 )
             if (
                 t in _CLAMPS
