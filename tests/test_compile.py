@@ -649,13 +649,25 @@ def _column_then_views(x):
     return v.t() * 3 + buf.sum(), v[1:, ::2] + 1
 
 
+def _chunk_mask_then_expand(y, cond):
+    # Longformer's chunked attention mask: part of a plane of a buffer set, then
+    # that plane (a slice_scatter's FakeTensor with the buffer's strides)
+    # unsqueezed and expanded over the buffer's planes.
+    out = torch.zeros(8, 8, 2, 5, device=y.device)
+    out[:, 0, :, :3] = y[:, :2, :3]
+    m = out[:, 0].unsqueeze(1).expand(8, 8, 2, 5)
+    return torch.where(cond, m, out * 2 + 1)
+
+
 @pytest.mark.parametrize("fn, args", [
     (_shift_right_first_column, (torch.randint(0, 10, (3, 7)), torch.randn(10, 4))),
     (_column_then_views, (torch.randn(3, 4, 5),)),
+    (_chunk_mask_then_expand, (torch.randn(8, 4, 5), torch.rand(1, 8, 1, 1) > 0.5)),
 ])
 def test_views_of_a_strided_copy_index_its_strides(fn, args):
-    """Note [Functional copy]: a copy into a strided part of a buffer is a clone
-    whose buffer keeps the FakeTensor's strides, holes and all, as its views expect."""
+    """Note [Functional copy]: a copy (or a slice_scatter) into a strided part of a
+    buffer keeps the FakeTensor's strides in its buffer, holes and all, as its views
+    expect."""
     want = fn(*args)
     got, stats = compiled_on_trn(fn, *args)
     for g, w in zip(pytree.tree_leaves(got), pytree.tree_leaves(want)):

@@ -91,7 +91,10 @@ void Fuser::Place(int id) {
   // shift_tokens_right; lowered to a clone or cast, or an eager op) may be a
   // strided part of a larger storage that later views index by those strides;
   // its buffer keeps them, holes and all (Note [Functional copy] in backend.py).
-  const bool copies = n.op == Op::kEager || n.op == Op::kClone || n.op == Op::kCast;
+  // So may a slice_scatter into such a part (Longformer's chunked attention
+  // mask: select, then slice_scatter, then unsqueeze + expand of the result).
+  const bool copies = n.op == Op::kEager || n.op == Op::kClone || n.op == Op::kCast ||
+                      n.op == Op::kSliceScatter;
   if (!dense && copies && !n.meta.strides.empty() && n.meta.storage_offset == 0 &&
       IsNonOverlapping(n.meta.sizes, n.meta.strides)) {
     v.view.strides = n.meta.strides;
