@@ -980,6 +980,56 @@ def test_compile_error_falls_back_to_the_whole_graph(monkeypatch):
     assert "injected compiler failure" in stats["fallback"]
 
 
+@pytest.mark.parametrize("refuse", ["expand", "neg", "native_layer_norm", "every"])
+def test_a_node_the_compiler_refuses_runs_eagerly(refuse, monkeypatch):
+    """Note [Refused nodes]: a core compile error naming a node (the core refuses a
+    view whose strides do not fit its source's memory) makes that node an eager step
+    and the graph compiles again; a view, an elementwise op or one output of a
+    multi-output op alike. Refusing every node ends in the whole graph running
+    eagerly. The refusals are injected: no graph the lowering makes is known to
+    trigger one (Longformer's did before slice_scatter kept its strides)."""
+    from trnscope import _C
+    from trnscope.compile import backend
+
+    lowerings, compiles = [], []
+    lower = backend._Lowering.lower
+    monkeypatch.setattr(backend._Lowering, "lower", lambda self: (lowerings.append(self), lower(self))[1])
+    compile_graph = _C._compile_graph
+
+    def refusing(g, **kw):
+        compiles.append(1)
+        calls = lowerings[-1].calls
+        for gid, (node, _, idx) in calls.items():
+            name = getattr(node.target, "__name__", str(node.target))
+            if gid not in lowerings[-1].reasons and (refuse == "every" or name.startswith(refuse)):
+                raise ValueError(f"trn compile: trn compiler: node {gid} (view {name}): refused")
+        return compile_graph(g, **kw)
+
+    monkeypatch.setattr(_C, "_compile_graph", refusing)
+    monkeypatch.setattr(backend, "_MAX_REFUSED", 2)
+    ln = nn.LayerNorm(5).eval()
+
+    def fn(x):
+        return ln(-x.unsqueeze(1).expand(3, 4, 5) * 2) + 1
+
+    x = torch.randn(3, 5)
+    with torch.no_grad():
+        want = fn(x)
+        ln.to("trn")
+        got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), want)
+    (stats,) = trnscope.compile_stats()
+    if refuse == "every":
+        assert "refused" in stats["fallback"] and len(compiles) == 3  # _MAX_REFUSED + 1
+        return
+    assert stats["fallback"] is None and len(compiles) == 2
+    (target,) = stats["eager_nodes"]
+    (reason,) = stats["eager_reasons"]
+    assert target.startswith(f"aten.{refuse}")
+    assert reason.startswith("the compiler refused it (trn compile: trn compiler: node ")
+    assert f"(view {refuse}" in reason
+
+
 # ---- Fused attention and convolution in programs ----------------------------------------------
 @pytest.mark.parametrize(
     "case", ["plain", "causal", "bool_mask", "float_mask", "gqa_causal", "scale", "decode"]

@@ -21,6 +21,7 @@ import inspect
 import math
 import operator
 import os
+import re
 import time
 import types
 import warnings
@@ -231,8 +232,14 @@ _INTEGER_DIVISIONS = {
 class _Lowering:
     """Builds one _C._CompileGraph from an aten graph and concrete metas. One use."""
 
-    def __init__(self, gm: fx.GraphModule, vals: dict[fx.Node, Any]):
+    def __init__(
+        self, gm: fx.GraphModule, vals: dict[fx.Node, Any],
+        refused: dict[tuple[fx.Node, int | None], str] | None = None,
+    ):
         self.gm, self.vals = gm, vals
+        # (fx node, output index) -> why: eager nodes the core compiler refused
+        # in an earlier try (Note [Refused nodes]).
+        self.refused = refused or {}
         self.g = _C._CompileGraph()
         self.ids: dict[fx.Node, int] = {}  # tensor values
         self.consts: dict[fx.Node, Any] = {}  # numbers (specialized sizes)
@@ -409,7 +416,9 @@ class _Lowering:
                          aten._native_batch_norm_legit_no_training.default: self._lower_batch_norm,
                          aten.native_batch_norm.default: self._lower_batch_norm,
                          aten.max_pool2d_with_indices.default: self._lower_max_pool}.get(src.target)
-                if fused is not None and idx == 0:
+                if (src, idx) in self.refused:
+                    self.ids[node] = self._add_eager(src, idx, reason=self.refused[(src, idx)])
+                elif fused is not None and idx == 0:
                     try:
                         gid = fused(node, src)
                     except (KeyError, TypeError, ValueError):
@@ -431,6 +440,9 @@ class _Lowering:
                 self.consts[node] = v
                 return
             raise _Unsupported(f"{node.name} ({t}) produces a {type(v).__name__}")
+        if (node, None) in self.refused:
+            self.ids[node] = self._add_eager(node, reason=self.refused[(node, None)])
+            return
         self.ids[node] = self._lower_tensor(node, t, args, kw)
 
     def _lower_sdpa(self, node: fx.Node, src: fx.Node) -> int | None:
@@ -1361,21 +1373,16 @@ class _GraphRunner:
             "num_kernels": 0,
         }
         start = time.perf_counter()
-        lowering = _Lowering(self.gm, dict(vals))
         shapes = " ".join("x".join(map(str, t[0])) or "()" for t in sig[:4])
         with torch.profiler.record_function(
             f"trn::compile [{shapes}{' ...' if len(sig) > 4 else ''}]"
         ):
             try:
-                lowering.lower()
-                self._evaluate_number_outputs(lowering)
+                lowering, program = self._lower_and_compile(vals)
                 # Programs of a graph that bakes number inputs in share its aten
                 # graph's hash: the core graph's differs with every value.
                 graph_hash = (
                     _stable_hash(str(self.gm.graph)) if self.bakes_numbers else lowering.g.hash()
-                )
-                program = _C._compile_graph(
-                    lowering.g, fuse=bool(self.options.get("fuse", config.fuse))
                 )
                 run: Callable = _Compiled(lowering, program, self.gm)
                 record["kernels"] = [k["name"] for k in program.kernels]
@@ -1417,6 +1424,28 @@ class _GraphRunner:
         self.programs[sig] = run
         return run
 
+    def _lower_and_compile(self, vals) -> tuple[_Lowering, Any]:
+        """Note [Refused nodes]: the core compiler may refuse a node the lowering
+        made (a view whose strides do not describe the memory the compiler gave
+        its source); its error names the node. That node then runs as an eager
+        step, computed by its aten op from its inputs as the program holds them,
+        and the graph compiles again, up to _MAX_REFUSED times before the whole
+        graph runs eagerly (the last resort). The reason is in compile_stats()."""
+        refused: dict[tuple[fx.Node, int | None], str] = {}
+        while True:
+            lowering = _Lowering(self.gm, dict(vals), refused)
+            lowering.lower()
+            self._evaluate_number_outputs(lowering)
+            try:
+                return lowering, _C._compile_graph(
+                    lowering.g, fuse=bool(self.options.get("fuse", config.fuse))
+                )
+            except ValueError as e:
+                key = _refused_node(lowering, str(e))
+                if key is None or key in refused or len(refused) >= _MAX_REFUSED:
+                    raise
+                refused[key] = f"the compiler refused it ({e})"
+
     def _evaluate_number_outputs(self, lowering: _Lowering) -> None:
         """Number outputs of unkeyed number inputs are computed per call (Note [Number inputs])."""
         if not self.unkeyed:
@@ -1441,6 +1470,23 @@ class _GraphRunner:
         out = run(args)
         args.clear()
         return out
+
+
+_MAX_REFUSED = 8
+_REFUSED_NODE = re.compile(r"trn compiler: node (\d+) \(")
+
+
+def _refused_node(lowering: _Lowering, message: str) -> tuple[fx.Node, int | None] | None:
+    """The (fx node, output index) a core compile error names, if it may run as an
+    eager step instead (Note [Refused nodes]): made from an fx node, not eager already."""
+    m = _REFUSED_NODE.search(message)
+    gid = int(m.group(1)) if m else -1
+    if gid not in lowering.calls or gid in lowering.reasons:
+        return None
+    node, _, idx = lowering.calls[gid]
+    if not isinstance(node, fx.Node):
+        return None  # a cast the lowering made (_add_cast)
+    return node, idx  # a getitem's lowering names the multi-output op and the index
 
 
 def _input_names(dynamo_gm: fx.GraphModule) -> list[str]:
