@@ -1391,6 +1391,8 @@ def test_avg_pool_is_a_library_kernel_in_the_program(geom, dtype):
         ("int64 amax", lambda m, i: i.amax(-1), "amax"),
         ("int32 amin over two dims", lambda m, i: i.int().amin((0, 1)), "amin"),
         ("sum of a transposed view", lambda m, i: i.transpose(0, 2).sum(1), "sum"),
+        ("int64 max of all", lambda m, i: i.max(), "max"),  # aten.max.default: amax over all
+        ("int32 min of all", lambda m, i: i.int().transpose(0, 2).min(), "min"),
     ],
 )
 def test_integer_and_bool_reductions_are_library_kernels(name, fn, kernel):
@@ -1401,6 +1403,23 @@ def test_integer_and_bool_reductions_are_library_kernels(name, fn, kernel):
     want = fn(m, i)
     assert got.dtype == want.dtype and torch.equal(got.cpu(), want), name
     assert stats["eager_nodes"] == [] and kernel in stats["kernels"], stats
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("nan", [False, True])
+def test_max_and_min_of_every_element_are_kernels(dtype, nan):
+    """torch.max(x) / x.min() without a dim (Reformer's mask value) are the core's
+    amax / amin over every dim: NaN propagates, -inf and inf are values."""
+    x = (torch.randn(6, 7) * 100).to(dtype)
+    x[2, 3], x[4, 1] = float("-inf"), float("inf")
+    if nan:
+        x[5, 6] = float("nan")
+    got, stats = compiled_on_trn(lambda t: (t.max(), t[:, 1:].min(), t.min() * 2), x)
+    want = (x.max(), x[:, 1:].min(), x.min() * 2)
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == ()
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True, rtol=0, atol=0)
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
 
 
 @pytest.mark.parametrize(

@@ -176,6 +176,8 @@ _REDUCE = {
     aten.mean.default: "mean",
     aten.amax.default: "amax",
     aten.amin.default: "amin",
+    aten.max.default: "amax",  # over every element (Reformer's mask value)
+    aten.min.default: "amin",
 }
 _FULL = (
     aten.full.default,
