@@ -1405,6 +1405,24 @@ def test_integer_and_bool_reductions_are_library_kernels(name, fn, kernel):
     assert stats["eager_nodes"] == [] and kernel in stats["kernels"], stats
 
 
+@pytest.mark.parametrize("number", [1, 2.5])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+def test_a_number_first_operand_is_a_swapped_scalar_op(number, dtype):
+    """aten.sub.Tensor(1, x) (RWKV's `1 - time_mix`), div and add with a number first
+    are the core's scalar ops with the operands swapped, type promotion as torch's."""
+    aten = torch.ops.aten
+    x = torch.arange(1, 13).reshape(3, 4).to(dtype)
+
+    def fn(t):
+        return aten.sub.Tensor(number, t), aten.div.Tensor(number, t), aten.add.Tensor(number, t)
+
+    got, stats = compiled_on_trn(fn, x)
+    for g, w in zip(got, fn(x)):
+        assert g.dtype == w.dtype
+        torch.testing.assert_close(g.cpu(), w)
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("nan", [False, True])
 def test_max_and_min_of_every_element_are_kernels(dtype, nan):

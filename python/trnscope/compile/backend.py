@@ -781,6 +781,11 @@ class _Lowering:
                     return self._add(
                         node, _BINARY[t], [a], scalar=float(self._value(b)), alpha=alpha
                     )
+                if self._tensor(b) and alpha == 1 and _is_number(self._value(a)):
+                    # A number first (RWKV's `1 - time_mix`): the op with its operands swapped.
+                    return self._add(
+                        node, _BINARY[t], [b], scalar=float(self._value(a)), scalar_first=True
+                    )
                 return self._add_eager(node, reason="the first operand is not a trn tensor")
             if t in (aten.rsub.Scalar, aten.pow.Scalar):  # scalar op tensor
                 x, s = (args[0], args[1]) if t is aten.rsub.Scalar else (args[1], args[0])
