@@ -26,7 +26,13 @@ def cases():
     rows = torch.randint(0, 4096, (2048,), generator=g)
     table = torch.randn(4096, 256, generator=g)
     bmask = torch.rand(8, 1, 512, 512, generator=g) > 0.01
+    buckets = torch.randint(0, 32, (64, 64), generator=g)
+    bias = torch.randn(32, 8, generator=g)
+    tokens = torch.randint(0, 32000, (8, 512), generator=g)
+    vocab = torch.randn(32000, 64, generator=g)
     return {
+        "embedding [32,8] by [64,64] (T5's bias)": (torch.nn.functional.embedding, (buckets, bias)),
+        "embedding [32000,64] by [8,512]": (torch.nn.functional.embedding, (tokens, vocab)),
         "tril causal mask 2048^2 bool": (lambda d: torch.ones(2048, 2048, dtype=torch.bool, device=d).tril(), ()),
         "arange 1M int64": (lambda d: torch.arange(1 << 20, device=d), ()),
         "all [8,1,512,512] bool, dim -1": (lambda m: m.all(-1), (bmask,)),

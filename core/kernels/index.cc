@@ -21,6 +21,49 @@ int64_t IndexAt(const TensorRef& index, int64_t i) {
                                       : index.ptr<const int32_t>()[off];
 }
 
+// Whether each slice along dim 0 is one contiguous run.
+bool RowsContiguous(const TensorRef& t) {
+  int64_t expected = 1;
+  for (int d = t.ndim - 1; d >= 1; --d) {
+    if (t.sizes[d] != 1 && t.strides[d] != expected) return false;
+    expected *= t.sizes[d];
+  }
+  return true;
+}
+
+int64_t IndexStride(const TensorRef& index) { return index.ndim == 0 ? 0 : index.strides[0]; }
+
+// The first j with idx[j] outside [0, size), or -1.
+template <class I>
+int64_t FirstOutOfRange(const I* idx, int64_t count, int64_t idx_stride, int64_t size) {
+  bool ok = true;
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t v = idx[j * idx_stride];
+    ok &= v >= 0 && v < size;  // no branch per index: the common case is all in range
+  }
+  if (ok) return -1;
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t v = idx[j * idx_stride];
+    if (v < 0 || v >= size) return j;
+  }
+  return -1;
+}
+
+// Note [Row gather]
+template <class I>
+void GatherRows(const TensorRef& out, const TensorRef& in, const I* idx, int64_t count,
+                int64_t idx_stride) {
+  const int64_t item = static_cast<int64_t>(ItemSize(in.dtype));
+  const size_t row_bytes = static_cast<size_t>(in.numel() / in.sizes[0] * item);
+  const char* src = static_cast<const char*>(in.data);
+  char* dst = static_cast<char*>(out.data);
+  const int64_t in_step = in.strides[0] * item, out_step = out.strides[0] * item;
+  for (int64_t j = 0; j < count; ++j) {
+    std::memcpy(dst + j * out_step, src + static_cast<int64_t>(idx[j * idx_stride]) * in_step,
+                row_bytes);
+  }
+}
+
 const char* NameFor(const char* const names[7], DType dt) {
   return names[static_cast<int>(dt)];  // DType order: f32 f64 bf16 f16 i32 i64 bool
 }
@@ -38,18 +81,31 @@ Status IndexSelect(const TensorRef& out, const TensorRef& in, int dim, const Ten
   const int64_t size = in.ndim == 0 ? 1 : in.sizes[dim];
   // Validate every index before writing anything: a failed kernel leaves out untouched.
   // Like torch's CPU index_select, negative indices are out of range (no wrap).
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t v = IndexAt(index, j);
-    if (v < 0 || v >= size) {
-      return Status::Error("index " + std::to_string(v) + " is out of range for dimension " +
-                           std::to_string(dim) + " with size " + std::to_string(size));
-    }
+  const int64_t bad = index.dtype == DType::kInt64
+                          ? FirstOutOfRange(index.ptr<const int64_t>(), count, IndexStride(index), size)
+                          : FirstOutOfRange(index.ptr<const int32_t>(), count, IndexStride(index), size);
+  if (bad >= 0) {
+    const int64_t v = IndexAt(index, bad);
+    return Status::Error("index " + std::to_string(v) + " is out of range for dimension " +
+                         std::to_string(dim) + " with size " + std::to_string(size));
   }
   if (in.ndim == 0) {
     if (count > 0) std::memcpy(out.data, in.data, ItemSize(in.dtype));
     return Status::Ok();
   }
   TRN_ASSERT(out.ndim == in.ndim && out.sizes[dim] == count, "index_select out shape");
+  // Note [Row gather]: rows along dim 0 that are contiguous in and out (an
+  // embedding's table and result) are one memcpy each. The strided copy per
+  // row cost ~50 ns more: 4096 rows of 8 floats (T5's relative position bias)
+  // took 8.9x CPU PyTorch's time, 4096 rows of 64 floats 6x (AMD EPYC).
+  if (dim == 0 && RowsContiguous(in) && RowsContiguous(out)) {
+    if (index.dtype == DType::kInt64) {
+      GatherRows(out, in, index.ptr<const int64_t>(), count, IndexStride(index));
+    } else {
+      GatherRows(out, in, index.ptr<const int32_t>(), count, IndexStride(index));
+    }
+    return Status::Ok();
+  }
   for (int64_t j = 0; j < count; ++j) {
     CopyView(Select(out, dim, j), Select(in, dim, IndexAt(index, j)));
   }

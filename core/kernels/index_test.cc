@@ -55,7 +55,7 @@ TEST(IndexSelect, DTypesDimsLayouts) {
           SCOPED_TRACE(std::string(DTypeName(dt)) + " " + testing::LayoutName(layout) +
                        " dim " + std::to_string(dim) + " index " + DTypeName(idx_dt));
           const std::vector<int64_t> values = {3, 0, 3, 1, sizes[dim] - 1};
-          TestTensor index = MakeIndex(idx_dt, values, dim == 1);
+          TestTensor index = MakeIndex(idx_dt, values, dim != 2);
           std::vector<int64_t> out_sizes = sizes;
           out_sizes[dim] = static_cast<int64_t>(values.size());
           TestTensor out = MakeLayout(dt, out_sizes, dim == 2 ? Layout::kTransposed
@@ -85,6 +85,34 @@ TEST(IndexSelect, EmbeddingLookup) {
     for (int64_t j = 0; j < 48; ++j) {
       ASSERT_EQ(out.At(t * 48 + j), table.At(tokens[t] * 48 + j));
     }
+  }
+}
+
+// Note [Row gather]: rows along dim 0 that are contiguous runs, whatever their
+// distance apart in `in` and `out` (column slices of wider rows), size-1 dims
+// with any stride, and 1-D tables (rows of one element).
+TEST(IndexSelect, RowGatherOfRowsApart) {
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {
+    SCOPED_TRACE(DTypeName(dt));
+    TestTensor in = MakeRandom(dt, {6, 8}, Layout::kContiguous, 3, -100, 100);
+    in.ref.sizes[1] = 5;  // [6, 5] rows 8 apart
+    TestTensor out = Empty(dt, {4, 7});
+    out.ref.sizes[1] = 5;  // [4, 5] rows 7 apart
+    const std::vector<int64_t> rows = {5, 0, 5, 2};
+    TestTensor index = MakeIndex(DType::kInt32, rows, true);
+    ASSERT_TRUE(IndexSelect(out.ref, in.ref, 0, index.ref).ok());
+    for (int64_t r = 0; r < 4; ++r) {
+      for (int64_t j = 0; j < 5; ++j) ASSERT_EQ(out.At(r * 5 + j), in.At(rows[r] * 5 + j));
+    }
+    TestTensor in3 = MakeRandom(dt, {6, 1, 3}, Layout::kContiguous, 4, -100, 100);
+    in3.ref.strides[1] = 99;  // a size-1 dim's stride is never used
+    TestTensor out3 = Empty(dt, {4, 1, 3});
+    ASSERT_TRUE(IndexSelect(out3.ref, in3.ref, 0, index.ref).ok());
+    for (int64_t i = 0; i < 12; ++i) ASSERT_EQ(out3.At(i), in3.At(rows[i / 3] * 3 + i % 3));
+    TestTensor in1 = MakeRandom(dt, {6}, Layout::kContiguous, 5, -100, 100);
+    TestTensor out1 = Empty(dt, {4});
+    ASSERT_TRUE(IndexSelect(out1.ref, in1.ref, 0, index.ref).ok());
+    for (int64_t r = 0; r < 4; ++r) ASSERT_EQ(out1.At(r), in1.At(rows[r]));
   }
 }
 
