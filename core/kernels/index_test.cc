@@ -114,6 +114,20 @@ TEST(IndexSelect, RowGatherOfRowsApart) {
     ASSERT_TRUE(IndexSelect(out1.ref, in1.ref, 0, index.ref).ok());
     for (int64_t r = 0; r < 4; ++r) ASSERT_EQ(out1.At(r), in1.At(rows[r]));
   }
+  // Rows of 16, 32 and 64 bytes: the copies of a constant size.
+  for (int64_t width : {4, 8, 16}) {
+    SCOPED_TRACE("float32 rows of " + std::to_string(width));
+    TestTensor in = MakeRandom(DType::kFloat32, {6, width + 3}, Layout::kContiguous, 6);
+    in.ref.sizes[1] = width;
+    TestTensor out = Empty(DType::kFloat32, {4, width + 1});
+    out.ref.sizes[1] = width;
+    const std::vector<int64_t> rows = {1, 5, 0, 1};
+    TestTensor index = MakeIndex(DType::kInt64, rows, false);
+    ASSERT_TRUE(IndexSelect(out.ref, in.ref, 0, index.ref).ok());
+    for (int64_t i = 0; i < 4 * width; ++i) {
+      ASSERT_EQ(out.At(i), in.At(rows[i / width] * width + i % width)) << i;
+    }
+  }
 }
 
 TEST(IndexSelect, OutOfRangeIsAnErrorAndLeavesOutUntouched) {
