@@ -980,14 +980,15 @@ def test_compile_error_falls_back_to_the_whole_graph(monkeypatch):
     assert "injected compiler failure" in stats["fallback"]
 
 
-@pytest.mark.parametrize("refuse", ["expand", "neg", "native_layer_norm", "every"])
+@pytest.mark.parametrize("refuse", ["expand", "neg", "native_layer_norm", "view", "every"])
 def test_a_node_the_compiler_refuses_runs_eagerly(refuse, monkeypatch):
     """Note [Refused nodes]: a core compile error naming a node (the core refuses a
     view whose strides do not fit its source's memory) makes that node an eager step
     and the graph compiles again; a view, an elementwise op or one output of a
-    multi-output op alike. Refusing every node ends in the whole graph running
-    eagerly. The refusals are injected: no graph the lowering makes is known to
-    trigger one (Longformer's did before slice_scatter kept its strides)."""
+    multi-output op alike; not a view whose result depends on its input's layout
+    (aten.view needs viewable strides), nor refusing again and again: then the whole
+    graph runs eagerly. The refusals are injected: no graph the lowering makes is
+    known to trigger one (Longformer's did before slice_scatter kept its strides)."""
     from trnscope import _C
     from trnscope.compile import backend
 
@@ -1010,7 +1011,7 @@ def test_a_node_the_compiler_refuses_runs_eagerly(refuse, monkeypatch):
     ln = nn.LayerNorm(5).eval()
 
     def fn(x):
-        return ln(-x.unsqueeze(1).expand(3, 4, 5) * 2) + 1
+        return ln((-x.unsqueeze(1).expand(3, 4, 5) * 2).reshape(12, 5)) + 1
 
     x = torch.randn(3, 5)
     with torch.no_grad():
@@ -1019,8 +1020,9 @@ def test_a_node_the_compiler_refuses_runs_eagerly(refuse, monkeypatch):
         got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn"))
     torch.testing.assert_close(got.cpu(), want)
     (stats,) = trnscope.compile_stats()
-    if refuse == "every":
-        assert "refused" in stats["fallback"] and len(compiles) == 3  # _MAX_REFUSED + 1
+    if refuse in ("every", "view"):
+        assert "refused" in stats["fallback"]
+        assert len(compiles) == (3 if refuse == "every" else 1)  # _MAX_REFUSED + 1
         return
     assert stats["fallback"] is None and len(compiles) == 2
     (target,) = stats["eager_nodes"]
@@ -1406,21 +1408,43 @@ def test_integer_and_bool_reductions_are_library_kernels(name, fn, kernel):
 
 
 @pytest.mark.parametrize("number", [1, 2.5])
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.int32])
 def test_a_number_first_operand_is_a_swapped_scalar_op(number, dtype):
-    """aten.sub.Tensor(1, x) (RWKV's `1 - time_mix`), div and add with a number first
-    are the core's scalar ops with the operands swapped, type promotion as torch's."""
+    """aten.sub.Tensor(1, x) (RWKV's `1 - time_mix`), div, add and mul with a number
+    first are the core's scalar ops with the operands swapped, type promotion as torch's."""
     aten = torch.ops.aten
     x = torch.arange(1, 13).reshape(3, 4).to(dtype)
 
     def fn(t):
-        return aten.sub.Tensor(number, t), aten.div.Tensor(number, t), aten.add.Tensor(number, t)
+        return (aten.sub.Tensor(number, t), aten.div.Tensor(number, t),
+                aten.add.Tensor(number, t), aten.mul.Tensor(number, t))
 
     got, stats = compiled_on_trn(fn, x)
     for g, w in zip(got, fn(x)):
         assert g.dtype == w.dtype
         torch.testing.assert_close(g.cpu(), w)
     assert stats["eager_nodes"] == [], stats["eager_reasons"]
+
+
+@pytest.mark.parametrize("number", [2, 2.5, -0.5, float("inf")])
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.bool, torch.float32])
+def test_comparisons_with_a_number(number, dtype):
+    """x < 2.5 on an integer tensor compares as torch does (2 < 2.5): an eager step,
+    since the core compares in the tensor's dtype; integral numbers and float
+    tensors are core kernels."""
+    x = torch.arange(-3, 9).reshape(3, 4).to(dtype)
+
+    def fn(t):
+        return t < number, t <= number, t > number, t >= number, t == number, t != number
+
+    got, stats = compiled_on_trn(fn, x)
+    for g, w in zip(got, fn(x)):
+        assert g.dtype == torch.bool and torch.equal(g.cpu(), w)
+    fractional = not float(number).is_integer()
+    if fractional and not dtype.is_floating_point:
+        assert stats["eager_reasons"] == ["an integer tensor compared with a fractional number"] * 6
+    else:
+        assert stats["eager_nodes"] == [], stats["eager_reasons"]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])

@@ -1038,7 +1038,7 @@ TEST(CompilerTest, ConvAttributesPerRank) {
     }
     return std::string("no error");
   };
-  Node asym = conv(x, w, {1, 4, 3, 5, 5});  // H padded 1 before, 0 after
+  Node asym = conv(x, w, {1, 4, 3, 5, 4});  // H padded 1 before, 0 after
   asym.conv.padding[1] = 1;
   EXPECT_NE(error_of(asym).find("pads each side of a dim alike, got 1 before and 0 after dim 3"),
             std::string::npos) << error_of(asym);

@@ -347,8 +347,9 @@ void NodeCheck::Sdpa() {
   }
 }
 
-// 2-D convolutions, and 1-D ones (rank 3) as 2-D with H = 1: their stride,
-// padding and dilation sit at index 1, index 0 is 1 / 0 / 1.
+// Convolutions of rank 3, 4 and 5 (1-D, 2-D, 3-D): their stride, padding and
+// dilation are the last rank - 2 of the (T, H, W) entries, the others 1 / 0 / 1
+// (a 1-D conv then runs as 2-D with H = 1).
 void NodeCheck::Conv() {
   if (n_in_ != 2 && n_in_ != 3) {
     Fail(fmt::format("expects input, weight and an optional bias, got {}", n_in_));

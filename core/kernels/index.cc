@@ -16,12 +16,6 @@ using internal::CopyView;
 using internal::Narrow;
 using internal::Select;
 
-int64_t IndexAt(const TensorRef& index, int64_t i) {
-  const int64_t off = index.ndim == 0 ? 0 : i * index.strides[0];
-  return index.dtype == DType::kInt64 ? index.ptr<const int64_t>()[off]
-                                      : index.ptr<const int32_t>()[off];
-}
-
 // Whether each slice along dim 0 is one contiguous run.
 bool RowsContiguous(const TensorRef& t) {
   int64_t expected = 1;
@@ -32,45 +26,61 @@ bool RowsContiguous(const TensorRef& t) {
   return true;
 }
 
-int64_t IndexStride(const TensorRef& index) { return index.ndim == 0 ? 0 : index.strides[0]; }
-
-// The first j with idx[j] outside [0, size), or -1.
+// index_select with the index's element type known: validates every index
+// before writing anything (a failed kernel leaves out untouched; like torch's
+// CPU index_select, negative indices are out of range, no wrap), then copies.
 template <class I>
-int64_t FirstOutOfRange(const I* idx, int64_t count, int64_t idx_stride, int64_t size) {
+Status SelectRows(const TensorRef& out, const TensorRef& in, int dim, const TensorRef& index) {
+  const I* idx = index.ptr<const I>();
+  const int64_t count = index.numel(), step = index.ndim == 0 ? 0 : index.strides[0];
+  const int64_t size = in.ndim == 0 ? 1 : in.sizes[dim];  // a 0-d input: size 1 (torch)
   bool ok = true;
   for (int64_t j = 0; j < count; ++j) {
-    const int64_t v = idx[j * idx_stride];
+    const int64_t v = idx[j * step];
     ok &= v >= 0 && v < size;  // no branch per index: the common case is all in range
   }
-  if (ok) return -1;
-  for (int64_t j = 0; j < count; ++j) {
-    const int64_t v = idx[j * idx_stride];
-    if (v < 0 || v >= size) return j;
+  for (int64_t j = 0; !ok && j < count; ++j) {
+    const int64_t v = idx[j * step];
+    if (v < 0 || v >= size) {
+      return Status::Error("index " + std::to_string(v) + " is out of range for dimension " +
+                           std::to_string(dim) + " with size " + std::to_string(size));
+    }
   }
-  return -1;
-}
-
-// Note [Row gather]
-template <class I>
-void GatherRows(const TensorRef& out, const TensorRef& in, const I* idx, int64_t count,
-                int64_t idx_stride) {
+  if (count == 0) return Status::Ok();
+  if (in.ndim == 0) {
+    std::memcpy(out.data, in.data, ItemSize(in.dtype));
+    return Status::Ok();
+  }
+  if (dim != 0 || !RowsContiguous(in) || !RowsContiguous(out)) {
+    for (int64_t j = 0; j < count; ++j) CopyView(Select(out, dim, j), Select(in, dim, idx[j * step]));
+    return Status::Ok();
+  }
+  // Note [Row gather]: rows along dim 0 that are contiguous in and out (an
+  // embedding's table and result) are one memcpy each, of a constant size for
+  // 16, 32 and 64 bytes (inlined). The strided copy per row cost ~50 ns more.
+  // AMD EPYC (Zen 3), 50 calls per synchronize, trn / CPU PyTorch: 4096 rows
+  // of 8 floats (T5's relative position bias) 8.9x -> 0.60-0.86x, 4096 rows
+  // of 64 floats from an 8 MB table 6.0x -> 1.13-1.27x (prefetching the rows
+  // ahead measured no better).
   const int64_t item = static_cast<int64_t>(ItemSize(in.dtype));
-  const size_t row_bytes = static_cast<size_t>(in.numel() / in.sizes[0] * item);
+  int64_t row = item;
+  for (int d = 1; d < in.ndim; ++d) row *= in.sizes[d];
+  const size_t row_bytes = static_cast<size_t>(row);
   const char* src = static_cast<const char*>(in.data);
   char* dst = static_cast<char*>(out.data);
   const int64_t in_step = in.strides[0] * item, out_step = out.strides[0] * item;
   auto rows = [&](auto bytes) {  // a constant size inlines the copy (small rows)
     for (int64_t j = 0; j < count; ++j) {
-      std::memcpy(dst + j * out_step, src + static_cast<int64_t>(idx[j * idx_stride]) * in_step,
-                  bytes);
+      std::memcpy(dst + j * out_step, src + static_cast<int64_t>(idx[j * step]) * in_step, bytes);
     }
   };
   switch (row_bytes) {
-    case 16: return rows(std::integral_constant<size_t, 16>());
-    case 32: return rows(std::integral_constant<size_t, 32>());
-    case 64: return rows(std::integral_constant<size_t, 64>());
-    default: return rows(row_bytes);
+    case 16: rows(std::integral_constant<size_t, 16>()); break;
+    case 32: rows(std::integral_constant<size_t, 32>()); break;
+    case 64: rows(std::integral_constant<size_t, 64>()); break;
+    default: rows(row_bytes); break;
   }
+  return Status::Ok();
 }
 
 const char* NameFor(const char* const names[7], DType dt) {
@@ -85,43 +95,11 @@ Status IndexSelect(const TensorRef& out, const TensorRef& in, int dim, const Ten
   TRN_ASSERT(index.ndim <= 1, "index must be 0-D or 1-D");
   TRN_ASSERT(in.ndim >= 1 ? (dim >= 0 && dim < in.ndim) : dim == 0, "dim out of range");
   TRN_ASSERT(out.dtype == in.dtype, "index_select out must have in's dtype");
-  const int64_t count = index.numel();
-  // A 0-d input behaves as size 1 along dim 0 (torch).
-  const int64_t size = in.ndim == 0 ? 1 : in.sizes[dim];
-  // Validate every index before writing anything: a failed kernel leaves out untouched.
-  // Like torch's CPU index_select, negative indices are out of range (no wrap).
-  const int64_t bad = index.dtype == DType::kInt64
-                          ? FirstOutOfRange(index.ptr<const int64_t>(), count, IndexStride(index), size)
-                          : FirstOutOfRange(index.ptr<const int32_t>(), count, IndexStride(index), size);
-  if (bad >= 0) {
-    const int64_t v = IndexAt(index, bad);
-    return Status::Error("index " + std::to_string(v) + " is out of range for dimension " +
-                         std::to_string(dim) + " with size " + std::to_string(size));
-  }
-  if (in.ndim == 0) {
-    if (count > 0) std::memcpy(out.data, in.data, ItemSize(in.dtype));
-    return Status::Ok();
-  }
-  TRN_ASSERT(out.ndim == in.ndim && out.sizes[dim] == count, "index_select out shape");
-  // Note [Row gather]: rows along dim 0 that are contiguous in and out (an
-  // embedding's table and result) are one memcpy each, of a constant size for
-  // 16, 32 and 64 bytes (inlined). The strided copy per row cost ~50 ns more.
-  // AMD EPYC (Zen 3), 50 calls per synchronize, trn / CPU PyTorch: 4096 rows
-  // of 8 floats (T5's relative position bias) 8.9x -> 0.63-0.86x, 4096 rows
-  // of 64 floats from an 8 MB table 6.0x -> 1.13-1.27x (prefetching the rows
-  // ahead measured no better).
-  if (dim == 0 && RowsContiguous(in) && RowsContiguous(out)) {
-    if (index.dtype == DType::kInt64) {
-      GatherRows(out, in, index.ptr<const int64_t>(), count, IndexStride(index));
-    } else {
-      GatherRows(out, in, index.ptr<const int32_t>(), count, IndexStride(index));
-    }
-    return Status::Ok();
-  }
-  for (int64_t j = 0; j < count; ++j) {
-    CopyView(Select(out, dim, j), Select(in, dim, IndexAt(index, j)));
-  }
-  return Status::Ok();
+  bool shape = in.ndim == 0 || (out.ndim == in.ndim && out.sizes[dim] == index.numel());
+  for (int d = 0; shape && d < in.ndim; ++d) shape = d == dim || out.sizes[d] == in.sizes[d];
+  TRN_ASSERT(shape, "index_select out shape");
+  return index.dtype == DType::kInt64 ? SelectRows<int64_t>(out, in, dim, index)
+                                      : SelectRows<int32_t>(out, in, dim, index);
 }
 
 KernelInfo DescribeIndexSelect(const TensorRef& out, const TensorRef& index,

@@ -119,7 +119,10 @@ TEST(IndexSelect, RowGatherOfRowsApart) {
     SCOPED_TRACE("float32 rows of " + std::to_string(width));
     TestTensor in = MakeRandom(DType::kFloat32, {6, width + 3}, Layout::kContiguous, 6);
     in.ref.sizes[1] = width;
-    TestTensor out = Empty(DType::kFloat32, {4, width + 1});
+    TestTensor whole = Empty(DType::kFloat32, {4, width + 1});
+    testing::FillRandom(whole, 7);
+    const std::vector<double> before = whole.Values();
+    TestTensor out = whole;
     out.ref.sizes[1] = width;
     const std::vector<int64_t> rows = {1, 5, 0, 1};
     TestTensor index = MakeIndex(DType::kInt64, rows, false);
@@ -127,7 +130,15 @@ TEST(IndexSelect, RowGatherOfRowsApart) {
     for (int64_t i = 0; i < 4 * width; ++i) {
       ASSERT_EQ(out.At(i), in.At(rows[i / width] * width + i % width)) << i;
     }
+    for (int64_t r = 0; r < 4; ++r) {  // the column past each row is not written
+      ASSERT_EQ(whole.At(r * (width + 1) + width), before[r * (width + 1) + width]) << r;
+    }
   }
+  // No rows at all: an empty table by an empty index.
+  TestTensor none = Empty(DType::kFloat32, {0, 3});
+  TestTensor none_out = Empty(DType::kFloat32, {0, 3});
+  TestTensor no_index = MakeIndex(DType::kInt64, {}, false);
+  EXPECT_TRUE(IndexSelect(none_out.ref, none.ref, 0, no_index.ref).ok());
 }
 
 TEST(IndexSelect, OutOfRangeIsAnErrorAndLeavesOutUntouched) {

@@ -169,6 +169,7 @@ _BITWISE_ON_BOOL = {
     aten.bitwise_or.Tensor: "logical_or",
     aten.bitwise_not.default: "logical_not",
 }
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 _REDUCE = {
     aten.sum.dim_IntList: "sum",
     aten.sum.default: "sum",
@@ -777,16 +778,22 @@ class _Lowering:
                     return self._add_eager(node, reason="div with a rounding_mode is not a core op")
                 if self._tensor(a) and self._tensor(b):
                     return self._add(node, _BINARY[t], [a, b], alpha=alpha)
-                if self._tensor(a):
-                    return self._add(
-                        node, _BINARY[t], [a], scalar=float(self._value(b)), alpha=alpha
+                first = not self._tensor(a)  # a number first (RWKV's `1 - time_mix`)
+                if first and not (self._tensor(b) and alpha == 1 and _is_number(self._value(a))):
+                    return self._add_eager(node, reason="the first operand is not a trn tensor")
+                x, number = (b, float(self._value(a))) if first else (a, float(self._value(b)))
+                if (
+                    _BINARY[t] in _COMPARISONS
+                    and not self.vals[x].dtype.is_floating_point
+                    and not number.is_integer()
+                ):
+                    # The core compares in the tensor's dtype, which would truncate 2.5.
+                    return self._add_eager(
+                        node, reason="an integer tensor compared with a fractional number"
                     )
-                if self._tensor(b) and alpha == 1 and _is_number(self._value(a)):
-                    # A number first (RWKV's `1 - time_mix`): the op with its operands swapped.
-                    return self._add(
-                        node, _BINARY[t], [b], scalar=float(self._value(a)), scalar_first=True
-                    )
-                return self._add_eager(node, reason="the first operand is not a trn tensor")
+                return self._add(
+                    node, _BINARY[t], [x], scalar=number, alpha=alpha, scalar_first=first
+                )
             if t in (aten.rsub.Scalar, aten.pow.Scalar):  # scalar op tensor
                 x, s = (args[0], args[1]) if t is aten.rsub.Scalar else (args[1], args[0])
                 alpha = float(self._value(kw.get("alpha", args[2] if len(args) > 2 else 1)))
@@ -1435,7 +1442,8 @@ class _GraphRunner:
         """Note [Refused nodes]: the core compiler may refuse a node the lowering
         made (a view whose strides do not describe the memory the compiler gave
         its source); its error names the node. That node then runs as an eager
-        step, computed by its aten op from its inputs as the program holds them,
+        step, computed by its aten op from its inputs as the program holds them
+        (a view only if its result does not depend on that layout: _LOGICAL_VIEWS),
         and the graph compiles again, up to _MAX_REFUSED times before the whole
         graph runs eagerly (the last resort). The reason is in compile_stats()."""
         refused: dict[tuple[fx.Node, int | None], str] = {}
@@ -1481,6 +1489,16 @@ class _GraphRunner:
 
 _MAX_REFUSED = 8
 _REFUSED_NODE = re.compile(r"trn compiler: node (\d+) \(")
+# Views whose result is defined by logical indexing alone: as an eager step they
+# give the same elements whatever layout the program gave their input. Others
+# (as_strided's raw strides, view's stride requirements) are not refused.
+_LOGICAL_VIEWS = {
+    aten.expand.default, aten.select.int, aten.slice.Tensor, aten.unsqueeze.default,
+    aten.squeeze.dim, aten.squeeze.dims, aten.squeeze.default, aten.permute.default,
+    aten.transpose.int, aten.t.default, aten.diagonal.default, aten.unfold.default,
+    aten.narrow.default, aten.alias.default, aten.split.Tensor,
+    aten.split_with_sizes.default, aten.unbind.int,
+}
 
 
 def _refused_node(lowering: _Lowering, message: str) -> tuple[fx.Node, int | None] | None:
@@ -1493,6 +1511,8 @@ def _refused_node(lowering: _Lowering, message: str) -> tuple[fx.Node, int | Non
     node, _, idx = lowering.calls[gid]
     if not isinstance(node, fx.Node):
         return None  # a cast the lowering made (_add_cast)
+    if _is_view_op(node.target) and node.target not in _LOGICAL_VIEWS:
+        return None
     return node, idx  # a getitem's lowering names the multi-output op and the index
 
 
