@@ -428,10 +428,9 @@ void Fuser::ResolveView(int id) {
   // kClone + view (Note [Views]): copy the source to a contiguous buffer.
   if (Numel(n.meta.sizes) != Numel(ir_.N(src).meta.sizes) ||
       n.meta.dtype != ir_.N(src).meta.dtype) {
-    throw trn::InvalidArgument(fmt::format(
-        "trn compiler: node {} (view {}): sizes/strides/offset do not describe memory of its "
-        "source (value {})",
-        id, n.target, src));
+    FailNode(static_cast<size_t>(id), n,
+             fmt::format("sizes/strides/offset do not describe memory of its source (value {})",
+                         src));
   }
   v.clone_view = true;
   v.is_view = false;

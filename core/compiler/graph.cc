@@ -96,36 +96,35 @@ const char* OpName(Op op) {
   return "?";
 }
 
+void FailNode(size_t index, const Node& node, const std::string& problem) {
+  throw trn::InvalidArgument(fmt::format("trn compiler: node {} ({}{}{}): {}", index,
+                                          OpName(node.op), node.target.empty() ? "" : " ",
+                                          node.target, problem));
+}
+
 namespace {
 
 std::string Shape(const std::vector<int64_t>& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
-// Throws the frontend-facing error for node `index`.
-[[noreturn]] void Fail(size_t index, const Node& node, const std::string& problem) {
-  throw trn::InvalidArgument(fmt::format("trn compiler: node {} ({}{}{}): {}", index,
-                                          OpName(node.op), node.target.empty() ? "" : " ",
-                                          node.target, problem));
-}
-
 void CheckMeta(size_t index, const Node& node) {
   const Meta& m = node.meta;
   if (m.sizes.size() > static_cast<size_t>(kMaxDims)) {
-    Fail(index, node, fmt::format("output has {} dims, at most {} supported", m.sizes.size(),
+    FailNode(index, node, fmt::format("output has {} dims, at most {} supported", m.sizes.size(),
                                   kMaxDims));
   }
   for (int64_t s : m.sizes) {
-    if (s < 0) Fail(index, node, fmt::format("negative size in {}", Shape(m.sizes)));
+    if (s < 0) FailNode(index, node, fmt::format("negative size in {}", Shape(m.sizes)));
   }
   if (!m.strides.empty() && m.strides.size() != m.sizes.size()) {
-    Fail(index, node, fmt::format("strides {} do not match sizes {}", Shape(m.strides),
+    FailNode(index, node, fmt::format("strides {} do not match sizes {}", Shape(m.strides),
                                   Shape(m.sizes)));
   }
   for (int64_t s : m.strides) {
-    if (s < 0) Fail(index, node, fmt::format("negative stride in {}", Shape(m.strides)));
+    if (s < 0) FailNode(index, node, fmt::format("negative stride in {}", Shape(m.strides)));
   }
-  if (m.storage_offset < 0) Fail(index, node, "negative storage offset");
+  if (m.storage_offset < 0) FailNode(index, node, "negative storage offset");
 }
 
 bool Contiguous(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides) {
@@ -159,7 +158,7 @@ class NodeCheck {
 
  private:
   [[noreturn]] void Fail(const std::string& problem) const {
-    compiler::Fail(index_, node_, problem);
+    FailNode(index_, node_, problem);
   }
   void Arity(size_t want) const {
     if (n_in_ != want) Fail(fmt::format("expects {} tensor input(s), got {}", want, n_in_));

@@ -152,6 +152,10 @@ struct Node {
   } pool;
 };
 
+// Throws trn::InvalidArgument "trn compiler: node <index> (<op> <target>): <problem>",
+// the form the backend reads a refused node's index from (Note [Refused nodes]).
+[[noreturn]] void FailNode(size_t index, const Node& node, const std::string& problem);
+
 // Builder and container. Node ids are dense, in topological order.
 class Graph {
  public:

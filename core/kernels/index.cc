@@ -52,7 +52,9 @@ Status SelectRows(const TensorRef& out, const TensorRef& in, int dim, const Tens
     return Status::Ok();
   }
   if (dim != 0 || !RowsContiguous(in) || !RowsContiguous(out)) {
-    for (int64_t j = 0; j < count; ++j) CopyView(Select(out, dim, j), Select(in, dim, idx[j * step]));
+    for (int64_t j = 0; j < count; ++j) {
+      CopyView(Select(out, dim, j), Select(in, dim, idx[j * step]));
+    }
     return Status::Ok();
   }
   // Note [Row gather]: rows along dim 0 that are contiguous in and out (an

@@ -1488,7 +1488,7 @@ class _GraphRunner:
 
 
 _MAX_REFUSED = 8
-_REFUSED_NODE = re.compile(r"trn compiler: node (\d+) \(")
+_REFUSED_NODE = re.compile(r"trn compiler: node (\d+) \(")  # compiler::FailNode's form
 # Views whose result is defined by logical indexing alone: as an eager step they
 # give the same elements whatever layout the program gave their input. Others
 # (as_strided's raw strides, view's stride requirements) are not refused.
