@@ -76,6 +76,10 @@ def on_trn(x, layout="contig", device="trn"):
     ((10,), None), ((3, 11), None), ((-4, 9, 3), None), ((9, -4, -3), None), ((0,), None),
     ((0, 1, 0.1), None), ((1.5, -2.0, -0.25), None), ((0, 17), F32), ((0, 17), BF16),
     ((0, 10, 2), I32), ((5,), F16), ((2, 12, 3), torch.float64),
+    # int64 steps that do not divide end - start - 1 (F.embedding_bag's offsets,
+    # arange(0, dim, 2) of rotary embeddings)
+    ((0, 24, 6), None), ((0, 23, 6), None), ((0, 32, 2), None), ((10, 0, -4), None),
+    ((-7, 8, 5), None), ((0, 24, 6), I32),
 ])
 def test_arange(args, dtype):
     kw = {} if dtype is None else {"dtype": dtype}

@@ -58,7 +58,10 @@ at::Tensor& ArangeOut(const at::Scalar& start, const at::Scalar& end, const at::
       step.isIntegral(false)) {  // torch's exact int64 formula
     const int64_t s = start.to<int64_t>(), e = end.to<int64_t>(), st = step.to<int64_t>();
     const int64_t sgn = (st > 0) - (st < 0);
-    size_d = std::ceil(static_cast<double>(e - s + st - sgn) / static_cast<double>(st));
+    // Integer division: (e - s + st - sgn) / st is ceil((e - s) / st) exactly.
+    // Dividing in double and taking ceil counted one element too many whenever
+    // (e - s) % st was not 1 (arange(0, 24, 6) had 5 elements).
+    size_d = static_cast<double>((e - s + st - sgn) / st);
   } else {
     size_d = std::ceil((xe - xs) / xstep);
   }
