@@ -24,6 +24,34 @@ def _clean_device_state():
         pass
 
 
+@pytest.fixture
+def no_fallback(request):
+    """Fails a test that sent an op through the CPU fallback; modules opt in with
+    `pytestmark = pytest.mark.usefixtures("no_fallback")`. Tests that use the
+    fallback on purpose, or check it themselves, are marked uses_fallback."""
+    before = trnscope.fallback_ops()
+    yield
+    torch.trn.synchronize()
+    if request.node.get_closest_marker("uses_fallback"):
+        return
+    after = trnscope.fallback_ops()
+    new = {op: n - before.get(op, 0) for op, n in after.items() if n != before.get(op, 0)}
+    assert not new, f"ops went through the CPU fallback: {new}"
+
+
+def launch_counts(fn) -> dict[str, int]:
+    """{kernel name: launches} of one synchronized call of fn."""
+    torch.trn.synchronize()
+    torch.ops.trnscope._count_launches(True)
+    try:
+        fn()
+        torch.trn.synchronize()
+        counts = torch.ops.trnscope._launch_counts()
+    finally:
+        torch.ops.trnscope._count_launches(False)
+    return {k: int(v) for k, v in (kv.split("=") for kv in counts.split(";") if kv)}
+
+
 def run_python(code: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """Run `code` in a fresh interpreter (for env variables read once per process)."""
     full_env = dict(os.environ)

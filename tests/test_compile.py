@@ -24,7 +24,7 @@ import torch.utils._pytree as pytree
 import trnscope
 import trnscope.compile
 from trnscope import shapes
-from conftest import run_python
+from conftest import launch_counts, run_python
 from test_decoder import HEADS, SEQ
 from test_decoder import HIDDEN as DECODER_HIDDEN
 from trnscope.studies import models
@@ -42,17 +42,11 @@ def _fresh_dynamo():
 
 def launches(fn, *args):
     """{kernel name: launches} of fn(*args), after a warm-up call (compiles)."""
+    out = []
     with torch.inference_mode():
         fn(*args)
-        torch.trn.synchronize()
-        torch.ops.trnscope._count_launches(True)
-        try:
-            out = fn(*args)
-            torch.trn.synchronize()
-            counts = torch.ops.trnscope._launch_counts()
-        finally:
-            torch.ops.trnscope._count_launches(False)
-    return {k: int(v) for k, v in (kv.split("=") for kv in counts.split(";") if kv)}, out
+        counts = launch_counts(lambda: out.append(fn(*args)))
+    return counts, out[0]
 
 
 # ---- Models ----------------------------------------------------------------------------------

@@ -20,19 +20,13 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import trnscope
-from conftest import profiled_kernel, run_python
+from conftest import launch_counts, profiled_kernel, run_python
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 FLOATS = [F32, BF16, F16]
 
 
-@pytest.fixture(autouse=True)
-def no_fallback(request):
-    before = trnscope.fallback_ops()
-    yield
-    torch.trn.synchronize()
-    if "fallback" not in request.node.name:
-        assert trnscope.fallback_ops() == before, "a native op went through the CPU fallback"
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 def make(shape, dtype=F32, salt=""):
@@ -160,14 +154,8 @@ def test_conv_modules_and_unbatched_input():
 
 def test_conv_profiler_kernel_launch():
     x, w = make((1, 3, 8, 8)).to("trn"), make((4, 3, 3, 3), salt="w").to("trn")
-    torch.ops.trnscope._count_launches(True)
-    try:
-        F.conv2d(x, w, padding=1)
-        torch.trn.synchronize()
-        counts = torch.ops.trnscope._launch_counts()
-    finally:
-        torch.ops.trnscope._count_launches(False)
-    assert "conv2d_f32=1" in counts.split(";"), counts
+    counts = launch_counts(lambda: F.conv2d(x, w, padding=1))
+    assert counts.get("conv2d_f32") == 1, counts
 
 
 def test_conv_bad_input():
@@ -315,6 +303,7 @@ def test_conv3d_profiles_one_kernel_and_checks_its_input():
 
 
 # ---- the CPU fallback for ops without a CPU kernel ------------------------------------------
+@pytest.mark.uses_fallback
 def test_conv_transpose3d_uses_cpu_fallback():
     x = make((2, 3, 4, 5, 5))
     w = make((3, 4, 3, 3, 3), salt="w")
@@ -325,6 +314,7 @@ def test_conv_transpose3d_uses_cpu_fallback():
     assert trnscope.fallback_ops().get("aten::convolution_overrideable") == 1
 
 
+@pytest.mark.uses_fallback
 def test_conv_backward_uses_cpu_fallback():
     x = make((2, 3, 6, 6))
     w = make((4, 3, 3, 3), salt="w")
@@ -339,6 +329,7 @@ def test_conv_backward_uses_cpu_fallback():
     assert trnscope.fallback_ops().get("aten::convolution_backward_overrideable") == 1
 
 
+@pytest.mark.uses_fallback
 def test_native_conv_disabled_fallback():
     r = run_python(
         """
@@ -384,6 +375,7 @@ def test_batch_norm_eval_ranks(shape):
         check(m.to("trn")(x.to("trn")), want)
 
 
+@pytest.mark.uses_fallback
 def test_batch_norm_training_fallback():
     m = nn.BatchNorm2d(3)
     x = make((4, 3, 5, 5))
@@ -569,6 +561,7 @@ def test_upsample_dtypes_1d(dtype, mode):
     check(F.interpolate(to_trn(x, "channels_last"), scale_factor=3, mode=mode, **kwargs), want)
 
 
+@pytest.mark.uses_fallback
 def test_bicubic_position_embedding_interpolation_and_the_antialias_fallback():
     # ViT's interpolate_pos_encoding: a 4x4 grid of patch embeddings to 6x5, as
     # transformers does for an image larger than the config's; also the

@@ -18,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import trnscope
+from conftest import launch_counts
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 I32, I64, BOOL = torch.int32, torch.int64, torch.bool
@@ -26,12 +27,7 @@ ALL = [F32, BF16, F16, I32, I64, BOOL]
 SHAPES = [(), (1,), (17,), (3, 5, 7), (0, 3)]
 
 
-@pytest.fixture(autouse=True)
-def no_fallback():
-    before = trnscope.fallback_ops()
-    yield
-    torch.trn.synchronize()
-    assert trnscope.fallback_ops() == before, "a native op went through the CPU fallback"
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 def tol(dtype, transcendental=False):
@@ -722,16 +718,6 @@ def test_rms_norm(dtype, norm_shape, weight, eps, layout):
     check(r, wr, transcendental=True, rtol=1e-4, atol=1e-4)
 
 
-def launch_counts(fn):
-    torch.ops.trnscope._count_launches(True)
-    try:
-        fn()
-    finally:
-        counts = torch.ops.trnscope._launch_counts()
-        torch.ops.trnscope._count_launches(False)
-    return dict(kv.split("=") for kv in counts.split(";") if kv)
-
-
 @pytest.mark.parametrize("dtype", FLOATS, ids=str)
 def test_rms_norm_is_one_fused_launch(dtype):
     """The seed's "built-in fused function": F.rms_norm is ONE kernel launch."""
@@ -744,7 +730,7 @@ def test_rms_norm_is_one_fused_launch(dtype):
     module = torch.nn.RMSNorm(4096, eps=1e-6, dtype=dtype).to("trn")
     with torch.inference_mode():
         counts = launch_counts(lambda: module(x))
-    assert list(counts) == [name] and counts[name] == "1", counts
+    assert counts == {name: 1}, counts
 
 
 def test_naive_rms_norm_launches_one_kernel_per_op():
@@ -1211,11 +1197,7 @@ def test_model_ops_kernel_names_in_launch_counts():
         "nan_to_num_f32": lambda: torch.nan_to_num(x),
     }
     for kernel, fn in cases.items():
-        torch.ops.trnscope._count_launches(True)
-        fn()
-        torch.trn.synchronize()
-        counts = dict(kv.split("=") for kv in torch.ops.trnscope._launch_counts().split(";") if kv)
-        torch.ops.trnscope._count_launches(False)
+        counts = launch_counts(fn)
         assert kernel in counts, (kernel, counts)
 
 
@@ -1677,9 +1659,9 @@ def test_new_ops_are_one_named_launch():
         "weight_norm_f32": lambda: torch._weight_norm_interface(x, g, 0),
     }
     for kernel, fn in cases.items():
-        counts = launch_counts(lambda: (fn(), torch.trn.synchronize()))
+        counts = launch_counts(fn)
         counts.pop("abs_f32", None)  # log1p's input
-        assert counts == {kernel: "1"}, (kernel, counts)
+        assert counts == {kernel: 1}, (kernel, counts)
 
 
 def test_new_ops_float64_policy():

@@ -27,16 +27,7 @@ NUM = [F32, BF16, F16, I32, I64]
 LAYOUTS = ["contig", "transposed", "strided"]
 
 
-# Elementwise ops (not this file's kernels) that transformers' mask building
-# still sends to the CPU fallback; the Llama test names them in its report.
-@pytest.fixture(autouse=True)
-def no_fallback(request):
-    before = trnscope.fallback_ops()
-    yield
-    torch.trn.synchronize()
-    if request.node.name.startswith("test_llama"):
-        return  # checks its own fallbacks
-    assert trnscope.fallback_ops() == before, "a native op went through the CPU fallback"
+pytestmark = pytest.mark.usefixtures("no_fallback")
 
 
 def tol(dtype):
@@ -537,6 +528,7 @@ def test_flip_roll(dtype, layout):
 
 
 # ---- a real model's attention mask -----------------------------------------------------
+@pytest.mark.uses_fallback  # checks its own fallbacks
 def test_llama_padding_mask_forward_matches_cpu():
     """A tiny transformers LlamaModel with a padded attention_mask: the causal + padding
     mask is built by transformers.masking_utils on trn; the forward equals CPU's and runs

@@ -180,6 +180,26 @@ KernelInfo DescribeVectorNorm(const TensorRef& out, const TensorRef& in, double 
 Status Softmax(const TensorRef& out, const TensorRef& in, int dim, bool log);
 KernelInfo DescribeSoftmax(const TensorRef& out, bool log, const char* aten_op);
 
+// ---- Recurrent cells -------------------------------------------------------------
+// One time step of torch's fused cells (_thnn_fused_lstm_cell / _gru_cell), which
+// nn.LSTM, nn.GRU, LSTMCell and GRUCell call off the CPU after their two GEMMs.
+// Gates are [B, k * H], states [B, H], biases absent (data == nullptr) or [k * H];
+// any strides, one floating dtype for all; math in float32.
+// LSTM (k = 4: i, f, g, o): a = igates + hgates + ibias + hbias; i, f, o =
+// sigmoid, g = tanh; cy = f * cx + i * g, hy = o * tanh(cy). workspace (optional,
+// [B, 4H]) receives the activated gates (i, f, g, o), as CUDA's cell stores them.
+Status LstmCell(const TensorRef& hy, const TensorRef& cy, const TensorRef& workspace,
+                const TensorRef& igates, const TensorRef& hgates, const TensorRef& cx,
+                const TensorRef& ibias, const TensorRef& hbias);
+// GRU (k = 3: r, z, n): r, z = sigmoid(igate + hgate + both biases), hn = hgate_n +
+// hbias_n, n = tanh(igate_n + ibias_n + r * hn), hy = n + z * (hx - n). workspace
+// (optional, [B, 5H]) receives (r, z, n, hx, hn), as CUDA's cell stores them.
+Status GruCell(const TensorRef& hy, const TensorRef& workspace, const TensorRef& igates,
+               const TensorRef& hgates, const TensorRef& hx, const TensorRef& ibias,
+               const TensorRef& hbias);
+KernelInfo DescribeRnnCell(bool lstm, const TensorRef& hy, const TensorRef& igates,
+                           const char* aten_op);
+
 // ---- Normalization --------------------------------------------------------------
 // Rows are the leading dims, a row is the last `norm_dims` dims (n elements).
 // A TensorRef with data == nullptr means "absent".

@@ -1,0 +1,74 @@
+"""Recurrent layers: trn (one core = one thread) vs CPU PyTorch with
+torch.set_num_threads(1), measured side by side in this run.
+
+  python bench/bench_rnn.py [--rounds N] [--same-core CPU]
+
+Each line: nn.LSTM / nn.GRU forward over a padded batch under torch.no_grad
+(Note [Sequence-level RNN] in torch_bridge/ops_rnn.cc: one input GEMM per layer
+and direction, then a GEMM and a fused cell per step); CPU PyTorch runs oneDNN's
+fused RNN. A round times one synchronized trn call and one CPU call back to
+back; the ratio is the median over rounds of trn / cpu (lower is better;
+target <= 1.0x), with the range of the rounds.
+"""
+
+import argparse
+import copy
+import os
+import statistics
+import time
+
+import torch
+from torch import nn
+
+import trnscope  # noqa: F401  (registers the trn device)
+from benchlib import add_same_core_flag, cpu_model, pin_to_core
+
+CASES = [
+    # kind, input, hidden, layers, bidirectional, batch, steps
+    ("LSTM", 256, 512, 1, False, 8, 50),
+    ("GRU", 256, 512, 1, False, 8, 50),
+    ("LSTM", 64, 128, 2, True, 32, 100),
+    ("GRU", 80, 256, 2, False, 16, 200),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    add_same_core_flag(ap)
+    args = ap.parse_args()
+    pinned = pin_to_core(args.same_core)
+    torch.set_num_threads(1)
+    print(f"CPU: {cpu_model()}; torch {torch.__version__}, CPU PyTorch with 1 thread"
+          + (f"; {pinned}" if pinned else ""))
+    print(f"{'layer':44s} {'trn ms':>8s} {'cpu ms':>8s}  trn/cpu (range)")
+    for kind, i, h, layers, bidir, batch, steps in CASES:
+        torch.manual_seed(0)
+        m = getattr(nn, kind)(i, h, num_layers=layers, bidirectional=bidir).eval()
+        mt = copy.deepcopy(m).to("trn")
+        x = torch.randn(steps, batch, i)
+        xt = x.to("trn")
+        ratios, t_trn, t_cpu = [], [], []
+        with torch.no_grad():
+            for _ in range(3):  # warm-up: packs the weights
+                m(x)
+                mt(xt)
+            torch.trn.synchronize()
+            for _ in range(args.rounds):
+                start = time.perf_counter()
+                mt(xt)
+                torch.trn.synchronize()
+                t_trn.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                m(x)
+                t_cpu.append(time.perf_counter() - start)
+                ratios.append(t_trn[-1] / t_cpu[-1])
+        name = f"{kind}({i}, {h}, layers={layers}{', bidir' if bidir else ''}) B={batch} T={steps}"
+        print(f"{name:44s} {statistics.median(t_trn) * 1e3:8.2f} "
+              f"{statistics.median(t_cpu) * 1e3:8.2f}  {statistics.median(ratios):.2f}x "
+              f"({min(ratios):.2f}-{max(ratios):.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
