@@ -1,0 +1,103 @@
+"""torch.nn layers with fused ops of their own: trn (one core = one thread) vs
+CPU PyTorch with torch.set_num_threads(1), measured side by side in this run.
+
+  python bench/bench_nn.py [--rounds N] [--same-core CPU]
+
+Each line: a forward in eval mode under torch.no_grad of
+- nn.LSTM / nn.GRU over a padded batch (Note [Sequence-level RNN] in
+  torch_bridge/ops_rnn.cc: one input GEMM per layer and direction, then a GEMM
+  and a fused cell per step; CPU PyTorch runs oneDNN's fused RNN);
+- nn.TransformerEncoder (Note [nn.Transformer fast path] in
+  torch_bridge/ops_transformer.cc; both sides take torch's fast path), with a
+  padding mask (nested tensors between the layers) and without.
+A round times one synchronized trn call and one CPU call back to back; the
+ratio is the median over rounds of trn / cpu (lower is better; target <= 1.0x),
+with the range of the rounds.
+"""
+
+import argparse
+import copy
+import os
+import statistics
+import time
+
+import torch
+from torch import nn
+
+import trnscope  # noqa: F401  (registers the trn device)
+from benchlib import add_same_core_flag, cpu_model, pin_to_core
+
+RNNS = [
+    # kind, input, hidden, layers, bidirectional, batch, steps
+    ("LSTM", 256, 512, 1, False, 8, 50),
+    ("GRU", 256, 512, 1, False, 8, 50),
+    ("LSTM", 64, 128, 2, True, 32, 100),
+    ("GRU", 80, 256, 2, False, 16, 200),
+]
+ENCODERS = [
+    # d_model, heads, feed-forward, layers, batch, seq, padded (tokens cut from the last rows)
+    (256, 8, 1024, 4, 4, 128, False),
+    (256, 8, 1024, 4, 4, 128, True),
+]
+
+
+def cases():
+    """(name, CPU module, input tuple, kwargs) per line."""
+    for kind, i, h, layers, bidir, batch, steps in RNNS:
+        torch.manual_seed(0)
+        m = getattr(nn, kind)(i, h, num_layers=layers, bidirectional=bidir)
+        name = f"{kind}({i}, {h}, layers={layers}{', bidir' if bidir else ''}) B={batch} T={steps}"
+        yield name, m, (torch.randn(steps, batch, i),), {}
+    for d, heads, ff, layers, batch, seq, padded in ENCODERS:
+        torch.manual_seed(0)
+        layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True)
+        m = nn.TransformerEncoder(layer, layers)
+        kwargs = {}
+        if padded:
+            pad = torch.zeros(batch, seq, dtype=torch.bool)
+            for b in range(batch):
+                pad[b, seq - 16 * b:] = True  # 0, 16, 32, 48 tokens of padding
+            kwargs["src_key_padding_mask"] = pad
+        name = f"TransformerEncoder({d}, {heads}, {ff}) x{layers} B={batch} L={seq}" + (
+            " padded" if padded else "")
+        yield name, m, (torch.randn(batch, seq, d),), kwargs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    add_same_core_flag(ap)
+    args = ap.parse_args()
+    pinned = pin_to_core(args.same_core)
+    torch.set_num_threads(1)
+    print(f"CPU: {cpu_model()}; torch {torch.__version__}, CPU PyTorch with 1 thread"
+          + (f"; {pinned}" if pinned else ""))
+    print(f"{'layer':56s} {'trn ms':>8s} {'cpu ms':>8s}  trn/cpu (range)")
+    for name, m, x, kwargs in cases():
+        m = m.eval()
+        mt = copy.deepcopy(m).to("trn")
+        xt = tuple(t.to("trn") for t in x)
+        kt = {k: v.to("trn") for k, v in kwargs.items()}
+        ratios, t_trn, t_cpu = [], [], []
+        with torch.no_grad():
+            for _ in range(3):  # warm-up: packs the weights
+                m(*x, **kwargs)
+                mt(*xt, **kt)
+            torch.trn.synchronize()
+            for _ in range(args.rounds):
+                start = time.perf_counter()
+                mt(*xt, **kt)
+                torch.trn.synchronize()
+                t_trn.append(time.perf_counter() - start)
+                start = time.perf_counter()
+                m(*x, **kwargs)
+                t_cpu.append(time.perf_counter() - start)
+                ratios.append(t_trn[-1] / t_cpu[-1])
+        print(f"{name:56s} {statistics.median(t_trn) * 1e3:8.2f} "
+              f"{statistics.median(t_cpu) * 1e3:8.2f}  {statistics.median(ratios):.2f}x "
+              f"({min(ratios):.2f}-{max(ratios):.2f})", flush=True)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()
