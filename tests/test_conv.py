@@ -745,6 +745,58 @@ def test_constant_pad_nd_dtypes_and_errors(dtype):
             torch.constant_pad_nd(x.to("trn"), bad)
 
 
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("shape,pad", [
+    ((2, 3, 9), (2, 3)), ((3, 9), (4, 0)), ((2, 3, 9), (-2, 3)),       # 1-D, unbatched, a crop
+    ((2, 3, 5, 6), (1, 2, 4, 1)), ((3, 5, 6), (0, 5, 0, 0)),            # 2-D
+    ((1, 2, 3, 4, 5), (1, 1, 2, 1, 0, 2)),                              # 3-D
+])
+@pytest.mark.parametrize("layout", ["contiguous", "channels_last", "strided"])
+def test_reflection_and_replication_pads(mode, shape, pad, layout):
+    """F.pad modes "reflect" and "replicate" are one kernel each (they took the CPU
+    fallback); the output's layout follows CPU's."""
+    x = make(shape)
+    if layout == "channels_last" and x.dim() == 4:
+        x = x.contiguous(memory_format=torch.channels_last)
+    if layout == "strided":
+        x = make(shape[:-2] + shape[-1:] + shape[-2:-1]).transpose(-1, -2)
+    want = F.pad(x, pad, mode=mode)
+    counts = launch_counts(lambda: F.pad(x.to("trn"), pad, mode=mode))
+    assert counts == {f"{'reflection' if mode == 'reflect' else 'replication'}_pad_f32": 1}, counts
+    got = F.pad(x.to("trn"), pad, mode=mode)
+    assert got.shape == want.shape and got.stride() == want.stride()
+    assert torch.equal(got.cpu(), want)
+
+
+@pytest.mark.parametrize("dtype", [BF16, torch.int64])
+def test_reflection_and_replication_pads_dtypes_out_and_errors(dtype):
+    x = (make((2, 3, 7)) * 10).to(dtype)
+    for op in (torch.ops.aten.reflection_pad1d, torch.ops.aten.replication_pad1d):
+        assert torch.equal(op(x.to("trn"), [3, 2]).cpu(), op(x, [3, 2]))
+        out = torch.empty(0, dtype=dtype, device="trn")
+        op(x.to("trn"), [1, 6], out=out)
+        assert torch.equal(out.cpu(), op(x, [1, 6]))
+        with pytest.raises(RuntimeError, match=r"expected a 2-D or 3-D \(batch mode\) input"):
+            op(x[0, 0].to("trn"), [1, 1])
+        with pytest.raises(RuntimeError, match="too small"):
+            op(x.to("trn"), [-4, -4])
+    with pytest.raises(RuntimeError, match=r"padding \(7, 0\) at dimension 2 .* less than"):
+        torch.ops.aten.reflection_pad1d(x.to("trn"), [7, 0])
+    with pytest.raises(RuntimeError, match="padding of 4 values"):
+        torch.ops.aten.reflection_pad2d(x.to("trn"), [1, 1])
+
+
+@pytest.mark.parametrize("padding_mode", ["reflect", "replicate", "circular"])
+def test_conv_padding_modes(padding_mode):
+    torch.manual_seed(0)
+    for m, x in ((torch.nn.Conv1d(3, 4, 5, padding=2, padding_mode=padding_mode), make((2, 3, 16))),
+                 (torch.nn.Conv2d(3, 4, 3, padding=1, padding_mode=padding_mode), make((2, 3, 8, 9)))):
+        want = m(x)
+        with torch.no_grad():
+            got = m.to("trn")(x.to("trn"))
+        check(got, want.detach(), conv=True)
+
+
 def test_clone_of_a_non_dense_view_keeps_its_stride_order():
     """clone() (preserve_format) of a slice of a channels_last or transposed tensor has
     CPU's strides (torch's empty_like: the view's stride order, densely)."""

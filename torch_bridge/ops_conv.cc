@@ -280,6 +280,79 @@ at::Tensor ConstantPadNd(const at::Tensor& self, c10::SymIntArrayRef pad, const 
   return out;
 }
 
+// reflection_pad{1,2,3}d / replication_pad{1,2,3}d (F.pad modes "reflect" and
+// "replicate", Conv*d(padding_mode=...)): one IndexPad launch; they went
+// through the CPU fallback (EnCodec's convolutions pad by reflection, 18 times
+// per forward). `k` padded dims; input [N, C, *k] or [C, *k].
+struct PadPlan {
+  std::vector<int64_t> sizes;  // of the output
+  std::array<int64_t, kMaxDims> before{};
+  int device = 0;
+};
+
+PadPlan PlanIndexPad(const at::Tensor& self, at::IntArrayRef pad, int k, kernels::PadMode mode,
+                     const char* name) {
+  const int64_t nd = self.dim();
+  TORCH_CHECK(static_cast<int64_t>(pad.size()) == 2 * k, name, ": expected a padding of ", 2 * k,
+              " values, got ", pad.size());
+  TORCH_CHECK(nd == k + 1 || nd == k + 2, name, ": expected a ", k + 1, "-D or ", k + 2,
+              "-D (batch mode) input, got ", self.sizes());
+  for (int64_t d = nd == k + 2 ? 1 : 0; d < nd; ++d) {
+    TORCH_CHECK(self.size(d) > 0, name, ": expected an input with non-zero sizes except the ",
+                "batch, got ", self.sizes());
+  }
+  PadPlan plan;
+  plan.device = CommonDevice(name, {&self});
+  plan.sizes.assign(self.sizes().begin(), self.sizes().end());
+  for (int i = 0; i < k; ++i) {  // pads run from the last dim backwards
+    const int64_t d = nd - 1 - i, b = pad[2 * i], a = pad[2 * i + 1], n = plan.sizes[d];
+    if (mode == kernels::PadMode::kReflect) {
+      TORCH_CHECK(b < n && a < n, name, ": padding (", b, ", ", a, ") at dimension ", d,
+                  " of input ", self.sizes(), " should be less than that dimension's size");
+    }
+    TORCH_CHECK(n + b + a >= 1, name, ": input of ", self.sizes(), " is too small for padding (",
+                b, ", ", a, ") at dimension ", d, ": the output would have ", n + b + a,
+                " elements");
+    plan.before[d] = b;
+    plan.sizes[d] = n + b + a;
+  }
+  return plan;
+}
+
+void LaunchIndexPad(const PadPlan& plan, const at::Tensor& self, const at::Tensor& out,
+                    kernels::PadMode mode, const char* name) {
+  if (out.numel() == 0) return;
+  const TensorRef ro = Ref(out, name), ri = Ref(self, name);
+  const std::array<int64_t, kMaxDims> before = plan.before;
+  Launch(plan.device, kernels::DescribeIndexPad(ro, ri, mode, name),
+         [=] { return kernels::IndexPad(ro, ri, before.data(), mode); });
+}
+
+template <int K, kernels::PadMode M>
+constexpr const char* PadName() {
+  return M == kernels::PadMode::kReflect ? "aten::reflection_pad" : "aten::replication_pad";
+}
+
+template <int K, kernels::PadMode M>
+at::Tensor& IndexPadOut(const at::Tensor& self, at::IntArrayRef pad, at::Tensor& out) {
+  const PadPlan plan = PlanIndexPad(self, pad, K, M, PadName<K, M>());
+  CommonDevice(PadName<K, M>(), {&self, &out});
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), PadName<K, M>(), ": expected out of ",
+              self.scalar_type(), ", got ", out.scalar_type());
+  PrepareOut(out, plan.sizes, self.scalar_type(), PadName<K, M>());
+  LaunchIndexPad(plan, self, out, M, PadName<K, M>());
+  return out;
+}
+
+// Output layout as torch's: the input's suggested memory format.
+template <int K, kernels::PadMode M>
+at::Tensor IndexPadNew(const at::Tensor& self, at::IntArrayRef pad) {
+  const PadPlan plan = PlanIndexPad(self, pad, K, M, PadName<K, M>());
+  at::Tensor out = EmptyLikeInput(plan.sizes, self, plan.device);
+  LaunchIndexPad(plan, self, out, M, PadName<K, M>());
+  return out;
+}
+
 // convolution_backward_overrideable has a CompositeExplicitAutograd kernel
 // that raises NotImplementedError, which would win over the boxed fallback:
 // this kernel sends it to the CPU explicitly (training through a trn conv).
@@ -700,6 +773,19 @@ at::Tensor Im2Col(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntAr
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("constant_pad_nd", TORCH_FN(ConstantPadNd));
+  using kernels::PadMode;
+  m.impl("reflection_pad1d", TORCH_FN((IndexPadNew<1, PadMode::kReflect>)));
+  m.impl("reflection_pad1d.out", TORCH_FN((IndexPadOut<1, PadMode::kReflect>)));
+  m.impl("reflection_pad2d", TORCH_FN((IndexPadNew<2, PadMode::kReflect>)));
+  m.impl("reflection_pad2d.out", TORCH_FN((IndexPadOut<2, PadMode::kReflect>)));
+  m.impl("reflection_pad3d", TORCH_FN((IndexPadNew<3, PadMode::kReflect>)));
+  m.impl("reflection_pad3d.out", TORCH_FN((IndexPadOut<3, PadMode::kReflect>)));
+  m.impl("replication_pad1d", TORCH_FN((IndexPadNew<1, PadMode::kReplicate>)));
+  m.impl("replication_pad1d.out", TORCH_FN((IndexPadOut<1, PadMode::kReplicate>)));
+  m.impl("replication_pad2d", TORCH_FN((IndexPadNew<2, PadMode::kReplicate>)));
+  m.impl("replication_pad2d.out", TORCH_FN((IndexPadOut<2, PadMode::kReplicate>)));
+  m.impl("replication_pad3d", TORCH_FN((IndexPadNew<3, PadMode::kReplicate>)));
+  m.impl("replication_pad3d.out", TORCH_FN((IndexPadOut<3, PadMode::kReplicate>)));
   m.impl("im2col", TORCH_FN(Im2Col));
   m.impl("im2col.out", TORCH_FN(Im2ColOut));
   m.impl("convolution_overrideable", TORCH_FN(ConvolutionOverrideable));

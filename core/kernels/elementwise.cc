@@ -166,6 +166,7 @@ HWY_AFTER_NAMESPACE();
 #include <iterator>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "core/kernels/convert.h"
 #include "core/kernels/elementwise_run.h"
@@ -654,6 +655,76 @@ Status ConstantPad(const TensorRef& out, const TensorRef& in, const int64_t* bef
     }
   }
   return Status::Ok();
+}
+
+Status IndexPad(const TensorRef& out, const TensorRef& in, const int64_t* before, PadMode mode) {
+  TRN_ASSERT(out.dtype == in.dtype && out.ndim == in.ndim, "IndexPad: one dtype and rank");
+  if (out.numel() == 0) return Status::Ok();
+  if (out.ndim == 0) return Copy(out, in);
+  // src[d][o]: the input index that out index o of dim d reads.
+  std::vector<int64_t> maps[kMaxDims];
+  for (int d = 0; d < out.ndim; ++d) {
+    const int64_t n = in.sizes[d];
+    TRN_ASSERT(n > 0, "IndexPad: every dim of in must be non-empty");
+    maps[d].resize(static_cast<size_t>(out.sizes[d]));
+    for (int64_t o = 0; o < out.sizes[d]; ++o) {
+      int64_t i = o - before[d];
+      if (mode == PadMode::kReplicate) {
+        i = std::clamp<int64_t>(i, 0, n - 1);
+      } else {
+        if (i < 0) i = -i;
+        if (i >= n) i = 2 * (n - 1) - i;
+        TRN_ASSERT(i >= 0 && i < n, "IndexPad: a reflection pad must be smaller than the dim");
+      }
+      maps[d][static_cast<size_t>(o)] = i;
+    }
+  }
+  const size_t item = ItemSize(out.dtype);
+  const int last = out.ndim - 1;
+  const int64_t n = out.sizes[last], os = out.strides[last], is = in.strides[last];
+  const std::vector<int64_t>& row_map = maps[last];
+  // The part of a row read straight through: [lo, hi) maps to lo - before.
+  const int64_t lo = std::clamp<int64_t>(before[last], 0, n);
+  const int64_t hi = std::clamp<int64_t>(before[last] + in.sizes[last], lo, n);
+  const auto row = [&](char* o, const char* x) {
+    VisitBits(item, [&](auto tag) {
+      using U = decltype(tag);
+      U* ou = reinterpret_cast<U*>(o);
+      const U* xu = reinterpret_cast<const U*>(x);
+      for (int64_t j = 0; j < lo; ++j) ou[j * os] = xu[row_map[j] * is];
+      for (int64_t j = hi; j < n; ++j) ou[j * os] = xu[row_map[j] * is];
+    });
+    if (hi > lo) {
+      CopyRun(o + lo * os * static_cast<int64_t>(item),
+              x + row_map[lo] * is * static_cast<int64_t>(item), hi - lo, os, is, item);
+    }
+  };
+  int64_t idx[kMaxDims] = {};
+  int64_t rows = 1;
+  for (int d = 0; d < last; ++d) rows *= out.sizes[d];
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t o_off = 0, i_off = 0;
+    for (int d = 0; d < last; ++d) {
+      o_off += idx[d] * out.strides[d];
+      i_off += maps[d][static_cast<size_t>(idx[d])] * in.strides[d];
+    }
+    row(static_cast<char*>(out.data) + o_off * static_cast<int64_t>(item),
+        static_cast<const char*>(in.data) + i_off * static_cast<int64_t>(item));
+    for (int d = last - 1; d >= 0; --d) {  // odometer over the rows
+      if (++idx[d] < out.sizes[d]) break;
+      idx[d] = 0;
+    }
+  }
+  return Status::Ok();
+}
+
+KernelInfo DescribeIndexPad(const TensorRef& out, const TensorRef& in, PadMode mode,
+                            const char* aten_op) {
+  static constexpr const char* kReflect[7] = TRN_DTYPE_NAMES("reflection_pad");
+  static constexpr const char* kReplicate[7] = TRN_DTYPE_NAMES("replication_pad");
+  KernelInfo info = DescribeConstantPad(out, in, aten_op);
+  info.name = (mode == PadMode::kReflect ? kReflect : kReplicate)[D(out.dtype)];
+  return info;
 }
 
 KernelInfo DescribeConstantPad(const TensorRef& out, const TensorRef& in, const char* aten_op) {

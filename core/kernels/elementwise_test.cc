@@ -614,6 +614,63 @@ TEST(ConstantPad, PadsCropsLayoutsAndDtypes) {
   }
 }
 
+// reflection / replication pads against an element-by-element reference:
+// 1-3 padded dims, pads as large as the kernel allows, negative ones, a
+// transposed input and a channels-last out, several dtypes.
+TEST(IndexPad, ReflectAndReplicate) {
+  struct Case {
+    std::vector<int64_t> in, before, after;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 9}, {0, 0, 2}, {0, 0, 3}},          // 1-D pad over [N, C, W]
+      {{2, 3, 4, 5}, {0, 0, 3, 4}, {0, 0, 1, 0}},  // 2-D, pads up to size - 1
+      {{1, 2, 3, 4, 5}, {0, 0, 2, 1, 1}, {0, 0, 0, 3, 4}},  // 3-D
+      {{2, 6}, {0, -2}, {0, 5}},                   // a crop and a pad
+      {{3, 1}, {0, 0}, {0, 0}},                    // nothing to pad
+  };
+  for (PadMode mode : {PadMode::kReflect, PadMode::kReplicate}) {
+    for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {
+      for (const Case& c : cases) {
+        const int nd = static_cast<int>(c.in.size());
+        SCOPED_TRACE(std::string(mode == PadMode::kReflect ? "reflect " : "replicate ") +
+                     DTypeName(dt) + " rank " + std::to_string(nd));
+        std::vector<int64_t> out_sizes(c.in.size());
+        for (int d = 0; d < nd; ++d) out_sizes[d] = c.in[d] + c.before[d] + c.after[d];
+        for (bool strided : {false, true}) {
+          TestTensor in = MakeRandom(dt, c.in, strided ? Layout::kTransposed : Layout::kContiguous,
+                                     11, -50.0, 50.0);
+          TestTensor out = Empty(dt, out_sizes);
+          if (strided && nd == 4) {  // channels-last out
+            out = Empty(dt, {out_sizes[0], out_sizes[2], out_sizes[3], out_sizes[1]});
+            out = out.Transpose(2, 3).Transpose(1, 2);
+          }
+          ASSERT_TRUE(IndexPad(out.ref, in.ref, c.before.data(), mode).ok());
+          for (int64_t i = 0; i < out.numel(); ++i) {
+            int64_t rem = i, in_lin = 0, in_stride = 1;
+            std::vector<int64_t> o_idx(nd);
+            for (int d = nd - 1; d >= 0; --d) {
+              o_idx[d] = rem % out_sizes[d];
+              rem /= out_sizes[d];
+            }
+            for (int d = nd - 1; d >= 0; --d) {
+              const int64_t n = c.in[d];
+              int64_t k = o_idx[d] - c.before[d];
+              if (mode == PadMode::kReplicate) {
+                k = k < 0 ? 0 : k >= n ? n - 1 : k;
+              } else {
+                k = k < 0 ? -k : k >= n ? 2 * (n - 1) - k : k;
+              }
+              in_lin += k * in_stride;
+              in_stride *= n;
+            }
+            ASSERT_EQ(out.At(i), in.At(in_lin)) << "element " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 // ---- Describe ----------------------------------------------------------------------
 TEST(Describe, NamesEnginesAndBytes) {
   TestTensor a = Empty(DType::kFloat32, {64, 32});

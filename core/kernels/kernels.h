@@ -136,6 +136,16 @@ Status ConstantPad(const TensorRef& out, const TensorRef& in, const int64_t* bef
                    double value);
 KernelInfo DescribeConstantPad(const TensorRef& out, const TensorRef& in, const char* aten_op);
 
+// torch's reflection_pad{1,2,3}d / replication_pad{1,2,3}d in one pass over out:
+// out[o] = in[src(o - before)] per dim, src reflecting at the edges (without
+// repeating the edge: -1 -> 1, n -> n - 2) or clamping to them. Negative pads
+// crop. For kReflect every |pad| < the dim's size (the caller checks); in has
+// at least one element per padded dim. Same dtype and ndim.
+enum class PadMode : uint8_t { kReflect, kReplicate };
+Status IndexPad(const TensorRef& out, const TensorRef& in, const int64_t* before, PadMode mode);
+KernelInfo DescribeIndexPad(const TensorRef& out, const TensorRef& in, PadMode mode,
+                            const char* aten_op);
+
 // ---- Reductions ---------------------------------------------------------------
 enum class ReduceOp : uint8_t { kSum, kMean, kAmax, kAmin, kArgmax, kArgmin, kAll, kAny, kProd };
 // out has in's ndim with every reduced dim of size 1 (keepdim layout; the
