@@ -1570,6 +1570,24 @@ def test_vector_norm_callers_and_out():
         torch.linalg.vector_norm(t, out=torch.empty(0, dtype=torch.float64, device="trn"))
 
 
+def test_legacy_norm_op():
+    """aten::norm, which C++ callers reach (pairwise_distance; it took the fallback)."""
+    x = make((4, 16), F32)
+    t = x.to("trn")
+    aten = torch.ops.aten
+    for p in (None, 1, 2, 3.5, 0, float("inf")):
+        for dim, keepdim in (([1], False), ([0], True), ([], False)):
+            check(aten.norm.ScalarOpt_dim(t, p, dim, keepdim), aten.norm.ScalarOpt_dim(x, p, dim, keepdim),
+                  rtol=1e-5, atol=1e-6)
+    check(aten.norm.Scalar(t, 3), aten.norm.Scalar(x, 3), rtol=1e-6, atol=1e-6)
+    got = aten.norm.ScalarOpt_dim_dtype(t.bfloat16(), 2, [1], False, dtype=torch.float32)
+    check(got, aten.norm.ScalarOpt_dim_dtype(x.bfloat16(), 2, [1], False, dtype=torch.float32))
+    out = torch.empty(0, device="trn")
+    aten.norm.out(t, 2, [0], True, out=out)
+    check(out, aten.norm.ScalarOpt_dim(x, 2, [0], True), rtol=1e-6, atol=1e-7)
+    check(F.pairwise_distance(t, t.flip(0)), F.pairwise_distance(x, x.flip(0)), rtol=1e-5, atol=1e-6)
+
+
 def test_vector_norm_specials_and_errors():
     x = torch.tensor([[1e20, 1.0], [float("nan"), 0.0], [-2.0, 0.0], [float("inf"), 1.0]])
     for ord in ORDS:

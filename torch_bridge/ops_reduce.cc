@@ -439,6 +439,26 @@ at::Tensor& VectorNormOut(const at::Tensor& self, const at::Scalar& ord,
   return out;
 }
 
+// aten::norm (the legacy op that C++ callers such as pairwise_distance and
+// cdist reach; Python's torch.norm already calls linalg_vector_norm): the same
+// kernel, p absent meaning 2 and an empty dim list every dim, as torch's.
+at::Tensor NormDim(const at::Tensor& self, const std::optional<at::Scalar>& p, at::IntArrayRef dim,
+                   bool keepdim) {
+  return VectorNormImpl(self, p.value_or(2), dim, keepdim, std::nullopt, nullptr);
+}
+at::Tensor NormDimDtype(const at::Tensor& self, const std::optional<at::Scalar>& p,
+                        at::IntArrayRef dim, bool keepdim, at::ScalarType dtype) {
+  return VectorNormImpl(self, p.value_or(2), dim, keepdim, dtype, nullptr);
+}
+at::Tensor& NormDimOut(const at::Tensor& self, const std::optional<at::Scalar>& p,
+                       at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
+  VectorNormImpl(self, p.value_or(2), dim, keepdim, std::nullopt, &out);
+  return out;
+}
+at::Tensor NormAll(const at::Tensor& self, const at::Scalar& p) {
+  return VectorNormImpl(self, p, std::nullopt, false, std::nullopt, nullptr);
+}
+
 // ---- _weight_norm_interface ----------------------------------------------------------
 // A contiguous tensor of v.size(dim) elements seen in v's rank, size 1 on
 // every other dim (WeightNorm's layout for g and norm).
@@ -536,6 +556,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("std_mean.correction_out", TORCH_FN(VarStdMeanOut<true>));
   m.impl("linalg_vector_norm", TORCH_FN(VectorNorm));
   m.impl("linalg_vector_norm.out", TORCH_FN(VectorNormOut));
+  m.impl("norm.ScalarOpt_dim", TORCH_FN(NormDim));
+  m.impl("norm.ScalarOpt_dim_dtype", TORCH_FN(NormDimDtype));
+  m.impl("norm.out", TORCH_FN(NormDimOut));
+  m.impl("norm.Scalar", TORCH_FN(NormAll));
   m.impl("_weight_norm_interface", TORCH_FN(WeightNormInterface));
 }
 
