@@ -1458,6 +1458,28 @@ def test_max_and_min_of_every_element_are_kernels(dtype, nan):
     assert stats["eager_nodes"] == [], stats["eager_reasons"]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_max_and_min_over_a_dim_are_kernels(dtype):
+    """x.max(dim) / torch.min(x, dim, keepdim) (EnCodec's quantizer; greedy picks):
+    the values as amax / amin, the indices as argmax / argmin; ties give the first
+    index and a NaN wins both, as on CPU; argmin too."""
+    def fn(x):
+        v, i = x.max(dim=1)
+        w, j = torch.min(x, -1, keepdim=True)
+        return v * 2, i, w, j, x.argmin(0), x.argmin(-1, keepdim=True)
+
+    x = (torch.randn(4, 6, 5) * 10).to(dtype)
+    x[1, :, 3] = 7  # a tie along both dims
+    if dtype.is_floating_point:
+        x[0, 2, 1] = float("nan")
+    got, stats = compiled_on_trn(fn, x)
+    for g, w in zip(got, fn(x)):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        torch.testing.assert_close(g.cpu(), w, equal_nan=True, rtol=0, atol=0)
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
+    assert stats["kernels"].count("argmin") == 2
+
+
 @pytest.mark.parametrize(
     "name, fn",
     [

@@ -110,6 +110,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"index", Op::kIndex},
       {"cumsum", Op::kCumsum},
       {"argmax", Op::kArgmax},
+      {"argmin", Op::kArgmin},
       {"pad", Op::kPad},
       {"eager", Op::kEager},
   };

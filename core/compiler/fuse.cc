@@ -301,7 +301,8 @@ bool Fuser::RunsAsLibrary(int id) const {
       return ok;
     }
     case Op::kCumsum: return in(0) == out && out != DType::kBool;
-    case Op::kArgmax: return out == DType::kInt64 && in(0) != DType::kBool;
+    case Op::kArgmax:
+    case Op::kArgmin: return out == DType::kInt64 && in(0) != DType::kBool;
     case Op::kPad: return in(0) == out;
     case Op::kSliceScatter: return in(0) == out && in(1) == out;
     case Op::kDivTrunc:

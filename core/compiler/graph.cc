@@ -80,6 +80,7 @@ const char* OpName(Op op) {
     case Op::kIndex: return "index";
     case Op::kCumsum: return "cumsum";
     case Op::kArgmax: return "argmax";
+    case Op::kArgmin: return "argmin";
     case Op::kPad: return "constant_pad_nd";
     case Op::kSliceScatter: return "slice_scatter";
     case Op::kDivTrunc: return "div_trunc";
@@ -262,7 +263,8 @@ void NodeCheck::Run() {
     case Op::kIndexSelect: IndexSelect(); break;
     case Op::kIndex: Index(); break;
     case Op::kCumsum: Cumsum(); break;
-    case Op::kArgmax: Argmax(); break;
+    case Op::kArgmax:
+    case Op::kArgmin: Argmax(); break;
     case Op::kPad: Pad(); break;
     case Op::kSliceScatter: SliceScatter(); break;
     default:
@@ -573,7 +575,10 @@ void NodeCheck::Argmax() {
     drop.erase(drop.begin() + d);
     ok = out_ == keep || out_ == drop;
   }
-  if (!ok) Fail(fmt::format("argmax of {} on dim {} cannot give {}", Shape(x), d, Shape(out_)));
+  if (!ok) {
+    Fail(fmt::format("{} of {} on dim {} cannot give {}", OpName(node_.op), Shape(x), d,
+                     Shape(out_)));
+  }
 }
 
 void NodeCheck::Pad() {

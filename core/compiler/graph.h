@@ -84,9 +84,10 @@ enum class Op : uint8_t {
   kIndex,
   // Inclusive cumulative sum on attr dims[0]; out has input 0's sizes and dtype.
   kCumsum,
-  // Index of the first maximum along attr dims[0], int64 (keepdim or not, from
-  // the output's rank).
+  // Index of the first maximum / minimum along attr dims[0], int64 (keepdim or
+  // not, from the output's rank); NaN counts as the extremum, as torch's.
   kArgmax,
+  kArgmin,
   // Constant padding: attr dims = (before, after) per padded dim from the last
   // dim backwards (torch's pad order, non-negative), attr scalar = the value.
   kPad,

@@ -259,7 +259,7 @@ Status RunIndex(const TensorRef& out, const TensorRef& self, std::vector<TensorR
 }
 
 // argmax on dim d: the reduction kernel takes out with in's rank (size 1 at d).
-Status RunArgmax(TensorRef out, const TensorRef& in, int d) {
+Status RunArgExtremum(kernels::ReduceOp op, TensorRef out, const TensorRef& in, int d) {
   if (out.ndim == in.ndim - 1) {
     for (int i = out.ndim; i > d; --i) {
       out.sizes[i] = out.sizes[i - 1];
@@ -269,7 +269,7 @@ Status RunArgmax(TensorRef out, const TensorRef& in, int d) {
     out.strides[d] = 0;
     ++out.ndim;
   }
-  return kernels::Reduce(kernels::ReduceOp::kArgmax, out, in, 1u << d);
+  return kernels::Reduce(op, out, in, 1u << d);
 }
 
 // constant_pad_nd: kernels::ConstantPad, one pass over out.
@@ -384,7 +384,10 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     }
     case Op::kCumsum:
       return kernels::Scan(kernels::ScanOp::kSum, out, in(0), static_cast<int>(ki.lib_dims[0]));
-    case Op::kArgmax: return RunArgmax(out, in(0), static_cast<int>(ki.lib_dims[0]));
+    case Op::kArgmax:
+      return RunArgExtremum(kernels::ReduceOp::kArgmax, out, in(0), static_cast<int>(ki.lib_dims[0]));
+    case Op::kArgmin:
+      return RunArgExtremum(kernels::ReduceOp::kArgmin, out, in(0), static_cast<int>(ki.lib_dims[0]));
     case Op::kPad: return RunPad(out, in(0), ki.lib_dims, ki.lib_scalar);
     case Op::kSliceScatter: return RunSliceScatter(out, in(0), in(1), ki.lib_dims);
     case Op::kConv: {

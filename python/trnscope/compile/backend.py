@@ -180,6 +180,11 @@ _REDUCE = {
     aten.max.default: "amax",  # over every element (Reformer's mask value)
     aten.min.default: "amin",
 }
+# max.dim / min.dim: (values, indices) -> the core ops of each output.
+_EXTREMUM_DIM = {
+    aten.max.dim: ("amax", "argmax"),
+    aten.min.dim: ("amin", "argmin"),
+}
 _FULL = (
     aten.full.default,
     aten.scalar_tensor.default,
@@ -421,6 +426,9 @@ class _Lowering:
                          aten.max_pool2d_with_indices.default: self._lower_max_pool}.get(src.target)
                 if (src, idx) in self.refused:
                     self.ids[node] = self._add_eager(src, idx, reason=self.refused[(src, idx)])
+                elif src.target in _EXTREMUM_DIM:
+                    gid = self._lower_extremum_dim(node, src, idx)
+                    self.ids[node] = gid if gid is not None else self._add_eager(src, idx)
                 elif fused is not None and idx == 0:
                     try:
                         gid = fused(node, src)
@@ -447,6 +455,20 @@ class _Lowering:
             self.ids[node] = self._add_eager(node, reason=self.refused[(node, None)])
             return
         self.ids[node] = self._lower_tensor(node, t, args, kw)
+
+    def _lower_extremum_dim(self, node: fx.Node, src: fx.Node, idx: int) -> int | None:
+        """getitem idx of max.dim / min.dim(x, dim, keepdim) -> the values as amax /
+        amin, the indices as argmax / argmin over dim (the same first index and
+        NaN rule as torch's); None for bool or 0-dim x."""
+        x = src.args[0]
+        xv = self.vals[x]
+        if not self._tensor(x) or xv.dim() == 0 or xv.dtype == torch.bool:
+            return None
+        dim = int(self._value(src.kwargs.get("dim", src.args[1]))) % xv.dim()
+        if xv.shape[dim] == 0:
+            return None
+        op = _EXTREMUM_DIM[src.target][idx]
+        return self._add(node, op, [x], target=src.target, dims=[dim], call=(src, [x], idx))
 
     def _lower_sdpa(self, node: fx.Node, src: fx.Node) -> int | None:
         """getitem 0 of _scaled_dot_product_fused_attention_overrideable -> the fused
@@ -930,11 +952,12 @@ class _Lowering:
                 gid = self._lower_avg_pool(node, args, kw)
                 if gid is not None:
                     return gid
-            if t is aten.argmax.default and self._tensor(args[0]):  # CLIP's text pooling
-                x = self.vals[args[0]]
+            if t in (aten.argmax.default, aten.argmin.default) and self._tensor(args[0]):
+                x = self.vals[args[0]]  # argmax: CLIP's text pooling
                 dim = kw.get("dim", args[1] if len(args) > 1 else None)
                 if dim is not None and x.dim() > 0 and x.dtype != torch.bool:
-                    return self._add(node, "argmax", [args[0]], dims=[int(self._value(dim)) % x.dim()])
+                    op = "argmax" if t is aten.argmax.default else "argmin"
+                    return self._add(node, op, [args[0]], dims=[int(self._value(dim)) % x.dim()])
             if t is aten.constant_pad_nd.default and self._tensor(args[0]):  # Swin's windows
                 pads = [int(self._value(p)) for p in args[1]]  # negative ones crop
                 value = self._value(kw.get("value", args[2] if len(args) > 2 else 0))
