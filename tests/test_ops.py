@@ -1348,13 +1348,30 @@ def test_activation_modules_have_no_fallback():
     net = torch.nn.Sequential(
         torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU6(inplace=True), torch.nn.Hardswish(),
         torch.nn.Conv2d(8, 8, 1), torch.nn.Hardsigmoid(), torch.nn.LeakyReLU(0.1, inplace=True),
-        torch.nn.Mish(), torch.nn.Softplus(), torch.nn.ELU(), torch.nn.SiLU(),
+        torch.nn.Mish(), torch.nn.Softplus(), torch.nn.ELU(), torch.nn.SiLU(), torch.nn.PReLU(8),
     ).eval()
     x = torch.randn(2, 3, 8, 8)
     with torch.inference_mode():
         want = net(x)
         got = net.to("trn")(x.to("trn"))
     check(got, want, transcendental=True)
+
+
+@pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+@pytest.mark.parametrize("shape,channels", [((2, 4, 5, 5), 4), ((2, 4, 5, 5), 1), ((3, 6), 6), ((7,), 1)])
+def test_prelu(shape, channels, dtype, layout):
+    """nn.PReLU / F.prelu (a weight per channel or one): one prelu kernel (it took
+    the CPU fallback); NaN stays NaN."""
+    x = make(shape, dtype) * 3
+    x.view(-1)[0] = float("nan")
+    x, t = on_trn(x, layout)
+    w = make((channels,), dtype, kind="positive") - 2
+    check(F.prelu(t, w.to("trn")), F.prelu(x, w))
+    counts = launch_counts(lambda: F.prelu(t, w.to("trn")))
+    assert counts.get(f"prelu_{ {F32: 'f32', BF16: 'bf16', F16: 'f16'}[dtype]}") == 1, counts
+    with pytest.raises(RuntimeError, match="expected floating operands"):
+        torch._prelu_kernel(torch.arange(4, device="trn"), torch.ones(1, dtype=torch.long, device="trn"))
 
 
 @pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])

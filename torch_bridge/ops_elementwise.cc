@@ -227,6 +227,15 @@ at::Tensor Rsub(const at::Tensor& self, const at::Tensor& other, const at::Scala
 }
 
 // Ops without alpha: one macro stamps the three overloads.
+// nn.PReLU / F.prelu: the composite prelu shapes the weight to broadcast over
+// dim 1 and calls _prelu_kernel (it took the CPU fallback): one kernel.
+at::Tensor PreluKernel(const at::Tensor& self, const at::Tensor& weight) {
+  const at::ScalarType common = at::result_type(self, weight);
+  TORCH_CHECK(at::isFloatingType(common), "aten::_prelu_kernel: expected floating operands, got ",
+              self.scalar_type(), " and ", weight.scalar_type());
+  return Bin(BinaryOp::kPrelu, "aten::_prelu_kernel", self, weight);
+}
+
 #define TRN_BINARY_TT(Fn, OP, NAME)                                                   \
   at::Tensor Fn(const at::Tensor& a, const at::Tensor& b) {                          \
     return Bin(OP, "aten::" NAME, a, b);                                              \
@@ -1017,6 +1026,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   TRN_REGISTER_TT("remainder", Remainder)
   TRN_REGISTER_TT("fmod", Fmod)
   m.impl("atan2", TORCH_FN(Atan2));  // atan2's overloads have no .Tensor suffix
+  m.impl("_prelu_kernel", TORCH_FN(PreluKernel));
   m.impl("atan2_", TORCH_FN(Atan2_));
   m.impl("atan2.out", TORCH_FN(Atan2Out));
   TRN_REGISTER_TT("bitwise_and", BitwiseAnd)

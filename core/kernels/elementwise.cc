@@ -41,6 +41,11 @@ void BinaryF32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool 
     case BinaryOp::kMinimum: return map([](auto d, auto x, auto y) { return MinNaNF(d, x, y); });
     case BinaryOp::kGlu:
       return map([](auto d, auto x, auto y) { return hn::Mul(x, SigmoidF(d, y)); });
+    // NaN fails x > 0 and stays NaN through x * y, as torch's.
+    case BinaryOp::kPrelu:
+      return map([](auto d, auto x, auto y) {
+        return hn::IfThenElse(hn::Gt(x, hn::Zero(d)), x, hn::Mul(x, y));
+      });
     case BinaryOp::kEq: return map([&](auto d, auto x, auto y) { return flag_if(d, hn::Eq(x, y)); });
     // Not(Eq) so that NaN != NaN is true (x86 NEQ_OQ would say false).
     case BinaryOp::kNe:
@@ -306,7 +311,8 @@ void UnaryExact(UnaryOp op, const TensorRef& out, const TensorRef& in) {
 constexpr const char* kBinaryNames[][7] = {
     TRN_DTYPE_NAMES("add"),     TRN_DTYPE_NAMES("sub"),     TRN_DTYPE_NAMES("mul"),
     TRN_DTYPE_NAMES("div"),     TRN_DTYPE_NAMES("pow"),     TRN_DTYPE_NAMES("maximum"),
-    TRN_DTYPE_NAMES("minimum"), TRN_DTYPE_NAMES("glu"),     TRN_DTYPE_NAMES("div_trunc"),
+    TRN_DTYPE_NAMES("minimum"), TRN_DTYPE_NAMES("glu"),     TRN_DTYPE_NAMES("prelu"),
+    TRN_DTYPE_NAMES("div_trunc"),
     TRN_DTYPE_NAMES("div_floor"),
     TRN_DTYPE_NAMES("remainder"), TRN_DTYPE_NAMES("fmod"), TRN_DTYPE_NAMES("atan2"),
     TRN_DTYPE_NAMES("bitwise_and"),

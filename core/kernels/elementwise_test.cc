@@ -126,6 +126,7 @@ double RefBinary(BinaryOp op, DType dt, double a, double b, double alpha) {
     case BinaryOp::kMaximum: return std::isnan(a) || std::isnan(b) ? NAN : std::max(a, b);
     case BinaryOp::kMinimum: return std::isnan(a) || std::isnan(b) ? NAN : std::min(a, b);
     case BinaryOp::kGlu: return a / (1 + std::exp(-b));
+    case BinaryOp::kPrelu: return a > 0 ? a : a * b;
     case BinaryOp::kEq: return a == b;
     case BinaryOp::kNe: return a != b;
     case BinaryOp::kLt: return a < b;
@@ -138,7 +139,7 @@ double RefBinary(BinaryOp op, DType dt, double a, double b, double alpha) {
   return 0;
 }
 
-const char* kBinaryOpNames[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "glu",
+const char* kBinaryOpNames[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "glu", "prelu",
                                 "div_trunc", "div_floor", "remainder", "fmod", "atan2", "bitwise_and",
                                 "bitwise_or", "bitwise_xor", "shift_left", "shift_right", "eq",
                                 "ne",  "lt",  "le",  "gt",  "ge",  "and",     "or"};
@@ -178,7 +179,7 @@ TEST(Binary, AllOpsDtypesLayoutsOnEveryTarget) {
       for (int opi = 0; opi <= static_cast<int>(BinaryOp::kLogicalOr); ++opi) {
         const auto op = static_cast<BinaryOp>(opi);
         if (op == BinaryOp::kDiv && !IsFloating(dt)) continue;  // caller makes it floating
-        if (op == BinaryOp::kGlu && !IsFloating(dt)) continue;  // torch: floating only
+        if ((op == BinaryOp::kGlu || op == BinaryOp::kPrelu) && !IsFloating(dt)) continue;  // torch: floating only
         // Rounding division, remainder, bitwise: elementwise_math_test.cc.
         if (op >= BinaryOp::kDivTrunc && op <= BinaryOp::kShiftRight) continue;
         const bool cmp = IsComparison(op);
@@ -226,7 +227,8 @@ TEST(Binary, FloatSpecialValuesFollowTorch) {
     TestTensor a = Empty(DType::kFloat32, {n}), b = Empty(DType::kFloat32, {n});
     for (int64_t i = 0; i < n; ++i) a.Set(i, xs[i]), b.Set(i, ys[i]);
     for (BinaryOp op : {BinaryOp::kDiv, BinaryOp::kPow, BinaryOp::kMaximum, BinaryOp::kMinimum,
-                        BinaryOp::kGlu, BinaryOp::kEq, BinaryOp::kNe, BinaryOp::kLt, BinaryOp::kGe,
+                        BinaryOp::kGlu, BinaryOp::kPrelu, BinaryOp::kEq, BinaryOp::kNe,
+                        BinaryOp::kLt, BinaryOp::kGe,
                         BinaryOp::kLogicalAnd}) {
       TestTensor out = Empty(IsComparison(op) ? DType::kBool : DType::kFloat32, {n});
       ASSERT_TRUE(Binary(op, out.ref, a.ref, b.ref).ok());

@@ -23,7 +23,8 @@ using rt::KernelInfo;
 // ---- Elementwise --------------------------------------------------------------
 enum class BinaryOp : uint8_t {
   kAdd, kSub, kMul, kDiv, kPow, kMaximum, kMinimum,
-  kGlu,  // a * sigmoid(b), floating only: torch.glu of the two halves a, b
+  kGlu,    // a * sigmoid(b), floating only: torch.glu of the two halves a, b
+  kPrelu,  // a > 0 ? a : a * b, floating only: torch's _prelu_kernel (b the weight)
   // Floating and integer dtypes, torch's rules (Note [Integer division]):
   kDivTrunc, kDivFloor,  // div(rounding_mode="trunc" / "floor"), floor_divide; bf16/f16
                          // round intermediates to storage as torch's CPU does
