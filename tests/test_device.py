@@ -106,6 +106,23 @@ def test_non_blocking_h2d_source_modified_and_freed():
     assert torch.equal(d.cpu(), expected)
 
 
+def test_pinned_host_memory_and_data_loader():
+    """Note [Pinned memory]: pin_memory() (it raised) and DataLoader(pin_memory=True);
+    a non_blocking copy from pinned memory reads it in place, kept alive by the command."""
+    x = torch.arange(1 << 16, dtype=torch.float32)
+    p = x.pin_memory()
+    assert p.is_pinned() and not x.is_pinned() and torch.equal(p, x)
+    d = p.to("trn", non_blocking=True)
+    del p  # the command holds the block
+    assert torch.equal(d.cpu(), x)
+    assert not torch.empty(16).is_pinned()
+    ds = torch.utils.data.TensorDataset(torch.randn(10, 3), torch.arange(10))
+    batches = list(torch.utils.data.DataLoader(ds, batch_size=4, pin_memory=True))
+    assert all(a.is_pinned() and b.is_pinned() for a, b in batches)
+    got = torch.cat([a.to("trn", non_blocking=True) for a, _ in batches])
+    assert torch.equal(got.cpu(), ds.tensors[0])
+
+
 def test_d2d_across_devices():
     x = _sample((64, 33), torch.float32)
     a = x.to("trn:0")

@@ -3,7 +3,8 @@
 // - H2D runs on the destination's current stream. A non_blocking copy stages
 //   the source in a private host buffer kept alive by the command, so the
 //   caller may modify or free the source at once (pageable-memory semantics);
-//   a blocking copy waits for the stream.
+//   from pinned memory it reads the source in place when the stream gets
+//   there (Note [Pinned memory]); a blocking copy waits for the stream.
 // - D2H always waits for the source's current stream.
 // - D2D on one device is a kernels::Copy (casts, strides, broadcast).
 // - Dtypes the kernels do not know, and copies across devices, synchronize and
@@ -119,9 +120,12 @@ at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
     at::Tensor host = self;
     if (host.scalar_type() != dst.scalar_type()) host = host.to(dst.scalar_type());
     if (!host.sizes().equals(dst.sizes())) host = host.expand(dst.sizes());
-    // A non_blocking copy must not read the caller's memory later: stage it.
+    // A non_blocking copy must not read the caller's memory later: stage it,
+    // unless it is pinned (CUDA's contract: not written before a sync).
     const bool aliases_source = host.is_same(self) || host.data_ptr() == self.data_ptr();
-    if (non_blocking && (aliases_source || !host.is_contiguous())) {
+    const bool pinned = host.is_same(self) && host.is_contiguous() &&
+                        IsPinned(self.storage().data());
+    if (non_blocking && !pinned && (aliases_source || !host.is_contiguous())) {
       host = host.contiguous();
       if (host.data_ptr() == self.data_ptr()) host = host.clone();
     }

@@ -11,7 +11,9 @@
 
 #include <array>
 #include <cstring>
+#include <cstdlib>
 #include <mutex>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -68,6 +70,47 @@ class TrnAllocator final : public c10::Allocator {
 
 TrnAllocator current_device_allocator(-1);
 REGISTER_ALLOCATOR(kTrn, &current_device_allocator);
+
+// ---- Pinned host memory -----------------------------------------------------------
+// Note [Pinned memory]: tensor.pin_memory() and DataLoader(pin_memory=True) ask
+// the accelerator's hooks for a pinned-memory allocator; trn raised there. A
+// core reads host memory directly (device memory is host memory), so "pinned"
+// only marks a buffer whose owner follows CUDA's contract: a non_blocking copy
+// from it reads it when the stream gets there, unstaged, so the caller must
+// not write it before synchronizing (Note [trn copies]). The allocator keeps
+// its live blocks in a set for is_pinned().
+std::mutex pinned_mu;
+std::unordered_set<const void*>& PinnedBlocks() {
+  static auto* blocks = new std::unordered_set<const void*>();  // outlives static destructors
+  return *blocks;
+}
+
+void FreePinned(void* ptr) {
+  {
+    std::lock_guard<std::mutex> lock(pinned_mu);
+    PinnedBlocks().erase(ptr);
+  }
+  std::free(ptr);
+}
+
+class PinnedHostAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t n) override {
+    constexpr size_t kAlign = 64;
+    void* ptr = n == 0 ? nullptr : std::aligned_alloc(kAlign, (n + kAlign - 1) / kAlign * kAlign);
+    TORCH_CHECK(n == 0 || ptr != nullptr, "trn: out of host memory pinning ", n, " bytes");
+    if (ptr != nullptr) {
+      std::lock_guard<std::mutex> lock(pinned_mu);
+      PinnedBlocks().insert(ptr);
+    }
+    return {ptr, ptr, &FreePinned, c10::Device(c10::kCPU)};
+  }
+  void copy_data(void* dest, const void* src, size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+PinnedHostAllocator pinned_allocator;
 
 // ---- Device guard -----------------------------------------------------------------
 rt::Event* AsEvent(void* event) { return static_cast<rt::Event*>(event); }
@@ -195,10 +238,8 @@ struct TrnHooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
     return exchangeDevice(d);
   }
-  bool isPinnedPtr(const void*) const override { return false; }
-  at::Allocator* getPinnedMemoryAllocator() const override {
-    TORCH_CHECK(false, "trn has no pinned host memory: host tensors are copied as they are");
-  }
+  bool isPinnedPtr(const void* ptr) const override { return IsPinned(ptr); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &pinned_allocator; }
   // rt::Allocator has no pointer lookup; the current device is the best answer.
   c10::Device getDeviceFromPtr(void*) const override {
     return c10::Device(kTrn, static_cast<c10::DeviceIndex>(CurrentDevice()));
@@ -230,6 +271,12 @@ const bool kHooksRegistered = [] {
 }();
 
 }  // namespace
+
+bool IsPinned(const void* ptr) {
+  if (ptr == nullptr) return false;
+  std::lock_guard<std::mutex> lock(pinned_mu);
+  return PinnedBlocks().count(ptr) != 0;
+}
 
 // ---- Devices ------------------------------------------------------------------------
 int DeviceCount() {

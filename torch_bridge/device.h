@@ -30,6 +30,9 @@ int CurrentStreamId(int device_index);
 // calling thread's current device (the one registered for PrivateUse1).
 c10::Allocator* DeviceAllocator(int device_index);
 
+// Whether ptr is the start of a block of the pinned host allocator (Note [Pinned memory]).
+bool IsPinned(const void* ptr);
+
 // Blocks until the calling thread's current stream of the device is idle;
 // surfaces kernel failures as RuntimeError.
 void SyncCurrentStream(int device_index);
