@@ -541,10 +541,11 @@ UPSAMPLE = [
 
 
 @pytest.mark.parametrize("case", range(len(UPSAMPLE)))
-@pytest.mark.parametrize("mode", ["nearest", "bilinear", "bilinear_ac", "bicubic", "bicubic_ac"])
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "bilinear", "bilinear_ac", "bicubic",
+                                  "bicubic_ac"])
 def test_upsample2d(case, mode):
     kwargs = dict(UPSAMPLE[case])
-    if mode != "nearest":
+    if not mode.startswith("nearest"):
         kwargs["align_corners"] = mode == "bilinear_ac"
     m = mode.removesuffix("_ac")
     x = make((2, 3, 6, 5))
@@ -553,10 +554,10 @@ def test_upsample2d(case, mode):
 
 
 @pytest.mark.parametrize("dtype", [BF16, F16])
-@pytest.mark.parametrize("mode", ["nearest", "linear", "bilinear", "bicubic"])
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "linear", "bilinear", "bicubic"])
 def test_upsample_dtypes_1d(dtype, mode):
     x = make((2, 3, 6, 5) if mode in ("bilinear", "bicubic") else (2, 3, 7), dtype)
-    kwargs = {} if mode == "nearest" else dict(align_corners=False)
+    kwargs = {} if mode.startswith("nearest") else dict(align_corners=False)
     want = F.interpolate(x.float(), scale_factor=3, mode=mode, **kwargs).to(dtype)
     check(F.interpolate(to_trn(x, "channels_last"), scale_factor=3, mode=mode, **kwargs), want)
 

@@ -673,11 +673,11 @@ at::Tensor Upsample(const at::Tensor& self, c10::SymIntArrayRef output_size,
     scale_w = scale_h;  // the 1-D op's only scale
     scale_h = 0.0;
   }
-  const kernels::VisionKernel k = mode == kernels::UpsampleMode::kNearest
-                                      ? kernels::VisionKernel::kUpsampleNearest2d
-                                  : mode == kernels::UpsampleMode::kBilinear
-                                      ? kernels::VisionKernel::kUpsampleBilinear2d
-                                      : kernels::VisionKernel::kUpsampleBicubic2d;
+  using kernels::UpsampleMode, kernels::VisionKernel;
+  const VisionKernel k = mode == UpsampleMode::kNearest        ? VisionKernel::kUpsampleNearest2d
+                         : mode == UpsampleMode::kNearestExact ? VisionKernel::kUpsampleNearestExact2d
+                         : mode == UpsampleMode::kBilinear     ? VisionKernel::kUpsampleBilinear2d
+                                                               : VisionKernel::kUpsampleBicubic2d;
   Launch(device, kernels::DescribeVision(k, ro, ri, 1, name), [=] {
     return kernels::Upsample2d(ro, ri, mode, align_corners, scale_h, scale_w);
   });
@@ -702,6 +702,17 @@ at::Tensor UpsampleBicubic2d(const at::Tensor& self, c10::SymIntArrayRef output_
                              std::optional<double> sw) {
   return Upsample(self, output_size, kernels::UpsampleMode::kBicubic, align_corners, sh, sw,
                   "aten::upsample_bicubic2d");
+}
+// mode="nearest-exact" (torch's fix of nearest's half-pixel shift): it took the fallback.
+at::Tensor UpsampleNearestExact2d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                                  std::optional<double> sh, std::optional<double> sw) {
+  return Upsample(self, output_size, kernels::UpsampleMode::kNearestExact, false, sh, sw,
+                  "aten::_upsample_nearest_exact2d");
+}
+at::Tensor UpsampleNearestExact1d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                                  std::optional<double> s) {
+  return Upsample(self, output_size, kernels::UpsampleMode::kNearestExact, false, s, std::nullopt,
+                  "aten::_upsample_nearest_exact1d");
 }
 at::Tensor UpsampleNearest1d(const at::Tensor& self, c10::SymIntArrayRef output_size,
                              std::optional<double> s) {
@@ -801,6 +812,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("upsample_bilinear2d", TORCH_FN(UpsampleBilinear2d));
   m.impl("upsample_bicubic2d", TORCH_FN(UpsampleBicubic2d));
   m.impl("upsample_nearest1d", TORCH_FN(UpsampleNearest1d));
+  m.impl("_upsample_nearest_exact2d", TORCH_FN(UpsampleNearestExact2d));
+  m.impl("_upsample_nearest_exact1d", TORCH_FN(UpsampleNearestExact1d));
   m.impl("upsample_linear1d", TORCH_FN(UpsampleLinear1d));
 }
 

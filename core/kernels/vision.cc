@@ -381,11 +381,14 @@ float ScaleValue(double scale, int64_t in, int64_t out) {
                    : static_cast<float>(in) / static_cast<float>(out);
 }
 
-int64_t NearestIndex(int64_t o, int64_t in, int64_t out, double scale) {
+// The source index of output o: floor(o * s), or floor((o + 0.5) * s) for
+// nearest-exact (both o itself at scale 1 and o / 2 at scale 2).
+int64_t NearestIndex(int64_t o, int64_t in, int64_t out, double scale, bool exact) {
   if (out == in) return o;
   if (out == 2 * in) return o >> 1;
   const float s = ScaleValue(scale, in, out);
-  return std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * s)), in - 1);
+  const float src = exact ? (static_cast<float>(o) + 0.5f) * s : static_cast<float>(o) * s;
+  return std::min(static_cast<int64_t>(std::floor(src)), in - 1);
 }
 
 // torch's compute_source_index_and_lambda for linear modes.
@@ -436,14 +439,17 @@ Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
   CheckPlanes(out, in);
   const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
   if (out.numel() == 0) return Status::Ok();
-  if (mode == UpsampleMode::kNearest) {
+  if (mode == UpsampleMode::kNearest || mode == UpsampleMode::kNearestExact) {
+    const bool exact = mode == UpsampleMode::kNearestExact;
     TRN_ASSERT(w <= std::numeric_limits<int32_t>::max(), "upsample_nearest2d: W fits int32");
     std::vector<int32_t> xs(static_cast<size_t>(ow));
-    for (int64_t x = 0; x < ow; ++x) xs[x] = static_cast<int32_t>(NearestIndex(x, w, ow, scale_w));
+    for (int64_t x = 0; x < ow; ++x) {
+      xs[x] = static_cast<int32_t>(NearestIndex(x, w, ow, scale_w, exact));
+    }
     const auto gather = HWY_DYNAMIC_DISPATCH(vision::GatherRow);
     int64_t last = -1;  // input row that row holds: an upscaled row repeats it
     ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
-      const int64_t iy = NearestIndex(y, h, oh, scale_h);
+      const int64_t iy = NearestIndex(y, h, oh, scale_h, exact);
       if (y != 0 && iy == last) return;
       gather(plane + iy * w, xs.data(), static_cast<size_t>(ow), row);
       last = iy;
@@ -576,7 +582,7 @@ rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, cons
 
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op) {
-  static const char* const kNames[7][4] = {
+  static const char* const kNames[8][4] = {
       {"max_pool2d_f32", "max_pool2d_f64", "max_pool2d_bf16", "max_pool2d_f16"},
       {"avg_pool2d_f32", "avg_pool2d_f64", "avg_pool2d_bf16", "avg_pool2d_f16"},
       {"adaptive_avg_pool2d_f32", "adaptive_avg_pool2d_f64", "adaptive_avg_pool2d_bf16",
@@ -588,6 +594,8 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
       {"upsample_bicubic2d_f32", "upsample_bicubic2d_f64", "upsample_bicubic2d_bf16",
        "upsample_bicubic2d_f16"},
       {"im2col_f32", "im2col_f64", "im2col_bf16", "im2col_f16"},
+      {"upsample_nearest_exact2d_f32", "upsample_nearest_exact2d_f64",
+       "upsample_nearest_exact2d_bf16", "upsample_nearest_exact2d_f16"},
   };
   rt::KernelInfo info;
   info.name = DTypeSuffixed(kNames[static_cast<int>(kernel)], in.dtype);
@@ -595,6 +603,7 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
   info.engine = kernel == VisionKernel::kIm2Col ? rt::Engine::kDma : rt::Engine::kVector;
   uint64_t per_out = window;
   if (kernel == VisionKernel::kUpsampleNearest2d) per_out = 1;
+  if (kernel == VisionKernel::kUpsampleNearestExact2d) per_out = 1;
   if (kernel == VisionKernel::kUpsampleBilinear2d) per_out = 7;
   if (kernel == VisionKernel::kUpsampleBicubic2d) per_out = 15;  // 4 + 4 taps, one per FMA pair
   if (kernel == VisionKernel::kIm2Col) per_out = 0;                // a copy

@@ -41,9 +41,10 @@ Status AvgPool2d(const TensorRef& out, const TensorRef& in, const PoolParams& p)
 // Window [floor(o*I/O), ceil((o+1)*I/O)) per output index, any output size.
 Status AdaptiveAvgPool2d(const TensorRef& out, const TensorRef& in);
 
-enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBicubic };
+enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBicubic, kNearestExact };
 // torch's upsample_nearest2d / upsample_bilinear2d / upsample_bicubic2d (no
-// antialias); scale_h/scale_w are the user's scale factors or <= 0 when
+// antialias) / _upsample_nearest_exact2d (source floor((o + 0.5) * scale), where
+// nearest takes floor(o * scale)); scale_h/scale_w are the user's scale factors or <= 0 when
 // output sizes were given (then in/out). align_corners: bilinear and bicubic.
 Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
                   bool align_corners, double scale_h, double scale_w);
@@ -62,7 +63,7 @@ Status Im2Col(const TensorRef& out, const TensorRef& in, const Im2ColParams& p);
 // 15 (bicubic).
 enum class VisionKernel : uint8_t {
   kMaxPool2d, kAvgPool2d, kAdaptiveAvgPool2d, kUpsampleNearest2d, kUpsampleBilinear2d,
-  kUpsampleBicubic2d, kIm2Col,
+  kUpsampleBicubic2d, kIm2Col, kUpsampleNearestExact2d,
 };
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op);

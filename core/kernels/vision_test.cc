@@ -252,21 +252,22 @@ TEST(Upsample2d, NearestAndBilinear) {
                      U{13, 3, 0, 0},
                      // Rows of several vectors plus a tail (nearest gathers whole vectors).
                      U{12, 40, 2.0, 8.0}, U{13, 37, 0, 0}}) {
-    for (int mode = 0; mode < 3; ++mode) {  // nearest, bilinear, bilinear align_corners
+    for (int mode = 0; mode < 4; ++mode) {  // nearest, bilinear, bilinear align_corners, nearest-exact
       for (DType dt : {DType::kFloat32, DType::kFloat16}) {
         const int64_t h = 6, w = 5;
-        const TestTensor in = Make4d(dt, {1, 2, h, w}, mode % 2 == 0 ? 2 : 1, 10);
+        const TestTensor in = Make4d(dt, {1, 2, h, w}, mode % 2 == 0 ? 2 : 1, 10);  // odd layouts too
         TestTensor out = Make4d(dt, {1, 2, u.oh, u.ow}, 0, 0);
         std::vector<double> want;
         for (int64_t pl = 0; pl < 2; ++pl)
           for (int64_t y = 0; y < u.oh; ++y)
             for (int64_t x = 0; x < u.ow; ++x) {
               const auto at = [&](int64_t iy, int64_t ix) { return in.At(pl * h * w + iy * w + ix); };
-              if (mode == 0) {
+              if (mode == 0 || mode == 3) {
                 const double sy = u.sh > 0 ? 1.0 / u.sh : double(h) / u.oh;
                 const double sx = u.sw > 0 ? 1.0 / u.sw : double(w) / u.ow;
-                want.push_back(at(std::min<int64_t>(std::floor(y * sy), h - 1),
-                                  std::min<int64_t>(std::floor(x * sx), w - 1)));
+                const double off = mode == 3 ? 0.5 : 0.0;
+                want.push_back(at(std::min<int64_t>(std::floor((y + off) * sy), h - 1),
+                                  std::min<int64_t>(std::floor((x + off) * sx), w - 1)));
                 continue;
               }
               const double ry = LinearSource(y, h, u.oh, mode == 2, u.sh);
@@ -279,10 +280,10 @@ TEST(Upsample2d, NearestAndBilinear) {
                              ly * ((1 - lx) * at(y1, x0) + lx * at(y1, x1)));
             }
         ForEachTarget([&](const char*) {
-          ASSERT_TRUE(Upsample2d(out.ref, in.ref,
-                                 mode == 0 ? UpsampleMode::kNearest : UpsampleMode::kBilinear,
-                                 mode == 2, u.sh, u.sw)
-                          .ok());
+          const UpsampleMode m = mode == 0   ? UpsampleMode::kNearest
+                                 : mode == 3 ? UpsampleMode::kNearestExact
+                                             : UpsampleMode::kBilinear;
+          ASSERT_TRUE(Upsample2d(out.ref, in.ref, m, mode == 2, u.sh, u.sw).ok());
           ExpectClose(out, want, 1e-5);
         });
       }
