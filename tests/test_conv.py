@@ -553,6 +553,16 @@ def test_upsample2d(case, mode):
     check(F.interpolate(to_trn(x, "strided"), mode=m, **kwargs), want)
 
 
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("shape,scale", [((2, 3, 8), 1.1), ((2, 3, 4), 2.2), ((2, 3, 8, 4), (1.1, 2.2))])
+def test_nearest_with_a_scale_that_sizes_do_not_show(mode, shape, scale):
+    """Output sizes equal to the input's or twice it, from a scale that is not 1 or 2:
+    CPU's 2-D nearest maps them by size, its 1-D nearest and nearest-exact by the scale."""
+    x = make(shape)
+    want = F.interpolate(x, scale_factor=scale, mode=mode)
+    assert torch.equal(F.interpolate(x.to("trn"), scale_factor=scale, mode=mode).cpu(), want)
+
+
 @pytest.mark.parametrize("dtype", [BF16, F16])
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "linear", "bilinear", "bicubic"])
 def test_upsample_dtypes_1d(dtype, mode):

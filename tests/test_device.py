@@ -123,6 +123,17 @@ def test_pinned_host_memory_and_data_loader():
     assert torch.equal(got.cpu(), ds.tensors[0])
 
 
+def test_pending_copies_from_pinned_memory_at_exit():
+    """A command holds its pinned source's storage, not the Python-owned tensor: dropping
+    that on the worker needed the GIL and aborted the interpreter at exit (review)."""
+    r = run_python("""
+        import torch, trnscope
+        for i in range(8):
+            b = torch.full((1 << 22,), 1.0).pin_memory().to("trn", non_blocking=True)
+    """)
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
 def test_d2d_across_devices():
     x = _sample((64, 33), torch.float32)
     a = x.to("trn:0")

@@ -1372,6 +1372,8 @@ def test_prelu(shape, channels, dtype, layout):
     assert counts.get(f"prelu_{ {F32: 'f32', BF16: 'bf16', F16: 'f16'}[dtype]}") == 1, counts
     with pytest.raises(RuntimeError, match="expected floating operands"):
         torch._prelu_kernel(torch.arange(4, device="trn"), torch.ones(1, dtype=torch.long, device="trn"))
+    with pytest.raises(RuntimeError, match="expected floating operands"):  # a float 0-d weight
+        torch._prelu_kernel(torch.arange(4, device="trn"), torch.tensor(0.3, device="trn"))
 
 
 @pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])

@@ -2,7 +2,7 @@
 torch_bridge/ops_rnn.cc): nn.LSTM, nn.GRU, nn.RNN and their cells, forward and
 backward, and the fused cell ops themselves against a float64 formula.
 
-The autouse fixture asserts that nothing went through the CPU fallback.
+The no_fallback fixture asserts that nothing went through the CPU fallback.
 Tolerances: float32 2e-5 (the gates' GEMMs sum in another order, and a
 sequence carries the difference forward), bfloat16 3e-2 (torch's CPU LSTM rounds
 every intermediate to bfloat16, the trn cell rounds once), gradients 1e-4.
@@ -203,6 +203,7 @@ def test_fused_cell_ops_against_a_float64_formula(layout, biases, dtype):
         strided(ig, layout), strided(hg, layout), strided(cx, layout),
         None if ib is None else ib.to("trn"), None if hb is None else hb.to("trn"))
     for x, w in zip(got, gru_reference(ig, hg, cx, ib, hb)):
+        assert x.dtype == dtype
         torch.testing.assert_close(x.cpu().double(), w, rtol=tol, atol=tol)
 
 
@@ -260,6 +261,39 @@ def test_lstm_cell_backward_with_one_state_unused(used):
     got = grads(mt, x.to("trn"), (h.to("trn"), c.to("trn")), loss)
     for g, w in zip(got, want):
         torch.testing.assert_close(g.cpu(), w, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_layer_under_autocast_without_grad(kind):
+    """Under torch.autocast the sequence path gives way to ATen's composite, whose
+    cells cast their gates (it aborted: bfloat16 GEMMs beside float32 states)."""
+    torch.manual_seed(9)
+    m = LAYERS[kind](num_layers=2, bidirectional=True).eval()
+    x = torch.randn(4, 3, 6)
+    with torch.no_grad():
+        want = m(x)[0]
+        with torch.autocast("trn", dtype=BF16):
+            got = copy.deepcopy(m).to("trn")(x.to("trn"))[0]
+    assert got.dtype == BF16
+    torch.testing.assert_close(got.cpu().float(), want, rtol=0.03, atol=0.03)
+
+
+@pytest.mark.uses_fallback  # forward AD's zero tangents: aten::_efficientzerotensor
+def test_forward_ad_through_a_layer_is_not_dropped():
+    """A tangent makes the sequence path give way to the composite: CPU's GRU gives
+    a tangent, and so must trn, or raise as CUDA does (no forward formula for the
+    fused cell) - never a silent None (review)."""
+    import torch.autograd.forward_ad as fwAD
+
+    m = nn.GRU(6, 10).to("trn")
+    x, t = torch.randn(4, 3, 6).to("trn"), torch.randn(4, 3, 6).to("trn")
+    with torch.no_grad(), fwAD.dual_level():
+        try:
+            tangent = fwAD.unpack_dual(m(fwAD.make_dual(x, t))[0]).tangent
+        except NotImplementedError as e:
+            assert "forward AD" in str(e)
+            return
+    assert tangent is not None
 
 
 def test_compiled_model_with_recurrent_layers():

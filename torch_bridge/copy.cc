@@ -35,7 +35,12 @@ at::Tensor HostView(const at::Tensor& t) {
   return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(c10::kCPU));
 }
 
-std::shared_ptr<void> KeepAlive(const at::Tensor& t) { return std::make_shared<at::Tensor>(t); }
+// What a copy command holds until it ran: the storage only. A tensor the caller
+// made in Python (a pinned source) owns a Python object, and dropping the last
+// reference to it on the worker would need the GIL (at exit: a crash).
+std::shared_ptr<void> KeepAlive(const at::Tensor& t) {
+  return std::make_shared<c10::Storage>(t.storage());
+}
 
 // Enqueue a contiguous host -> contiguous device memcpy of dst's bytes.
 void EnqueueH2D(const at::Tensor& dst, const at::Tensor& host, int index) {

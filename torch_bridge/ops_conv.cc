@@ -679,7 +679,7 @@ at::Tensor Upsample(const at::Tensor& self, c10::SymIntArrayRef output_size,
                          : mode == UpsampleMode::kBilinear     ? VisionKernel::kUpsampleBilinear2d
                                                                : VisionKernel::kUpsampleBicubic2d;
   Launch(device, kernels::DescribeVision(k, ro, ri, 1, name), [=] {
-    return kernels::Upsample2d(ro, ri, mode, align_corners, scale_h, scale_w);
+    return kernels::Upsample2d(ro, ri, mode, align_corners, scale_h, scale_w, spatial == 1);
   });
   return out;
 }

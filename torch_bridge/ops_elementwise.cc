@@ -230,9 +230,9 @@ at::Tensor Rsub(const at::Tensor& self, const at::Tensor& other, const at::Scala
 // nn.PReLU / F.prelu: the composite prelu shapes the weight to broadcast over
 // dim 1 and calls _prelu_kernel (it took the CPU fallback): one kernel.
 at::Tensor PreluKernel(const at::Tensor& self, const at::Tensor& weight) {
-  const at::ScalarType common = at::result_type(self, weight);
-  TORCH_CHECK(at::isFloatingType(common), "aten::_prelu_kernel: expected floating operands, got ",
-              self.scalar_type(), " and ", weight.scalar_type());
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()) && at::isFloatingType(weight.scalar_type()),
+              "aten::_prelu_kernel: expected floating operands, got ", self.scalar_type(), " and ",
+              weight.scalar_type());
   return Bin(BinaryOp::kPrelu, "aten::_prelu_kernel", self, weight);
 }
 

@@ -12,6 +12,7 @@
 // layout: LSTM (i, f, g, o) activated, GRU (r, z, n, hx, hn)).
 #include <ATen/core/Tensor.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/gru_native.h>
@@ -21,6 +22,7 @@
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
+#include <initializer_list>
 #include <optional>
 #include <tuple>
 #include <vector>
@@ -64,6 +66,16 @@ TensorRef OptionalRef(const at::Tensor& t, const char* name) {
   return t.defined() ? Ref(t, name) : NoRef();
 }
 
+// The kernel's one-dtype contract, checked for every operand of a launch (a
+// mismatch is an error here, not an abort on the worker).
+void CheckOneDType(const char* name, std::initializer_list<const at::Tensor*> ts) {
+  const at::ScalarType dtype = (*ts.begin())->scalar_type();
+  for (const at::Tensor* t : ts) {
+    TORCH_CHECK(!t->defined() || t->scalar_type() == dtype, name, ": expected every operand in ",
+                dtype, ", got ", t->scalar_type());
+  }
+}
+
 // One launch of the LSTM cell: hy, cy (and workspace, when defined) written
 // in place, so that they may be views into a sequence's output.
 void LaunchLstmCell(int device, const at::Tensor& hy, const at::Tensor& cy,
@@ -71,6 +83,7 @@ void LaunchLstmCell(int device, const at::Tensor& hy, const at::Tensor& cy,
                     const at::Tensor& hgates, const at::Tensor& cx, const at::Tensor& ib,
                     const at::Tensor& hb) {
   const char* name = "aten::_thnn_fused_lstm_cell";
+  CheckOneDType(name, {&igates, &hgates, &cx, &ib, &hb, &hy, &cy, &workspace});
   if (hy.numel() == 0) return;
   const TensorRef h = Ref(hy, name), c = Ref(cy, name), w = OptionalRef(workspace, name);
   const TensorRef ig = Ref(igates, name), hg = Ref(hgates, name), x = Ref(cx, name);
@@ -83,6 +96,7 @@ void LaunchGruCell(int device, const at::Tensor& hy, const at::Tensor& workspace
                    const at::Tensor& igates, const at::Tensor& hgates, const at::Tensor& hx,
                    const at::Tensor& ib, const at::Tensor& hb) {
   const char* name = "aten::_thnn_fused_gru_cell";
+  CheckOneDType(name, {&igates, &hgates, &hx, &ib, &hb, &hy, &workspace});
   if (hy.numel() == 0) return;
   const TensorRef h = Ref(hy, name), w = OptionalRef(workspace, name);
   const TensorRef ig = Ref(igates, name), hg = Ref(hgates, name), x = Ref(hx, name);
@@ -169,12 +183,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> GruCellBa
 // GEMMs cost 2x the one large one. Taken for padded (not packed) input without
 // autograd, dropout or LSTM projections; anything else runs ATen's composite
 // (at::native::lstm / gru), whose cells are this file's kernels too.
+// Whether autograd must record the call: reverse mode (grad mode and an input
+// that requires grad) or forward mode (an input with a tangent, grad mode or not).
 bool NeedsGrad(const at::Tensor& input, at::TensorList hx, at::TensorList params) {
-  if (!at::GradMode::is_enabled()) return false;
-  if (input.requires_grad()) return true;
+  const bool reverse = at::GradMode::is_enabled();
+  const auto needs = [&](const at::Tensor& t) {
+    return t.defined() && ((reverse && t.requires_grad()) || t._fw_grad(/*level=*/0).defined());
+  };
+  if (needs(input)) return true;
   for (at::TensorList list : {hx, params}) {
     for (const at::Tensor& t : list) {
-      if (t.defined() && t.requires_grad()) return true;
+      if (needs(t)) return true;
     }
   }
   return false;
@@ -187,6 +206,9 @@ bool SequencePathApplies(const at::Tensor& input, at::TensorList hx, at::TensorL
                          bool has_biases, int64_t num_layers, double dropout, bool train,
                          bool bidirectional, bool batch_first, int64_t gates) {
   if (NeedsGrad(input, hx, params) || (train && dropout > 0 && num_layers > 1)) return false;
+  // Under autocast the composite's cells cast their gates (Note [Autocast]); here
+  // the GEMMs would come back in the autocast dtype beside float32 states.
+  if (at::autocast::is_autocast_enabled(c10::DeviceType::PrivateUse1)) return false;
   if (input.dim() != 3 || input.size(batch_first ? 1 : 0) == 0 || hx.empty()) return false;
   const int64_t dirs = bidirectional ? 2 : 1, per = has_biases ? 4 : 2;
   if (num_layers < 1 || static_cast<int64_t>(params.size()) != num_layers * dirs * per) {

@@ -140,7 +140,7 @@ KernelInfo DescribeConstantPad(const TensorRef& out, const TensorRef& in, const 
 // torch's reflection_pad{1,2,3}d / replication_pad{1,2,3}d in one pass over out:
 // out[o] = in[src(o - before)] per dim, src reflecting at the edges (without
 // repeating the edge: -1 -> 1, n -> n - 2) or clamping to them. Negative pads
-// crop. For kReflect every |pad| < the dim's size (the caller checks); in has
+// crop. For kReflect every positive pad < the dim's size (the caller checks); in has
 // at least one element per padded dim. Same dtype and ndim.
 enum class PadMode : uint8_t { kReflect, kReplicate };
 Status IndexPad(const TensorRef& out, const TensorRef& in, const int64_t* before, PadMode mode);

@@ -382,10 +382,11 @@ float ScaleValue(double scale, int64_t in, int64_t out) {
 }
 
 // The source index of output o: floor(o * s), or floor((o + 0.5) * s) for
-// nearest-exact (both o itself at scale 1 and o / 2 at scale 2).
-int64_t NearestIndex(int64_t o, int64_t in, int64_t out, double scale, bool exact) {
-  if (out == in) return o;
-  if (out == 2 * in) return o >> 1;
+// nearest-exact; by size alone for out == in / 2 * in when `by_size` (torch's
+// 2-D nearest, Upsample2d).
+int64_t NearestIndex(int64_t o, int64_t in, int64_t out, double scale, bool exact, bool by_size) {
+  if (by_size && out == in) return o;
+  if (by_size && out == 2 * in) return o >> 1;
   const float s = ScaleValue(scale, in, out);
   const float src = exact ? (static_cast<float>(o) + 0.5f) * s : static_cast<float>(o) * s;
   return std::min(static_cast<int64_t>(std::floor(src)), in - 1);
@@ -435,21 +436,21 @@ CubicTap CubicTapOf(int64_t o, int64_t in, int64_t out, bool align_corners, doub
 }  // namespace
 
 Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
-                  bool align_corners, double scale_h, double scale_w) {
+                  bool align_corners, double scale_h, double scale_w, bool one_dim) {
   CheckPlanes(out, in);
   const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
   if (out.numel() == 0) return Status::Ok();
   if (mode == UpsampleMode::kNearest || mode == UpsampleMode::kNearestExact) {
-    const bool exact = mode == UpsampleMode::kNearestExact;
+    const bool exact = mode == UpsampleMode::kNearestExact, by_size = !exact && !one_dim;
     TRN_ASSERT(w <= std::numeric_limits<int32_t>::max(), "upsample_nearest2d: W fits int32");
     std::vector<int32_t> xs(static_cast<size_t>(ow));
     for (int64_t x = 0; x < ow; ++x) {
-      xs[x] = static_cast<int32_t>(NearestIndex(x, w, ow, scale_w, exact));
+      xs[x] = static_cast<int32_t>(NearestIndex(x, w, ow, scale_w, exact, by_size));
     }
     const auto gather = HWY_DYNAMIC_DISPATCH(vision::GatherRow);
     int64_t last = -1;  // input row that row holds: an upscaled row repeats it
     ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
-      const int64_t iy = NearestIndex(y, h, oh, scale_h, exact);
+      const int64_t iy = NearestIndex(y, h, oh, scale_h, exact, by_size);
       if (y != 0 && iy == last) return;
       gather(plane + iy * w, xs.data(), static_cast<size_t>(ow), row);
       last = iy;

@@ -46,8 +46,11 @@ enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBicubic, kNearestExact
 // antialias) / _upsample_nearest_exact2d (source floor((o + 0.5) * scale), where
 // nearest takes floor(o * scale)); scale_h/scale_w are the user's scale factors or <= 0 when
 // output sizes were given (then in/out). align_corners: bilinear and bicubic.
+// one_dim: a 1-D op seen with H = 1. torch's 2-D nearest maps out == in and
+// out == 2 * in by size whatever the scale (o, o / 2); its 1-D nearest and
+// nearest-exact always use the scale.
 Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
-                  bool align_corners, double scale_h, double scale_w);
+                  bool align_corners, double scale_h, double scale_w, bool one_dim = false);
 
 // torch's im2col (F.unfold, nn.Unfold: Llama 4's vision patch embedding):
 // in [N, C, H, W] any dtype and strides, out [N, C*KH*KW, OH*OW] with

@@ -236,8 +236,10 @@ TEST(AdaptiveAvgPool2d, AnyOutputSize) {
   }
 }
 
-// Source coordinate of torch's linear interpolation.
+// Source coordinate of torch's linear interpolation (a dim of unchanged size
+// is copied whatever the scale, as torch's compute_source_index_and_lambda).
 double LinearSource(int64_t o, int64_t in, int64_t out, bool align, double scale) {
+  if (in == out) return static_cast<double>(o);
   if (align) return out > 1 ? double(in - 1) / (out - 1) * o : 0.0;
   const double s = scale > 0 ? 1.0 / scale : double(in) / out;
   return std::max(s * (o + 0.5) - 0.5, 0.0);
@@ -250,6 +252,9 @@ TEST(Upsample2d, NearestAndBilinear) {
   };
   for (const U& u : {U{12, 10, 2.0, 2.0}, U{9, 12, 1.5, 2.5}, U{7, 5, 0, 0}, U{3, 2, 0.5, 0.5},
                      U{13, 3, 0, 0},
+                     // Sizes of scale 2 and 1 from scales 2.2 and 1.1: 2-D nearest maps by
+                     // size, nearest-exact by the scale.
+                     U{12, 5, 2.2, 1.1},
                      // Rows of several vectors plus a tail (nearest gathers whole vectors).
                      U{12, 40, 2.0, 8.0}, U{13, 37, 0, 0}}) {
     for (int mode = 0; mode < 4; ++mode) {  // nearest, bilinear, bilinear align_corners, nearest-exact
@@ -266,8 +271,12 @@ TEST(Upsample2d, NearestAndBilinear) {
                 const double sy = u.sh > 0 ? 1.0 / u.sh : double(h) / u.oh;
                 const double sx = u.sw > 0 ? 1.0 / u.sw : double(w) / u.ow;
                 const double off = mode == 3 ? 0.5 : 0.0;
-                want.push_back(at(std::min<int64_t>(std::floor((y + off) * sy), h - 1),
-                                  std::min<int64_t>(std::floor((x + off) * sx), w - 1)));
+                const auto src = [&](int64_t o, int64_t n, int64_t on, double s) -> int64_t {
+                  if (mode == 0 && on == n) return o;
+                  if (mode == 0 && on == 2 * n) return o / 2;
+                  return std::min<int64_t>(std::floor((o + off) * s), n - 1);
+                };
+                want.push_back(at(src(y, h, u.oh, sy), src(x, w, u.ow, sx)));
                 continue;
               }
               const double ry = LinearSource(y, h, u.oh, mode == 2, u.sh);
@@ -280,6 +289,8 @@ TEST(Upsample2d, NearestAndBilinear) {
                              ly * ((1 - lx) * at(y1, x0) + lx * at(y1, x1)));
             }
         ForEachTarget([&](const char*) {
+          SCOPED_TRACE("mode " + std::to_string(mode) + " oh " + std::to_string(u.oh) + " ow " +
+                       std::to_string(u.ow));
           const UpsampleMode m = mode == 0   ? UpsampleMode::kNearest
                                  : mode == 3 ? UpsampleMode::kNearestExact
                                              : UpsampleMode::kBilinear;

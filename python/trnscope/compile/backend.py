@@ -464,7 +464,8 @@ class _Lowering:
         xv = self.vals[x]
         if not self._tensor(x) or xv.dim() == 0 or xv.dtype == torch.bool:
             return None
-        dim = int(self._value(src.kwargs.get("dim", src.args[1]))) % xv.dim()
+        dim = src.kwargs["dim"] if "dim" in src.kwargs else src.args[1]
+        dim = int(self._value(dim)) % xv.dim()
         if xv.shape[dim] == 0:
             return None
         op = _EXTREMUM_DIM[src.target][idx]
