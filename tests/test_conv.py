@@ -563,6 +563,44 @@ def test_nearest_with_a_scale_that_sizes_do_not_show(mode, shape, scale):
     assert torch.equal(F.interpolate(x.to("trn"), scale_factor=scale, mode=mode).cpu(), want)
 
 
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("align_corners", [False, True])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_grid_sample(mode, padding_mode, align_corners, layout):
+    """F.grid_sample (deformable attention): bilinear and nearest are one kernel (they
+    took the CPU fallback): coordinates past the border on every side, exact pixel
+    centres and, for nearest, halfway points (rounded half to even as on CPU)."""
+    x = make((2, 3, 7, 9))
+    grid = make((2, 5, 6, 2), salt="grid") * 1.3
+    grid[0, 0, :, 0] = torch.linspace(-1, 1, 6)  # pixel centres (align_corners) / edges
+    grid[1, 0, :, 0] = (torch.arange(6) + 0.5) / 9 * 2 - 1  # halfway between columns
+    want = F.grid_sample(x, grid, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    xt, gt = to_trn(x, layout), to_trn(grid, layout)
+    got = F.grid_sample(xt, gt, mode=mode, padding_mode=padding_mode, align_corners=align_corners)
+    check(got, want)
+
+
+def test_grid_sample_dtypes_bicubic_and_errors():
+    x, grid = make((1, 2, 5, 5)), make((1, 3, 4, 2), salt="grid")
+    for dtype in (BF16, F16):
+        want = F.grid_sample(x.to(dtype).float(), grid.to(dtype).float(), align_corners=False)
+        check(F.grid_sample(x.to(dtype).to("trn"), grid.to(dtype).to("trn"), align_corners=False),
+              want.to(dtype))
+    with pytest.raises(RuntimeError, match="grid and input of one dtype"):
+        torch.grid_sampler_2d(x.to("trn"), grid.double().to("trn"), 0, 0, False)
+    with pytest.raises(RuntimeError, match=r"grid \[N, H_out, W_out, 2\]"):
+        torch.grid_sampler_2d(x.to("trn"), make((2, 3, 4, 2)).to("trn"), 0, 0, False)
+
+
+@pytest.mark.uses_fallback
+def test_grid_sample_bicubic_uses_the_cpu_fallback():
+    x, grid = make((1, 2, 5, 5)), make((1, 3, 4, 2), salt="grid")
+    want = F.grid_sample(x, grid, mode="bicubic", align_corners=False)
+    check(F.grid_sample(x.to("trn"), grid.to("trn"), mode="bicubic", align_corners=False), want)
+    assert trnscope.fallback_ops().get("aten::grid_sampler_2d") == 1
+
+
 @pytest.mark.parametrize("dtype", [BF16, F16])
 @pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "linear", "bilinear", "bicubic"])
 def test_upsample_dtypes_1d(dtype, mode):

@@ -24,6 +24,7 @@
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
+#include <ATen/ops/grid_sampler_2d_ops.h>
 #include <ATen/ops/native_batch_norm_ops.h>
 #include <torch/library.h>
 
@@ -703,6 +704,41 @@ at::Tensor UpsampleBicubic2d(const at::Tensor& self, c10::SymIntArrayRef output_
   return Upsample(self, output_size, kernels::UpsampleMode::kBicubic, align_corners, sh, sw,
                   "aten::upsample_bicubic2d");
 }
+// F.grid_sample, 2-D (deformable attention, spatial transformers): bilinear
+// and nearest run natively; bicubic takes the CPU fallback.
+at::Tensor GridSampler2d(const at::Tensor& input, const at::Tensor& grid, int64_t mode,
+                         int64_t padding, bool align_corners) {
+  constexpr const char* kName = "aten::grid_sampler_2d";
+  const int device = CommonDevice(kName, {&input, &grid});
+  TORCH_CHECK(input.dim() == 4 && grid.dim() == 4 && grid.size(3) == 2 &&
+                  grid.size(0) == input.size(0),
+              kName, ": expected input [N, C, H, W] and grid [N, H_out, W_out, 2] of one batch, "
+              "got ", input.sizes(), " and ", grid.sizes());
+  TORCH_CHECK(input.size(2) > 0 && input.size(3) > 0, kName,
+              ": expected an input with non-empty spatial dims, got ", input.sizes());
+  TORCH_CHECK(mode >= 0 && mode <= 2, kName, ": expected interpolation_mode 0 (bilinear), ",
+              "1 (nearest) or 2 (bicubic), got ", mode);
+  TORCH_CHECK(padding >= 0 && padding <= 2, kName, ": expected padding_mode 0 (zeros), ",
+              "1 (border) or 2 (reflection), got ", padding);
+  CheckFloating(input, kName);
+  TORCH_CHECK(grid.scalar_type() == input.scalar_type(), kName,
+              ": expected grid and input of one dtype, got ", grid.scalar_type(), " and ",
+              input.scalar_type());
+  if (mode == 2) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::grid_sampler_2d>::call(
+        input, grid, mode, padding, align_corners);
+  }
+  at::Tensor out =
+      Empty({input.size(0), input.size(1), grid.size(1), grid.size(2)}, input.scalar_type(), device);
+  if (out.numel() == 0) return out;
+  const TensorRef ro = Ref(out, kName), ri = Ref(input, kName), rg = Ref(grid, kName);
+  const auto m = mode == 0 ? kernels::GridSampleMode::kBilinear : kernels::GridSampleMode::kNearest;
+  const auto p = static_cast<kernels::GridSamplePadding>(padding);
+  Launch(device, kernels::DescribeVision(kernels::VisionKernel::kGridSample2d, ro, ri, 1, kName),
+         [=] { return kernels::GridSample2d(ro, ri, rg, m, p, align_corners); });
+  return out;
+}
+
 // mode="nearest-exact" (torch's fix of nearest's half-pixel shift): it took the fallback.
 at::Tensor UpsampleNearestExact2d(const at::Tensor& self, c10::SymIntArrayRef output_size,
                                   std::optional<double> sh, std::optional<double> sw) {
@@ -813,6 +849,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("upsample_bicubic2d", TORCH_FN(UpsampleBicubic2d));
   m.impl("upsample_nearest1d", TORCH_FN(UpsampleNearest1d));
   m.impl("_upsample_nearest_exact2d", TORCH_FN(UpsampleNearestExact2d));
+  m.impl("grid_sampler_2d", TORCH_FN(GridSampler2d));
   m.impl("_upsample_nearest_exact1d", TORCH_FN(UpsampleNearestExact1d));
   m.impl("upsample_linear1d", TORCH_FN(UpsampleLinear1d));
 }

@@ -568,6 +568,91 @@ Status Im2Col(const TensorRef& out, const TensorRef& in, const Im2ColParams& p) 
   return Status::Ok();
 }
 
+namespace {
+
+// torch's grid_sampler_compute_source_index for one coordinate.
+float GridSource(float coord, int64_t size, GridSamplePadding padding, bool align_corners) {
+  const float n = static_cast<float>(size);
+  float c = align_corners ? (coord + 1) / 2 * (n - 1) : ((coord + 1) * n - 1) / 2;
+  const auto clip = [n](float v) { return std::min(n - 1, std::max(v, 0.0f)); };
+  if (padding == GridSamplePadding::kBorder) return clip(c);
+  if (padding == GridSamplePadding::kReflection) {
+    // Reflect over [lo, hi] (twice the bounds: corners or pixel edges), then clip.
+    const int64_t twice_lo = align_corners ? 0 : -1;
+    const int64_t twice_hi = align_corners ? 2 * (size - 1) : 2 * size - 1;
+    if (twice_lo == twice_hi) return 0.0f;
+    const float lo = static_cast<float>(twice_lo) / 2;
+    const float span = static_cast<float>(twice_hi - twice_lo) / 2;
+    const float d = std::fabs(c - lo);
+    const float extra = std::fmod(d, span);
+    const int flips = static_cast<int>(std::floor(d / span));
+    c = flips % 2 == 0 ? extra + lo : span - extra + lo;
+    return clip(c);
+  }
+  return c;
+}
+
+}  // namespace
+
+Status GridSample2d(const TensorRef& out, const TensorRef& in, const TensorRef& grid,
+                    GridSampleMode mode, GridSamplePadding padding, bool align_corners) {
+  TRN_ASSERT(in.ndim == 4 && grid.ndim == 4 && out.ndim == 4 && grid.sizes[3] == 2 &&
+                 grid.sizes[0] == in.sizes[0] && out.sizes[0] == in.sizes[0] &&
+                 out.sizes[1] == in.sizes[1] && out.sizes[2] == grid.sizes[1] &&
+                 out.sizes[3] == grid.sizes[2] && IsFloating(in.dtype) &&
+                 grid.dtype == in.dtype && out.dtype == in.dtype,
+             "grid_sample: in [N, C, H, W], grid [N, HO, WO, 2], out [N, C, HO, WO], one dtype");
+  const int64_t n = in.sizes[0], c = in.sizes[1], h = in.sizes[2], w = in.sizes[3];
+  const int64_t ho = out.sizes[2], wo = out.sizes[3];
+  const size_t item = ItemSize(in.dtype);
+  const auto load = [&](const TensorRef& t, int64_t offset) {
+    float v;
+    internal::LoadAsF32(t.dtype, static_cast<const char*>(t.data) + offset * int64_t(item), 1, 1, &v);
+    return v;
+  };
+  const auto store = [&](int64_t offset, float v) {
+    internal::StoreFromF32(out.dtype, static_cast<char*>(out.data) + offset * int64_t(item), 1, 1, &v);
+  };
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t y = 0; y < ho; ++y) {
+      for (int64_t x = 0; x < wo; ++x) {
+        const int64_t g = b * grid.strides[0] + y * grid.strides[1] + x * grid.strides[2];
+        const float ix = GridSource(load(grid, g), w, padding, align_corners);
+        const float iy = GridSource(load(grid, g + grid.strides[3]), h, padding, align_corners);
+        const int64_t o = b * out.strides[0] + y * out.strides[2] + x * out.strides[3];
+        const int64_t base = b * in.strides[0];
+        const auto inside = [&](int64_t yy, int64_t xx) { return yy >= 0 && yy < h && xx >= 0 && xx < w; };
+        const auto at = [&](int64_t ch, int64_t yy, int64_t xx) {
+          return load(in, base + ch * in.strides[1] + yy * in.strides[2] + xx * in.strides[3]);
+        };
+        if (mode == GridSampleMode::kNearest) {
+          const int64_t xn = static_cast<int64_t>(std::nearbyint(ix));
+          const int64_t yn = static_cast<int64_t>(std::nearbyint(iy));
+          const bool ok = inside(yn, xn);
+          for (int64_t ch = 0; ch < c; ++ch) store(o + ch * out.strides[1], ok ? at(ch, yn, xn) : 0.0f);
+          continue;
+        }
+        // Bilinear: the four corners around (ix, iy), out-of-bounds ones weigh nothing.
+        const float fx = std::floor(ix), fy = std::floor(iy);
+        const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+        const float tx = ix - fx, ty = iy - fy;
+        const float wts[4] = {(1 - tx) * (1 - ty), tx * (1 - ty), (1 - tx) * ty, tx * ty};
+        const int64_t ys[4] = {y0, y0, y0 + 1, y0 + 1}, xs[4] = {x0, x0 + 1, x0, x0 + 1};
+        bool ok[4];
+        for (int k = 0; k < 4; ++k) ok[k] = inside(ys[k], xs[k]);
+        for (int64_t ch = 0; ch < c; ++ch) {
+          float v = 0;
+          for (int k = 0; k < 4; ++k) {
+            if (ok[k]) v += at(ch, ys[k], xs[k]) * wts[k];
+          }
+          store(o + ch * out.strides[1], v);
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, const char* aten_op) {
   static const char* const kNames[4] = {"batch_norm_f32", "batch_norm_f64", "batch_norm_bf16",
                                         "batch_norm_f16"};
@@ -583,7 +668,7 @@ rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, cons
 
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op) {
-  static const char* const kNames[8][4] = {
+  static const char* const kNames[9][4] = {
       {"max_pool2d_f32", "max_pool2d_f64", "max_pool2d_bf16", "max_pool2d_f16"},
       {"avg_pool2d_f32", "avg_pool2d_f64", "avg_pool2d_bf16", "avg_pool2d_f16"},
       {"adaptive_avg_pool2d_f32", "adaptive_avg_pool2d_f64", "adaptive_avg_pool2d_bf16",
@@ -597,6 +682,8 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
       {"im2col_f32", "im2col_f64", "im2col_bf16", "im2col_f16"},
       {"upsample_nearest_exact2d_f32", "upsample_nearest_exact2d_f64",
        "upsample_nearest_exact2d_bf16", "upsample_nearest_exact2d_f16"},
+      {"grid_sampler_2d_f32", "grid_sampler_2d_f64", "grid_sampler_2d_bf16",
+       "grid_sampler_2d_f16"},
   };
   rt::KernelInfo info;
   info.name = DTypeSuffixed(kNames[static_cast<int>(kernel)], in.dtype);
@@ -605,6 +692,7 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
   uint64_t per_out = window;
   if (kernel == VisionKernel::kUpsampleNearest2d) per_out = 1;
   if (kernel == VisionKernel::kUpsampleNearestExact2d) per_out = 1;
+  if (kernel == VisionKernel::kGridSample2d) per_out = 12;  // coordinates + 4 taps
   if (kernel == VisionKernel::kUpsampleBilinear2d) per_out = 7;
   if (kernel == VisionKernel::kUpsampleBicubic2d) per_out = 15;  // 4 + 4 taps, one per FMA pair
   if (kernel == VisionKernel::kIm2Col) per_out = 0;                // a copy

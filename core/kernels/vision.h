@@ -61,12 +61,23 @@ struct Im2ColParams {
 };
 Status Im2Col(const TensorRef& out, const TensorRef& in, const Im2ColParams& p);
 
+// torch's grid_sampler_2d (F.grid_sample; deformable attention) for bilinear and
+// nearest modes: in [N, C, H, W], grid [N, HO, WO, 2] of (x, y) in [-1, 1], out
+// [N, C, HO, WO]; any strides, floating dtypes (in, grid and out one dtype),
+// float32 math. Source coordinates and their padding (zeros, border,
+// reflection) as torch's grid_sampler_compute_source_index; nearest rounds half
+// to even. Bicubic is not here (the caller's job).
+enum class GridSampleMode : uint8_t { kBilinear, kNearest };
+enum class GridSamplePadding : uint8_t { kZeros, kBorder, kReflection };
+Status GridSample2d(const TensorRef& out, const TensorRef& in, const TensorRef& grid,
+                    GridSampleMode mode, GridSamplePadding padding, bool align_corners);
+
 // Kernel info of the pools and upsamplers: name like "max_pool2d_f32"; flops
 // per output element = the window size (pools), 1 (nearest), 7 (bilinear),
 // 15 (bicubic).
 enum class VisionKernel : uint8_t {
   kMaxPool2d, kAvgPool2d, kAdaptiveAvgPool2d, kUpsampleNearest2d, kUpsampleBilinear2d,
-  kUpsampleBicubic2d, kIm2Col, kUpsampleNearestExact2d,
+  kUpsampleBicubic2d, kIm2Col, kUpsampleNearestExact2d, kGridSample2d,
 };
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op);
