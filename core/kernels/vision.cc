@@ -21,6 +21,7 @@
 
 #include "core/common/assert.h"
 #include "core/kernels/convert.h"
+#include "core/kernels/scratch.h"
 #include "core/kernels/strided.h"
 
 namespace trn::kernels {
@@ -594,6 +595,94 @@ float GridSource(float coord, int64_t size, GridSamplePadding padding, bool alig
 
 }  // namespace
 
+namespace {
+
+// Note [Grid sample taps]: the taps of every output position of an image are
+// computed once (4 plane offsets and weights; nearest: 1 tap of weight 1, an
+// outside one of weight 0), then applied channel by channel, so each pass
+// reads one input plane that stays in cache. Per position and channel that
+// is 4 loads and FMAs. [2, 64, 32, 32] with a 32 x 32 grid, trn / CPU PyTorch
+// (1 thread, 7 rounds of 10 calls): bilinear 0.80x, nearest 0.67x; with the
+// channels walked per position 1.55x / 1.74x, through the dtype converters
+// 11x / 3.5x. kF32: in and out float32, read and written directly.
+template <bool kF32>
+Status GridSampleImpl(const TensorRef& out, const TensorRef& in, const TensorRef& grid,
+                      GridSampleMode mode, GridSamplePadding padding, bool align_corners) {
+  const int64_t n = in.sizes[0], c = in.sizes[1], h = in.sizes[2], w = in.sizes[3];
+  const int64_t ho = out.sizes[2], wo = out.sizes[3], positions = ho * wo;
+  const int64_t item = static_cast<int64_t>(ItemSize(in.dtype));
+  const auto load = [item](const TensorRef& t, int64_t offset) {
+    if constexpr (kF32) {
+      return static_cast<const float*>(t.data)[offset];
+    } else {
+      float v;
+      internal::LoadAsF32(t.dtype, static_cast<const char*>(t.data) + offset * item, 1, 1, &v);
+      return v;
+    }
+  };
+  internal::ScratchBuffer<float> weight_buffer;
+  internal::ScratchBuffer<int64_t> offset_buffer;
+  float* const wt = weight_buffer.Get(4 * positions);
+  int64_t* const src = offset_buffer.Get(4 * positions);
+  if (wt == nullptr || src == nullptr) return Status::Error("grid_sample: no host memory for the taps");
+  const bool nearest = mode == GridSampleMode::kNearest;
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t y = 0, p = 0; y < ho; ++y) {
+      for (int64_t x = 0; x < wo; ++x, ++p) {
+        const int64_t g = b * grid.strides[0] + y * grid.strides[1] + x * grid.strides[2];
+        const float ix = GridSource(load(grid, g), w, padding, align_corners);
+        const float iy = GridSource(load(grid, g + grid.strides[3]), h, padding, align_corners);
+        float* pw = wt + 4 * p;
+        int64_t* ps = src + 4 * p;
+        int64_t ys[4], xs[4];
+        if (nearest) {  // round half to even, as torch
+          ys[0] = static_cast<int64_t>(std::nearbyint(iy));
+          xs[0] = static_cast<int64_t>(std::nearbyint(ix));
+          pw[0] = 1.0f;
+          for (int k = 1; k < 4; ++k) ys[k] = xs[k] = 0, pw[k] = 0.0f;
+        } else {
+          const float fx = std::floor(ix), fy = std::floor(iy);
+          const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
+          const float tx = ix - fx, ty = iy - fy;
+          pw[0] = (1 - tx) * (1 - ty), pw[1] = tx * (1 - ty), pw[2] = (1 - tx) * ty, pw[3] = tx * ty;
+          ys[0] = ys[1] = y0, ys[2] = ys[3] = y0 + 1;
+          xs[0] = xs[2] = x0, xs[1] = xs[3] = x0 + 1;
+        }
+        for (int k = 0; k < 4; ++k) {  // an outside tap reads the plane's start with weight 0
+          const bool ok = ys[k] >= 0 && ys[k] < h && xs[k] >= 0 && xs[k] < w;
+          ps[k] = ok ? ys[k] * in.strides[2] + xs[k] * in.strides[3] : 0;
+          if (!ok) pw[k] = 0.0f;
+        }
+      }
+    }
+    for (int64_t ch = 0; ch < c; ++ch) {
+      const int64_t plane = b * in.strides[0] + ch * in.strides[1];
+      const int64_t oplane = b * out.strides[0] + ch * out.strides[1];
+      for (int64_t y = 0, p = 0; y < ho; ++y) {
+        for (int64_t x = 0; x < wo; ++x, ++p) {
+          const float* pw = wt + 4 * p;
+          const int64_t* ps = src + 4 * p;
+          float v = load(in, plane + ps[0]) * pw[0];
+          if (!nearest) {
+            v += load(in, plane + ps[1]) * pw[1];
+            v += load(in, plane + ps[2]) * pw[2];
+            v += load(in, plane + ps[3]) * pw[3];
+          }
+          const int64_t o = oplane + y * out.strides[2] + x * out.strides[3];
+          if constexpr (kF32) {
+            static_cast<float*>(out.data)[o] = v;
+          } else {
+            internal::StoreFromF32(out.dtype, static_cast<char*>(out.data) + o * item, 1, 1, &v);
+          }
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
 Status GridSample2d(const TensorRef& out, const TensorRef& in, const TensorRef& grid,
                     GridSampleMode mode, GridSamplePadding padding, bool align_corners) {
   TRN_ASSERT(in.ndim == 4 && grid.ndim == 4 && out.ndim == 4 && grid.sizes[3] == 2 &&
@@ -602,55 +691,10 @@ Status GridSample2d(const TensorRef& out, const TensorRef& in, const TensorRef& 
                  out.sizes[3] == grid.sizes[2] && IsFloating(in.dtype) &&
                  grid.dtype == in.dtype && out.dtype == in.dtype,
              "grid_sample: in [N, C, H, W], grid [N, HO, WO, 2], out [N, C, HO, WO], one dtype");
-  const int64_t n = in.sizes[0], c = in.sizes[1], h = in.sizes[2], w = in.sizes[3];
-  const int64_t ho = out.sizes[2], wo = out.sizes[3];
-  const size_t item = ItemSize(in.dtype);
-  const auto load = [&](const TensorRef& t, int64_t offset) {
-    float v;
-    internal::LoadAsF32(t.dtype, static_cast<const char*>(t.data) + offset * int64_t(item), 1, 1, &v);
-    return v;
-  };
-  const auto store = [&](int64_t offset, float v) {
-    internal::StoreFromF32(out.dtype, static_cast<char*>(out.data) + offset * int64_t(item), 1, 1, &v);
-  };
-  for (int64_t b = 0; b < n; ++b) {
-    for (int64_t y = 0; y < ho; ++y) {
-      for (int64_t x = 0; x < wo; ++x) {
-        const int64_t g = b * grid.strides[0] + y * grid.strides[1] + x * grid.strides[2];
-        const float ix = GridSource(load(grid, g), w, padding, align_corners);
-        const float iy = GridSource(load(grid, g + grid.strides[3]), h, padding, align_corners);
-        const int64_t o = b * out.strides[0] + y * out.strides[2] + x * out.strides[3];
-        const int64_t base = b * in.strides[0];
-        const auto inside = [&](int64_t yy, int64_t xx) { return yy >= 0 && yy < h && xx >= 0 && xx < w; };
-        const auto at = [&](int64_t ch, int64_t yy, int64_t xx) {
-          return load(in, base + ch * in.strides[1] + yy * in.strides[2] + xx * in.strides[3]);
-        };
-        if (mode == GridSampleMode::kNearest) {
-          const int64_t xn = static_cast<int64_t>(std::nearbyint(ix));
-          const int64_t yn = static_cast<int64_t>(std::nearbyint(iy));
-          const bool ok = inside(yn, xn);
-          for (int64_t ch = 0; ch < c; ++ch) store(o + ch * out.strides[1], ok ? at(ch, yn, xn) : 0.0f);
-          continue;
-        }
-        // Bilinear: the four corners around (ix, iy), out-of-bounds ones weigh nothing.
-        const float fx = std::floor(ix), fy = std::floor(iy);
-        const int64_t x0 = static_cast<int64_t>(fx), y0 = static_cast<int64_t>(fy);
-        const float tx = ix - fx, ty = iy - fy;
-        const float wts[4] = {(1 - tx) * (1 - ty), tx * (1 - ty), (1 - tx) * ty, tx * ty};
-        const int64_t ys[4] = {y0, y0, y0 + 1, y0 + 1}, xs[4] = {x0, x0 + 1, x0, x0 + 1};
-        bool ok[4];
-        for (int k = 0; k < 4; ++k) ok[k] = inside(ys[k], xs[k]);
-        for (int64_t ch = 0; ch < c; ++ch) {
-          float v = 0;
-          for (int k = 0; k < 4; ++k) {
-            if (ok[k]) v += at(ch, ys[k], xs[k]) * wts[k];
-          }
-          store(o + ch * out.strides[1], v);
-        }
-      }
-    }
-  }
-  return Status::Ok();
+  if (out.numel() == 0) return Status::Ok();
+  return in.dtype == DType::kFloat32
+             ? GridSampleImpl<true>(out, in, grid, mode, padding, align_corners)
+             : GridSampleImpl<false>(out, in, grid, mode, padding, align_corners);
 }
 
 rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, const char* aten_op) {
