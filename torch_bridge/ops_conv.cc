@@ -329,28 +329,28 @@ void LaunchIndexPad(const PadPlan& plan, const at::Tensor& self, const at::Tenso
          [=] { return kernels::IndexPad(ro, ri, before.data(), mode); });
 }
 
-template <int K, kernels::PadMode M>
+template <kernels::PadMode M>
 constexpr const char* PadName() {
   return M == kernels::PadMode::kReflect ? "aten::reflection_pad" : "aten::replication_pad";
 }
 
 template <int K, kernels::PadMode M>
 at::Tensor& IndexPadOut(const at::Tensor& self, at::IntArrayRef pad, at::Tensor& out) {
-  const PadPlan plan = PlanIndexPad(self, pad, K, M, PadName<K, M>());
-  CommonDevice(PadName<K, M>(), {&self, &out});
-  TORCH_CHECK(out.scalar_type() == self.scalar_type(), PadName<K, M>(), ": expected out of ",
+  const PadPlan plan = PlanIndexPad(self, pad, K, M, PadName<M>());
+  CommonDevice(PadName<M>(), {&self, &out});
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), PadName<M>(), ": expected out of ",
               self.scalar_type(), ", got ", out.scalar_type());
-  PrepareOut(out, plan.sizes, self.scalar_type(), PadName<K, M>());
-  LaunchIndexPad(plan, self, out, M, PadName<K, M>());
+  PrepareOut(out, plan.sizes, self.scalar_type(), PadName<M>());
+  LaunchIndexPad(plan, self, out, M, PadName<M>());
   return out;
 }
 
 // Output layout as torch's: the input's suggested memory format.
 template <int K, kernels::PadMode M>
 at::Tensor IndexPadNew(const at::Tensor& self, at::IntArrayRef pad) {
-  const PadPlan plan = PlanIndexPad(self, pad, K, M, PadName<K, M>());
+  const PadPlan plan = PlanIndexPad(self, pad, K, M, PadName<M>());
   at::Tensor out = EmptyLikeInput(plan.sizes, self, plan.device);
-  LaunchIndexPad(plan, self, out, M, PadName<K, M>());
+  LaunchIndexPad(plan, self, out, M, PadName<M>());
   return out;
 }
 

@@ -593,9 +593,6 @@ float GridSource(float coord, int64_t size, GridSamplePadding padding, bool alig
   return c;
 }
 
-}  // namespace
-
-namespace {
 
 // Note [Grid sample taps]: the taps of every output position of an image are
 // computed once (4 plane offsets and weights; nearest: 1 tap of weight 1, an
