@@ -51,6 +51,7 @@
 #include <tuple>
 
 #include "core/kernels/attention.h"
+#include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -248,7 +249,8 @@ at::Tensor ScaledDotProductAttention(const at::Tensor& q, const at::Tensor& k,
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("_scaled_dot_product_fused_attention_overrideable", TORCH_FN(FusedAttention));
   m.impl("_scaled_dot_product_fused_attention_overrideable_backward",
          TORCH_FN(FusedAttentionBackward));

@@ -818,7 +818,8 @@ at::Tensor Im2Col(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntAr
   return Im2ColOut(self, kernel_size, dilation, padding, stride, out);
 }
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("constant_pad_nd", TORCH_FN(ConstantPadNd));
   using kernels::PadMode;
   m.impl("reflection_pad1d", TORCH_FN((IndexPadNew<1, PadMode::kReflect>)));
@@ -835,8 +836,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("replication_pad3d.out", TORCH_FN((IndexPadOut<3, PadMode::kReplicate>)));
   m.impl("im2col", TORCH_FN(Im2Col));
   m.impl("im2col.out", TORCH_FN(Im2ColOut));
-  m.impl("convolution_overrideable", TORCH_FN(ConvolutionOverrideable));
-  m.impl("convolution_backward_overrideable", TORCH_FN(ConvolutionBackwardOverrideable));
+  m.impl_floating("convolution_overrideable", TORCH_FN(ConvolutionOverrideable));
+  m.impl_floating("convolution_backward_overrideable", TORCH_FN(ConvolutionBackwardOverrideable));
   m.impl("native_batch_norm", TORCH_FN(NativeBatchNorm));
   m.impl("_native_batch_norm_legit_no_training", TORCH_FN(BatchNormLegitNoTraining));
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(BatchNormLegitNoStats));

@@ -25,6 +25,7 @@
 #include <limits>
 #include <optional>
 
+#include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -967,7 +968,8 @@ at::Tensor& Zero_(at::Tensor& self) { return FillValue_(self, 0.0, "aten::zero_"
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("add.Tensor", TORCH_FN(Add));
   m.impl("add_.Tensor", TORCH_FN(Add_));
   m.impl("add.out", TORCH_FN(AddOut));

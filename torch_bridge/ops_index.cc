@@ -754,7 +754,8 @@ void AssertAsync(const at::Tensor& self) {
 // ---- nll_loss ----------------------------------------------------------------------
 // cross_entropy = log_softmax + nll_loss: a causal LM's loss when labels are
 // given (perplexity evaluation). One kernel; the host only checks shapes.
-// uint8 targets (torch allows Byte) take the CPU fallback.
+// uint8 targets (torch allows Byte) take the CPU fallback (Note [dtypes the
+// kernels do not take]).
 std::tuple<at::Tensor&, at::Tensor&> NllLossForwardOut(const at::Tensor& self,
                                                        const at::Tensor& target,
                                                        const std::optional<at::Tensor>& weight_opt,
@@ -769,12 +770,8 @@ std::tuple<at::Tensor&, at::Tensor&> NllLossForwardOut(const at::Tensor& self,
   const bool no_batch = self.dim() == 1 && target.dim() == 0;
   TORCH_CHECK(no_batch || self.size(0) == target.size(0), "size mismatch (got input: ",
               self.sizes(), ", target: ", target.sizes(), ")");
-  TORCH_CHECK(target.scalar_type() == at::kLong || target.scalar_type() == at::kByte,
+  TORCH_CHECK(target.scalar_type() == at::kLong,
               "expected target dtype to be Long or Byte, but got ", target.scalar_type());
-  if (target.scalar_type() == at::kByte) {  // trn has no uint8 kernels: CPU PyTorch's
-    return at::native::call_fallback_fn_symint<&CpuFallback, at::_ops::nll_loss_forward_output>::call(
-        self, target, weight_opt, reduction, std::move(ignore), output, total_weight);
-  }
   TORCH_CHECK(at::isFloatingType(self.scalar_type()), name, ": expected a floating input, got ",
               self.scalar_type());
   const int64_t classes = self.size(-1);
@@ -1037,7 +1034,8 @@ at::Tensor Bincount(const at::Tensor& self, const std::optional<at::Tensor>& wei
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("arange.start_out", TORCH_FN(ArangeOut));
   m.impl("linspace.out", TORCH_FN(LinspaceOut));
   m.impl("logspace.out", TORCH_FN(LogspaceOut));

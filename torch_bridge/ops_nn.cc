@@ -24,6 +24,7 @@
 #include <tuple>
 #include <vector>
 
+#include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -753,26 +754,27 @@ at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("_softmax", TORCH_FN(Softmax));
   m.impl("glu", TORCH_FN(Glu));
   m.impl("glu.out", TORCH_FN(GluOut));
   m.impl("_softmax.out", TORCH_FN(SoftmaxOut));
   m.impl("_log_softmax", TORCH_FN(LogSoftmax));
   m.impl("_log_softmax.out", TORCH_FN(LogSoftmaxOut));
-  m.impl("mm", TORCH_FN(Mm));
-  m.impl("mm.out", TORCH_FN(MmOut));
-  m.impl("bmm", TORCH_FN(Bmm));
+  m.impl_floating("mm", TORCH_FN(Mm));
+  m.impl_floating("mm.out", TORCH_FN(MmOut));
+  m.impl_floating("bmm", TORCH_FN(Bmm));
   m.impl("_grouped_mm", TORCH_FN(GroupedMm));
-  m.impl("bmm.out", TORCH_FN(BmmOut));
-  m.impl("dot", TORCH_FN(Dot));
-  m.impl("mv", TORCH_FN(Mv));
-  m.impl("addmm", TORCH_FN(Addmm));
-  m.impl("addmm_", TORCH_FN(Addmm_));
-  m.impl("addmm.out", TORCH_FN(AddmmOut));
-  m.impl("baddbmm", TORCH_FN(Baddbmm));
-  m.impl("baddbmm_", TORCH_FN(Baddbmm_));
-  m.impl("baddbmm.out", TORCH_FN(BaddbmmOut));
+  m.impl_floating("bmm.out", TORCH_FN(BmmOut));
+  m.impl_floating("dot", TORCH_FN(Dot));
+  m.impl_floating("mv", TORCH_FN(Mv));
+  m.impl_floating("addmm", TORCH_FN(Addmm));
+  m.impl_floating("addmm_", TORCH_FN(Addmm_));
+  m.impl_floating("addmm.out", TORCH_FN(AddmmOut));
+  m.impl_floating("baddbmm", TORCH_FN(Baddbmm));
+  m.impl_floating("baddbmm_", TORCH_FN(Baddbmm_));
+  m.impl_floating("baddbmm.out", TORCH_FN(BaddbmmOut));
   m.impl("native_layer_norm", TORCH_FN(NativeLayerNorm));
   m.impl("native_group_norm", TORCH_FN(NativeGroupNorm));
   m.impl("_fused_rms_norm", TORCH_FN(FusedRmsNorm));

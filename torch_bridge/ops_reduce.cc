@@ -11,6 +11,7 @@
 #include <limits>
 #include <tuple>
 
+#include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -511,7 +512,8 @@ std::tuple<at::Tensor, at::Tensor> WeightNormInterface(const at::Tensor& v, cons
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("sum", TORCH_FN(Sum));
   m.impl("prod", TORCH_FN(Prod));
   m.impl("prod.out", TORCH_FN(ProdOut));

@@ -27,6 +27,7 @@
 #include <tuple>
 #include <vector>
 
+#include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -318,7 +319,8 @@ std::tuple<at::Tensor, at::Tensor> Gru(const at::Tensor& input, const at::Tensor
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("_thnn_fused_lstm_cell", TORCH_FN(LstmCell));
   m.impl("_thnn_fused_gru_cell", TORCH_FN(GruCell));
   m.impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(LstmCellBackward));

@@ -37,6 +37,7 @@
 #include <tuple>
 #include <vector>
 
+#include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -270,7 +271,8 @@ at::Tensor NestedEncoderLayer(
 
 }  // namespace
 
-TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
+  NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("_native_multi_head_attention", TORCH_FN(MultiHeadAttention));
   m.impl("_transformer_encoder_layer_fwd", TORCH_FN(TransformerEncoderLayer));
   m.impl("_nested_tensor_from_mask", TORCH_FN(NestedFromMask));
