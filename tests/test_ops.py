@@ -1232,6 +1232,12 @@ ACTIVATIONS = {
     "hardswish": F.hardswish,
     "hardsigmoid": F.hardsigmoid,
     "mish": F.mish,
+    "hardshrink": F.hardshrink,
+    "hardshrink_wide": lambda x: F.hardshrink(x, 1.5),
+    "softshrink": F.softshrink,
+    "softshrink_narrow": lambda x: F.softshrink(x, 0.25),
+    "logsigmoid": F.logsigmoid,
+    "rrelu_eval": lambda x: F.rrelu(x, 0.1, 0.3, training=False),
     "log1p": torch.log1p,
     "expm1": torch.expm1,
 }
@@ -1264,7 +1270,8 @@ def test_activation_thresholds_and_ranges():
 
 def test_activation_negative_zero_keeps_its_sign():
     z = torch.tensor([-0.0, 0.0])
-    for fn in [F.relu6, F.hardtanh, F.leaky_relu, F.elu, F.hardswish, F.mish, torch.log1p, torch.expm1]:
+    for fn in [F.relu6, F.hardtanh, F.leaky_relu, F.elu, F.hardswish, F.mish, torch.log1p, torch.expm1,
+               F.hardshrink, F.softshrink, F.rrelu]:
         want = fn(z)
         got = fn(z.to("trn")).cpu()
         assert torch.equal(torch.signbit(got), torch.signbit(want)), (fn, got, want)
@@ -1279,13 +1286,16 @@ ACTIVATION_OVERLOADS = {
     "hardswish": (),
     "hardsigmoid": (),
     "mish": (),
+    "threshold": (0.1, 20.0),
     "log1p": (),
     "expm1": (),
 }
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
-@pytest.mark.parametrize("name", list(ACTIVATION_OVERLOADS))
+@pytest.mark.parametrize("name", [  # threshold casts into another out dtype on the CPU
+    pytest.param(n, marks=[pytest.mark.uses_fallback] if n == "threshold" else [])
+    for n in ACTIVATION_OVERLOADS])
 def test_activation_inplace_and_out(name, dtype):
     args = ACTIVATION_OVERLOADS[name]
     op = getattr(torch.ops.aten, name)
@@ -1319,6 +1329,65 @@ def test_activation_functional_inplace(fn):
     check(t, fn(x.clone(), inplace=True), transcendental=True)
 
 
+@pytest.mark.parametrize("dtype", FLOATS, ids=str)
+@pytest.mark.parametrize("args", [(0.1, 20.0), (-1.0, -0.5), (0.0, 0.0)], ids=str)
+def test_threshold(args, dtype):
+    """nn.Threshold: x <= threshold gives value; NaN stays NaN."""
+    x = with_specials(make((5, 8), dtype) * 2)
+    x, t = on_trn(x, "strided")
+    check(F.threshold(t, *args), F.threshold(x, *args))
+    r = t.clone()
+    torch.ops.aten.threshold_(r, *args)
+    check(r, F.threshold(x, *args))
+
+
+@pytest.mark.uses_fallback
+def test_threshold_of_integers_runs_on_the_cpu():
+    i = torch.arange(-5, 6)
+    check(F.threshold(i.to("trn"), 1, -7), F.threshold(i, 1, -7))
+    assert trnscope.fallback_ops().get("aten::threshold", 0) >= 1
+
+
+@pytest.mark.parametrize("name,args", [("hardshrink", (0.7,)), ("softshrink", (0.7,)),
+                                       ("log_sigmoid_forward", ())])
+def test_shrink_and_log_sigmoid_out(name, args):
+    x = with_specials(make((4, 7), F32) * 3)
+    op = getattr(torch.ops.aten, name)
+    want = op(x, *args)
+    if name == "log_sigmoid_forward":
+        out, buf = torch.empty(0, device="trn"), torch.empty(0, device="trn")
+        op.output(x.to("trn"), output=out, buffer=buf)
+        check(out, want[0], transcendental=True)
+    else:
+        out = torch.empty(0, device="trn")
+        op.out(x.to("trn"), *args, out=out)
+        check(out, want)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+def test_logsigmoid_backward(dtype):
+    """Note [log_sigmoid buffer]: the backward recomputes from x (CUDA's way)."""
+    x = with_specials(make((6, 9), dtype) * 4)
+    x[0, :4] = torch.tensor([float("nan"), float("inf"), -float("inf"), 0.0])
+    g = make((6, 9), dtype)
+    xc = x.clone().requires_grad_()
+    F.logsigmoid(xc).backward(g)
+    xt = x.to("trn").requires_grad_()
+    F.logsigmoid(xt).backward(g.to("trn"))
+    check(xt.grad, xc.grad, transcendental=True)
+
+
+@pytest.mark.uses_fallback
+def test_rrelu_training_draws_slopes_on_the_cpu_generator():
+    """Training rrelu keeps its CPU path: each negative x is scaled by a slope in [lower, upper]."""
+    x = -torch.rand(200) - 0.5
+    before = trnscope.fallback_ops().get("aten::rrelu_with_noise", 0)
+    y = F.rrelu(x.to("trn"), 0.1, 0.3, training=True).cpu()
+    slopes = y / x
+    assert (slopes >= 0.1 - 1e-6).all() and (slopes <= 0.3 + 1e-6).all() and slopes.std() > 0.01
+    assert trnscope.fallback_ops().get("aten::rrelu_with_noise", 0) == before + 1
+
+
 def test_activation_errors_match_cpu():
     i, b = torch.arange(-3, 4), torch.tensor([True, False])
     with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
@@ -1339,6 +1408,8 @@ def test_activation_modules_have_no_fallback():
         torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU6(inplace=True), torch.nn.Hardswish(),
         torch.nn.Conv2d(8, 8, 1), torch.nn.Hardsigmoid(), torch.nn.LeakyReLU(0.1, inplace=True),
         torch.nn.Mish(), torch.nn.Softplus(), torch.nn.ELU(), torch.nn.SiLU(), torch.nn.PReLU(8),
+        torch.nn.Hardshrink(0.2), torch.nn.Softshrink(0.1), torch.nn.Threshold(0.05, -1.0),
+        torch.nn.RReLU(), torch.nn.Tanhshrink(), torch.nn.LogSigmoid(),
     ).eval()
     x = torch.randn(2, 3, 8, 8)
     with torch.inference_mode():

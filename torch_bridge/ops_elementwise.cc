@@ -2,7 +2,8 @@
 // type promotion and scalars (arithmetic, comparisons, rounding division,
 // remainder/fmod, bitwise ops and shifts), unary ops (math, rounding, sign,
 // predicates isnan/isinf/...), clamp and hardtanh, the activations with
-// parameters (leaky_relu, elu, softplus, hardswish, hardsigmoid, mish),
+// parameters (leaky_relu, elu, softplus, hardswish, hardsigmoid, mish,
+// hardshrink, softshrink, threshold, log_sigmoid, rrelu in eval),
 // nan_to_num, lerp, where / masked_fill, fill_ / zero_. Where CPU PyTorch
 // rejects a dtype (bitwise on floats, rounding of bool, activations of
 // integers) the same NotImplementedError is raised here.
@@ -18,7 +19,10 @@
 #include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
 #include <ATen/native/TypeProperties.h>
+#include <ATen/ops/rrelu_with_noise_ops.h>
+#include <ATen/ops/threshold_ops.h>
 #include <c10/util/string_view.h>
 #include <torch/library.h>
 
@@ -809,7 +813,96 @@ TRN_ACTIVATION(Softplus, ActivationOp::kSoftplus, "softplus", beta.toDouble(),
 TRN_ACTIVATION(Hardswish, ActivationOp::kHardswish, "hardswish", 0, 0, 0)
 TRN_ACTIVATION(Hardsigmoid, ActivationOp::kHardsigmoid, "hardsigmoid", 0, 0, 0)
 TRN_ACTIVATION(Mish, ActivationOp::kMish, "mish", 0, 0, 0)
+TRN_ACTIVATION(Hardshrink, ActivationOp::kHardshrink, "hardshrink", lambd.toDouble(), 0, 0,
+               const at::Scalar& lambd)
+TRN_ACTIVATION(Softshrink, ActivationOp::kSoftshrink, "softshrink", lambd.toDouble(), 0, 0,
+               const at::Scalar& lambd)
+TRN_ACTIVATION(ThresholdFloat, ActivationOp::kThreshold, "threshold", threshold.toDouble(),
+               value.toDouble(), 0, const at::Scalar& threshold, const at::Scalar& value)
 #undef TRN_ACTIVATION
+
+// torch's threshold also takes integers (nn.Threshold on int tensors is rare)
+// and casts into an out= of another dtype: the CPU's.
+at::Tensor Threshold(const at::Tensor& a, const at::Scalar& th, const at::Scalar& v) {
+  if (at::isFloatingType(a.scalar_type())) return ThresholdFloat(a, th, v);
+  return at::native::call_fallback_fn<&CpuFallback, at::_ops::threshold>::call(a, th, v);
+}
+at::Tensor& Threshold_(at::Tensor& a, const at::Scalar& th, const at::Scalar& v) {
+  if (at::isFloatingType(a.scalar_type())) return ThresholdFloat_(a, th, v);
+  return at::native::call_fallback_fn<&CpuFallback, at::_ops::threshold_>::call(a, th, v);
+}
+at::Tensor& ThresholdOut(const at::Tensor& a, const at::Scalar& th, const at::Scalar& v,
+                         at::Tensor& out) {
+  if (at::isFloatingType(a.scalar_type()) && out.scalar_type() == a.scalar_type()) {
+    return ThresholdFloatOut(a, th, v, out);
+  }
+  return at::native::call_fallback_fn<&CpuFallback, at::_ops::threshold_out>::call(a, th, v,
+                                                                                    out);
+}
+
+// Note [log_sigmoid buffer]: CPU's log_sigmoid_forward also returns
+// exp(-|x|) for its backward; CUDA's returns an empty buffer and its backward
+// recomputes from x. trn does as CUDA (one kernel forward, nothing kept):
+// d/dx log_sigmoid(x) = sigmoid(-x), three trn ops.
+std::tuple<at::Tensor, at::Tensor> LogSigmoidForward(const at::Tensor& self) {
+  at::Tensor out = ActivationImpl(ActivationOp::kLogSigmoid, "aten::log_sigmoid_forward", self, 0,
+                                  0, 0, nullptr, Into::kNew);
+  return {out, at::empty({0}, self.options())};
+}
+std::tuple<at::Tensor&, at::Tensor&> LogSigmoidForwardOut(const at::Tensor& self,
+                                                          at::Tensor& output,
+                                                          at::Tensor& buffer) {
+  ActivationImpl(ActivationOp::kLogSigmoid, "aten::log_sigmoid_forward", self, 0, 0, 0, &output,
+                 Into::kOut);
+  buffer.resize_({0});
+  return {output, buffer};
+}
+at::Tensor LogSigmoidBackward(const at::Tensor& grad, const at::Tensor& self,
+                              const at::Tensor& /*buffer*/) {
+  return at::mul(grad, at::sigmoid(at::neg(self)));
+}
+at::Tensor& LogSigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& self,
+                                  const at::Tensor& /*buffer*/, at::Tensor& grad_input) {
+  return at::mul_out(grad_input, grad, at::sigmoid(at::neg(self)));
+}
+
+// rrelu in eval mode is leaky_relu with the mean slope (torch's formula);
+// training draws a slope per element into `noise` on the CPU generator.
+double RreluSlope(const at::Scalar& lower, const at::Scalar& upper) {
+  return (lower.toDouble() + upper.toDouble()) / 2;
+}
+at::Tensor RreluWithNoise(const at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                          const at::Scalar& upper, bool training,
+                          std::optional<at::Generator> gen) {
+  if (training) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::rrelu_with_noise>::call(
+        self, noise, lower, upper, training, std::move(gen));
+  }
+  return ActivationImpl(ActivationOp::kLeakyRelu, "aten::rrelu_with_noise", self,
+                        RreluSlope(lower, upper), 0, 0, nullptr, Into::kNew);
+}
+at::Tensor& RreluWithNoise_(at::Tensor& self, at::Tensor& noise, const at::Scalar& lower,
+                            const at::Scalar& upper, bool training,
+                            std::optional<at::Generator> gen) {
+  if (training) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::rrelu_with_noise_>::call(
+        self, noise, lower, upper, training, std::move(gen));
+  }
+  ActivationImpl(ActivationOp::kLeakyRelu, "aten::rrelu_with_noise_", self,
+                 RreluSlope(lower, upper), 0, 0, &self, Into::kSelf);
+  return self;
+}
+at::Tensor& RreluWithNoiseOut(const at::Tensor& self, at::Tensor& noise,
+                              const at::Scalar& lower, const at::Scalar& upper, bool training,
+                              std::optional<at::Generator> gen, at::Tensor& out) {
+  if (training) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::rrelu_with_noise_out>::call(
+        self, noise, lower, upper, training, std::move(gen), out);
+  }
+  ActivationImpl(ActivationOp::kLeakyRelu, "aten::rrelu_with_noise", self,
+                 RreluSlope(lower, upper), 0, 0, &out, Into::kOut);
+  return out;
+}
 
 // ---- nan_to_num --------------------------------------------------------------------
 // Absent replacements are 0 / the dtype's largest / lowest finite value.
@@ -1123,7 +1216,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   TRN_REGISTER_UNARY("hardswish", Hardswish)
   TRN_REGISTER_UNARY("hardsigmoid", Hardsigmoid)
   TRN_REGISTER_UNARY("mish", Mish)
+  TRN_REGISTER_UNARY("threshold", Threshold)
+  TRN_REGISTER_UNARY("rrelu_with_noise", RreluWithNoise)
 #undef TRN_REGISTER_UNARY
+  m.impl("hardshrink", TORCH_FN(Hardshrink));  // no in-place forms
+  m.impl("hardshrink.out", TORCH_FN(HardshrinkOut));
+  m.impl("softshrink", TORCH_FN(Softshrink));
+  m.impl("softshrink.out", TORCH_FN(SoftshrinkOut));
+  m.impl("log_sigmoid_forward", TORCH_FN(LogSigmoidForward));
+  m.impl("log_sigmoid_forward.output", TORCH_FN(LogSigmoidForwardOut));
+  m.impl("log_sigmoid_backward", TORCH_FN(LogSigmoidBackward));
+  m.impl("log_sigmoid_backward.grad_input", TORCH_FN(LogSigmoidBackwardOut));
   m.impl("softplus", TORCH_FN(Softplus));  // no in-place form
   m.impl("softplus.out", TORCH_FN(SoftplusOut));
   m.impl("fill_.Scalar", TORCH_FN(FillS_));

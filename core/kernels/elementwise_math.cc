@@ -84,6 +84,27 @@ void ActivationF32(ActivationOp op, const float* in, float* out, size_t n, float
       });
     case ActivationOp::kMish:
       return map([](auto d, auto x) { return hn::Mul(x, TanhF(d, Log1pF(d, ExpF(d, x)))); });
+    case ActivationOp::kHardshrink:
+      return map([p0](auto d, auto x) {
+        const auto inside = hn::And(hn::Ge(x, hn::Set(d, -p0)), hn::Le(x, hn::Set(d, p0)));
+        return hn::IfThenElse(inside, hn::Zero(d), x);  // NaN compares false: stays NaN
+      });
+    case ActivationOp::kSoftshrink:
+      return map([p0](auto d, auto x) {
+        const auto l = hn::Set(d, p0);
+        const auto band = hn::Mul(x, hn::Zero(d));  // x * 0 keeps -0 and NaN, as torch
+        const auto low = hn::IfThenElse(hn::Lt(x, hn::Neg(l)), hn::Add(x, l), band);
+        return hn::IfThenElse(hn::Gt(x, l), hn::Sub(x, l), low);
+      });
+    case ActivationOp::kThreshold:
+      return map([=](auto d, auto x) {
+        return hn::IfThenElse(hn::Le(x, hn::Set(d, p0)), hn::Set(d, p1), x);
+      });
+    case ActivationOp::kLogSigmoid:
+      return map([](auto d, auto x) {
+        const auto tail = Log1pF(d, ExpF(d, hn::Neg(hn::Abs(x))));
+        return hn::Sub(hn::Min(x, hn::Zero(d)), tail);  // NaN: the tail is NaN
+      });
   }
 }
 
@@ -256,10 +277,12 @@ constexpr const char* kClampNames[7] = TRN_DTYPE_NAMES("clamp");
 constexpr const char* kActivationNames[][7] = {
     TRN_DTYPE_NAMES("leaky_relu"), TRN_DTYPE_NAMES("elu"),         TRN_DTYPE_NAMES("softplus"),
     TRN_DTYPE_NAMES("hardswish"),  TRN_DTYPE_NAMES("hardsigmoid"), TRN_DTYPE_NAMES("mish"),
+    TRN_DTYPE_NAMES("hardshrink"), TRN_DTYPE_NAMES("softshrink"),  TRN_DTYPE_NAMES("threshold"),
+    TRN_DTYPE_NAMES("log_sigmoid"),
 };
 // Vector instructions per element (Note [Describe flops] in elementwise.cc).
-constexpr uint64_t kActivationFlops[] = {2, 16, 30, 5, 4, 44};
-static_assert(std::size(kActivationNames) == static_cast<size_t>(ActivationOp::kMish) + 1);
+constexpr uint64_t kActivationFlops[] = {2, 16, 30, 5, 4, 44, 3, 6, 2, 33};
+static_assert(std::size(kActivationNames) == static_cast<size_t>(ActivationOp::kLogSigmoid) + 1);
 static_assert(std::size(kActivationFlops) == std::size(kActivationNames));
 constexpr const char* kNanToNumNames[7] = TRN_DTYPE_NAMES("nan_to_num");
 constexpr const char* kLerpNames[7] = TRN_DTYPE_NAMES("lerp");

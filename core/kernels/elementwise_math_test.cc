@@ -605,6 +605,13 @@ const ActivationCase kActivationCases[] = {
     {ActivationOp::kHardswish, "hardswish", 0, 0, 0, 2.5e-7},
     {ActivationOp::kHardsigmoid, "hardsigmoid", 0, 0, 0, 2.5e-7},
     {ActivationOp::kMish, "mish", 0, 0, 0, 2e-6},
+    {ActivationOp::kHardshrink, "hardshrink", 0.5, 0, 0, 0},
+    {ActivationOp::kHardshrink, "hardshrink(0)", 0, 0, 0, 0},
+    {ActivationOp::kSoftshrink, "softshrink", 0.5, 0, 0, 1e-7},
+    {ActivationOp::kSoftshrink, "softshrink(2.25)", 2.25, 0, 0, 1e-7},
+    {ActivationOp::kThreshold, "threshold(0.1, 20)", 0.1, 20, 0, 0},
+    {ActivationOp::kThreshold, "threshold(-1, -0.5)", -1, -0.5, 0, 0},
+    {ActivationOp::kLogSigmoid, "log_sigmoid", 0, 0, 0, 2e-6},
 };
 
 double RefActivation(const ActivationCase& c, double x) {
@@ -620,6 +627,10 @@ double RefActivation(const ActivationCase& c, double x) {
     case ActivationOp::kHardswish: return x * std::min(std::max(x + 3, 0.0), 6.0) / 6;
     case ActivationOp::kHardsigmoid: return std::min(std::max(x + 3, 0.0), 6.0) / 6;
     case ActivationOp::kMish: return x * std::tanh(std::log1p(std::exp(x)));
+    case ActivationOp::kHardshrink: return x >= -p0 && x <= p0 ? 0 : x;
+    case ActivationOp::kSoftshrink: return x > p0 ? x - p0 : x < -p0 ? x + p0 : x * 0;
+    case ActivationOp::kThreshold: return x <= p0 ? p1 : x;
+    case ActivationOp::kLogSigmoid: return std::min(x, 0.0) - std::log1p(std::exp(-std::abs(x)));
   }
   return NAN;
 }
@@ -658,10 +669,13 @@ TEST(Activation, NegativeZeroKeepsItsSign) {
   TestTensor out = Empty(DType::kFloat32, {5});
   ForEachTarget([&](const char*) {
     for (ActivationOp op : {ActivationOp::kLeakyRelu, ActivationOp::kElu, ActivationOp::kHardswish,
-                            ActivationOp::kMish}) {
+                            ActivationOp::kMish, ActivationOp::kSoftshrink}) {
       ASSERT_TRUE(Activation(op, out.ref, in.ref, 0.01, 1.0, 1.0).ok());
       EXPECT_TRUE(out.At(0) == 0 && std::signbit(out.At(0))) << static_cast<int>(op);
     }
+    // hardshrink writes a literal 0 inside the band: +0, as torch.
+    ASSERT_TRUE(Activation(ActivationOp::kHardshrink, out.ref, in.ref, 0.5).ok());
+    EXPECT_TRUE(out.At(0) == 0 && !std::signbit(out.At(0)));
     for (UnaryOp op : {UnaryOp::kLog1p, UnaryOp::kExpm1}) {
       ASSERT_TRUE(Unary(op, out.ref, in.ref).ok());
       EXPECT_TRUE(out.At(0) == 0 && std::signbit(out.At(0))) << static_cast<int>(op);

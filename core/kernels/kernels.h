@@ -97,6 +97,10 @@ enum class ActivationOp : uint8_t {
   kHardswish,    // x * min(max(x + 3, 0), 6) / 6
   kHardsigmoid,  // min(max(x + 3, 0), 6) / 6
   kMish,         // x * tanh(log1p(exp(x)))
+  kHardshrink,   // -p0 <= x <= p0 ? 0 : x                       (lambd)
+  kSoftshrink,   // x > p0 ? x - p0 : x < -p0 ? x + p0 : x * 0   (lambd; keeps -0)
+  kThreshold,    // x <= p0 ? p1 : x                             (threshold, value)
+  kLogSigmoid,   // min(x, 0) - log1p(exp(-|x|))
 };
 // Floating dtypes only (torch rejects the others; the caller checks); out like in.
 Status Activation(ActivationOp op, const TensorRef& out, const TensorRef& in, double p0 = 0,
