@@ -9,7 +9,9 @@ Each line: a forward in eval mode under torch.no_grad of
   and a fused cell per step; CPU PyTorch runs oneDNN's fused RNN);
 - nn.TransformerEncoder (Note [nn.Transformer fast path] in
   torch_bridge/ops_transformer.cc; both sides take torch's fast path), with a
-  padding mask (nested tensors between the layers) and without.
+  padding mask (nested tensors between the layers) and without;
+- nn.EmbeddingBag (a recommender's sparse features: one kernel reading indices
+  and offsets on the device), sum and mean over bags of 20 rows.
 A round times one synchronized trn call and one CPU call back to back; the
 ratio is the median over rounds of trn / cpu (lower is better; target <= 1.0x),
 with the range of the rounds.
@@ -40,6 +42,13 @@ ENCODERS = [
     (256, 8, 1024, 4, 4, 128, True),
 ]
 
+BAGS = [
+    # rows, dim, mode, bags, rows per bag
+    (100_000, 64, "sum", 512, 20),
+    (100_000, 64, "mean", 512, 20),
+    (1_000, 128, "sum", 2048, 8),
+]
+
 
 def cases():
     """(name, CPU module, input tuple, kwargs) per line."""
@@ -61,6 +70,13 @@ def cases():
         name = f"TransformerEncoder({d}, {heads}, {ff}) x{layers} B={batch} L={seq}" + (
             " padded" if padded else "")
         yield name, m, (torch.randn(batch, seq, d),), kwargs
+    for rows, dim, mode, bags, per_bag in BAGS:
+        torch.manual_seed(0)
+        m = nn.EmbeddingBag(rows, dim, mode=mode)
+        indices = torch.randint(0, rows, (bags * per_bag,))
+        offsets = torch.arange(0, bags * per_bag, per_bag)
+        name = f"EmbeddingBag({rows}, {dim}, {mode}) {bags} bags x {per_bag}"
+        yield name, m, (indices, offsets), {}
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ arithmetic (cumsum, cumprod, scatter_add, index_put accumulate) uses
 rtol/atol 1e-5/1e-5 for float32, 1e-2/1e-2 for bfloat16, 1e-3/1e-3 for float16.
 """
 
+import copy
 import math
 import zlib
 
@@ -817,3 +818,104 @@ def test_assert_async_fails_the_stream_with_cpu_messages():
         with pytest.raises(RuntimeError, match=msg):
             fn("trn")
             torch.trn.synchronize()
+
+
+# ---- nn.EmbeddingBag: _embedding_bag / _embedding_bag_forward_only ---------------------------
+def _bag_inputs(idx_dtype, n=23, rows=17, bags=6, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    indices = torch.randint(0, rows, (n,), generator=g).to(idx_dtype)
+    cuts = torch.sort(torch.randint(0, n + 1, (bags - 1,), generator=g)).values
+    offsets = torch.cat([torch.zeros(1, dtype=torch.long), cuts]).to(idx_dtype)  # empty bags too
+    return indices, offsets
+
+
+@pytest.mark.parametrize("forward_only", [False, True], ids=["_embedding_bag", "forward_only"])
+@pytest.mark.parametrize("include_last_offset", [False, True])
+@pytest.mark.parametrize("padding_idx", [-1, 3])
+@pytest.mark.parametrize("mode", [0, 1, 2], ids=["sum", "mean", "max"])
+@pytest.mark.parametrize("dtype", [F32, BF16, F16], ids=str)
+@pytest.mark.parametrize("idx_dtype", [I64, I32], ids=str)
+def test_embedding_bag_all_outputs_equal_cpu(idx_dtype, dtype, mode, padding_idx,
+                                             include_last_offset, forward_only):
+    """Every output, the auxiliary ones too (CPU's backward reads them)."""
+    op = torch.ops.aten._embedding_bag_forward_only if forward_only else torch.ops.aten._embedding_bag
+    weight = make((17, 9), dtype)
+    indices, offsets = _bag_inputs(idx_dtype)
+    indices[:3] = 3  # padding rows, when padding_idx is 3
+    if include_last_offset:
+        offsets = torch.cat([offsets, torch.tensor([indices.numel()], dtype=idx_dtype)])
+    for psw in [None, make((indices.numel(),), dtype)] if mode == 0 else [None]:
+        args = (False, mode, False)
+        want = op(weight, indices, offsets, *args, psw, include_last_offset, padding_idx)
+        got = op(on_trn(weight, "transposed"), indices.to("trn"), offsets.to("trn"), *args,
+                 None if psw is None else psw.to("trn"), include_last_offset, padding_idx)
+        for g, w in zip(got, want):
+            check(g, w, exact=not w.dtype.is_floating_point)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_module_2d_input_and_per_sample_weights(mode):
+    """nn.EmbeddingBag over 2-D input (fixed-size bags) and 1-D input with offsets,
+    under no_grad with a weight that requires grad (what inference calls)."""
+    torch.manual_seed(0)
+    bag = torch.nn.EmbeddingBag(50, 16, mode=mode, padding_idx=0)
+    x2 = torch.randint(0, 50, (8, 5))
+    x1, offsets = _bag_inputs(I64, n=30, rows=50, bags=7, seed=1)
+    psw = torch.rand(30) if mode == "sum" else None
+    with torch.no_grad():
+        want2, want1 = bag(x2), bag(x1, offsets, per_sample_weights=psw)
+        t = copy.deepcopy(bag).to("trn")
+        check(t(x2.to("trn")), want2)
+        check(t(x1.to("trn"), offsets.to("trn"),
+                per_sample_weights=None if psw is None else psw.to("trn")), want1)
+
+
+@pytest.mark.uses_fallback
+def test_embedding_bag_training_backward_equals_cpu():
+    """The forward's auxiliary outputs feed CPU's _embedding_bag_backward (fallback)."""
+    for mode in ["sum", "mean", "max"]:
+        torch.manual_seed(0)
+        bag = torch.nn.EmbeddingBag(20, 6, mode=mode)
+        x, offsets = _bag_inputs(I64, n=25, rows=20, bags=5, seed=2)
+        bag(x, offsets).pow(2).sum().backward()
+        want = bag.weight.grad.clone()
+        bag.zero_grad()
+        t = bag.to("trn")
+        t(x.to("trn"), offsets.to("trn")).pow(2).sum().backward()
+        check(t.weight.grad, want)
+
+
+def test_embedding_bag_bad_input_fails_with_cpus_messages():
+    w = torch.randn(10, 4, device="trn")
+    with pytest.raises(RuntimeError, match="valid range"):
+        F.embedding_bag(torch.tensor([1, 12], device="trn"), w, torch.tensor([0], device="trn"))
+        torch.trn.synchronize()
+    with pytest.raises(RuntimeError, match="offsets\\[0\\] has to be 0"):
+        F.embedding_bag(torch.tensor([1, 2], device="trn"), w, torch.tensor([1], device="trn"))
+        torch.trn.synchronize()
+    with pytest.raises((RuntimeError, ValueError), match="per_sample_weights"):
+        F.embedding_bag(torch.tensor([1, 2], device="trn"), w, torch.tensor([0], device="trn"),
+                        mode="max", per_sample_weights=torch.ones(2, device="trn"))
+    good = F.embedding_bag(torch.tensor([1, 2], device="trn"), w, torch.tensor([0], device="trn"))
+    check(good, F.embedding_bag(torch.tensor([1, 2]), w.cpu(), torch.tensor([0])))
+
+
+@pytest.mark.parametrize("dim", [1, 7, 16, 37, 130])
+@pytest.mark.parametrize("mode", [0, 1], ids=["sum", "mean"])
+def test_embedding_bag_float32_rows_in_registers(mode, dim):
+    """Note [Bag sums]: contiguous float32 rows, every column tail and bags of
+    more than the 64 rows gathered at a time, with and without per_sample_weights."""
+    weight = make((40, dim), F32)
+    g = torch.Generator().manual_seed(dim)
+    indices = torch.randint(0, 40, (300,), generator=g)
+    indices[10:20] = 5
+    offsets = torch.tensor([0, 3, 3, 150, 290])  # 3, 0, 147, 140 and 10 rows
+    for psw in [None, make((300,), F32)] if mode == 0 else [None]:
+        for padding_idx in [-1, 5]:
+            args = (False, mode, False, psw, False, padding_idx)
+            want = torch.ops.aten._embedding_bag(weight, indices, offsets, *args)
+            got = torch.ops.aten._embedding_bag(
+                weight.to("trn"), indices.to("trn"), offsets.to("trn"), *args[:3],
+                None if psw is None else psw.to("trn"), False, padding_idx)
+            for g_, w_ in zip(got, want):
+                check(g_, w_, exact=not w_.dtype.is_floating_point)

@@ -661,6 +661,84 @@ at::Tensor Embedding(const at::Tensor& weight, const at::Tensor& indices, int64_
   return out;
 }
 
+// nn.EmbeddingBag (F.embedding_bag): one kernel reads the indices and offsets
+// on the device, no sync. _embedding_bag (weights that require grad, also
+// under no_grad) and _embedding_bag_forward_only give the same outputs; the
+// auxiliary ones follow CPU's conventions, which its backward reads.
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> EmbeddingBagImpl(
+    const char* name, const at::Tensor& weight, const at::Tensor& indices,
+    const at::Tensor& offsets, int64_t mode, const std::optional<at::Tensor>& psw_opt,
+    bool include_last_offset, int64_t padding_idx, bool forward_only) {
+  TORCH_CHECK(weight.dim() == 2, name, ": weight has to be a 2D Tensor, but got Tensor of "
+              "dimension ", weight.dim());
+  TORCH_CHECK(indices.dim() == 1, name, ": input has to be a 1D or 2D Tensor, but got Tensor "
+              "of dimension ", indices.dim());
+  TORCH_CHECK(offsets.dim() == 1, name, ": offsets has to be a 1D Tensor, but got Tensor of "
+              "dimension ", offsets.dim());
+  CheckIndex(indices, name);
+  CheckIndex(offsets, name);
+  TORCH_CHECK(at::isFloatingType(weight.scalar_type()), name, ": expected a floating weight, "
+              "got ", weight.scalar_type());
+  TORCH_CHECK(mode >= 0 && mode <= 2, name, ": mode has to be 0 (sum), 1 (mean) or 2 (max), "
+              "got ", mode);
+  const at::Tensor psw = psw_opt.has_value() ? *psw_opt : at::Tensor();
+  if (psw.defined()) {
+    TORCH_CHECK(mode == 0, "embedding_bag: per_sample_weights was not None. "
+                "per_sample_weights is only supported for mode='sum' (got mode='",
+                mode == 1 ? "mean" : "max", "'). Please open a feature request on GitHub.");
+    TORCH_CHECK(psw.dim() == 1 && psw.numel() == indices.numel(), name,
+                ": expected per_sample_weights to be 1D with the same number of elements as "
+                "indices (", indices.numel(), "), got ", psw.sizes());
+    TORCH_CHECK(psw.scalar_type() == weight.scalar_type(), name, ": expected per_sample_weights "
+                "of dtype ", weight.scalar_type(), ", got ", psw.scalar_type());
+  }
+  const int64_t bags = offsets.size(0) - (include_last_offset ? 1 : 0);
+  TORCH_CHECK(bags >= 0, name, ": include_last_offset needs at least one offset");
+  const int device = CommonDevice(name, {&weight, &indices, &offsets, &psw});
+  const int64_t n = indices.size(0), dim = weight.size(1);
+  const at::ScalarType aux_dtype = indices.scalar_type();  // the auxiliary outputs' (CPU's)
+  at::Tensor out = Empty({bags, dim}, weight.scalar_type(), device);
+  at::Tensor offset2bag = Empty({mode == 0 && padding_idx < 0 ? 0 : n}, aux_dtype, device);
+  at::Tensor bag_size, max_indices;
+  if (mode == 0) {  // zeros; forward_only's have one per offset (CPU's sizes)
+    const int64_t aux = forward_only ? offsets.size(0) : bags;
+    bag_size = at::zeros({aux}, offsets.options().dtype(aux_dtype));
+    max_indices = at::zeros({aux}, offsets.options().dtype(aux_dtype));
+  } else {
+    bag_size = Empty({bags}, aux_dtype, device);
+    max_indices = Empty(mode == 2 ? at::IntArrayRef{bags, dim} : at::IntArrayRef{bags}, aux_dtype,
+                        device);
+  }
+  if (bags > 0) {
+    kernels::EmbeddingBagRefs r;
+    r.out = Ref(out, name);
+    r.offset2bag = Ref(offset2bag, name);
+    r.bag_size = mode == 0 ? NoRef() : Ref(bag_size, name);
+    r.max_indices = mode == 0 ? NoRef() : Ref(max_indices, name);
+    r.weight = Ref(weight, name);
+    r.indices = Ref(indices, name);
+    r.offsets = Ref(offsets, name);
+    r.per_sample_weights = psw.defined() ? Ref(psw, name) : NoRef();
+    r.mode = static_cast<int>(mode);
+    r.include_last_offset = include_last_offset;
+    r.padding_idx = padding_idx;
+    Launch(device, kernels::DescribeEmbeddingBag(r, name),
+           [=] { return kernels::EmbeddingBag(r); });
+  }
+  return {out, offset2bag, bag_size, max_indices};
+}
+template <bool kForwardOnly>
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> EmbeddingBag(
+    const at::Tensor& weight, const at::Tensor& indices, const at::Tensor& offsets,
+    bool /*scale_grad_by_freq*/, int64_t mode, bool /*sparse*/,
+    const std::optional<at::Tensor>& per_sample_weights, bool include_last_offset,
+    int64_t padding_idx) {
+  return EmbeddingBagImpl(kForwardOnly ? "aten::_embedding_bag_forward_only"
+                                       : "aten::_embedding_bag",
+                          weight, indices, offsets, mode, per_sample_weights,
+                          include_last_offset, padding_idx, kForwardOnly);
+}
+
 // cat: torch's legacy rule skips 1-D empty inputs; dtypes promote.
 at::Tensor CatImpl(const at::ITensorListRef& tensors, int64_t dim, at::Tensor* out) {
   const char* name = "aten::cat";
@@ -781,6 +859,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("index_select", TORCH_FN(IndexSelect));
   m.impl("index_select.out", TORCH_FN(IndexSelectOut));
   m.impl("embedding", TORCH_FN(Embedding));
+  m.impl("_embedding_bag", TORCH_FN(EmbeddingBag<false>));
+  m.impl("_embedding_bag_forward_only", TORCH_FN(EmbeddingBag<true>));
   m.impl("cat", TORCH_FN(Cat));
   m.impl("cat.out", TORCH_FN(CatOut));
   m.impl("clone", TORCH_FN(Clone));

@@ -152,6 +152,32 @@ Status Multinomial(const TensorRef& out, const TensorRef& probs, const TensorRef
 // `in` (any dtype) is zero; NaN is nonzero.
 Status AssertNonzero(const TensorRef& in, const std::string& message);
 
+// torch's EmbeddingBag forward (_embedding_bag): bag b reduces weight's rows
+// indices[offsets[b] .. end_b), end_b = offsets[b + 1] (indices' length for
+// the last bag unless include_last_offset, where offsets has B + 1 entries),
+// skipping rows equal to padding_idx (-1: none). mode 0 sums (each row scaled
+// by per_sample_weights[i] when given), 1 averages over the rows kept, 2 takes
+// the elementwise max (the first kept row wins ties; NaN only from the first).
+// A bag with no row kept gives 0. weight [V, D] floating; indices [n] and
+// offsets int32/int64; out [B, D] of weight's dtype; sums in float32 in index
+// order, mean's sum rounded to the dtype before the division (as CPU's).
+// The auxiliary outputs follow CPU PyTorch (its backward reads them), of
+// indices' dtype: offset2bag [n] the bag of each index (skipped when empty),
+// bag_size [B] the rows kept (0 for mode 0), max_indices: [B, D] the row of
+// each max (0 where none) for mode 2, bag_size's values for mode 1, 0s for 0
+// (an empty bag_size / max_indices is skipped).
+// An index outside [0, V), offsets[0] != 0, decreasing offsets or one past n
+// are a Status error with CPU's message, nothing written.
+struct EmbeddingBagRefs {
+  TensorRef out, offset2bag, bag_size, max_indices;
+  TensorRef weight, indices, offsets, per_sample_weights;  // per_sample_weights may be absent
+  int mode = 0;
+  bool include_last_offset = false;
+  int64_t padding_idx = -1;
+};
+Status EmbeddingBag(const EmbeddingBagRefs& r);
+KernelInfo DescribeEmbeddingBag(const EmbeddingBagRefs& r, const char* aten_op);
+
 // KernelInfo of the kernels above: the name is the kernel's stem with the
 // dtype of `data` ("gather_f32", "sort_bf16"); bytes: `out` written, `in`
 // (when given) read.
