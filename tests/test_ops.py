@@ -9,6 +9,7 @@ Tolerances (rtol, atol): float32 arithmetic 1e-5/1e-6, float32 transcendental
 matmul atol grows with sqrt(K).
 """
 
+import copy
 import math
 import warnings
 import zlib
@@ -1171,6 +1172,67 @@ def test_lerp(dtype):
     check(out, torch.lerp(a, b, w))
     with pytest.raises(NotImplementedError):
         torch.lerp(torch.ones(3, dtype=I64, device="trn"), torch.ones(3, dtype=I64, device="trn"), 0.5)
+
+
+@pytest.mark.parametrize("op", ["addcmul", "addcdiv"])
+@pytest.mark.parametrize("dtype", [F32, BF16, F16, I32, I64], ids=str)
+def test_addcmul_addcdiv(op, dtype):
+    """self + value * (t1 op t2), broadcast, promoted, non-contiguous, in place and out=
+    (optimizers' update); integer addcdiv raises as on CPU."""
+    fn = getattr(torch, op)
+    x = make((3, 5, 7), dtype)
+    t1 = make((5, 7), dtype)
+    t2 = make((7,), dtype, "nonzero")
+    _, tx = on_trn(x, "strided")
+    _, tt1 = on_trn(t1, "transposed")
+    value = 0.5 if dtype.is_floating_point else 3
+    same_as_cpu(lambda a, b, c: fn(a, b, c, value=value), (x, t1, t2), (tx, tt1, t2.to("trn")))
+    same_as_cpu(lambda a, b, c: fn(a, b, c), (x, t1, t2), (tx, tt1, t2.to("trn")))
+    if dtype == F32:  # promotion: a float64 self
+        same_as_cpu(fn, (x.double(), t1, t2), (tx.double(), tt1, t2.to("trn")))
+    if op == "addcdiv" and not dtype.is_floating_point:
+        return
+    t = x.to("trn")
+    getattr(t, op + "_")(t1.to("trn"), t2.to("trn"), value=value)
+    check(t, getattr(x.clone(), op + "_")(t1, t2, value=value))
+    out = torch.empty(0, dtype=dtype, device="trn")
+    fn(x.to("trn"), t1.to("trn"), t2.to("trn"), value=value, out=out)
+    check(out, fn(x, t1, t2, value=value))
+
+
+@pytest.mark.uses_fallback  # backward ops (tanh_backward) may; the steps may not
+@pytest.mark.parametrize("opt", ["Adam", "AdamW", "SGD", "RMSprop", "Adagrad"])
+def test_optimizer_steps_equal_cpu(opt):
+    """torch.optim's single-tensor updates (addcmul_, addcdiv_, lerp_, sqrt, ...) on trn,
+    with no op of the step through the CPU fallback."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+    twin = copy.deepcopy(model).to("trn")
+    kwargs = {"lr": 0.01, **({"momentum": 0.9, "nesterov": True} if opt == "SGD" else {})}
+    opts = [getattr(torch.optim, opt)(m.parameters(), **kwargs) for m in (model, twin)]
+    x = make((5, 8), F32)
+    for _ in range(3):
+        for m, o, dev in zip((model, twin), opts, ("cpu", "trn")):
+            o.zero_grad()
+            m(x.to(dev)).pow(2).sum().backward()
+            torch.trn.synchronize()
+            before = trnscope.fallback_ops()
+            o.step()
+            torch.trn.synchronize()
+            assert trnscope.fallback_ops() == before, (before, trnscope.fallback_ops())
+    for p, q in zip(model.parameters(), twin.parameters()):
+        check(q.detach(), p.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64, BOOL], ids=str)
+def test_eye(dtype):
+    for args in [(0,), (1,), (4,), (3, 5), (5, 2), (0, 3)]:
+        check(torch.eye(*args, dtype=dtype, device="trn"), torch.eye(*args, dtype=dtype))
+    out = torch.full((2, 2), 7, dtype=dtype, device="trn")
+    torch.eye(3, 4, out=out)
+    check(out, torch.eye(3, 4, dtype=dtype))
+    with pytest.raises(RuntimeError, match="n must be greater or equal to 0"):
+        torch.eye(-1, device="trn")
 
 
 def test_model_ops_kernel_names_in_launch_counts():

@@ -904,6 +904,57 @@ at::Tensor& RreluWithNoiseOut(const at::Tensor& self, at::Tensor& noise,
   return out;
 }
 
+// ---- addcmul / addcdiv: self + value * (t1 op t2) ---------------------------------
+// Two trn ops (the product, then add with alpha), with torch's broadcasting and
+// promotion. CPU rounds (value * t1) * t2 in one expression: float32 results
+// may differ in the last bit, bfloat16 / float16 round the product once more.
+at::Tensor Addcdiv12(const at::Tensor& t1, const at::Tensor& t2) {
+  TORCH_CHECK(!(at::isIntegralType(t1.scalar_type(), true) &&
+                at::isIntegralType(t2.scalar_type(), true)),
+              "Integer division with addcdiv is no longer supported, and in a future release "
+              "addcdiv will perform a true division of tensor1 and tensor2. The historic "
+              "addcdiv behavior can be implemented as (input + value * torch.trunc(tensor1 / "
+              "tensor2)).to(input.dtype) for integer inputs and as (input + value * tensor1 / "
+              "tensor2) for float inputs. The future addcdiv behavior is just the latter "
+              "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
+  return at::div(t1, t2);
+}
+at::Tensor Addcmul(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                   const at::Scalar& value) {
+  return at::add(self, at::mul(t1, t2), value);
+}
+at::Tensor& Addcmul_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                     const at::Scalar& value) {
+  return self.add_(at::mul(t1, t2), value);
+}
+at::Tensor& AddcmulOut(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                       const at::Scalar& value, at::Tensor& out) {
+  return at::add_out(out, self, at::mul(t1, t2), value);
+}
+at::Tensor Addcdiv(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                   const at::Scalar& value) {
+  return at::add(self, Addcdiv12(t1, t2), value);
+}
+at::Tensor& Addcdiv_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                     const at::Scalar& value) {
+  return self.add_(Addcdiv12(t1, t2), value);
+}
+at::Tensor& AddcdivOut(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
+                       const at::Scalar& value, at::Tensor& out) {
+  return at::add_out(out, self, Addcdiv12(t1, t2), value);
+}
+
+// ---- eye: zeros, then ones on the diagonal (a strided view) -----------------------------
+at::Tensor& EyeMOut(int64_t n, int64_t m, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be greater or equal to 0, got ", n);
+  TORCH_CHECK(m >= 0, "m must be greater or equal to 0, got ", m);
+  out.resize_({n, m});
+  out.zero_();
+  if (n > 0 && m > 0) out.diagonal().fill_(1);
+  return out;
+}
+at::Tensor& EyeOut(int64_t n, at::Tensor& out) { return EyeMOut(n, n, out); }
+
 // ---- nan_to_num --------------------------------------------------------------------
 // Absent replacements are 0 / the dtype's largest / lowest finite value.
 at::Tensor NanToNumImpl(const at::Tensor& self, std::optional<double> nan,
@@ -1159,6 +1210,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("nan_to_num", TORCH_FN(NanToNum));
   m.impl("nan_to_num_", TORCH_FN(NanToNum_));
   m.impl("nan_to_num.out", TORCH_FN(NanToNumOut));
+  m.impl("addcmul", TORCH_FN(Addcmul));
+  m.impl("addcmul_", TORCH_FN(Addcmul_));
+  m.impl("addcmul.out", TORCH_FN(AddcmulOut));
+  m.impl("addcdiv", TORCH_FN(Addcdiv));
+  m.impl("addcdiv_", TORCH_FN(Addcdiv_));
+  m.impl("addcdiv.out", TORCH_FN(AddcdivOut));
+  m.impl("eye.out", TORCH_FN(EyeOut));
+  m.impl("eye.m_out", TORCH_FN(EyeMOut));
   m.impl("lerp.Scalar", TORCH_FN(LerpS));
   m.impl("lerp_.Scalar", TORCH_FN(LerpS_));
   m.impl("lerp.Scalar_out", TORCH_FN(LerpSOut));
