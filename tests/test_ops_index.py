@@ -919,3 +919,66 @@ def test_embedding_bag_float32_rows_in_registers(mode, dim):
                 None if psw is None else psw.to("trn"), False, padding_idx)
             for g_, w_ in zip(got, want):
                 check(g_, w_, exact=not w_.dtype.is_floating_point)
+
+
+# ---- index_add_ / index_copy_ / index_fill_ (one IndexPut kernel along a dim) ----------------
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+@pytest.mark.parametrize("dtype", NUM, ids=str)
+def test_index_add_copy_fill_along_a_dim(dtype, dim, layout):
+    """MoE's index_add_ of expert outputs, GNN aggregation; duplicates accumulate."""
+    x = make((5, 6, 7), dtype)
+    n = x.shape[dim]
+    idx = torch.tensor([n - 1, 0, 2, 0])  # a duplicate for index_add
+    src_shape = list(x.shape)
+    src_shape[dim] = 4
+    src = make(tuple(src_shape), dtype, lo=-3, hi=4)
+    tx, tsrc = on_trn(x, layout), on_trn(src, layout)
+    alpha = 2 if not dtype.is_floating_point else 0.5
+    check(torch.index_add(tx, dim, idx.to("trn"), tsrc, alpha=alpha),
+          torch.index_add(x, dim, idx, src, alpha=alpha))
+    uniq = torch.tensor([n - 1, 0, 2])
+    usrc = src.narrow(dim, 0, 3)
+    check(torch.index_copy(tx, dim, uniq.to("trn"), on_trn(usrc, layout)),
+          torch.index_copy(x, dim, uniq, usrc), exact=True)
+    for value in [3, -1.5] if dtype.is_floating_point else [3]:
+        check(torch.index_fill(tx, dim, torch.tensor([-1, 1]).to("trn"), value),
+              torch.index_fill(x, dim, torch.tensor([-1, 1]), value), exact=True)
+    t = x.to("trn")
+    t.index_add_(dim, idx.to("trn"), src.to("trn"))
+    check(t, x.clone().index_add_(dim, idx, src))
+    t.index_fill_(dim, torch.tensor([0]).to("trn"), torch.tensor(7).to(dtype))
+    check(t, x.clone().index_add_(dim, idx, src).index_fill_(dim, torch.tensor([0]), 7))
+    out = torch.empty(0, dtype=dtype, device="trn")
+    torch.index_add(x.to("trn"), dim, idx.to("trn"), src.to("trn"), out=out)
+    check(out, torch.index_add(x, dim, idx, src))
+
+
+def test_index_add_scalar_index_int32_and_mixtral_style_moe():
+    x, src = make((6, 4), F32), make((1, 4), F32)
+    check(torch.index_add(x.to("trn"), 0, torch.tensor(2).to("trn"), src.to("trn")),
+          torch.index_add(x, 0, torch.tensor(2), src))
+    check(torch.index_add(x.to("trn"), 0, torch.tensor([1, 1], dtype=I32).to("trn"),
+                          make((2, 4), F32).to("trn")),
+          torch.index_add(x, 0, torch.tensor([1, 1], dtype=I32), make((2, 4), F32)))
+    # Mixtral's sparse MoE block: each expert's rows scattered back with index_add_
+    hidden, routed = make((10, 8), F32), make((6, 8), F32)
+    top_x = torch.tensor([9, 3, 3, 0, 7, 1])
+    want = torch.zeros(10, 8).index_add_(0, top_x, routed) + hidden
+    got = torch.zeros(10, 8, device="trn").index_add_(0, top_x.to("trn"), routed.to("trn"))
+    check(got + hidden.to("trn"), want)
+
+
+def test_index_add_copy_reject_what_cpu_rejects():
+    t = torch.zeros(5, 3, device="trn")
+    with pytest.raises(RuntimeError, match="index -1 is out of bounds"):  # CPU's rule
+        t.index_add_(0, torch.tensor([-1], device="trn"), torch.ones(1, 3, device="trn"))
+        torch.trn.synchronize()
+    with pytest.raises(RuntimeError, match="index 5 is out of bounds"):
+        t.index_copy_(0, torch.tensor([5], device="trn"), torch.ones(1, 3, device="trn"))
+        torch.trn.synchronize()
+    with pytest.raises(RuntimeError, match="does not match"):
+        t.index_add_(0, torch.tensor([1], device="trn"), torch.ones(1, 4, device="trn"))
+    with pytest.raises(RuntimeError, match="same scalar type"):
+        t.index_add_(0, torch.tensor([1], device="trn"), torch.ones(1, 3, device="trn").double())
+    check(t, torch.zeros(5, 3), exact=True)  # nothing written by the failures

@@ -434,6 +434,109 @@ at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
   return self;
 }
 
+// index_add_ / index_copy_ / index_fill_ along dim are index_put_ with the
+// index at dim (the other dims whole): one IndexPut kernel, accumulating for
+// index_add. index_add / index_copy reject negative indices (CPU's rule;
+// index_put and index_fill count them from the end). Functional forms clone.
+enum class IndexAlong { kAdd, kCopy, kFill };
+void CopyIntoOut(const at::Tensor& self, at::Tensor& out, const char* name) {
+  if (out.is_same(self)) return;  // out= forms start from a copy of self
+  PrepareOut(out, self.sizes(), self.scalar_type(), name);
+  out.copy_(self);
+}
+at::Tensor& IndexAlongImpl(IndexAlong kind, at::Tensor& self, int64_t dim, const at::Tensor& index,
+                           const at::Tensor& source, const char* name) {
+  dim = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK_INDEX(index.dim() <= 1, name, ": Index is supposed to be a vector, got ",
+                    index.dim(), "-D");
+  TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, name,
+              ": Expected dtype int32/int64 for index but got ", index.scalar_type());
+  const at::Tensor idx = index.reshape({-1});
+  const at::Tensor& src = source;
+  if (kind != IndexAlong::kFill) {
+    TORCH_CHECK(source.scalar_type() == self.scalar_type(), name, ": self (",
+                self.scalar_type(), ") and source (", source.scalar_type(),
+                ") must have the same scalar type");
+    at::DimVector want(self.sizes().begin(), self.sizes().end());
+    if (self.dim() > 0) want[dim] = idx.numel();
+    TORCH_CHECK(self.dim() == 0 ? src.numel() == idx.numel()
+                                : src.sizes() == at::IntArrayRef(want),
+                      name, ": source of shape ", source.sizes(), " does not match self of shape ",
+                      self.sizes(), " with ", idx.numel(), " indices along dim ", dim);
+  }
+  if (idx.numel() == 0 || self.numel() == 0) return self;
+  const int device = DeviceIndex(self);
+  at::Tensor view = self.dim() == 0 ? self.reshape({1}) : self;
+  c10::List<std::optional<at::Tensor>> indices;
+  for (int64_t d = 0; d < dim; ++d) indices.push_back(std::nullopt);
+  indices.push_back(idx);
+  const AdvancedIndex a = MakeAdvancedIndex(view, indices, name);
+  at::Tensor values = kind == IndexAlong::kFill ? src.expand(a.result_sizes)
+                                                : src.reshape(a.result_sizes);
+  CommonDevice(name, {&self, &values});
+  if (kind == IndexAlong::kAdd) ComputeDType(self.scalar_type(), name);
+  const at::Tensor ve = values.permute(a.kernel_perm);
+  const TensorRef s = Ref(a.self_view, name), x = Ref(ve, name);
+  const std::vector<TensorRef> refs = IndexRefs(a, name);
+  const std::vector<int> dims = a.dims;
+  const bool accumulate = kind == IndexAlong::kAdd, negative = kind == IndexAlong::kFill;
+  LaunchIndexing(device, accumulate ? IndexingKernel::kIndexPutAdd : IndexingKernel::kIndexPut, s,
+                 &x, name,
+                 [=] { return kernels::IndexPut(s, refs, x, accumulate, dims, negative); });
+  return self;
+}
+at::Tensor& IndexAdd_(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const at::Tensor& source, const at::Scalar& alpha) {
+  const at::Tensor src = alpha.equal(1) ? source : at::mul(source, alpha);
+  return IndexAlongImpl(IndexAlong::kAdd, self, dim, index, src, "aten::index_add_");
+}
+at::Tensor IndexAdd(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                    const at::Tensor& source, const at::Scalar& alpha) {
+  at::Tensor out = self.clone();
+  return IndexAdd_(out, dim, index, source, alpha);
+}
+at::Tensor& IndexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const at::Tensor& source, const at::Scalar& alpha, at::Tensor& out) {
+  CopyIntoOut(self, out, "aten::index_add");
+  return IndexAdd_(out, dim, index, source, alpha);
+}
+at::Tensor& IndexCopy_(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                       const at::Tensor& source) {
+  return IndexAlongImpl(IndexAlong::kCopy, self, dim, index, source, "aten::index_copy_");
+}
+at::Tensor IndexCopy(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                     const at::Tensor& source) {
+  at::Tensor out = self.clone();
+  return IndexCopy_(out, dim, index, source);
+}
+at::Tensor& IndexCopyOut(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                         const at::Tensor& source, at::Tensor& out) {
+  CopyIntoOut(self, out, "aten::index_copy");
+  return IndexCopy_(out, dim, index, source);
+}
+at::Tensor& IndexFillS_(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const at::Scalar& value) {
+  const at::Tensor v = at::scalar_tensor(value, self.options());
+  return IndexAlongImpl(IndexAlong::kFill, self, dim, index, v, "aten::index_fill_");
+}
+at::Tensor& IndexFillT_(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                        const at::Tensor& value) {
+  TORCH_CHECK(value.dim() == 0, "index_fill_ only supports a 0-dimensional value tensor, but got "
+              "tensor with ", value.dim(), " dimension(s).");
+  return IndexAlongImpl(IndexAlong::kFill, self, dim, index,
+                        value.to(self.device(), self.scalar_type()), "aten::index_fill_");
+}
+at::Tensor IndexFillS(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const at::Scalar& value) {
+  at::Tensor out = self.clone();
+  return IndexFillS_(out, dim, index, value);
+}
+at::Tensor IndexFillT(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                      const at::Tensor& value) {
+  at::Tensor out = self.clone();
+  return IndexFillT_(out, dim, index, value);
+}
+
 at::Tensor MaskedSelect(const at::Tensor& self, const at::Tensor& mask) {
   TORCH_CHECK(mask.scalar_type() == at::kBool, "masked_select: expected BoolTensor for mask, got ",
               mask.scalar_type());
@@ -1061,6 +1164,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("index.Tensor_out", TORCH_FN(IndexTensorOut));
   m.impl("_index_put_impl_", TORCH_FN(IndexPutImpl));
   m.impl("masked_select", TORCH_FN(MaskedSelect));
+  m.impl("index_add", TORCH_FN(IndexAdd));
+  m.impl("index_add_", TORCH_FN(IndexAdd_));
+  m.impl("index_add.out", TORCH_FN(IndexAddOut));
+  m.impl("index_copy", TORCH_FN(IndexCopy));
+  m.impl("index_copy_", TORCH_FN(IndexCopy_));
+  m.impl("index_copy.out", TORCH_FN(IndexCopyOut));
+  m.impl("index_fill.int_Scalar", TORCH_FN(IndexFillS));
+  m.impl("index_fill_.int_Scalar", TORCH_FN(IndexFillS_));
+  m.impl("index_fill.int_Tensor", TORCH_FN(IndexFillT));
+  m.impl("index_fill_.int_Tensor", TORCH_FN(IndexFillT_));
   m.impl("cumsum", TORCH_FN(ScanFn<kernels::ScanOp::kSum>));
   m.impl("cumsum.out", TORCH_FN(ScanOut<kernels::ScanOp::kSum>));
   m.impl("cumsum_", TORCH_FN(ScanInplace<kernels::ScanOp::kSum>));

@@ -101,7 +101,8 @@ std::array<int64_t, kMaxDims> WithoutDim(const TensorRef& t, int dim) {
 // Element offsets into `in` (its first k dims) of every b of the broadcast
 // index shape, in row-major order of b; validates the indices.
 Status IndexedOffsets(const TensorRef& in, const std::vector<TensorRef>& indices,
-                      const std::vector<int>& dims, std::vector<int64_t>* offsets) {
+                      const std::vector<int>& dims, std::vector<int64_t>* offsets,
+                      bool negative = true) {
   const TensorRef& first = indices[0];
   offsets->assign(static_cast<size_t>(first.numel()), 0);
   for (size_t j = 0; j < indices.size(); ++j) {
@@ -114,7 +115,7 @@ Status IndexedOffsets(const TensorRef& in, const std::vector<TensorRef>& indices
     ForEachOffset<1>(index.ndim, index.sizes, {index.strides},
                      [&](const std::array<int64_t, 1>& off, const int64_t*) {
                        int64_t v = IndexValue(index, off[0]);
-                       if (v < -size || v >= size) {
+                       if (v < (negative ? -size : 0) || v >= size) {
                          if (st.ok()) st = OutOfRange(v, dim, size);
                          return;
                        }
@@ -416,13 +417,14 @@ Status Index(const TensorRef& out, const TensorRef& in, const std::vector<Tensor
 }
 
 Status IndexPut(const TensorRef& self, const std::vector<TensorRef>& indices,
-                const TensorRef& values, bool accumulate, const std::vector<int>& dims) {
+                const TensorRef& values, bool accumulate, const std::vector<int>& dims,
+                bool negative) {
   TRN_ASSERT(!indices.empty() && values.dtype == self.dtype, "index_put: values of self's dtype");
   const int k = static_cast<int>(indices.size());
   const int nb = indices[0].ndim;
   TRN_ASSERT(values.ndim == nb + self.ndim - k, "index_put: values must be [B..., rest...]");
   std::vector<int64_t> offsets;
-  if (Status st = IndexedOffsets(self, indices, dims, &offsets); !st.ok()) return st;
+  if (Status st = IndexedOffsets(self, indices, dims, &offsets, negative); !st.ok()) return st;
   const TensorRef rest_self = Trailing(self, k, 0);
   const size_t item = ItemSize(self.dtype);
   size_t b = 0;

@@ -58,9 +58,12 @@ Status Index(const TensorRef& out, const TensorRef& in, const std::vector<Tensor
              const std::vector<int>& dims = {});
 // self[indices[0][b], ..., r] = values[b, r] (+= when accumulate); values has
 // out-of-Index's shape [B..., rest...] (broadcast views allowed). Duplicate
-// indices without accumulate: the last write wins.
+// indices without accumulate: the last write wins. negative = false makes a
+// negative index out of range (index_add / index_copy) instead of counting
+// from the end.
 Status IndexPut(const TensorRef& self, const std::vector<TensorRef>& indices,
-                const TensorRef& values, bool accumulate, const std::vector<int>& dims = {});
+                const TensorRef& values, bool accumulate, const std::vector<int>& dims = {},
+                bool negative = true);
 
 // Inclusive scan along dim: out[..., i, ...] = in[..., 0] op ... op in[..., i].
 // out and in have one shape and dtype (the caller casts for dtype=).
