@@ -1009,3 +1009,54 @@ def test_bfloat16_conv1d_over_a_transposed_sequence_rounds_once(amx):
         assert (err <= exact.abs() * 2.0**-8 * 1.001 + mag * 2e-6).all(), err.max()
     finally:
         ops._set_amx(True)
+
+
+# ---- 3-D pooling and upsampling (Note [Separable 3-D]: two 2-D passes) ----------------------
+VOLUME_OPS = {
+    "avg_pool3d": lambda t: F.avg_pool3d(t, 2),
+    "avg_pool3d_pad_ceil": lambda t: F.avg_pool3d(t, 3, 2, 1, ceil_mode=True),
+    "avg_pool3d_exclude_pad": lambda t: F.avg_pool3d(t, (3, 2, 3), (2, 1, 2), (1, 1, 1),
+                                                     count_include_pad=False),
+    "avg_pool3d_divisor": lambda t: F.avg_pool3d(t, (2, 3, 2), (1, 2, 2), (1, 1, 0),
+                                                 divisor_override=5),
+    "adaptive_avg_pool3d": lambda t: F.adaptive_avg_pool3d(t, (2, 3, 4)),
+    "adaptive_avg_pool3d_1": lambda t: F.adaptive_avg_pool3d(t, 1),  # video classifier heads
+    "adaptive_avg_pool3d_up": lambda t: F.adaptive_avg_pool3d(t, (7, 9, 8)),
+    "nearest3d": lambda t: F.interpolate(t, scale_factor=(2, 1.5, 2), mode="nearest"),
+    "nearest3d_size": lambda t: F.interpolate(t, size=(3, 11, 4), mode="nearest"),
+    "trilinear": lambda t: F.interpolate(t, size=(9, 4, 11), mode="trilinear"),
+    "trilinear_align": lambda t: F.interpolate(t, scale_factor=2, mode="trilinear",
+                                               align_corners=True),
+    "trilinear_scale": lambda t: F.interpolate(t, scale_factor=(1.7, 2.0, 0.6),
+                                               mode="trilinear"),
+    "local_response_norm": lambda t: F.local_response_norm(t[:, :, 0], 3),  # avg_pool3d inside
+}
+
+
+@pytest.mark.parametrize("layout", ["contig", "channels_last_3d", "strided"])
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=str)
+@pytest.mark.parametrize("name", list(VOLUME_OPS))
+def test_3d_pooling_and_upsampling(name, dtype, layout):
+    x = make((2, 3, 5, 7, 6), dtype, name)
+    if layout == "channels_last_3d":
+        t = x.to(memory_format=torch.channels_last_3d).to("trn")
+    else:
+        t = to_trn(x, layout)
+    try:
+        want = VOLUME_OPS[name](x)
+    except NotImplementedError:  # CPU's avg_pool3d has no bfloat16 kernel: its float32 result
+        want = VOLUME_OPS[name](x.float()).to(dtype)
+    check(VOLUME_OPS[name](t), want)
+
+
+def test_3d_pooling_unbatched_and_modules():
+    x = make((3, 4, 6, 6), F32)  # C, D, H, W
+    check(F.avg_pool3d(x.to("trn"), 2), F.avg_pool3d(x, 2))
+    check(F.adaptive_avg_pool3d(x.to("trn"), 2), F.adaptive_avg_pool3d(x, 2))
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv3d(3, 4, 3, padding=1), nn.AvgPool3d(2), nn.ReLU(),
+                        nn.Upsample(scale_factor=2, mode="trilinear"),
+                        nn.AdaptiveAvgPool3d(1)).eval()
+    v = make((2, 3, 4, 8, 8), F32)
+    with torch.no_grad():
+        check(copy.deepcopy(net).to("trn")(v.to("trn")), net(v), conv=True)

@@ -646,6 +646,83 @@ at::Tensor AdaptiveAvgPool2d(const at::Tensor& self, c10::SymIntArrayRef output_
   return out;
 }
 
+// ---- 3-D pooling and upsampling as two 2-D passes ----------------------------------------
+// Note [Separable 3-D]: an average over a D x H x W box (torch's window and
+// divisor rules are per dim), an adaptive bin, nearest and trilinear
+// interpolation all factor into the H x W op on [N, C*D, H, W], then the same
+// op along D on [N, C, D, H'*W'] with the second dim left alone (size kept,
+// window 1). Two native kernels; the result differs from a one-pass kernel by
+// one rounding (two divisions, or the interpolation's two steps).
+struct Frames {  // the input as [N, C*D, H, W], with its batch dim restored later
+  at::Tensor x;
+  int64_t n, c, d;
+  bool batched;
+};
+Frames AsFrames(const at::Tensor& self, const char* name) {
+  TORCH_CHECK(self.dim() == 4 || self.dim() == 5, name,
+              ": expected a 4D or 5D input (C, D, H, W or N, C, D, H, W), got ", self.sizes());
+  const at::Tensor x = self.dim() == 5 ? self : self.unsqueeze(0);
+  return {x.reshape({x.size(0), x.size(1) * x.size(2), x.size(3), x.size(4)}), x.size(0),
+          x.size(1), x.size(2), self.dim() == 5};
+}
+// [N, C*D, H', W'] -> [N, C, D, H'*W'] for the pass along D.
+at::Tensor AlongDepth(const Frames& f, const at::Tensor& y) {
+  return y.reshape({f.n, f.c, f.d, y.size(2) * y.size(3)});
+}
+// [N, C, D', H'*W'] -> [N, C, D', H', W'] (no batch dim when the input had none).
+at::Tensor Volume(const Frames& f, const at::Tensor& z, const at::Tensor& frames) {
+  at::Tensor v = z.reshape({f.n, f.c, z.size(2), frames.size(2), frames.size(3)});
+  return f.batched ? v : v.squeeze(0);
+}
+
+at::Tensor AvgPool3d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                     at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                     std::optional<int64_t> divisor_override) {
+  constexpr const char* kName = "aten::avg_pool3d";
+  auto triple = [&](at::IntArrayRef v, const char* what, at::IntArrayRef fallback) {
+    if (v.empty()) v = fallback;
+    TORCH_CHECK(v.size() == 1 || v.size() == 3, kName, ": ", what,
+                " must either be a single int, or a tuple of three ints");
+    return v.size() == 1 ? std::array<int64_t, 3>{v[0], v[0], v[0]}
+                         : std::array<int64_t, 3>{v[0], v[1], v[2]};
+  };
+  const auto k = triple(kernel, "kernel_size", kernel);
+  const auto st = triple(stride, "stride", kernel);
+  const auto pad = triple(padding, "padding", {0});
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, kName,
+              ": divisor must be not zero");
+  const Frames f = AsFrames(self, kName);
+  // With divisor_override both passes sum (divisor 1), then one division.
+  const std::optional<int64_t> pass_divisor =
+      divisor_override.has_value() ? std::optional<int64_t>(1) : std::nullopt;
+  const at::Tensor hw = AvgPool2d(f.x, {k[1], k[2]}, {st[1], st[2]}, {pad[1], pad[2]}, ceil_mode,
+                                  count_include_pad, pass_divisor);
+  at::Tensor z = AvgPool2d(AlongDepth(f, hw), {k[0], 1}, {st[0], 1}, {pad[0], 0}, ceil_mode,
+                           count_include_pad, pass_divisor);
+  if (divisor_override.has_value()) z = z.div(static_cast<double>(*divisor_override));
+  return Volume(f, z, hw);
+}
+at::Tensor& AvgPool3dOut(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+                         at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                         std::optional<int64_t> divisor_override, at::Tensor& out) {
+  const at::Tensor r = AvgPool3d(self, kernel, stride, padding, ceil_mode, count_include_pad,
+                                 divisor_override);
+  PrepareOut(out, r.sizes(), r.scalar_type(), "aten::avg_pool3d");
+  return out.copy_(r);
+}
+
+at::Tensor AdaptiveAvgPool3d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
+  constexpr const char* kName = "aten::_adaptive_avg_pool3d";
+  TORCH_CHECK(output_size.size() == 3, kName, ": output_size must be 3, got ",
+              output_size.size());
+  const Frames f = AsFrames(self, kName);
+  TORCH_CHECK(f.d > 0, kName, ": expected input to have non-zero size for non-batch "
+              "dimensions, but input has sizes ", self.sizes());
+  const at::Tensor hw = AdaptiveAvgPool2d(f.x, output_size.slice(1));
+  const std::array<c10::SymInt, 2> depth = {output_size[0], c10::SymInt(hw.size(2) * hw.size(3))};
+  return Volume(f, AdaptiveAvgPool2d(AlongDepth(f, hw), depth), hw);
+}
+
 // ---- upsample -----------------------------------------------------------------------------
 // in [N, C, (H,) W] -> out of output_size; 1-D ops run as H = 1.
 at::Tensor Upsample(const at::Tensor& self, c10::SymIntArrayRef output_size,
@@ -696,6 +773,32 @@ at::Tensor UpsampleBilinear2d(const at::Tensor& self, c10::SymIntArrayRef output
   return Upsample(self, output_size, kernels::UpsampleMode::kBilinear, align_corners, sh, sw,
                   "aten::upsample_bilinear2d");
 }
+// 3-D: Note [Separable 3-D].
+at::Tensor Upsample3d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                      kernels::UpsampleMode mode, bool align_corners, std::optional<double> sd,
+                      std::optional<double> sh, std::optional<double> sw, const char* name) {
+  TORCH_CHECK(self.dim() == 5 && output_size.size() == 3, name,
+              ": expected a 5-D input and 3 output sizes, got ", self.sizes(), " and ",
+              output_size);
+  const Frames f = AsFrames(self, name);
+  const at::Tensor hw = Upsample(f.x, output_size.slice(1), mode, align_corners, sh, sw, name);
+  const std::array<c10::SymInt, 2> depth = {output_size[0], c10::SymInt(hw.size(2) * hw.size(3))};
+  return Volume(f, Upsample(AlongDepth(f, hw), depth, mode, align_corners, sd, std::nullopt, name),
+                hw);
+}
+at::Tensor UpsampleNearest3d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                             std::optional<double> sd, std::optional<double> sh,
+                             std::optional<double> sw) {
+  return Upsample3d(self, output_size, kernels::UpsampleMode::kNearest, false, sd, sh, sw,
+                    "aten::upsample_nearest3d");
+}
+at::Tensor UpsampleTrilinear3d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                               bool align_corners, std::optional<double> sd,
+                               std::optional<double> sh, std::optional<double> sw) {
+  return Upsample3d(self, output_size, kernels::UpsampleMode::kBilinear, align_corners, sd, sh,
+                    sw, "aten::upsample_trilinear3d");
+}
+
 // Bicubic without antialias (ViT / DINOv2 / CLIP position-embedding
 // interpolation); the antialiased form takes the CPU fallback.
 at::Tensor UpsampleBicubic2d(const at::Tensor& self, c10::SymIntArrayRef output_size,
@@ -844,6 +947,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_native_batch_norm_legit", TORCH_FN(BatchNormLegit));
   m.impl("max_pool2d_with_indices", TORCH_FN(MaxPool2dWithIndices));
   m.impl("avg_pool2d", TORCH_FN(AvgPool2d));
+  m.impl("avg_pool3d", TORCH_FN(AvgPool3d));
+  m.impl("avg_pool3d.out", TORCH_FN(AvgPool3dOut));
+  m.impl("_adaptive_avg_pool3d", TORCH_FN(AdaptiveAvgPool3d));
+  m.impl("upsample_nearest3d", TORCH_FN(UpsampleNearest3d));
+  m.impl("upsample_trilinear3d", TORCH_FN(UpsampleTrilinear3d));
   m.impl("_adaptive_avg_pool2d", TORCH_FN(AdaptiveAvgPool2d));
   m.impl("upsample_nearest2d", TORCH_FN(UpsampleNearest2d));
   m.impl("upsample_bilinear2d", TORCH_FN(UpsampleBilinear2d));
