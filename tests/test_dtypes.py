@@ -47,9 +47,10 @@ def new_fallbacks(before):
     return {op: n - before.get(op, 0) for op, n in after.items() if n != before.get(op, 0)}
 
 
-def same_as_cpu(fn, *cpu_args):
+def same_as_cpu(fn, *cpu_args, fallback=True):
     """fn on CPU and on trn copies: equal results (the CPU computes both) and the
-    trn run counted as fallback, or the same exception type."""
+    trn run counted as fallback (or not, for data movement that takes every
+    dtype natively), or the same exception type."""
     try:
         want, error = fn(*cpu_args), None
     except Exception as e:  # noqa: BLE001 - CPU's own verdict is the reference
@@ -67,7 +68,10 @@ def same_as_cpu(fn, *cpu_args):
     for w, g in zip(wants, gots):
         assert g.device.type == "trn" and g.dtype == w.dtype and g.shape == w.shape
         assert torch.equal(bits(g.cpu()), bits(w)), (g.cpu(), w)
-    assert new_fallbacks(before), "expected the op to be counted as a CPU fallback"
+    if fallback:
+        assert new_fallbacks(before), "expected the op to be counted as a CPU fallback"
+    else:
+        assert new_fallbacks(before) == {}
 
 
 OPS = {
@@ -92,11 +96,15 @@ OPS = {
 }
 
 
+EVERY_DTYPE = {"clone_permuted"}  # clone copies any dtype on the device (host copy)
+
+
 @pytest.mark.uses_fallback
 @pytest.mark.parametrize("dtype", OTHER, ids=str)
 @pytest.mark.parametrize("op", list(OPS))
 def test_op_on_a_dtype_the_kernels_do_not_take_equals_cpu(op, dtype):
-    same_as_cpu(OPS[op], sample((4, 6), dtype, 0), sample((4, 6), dtype, 1))
+    same_as_cpu(OPS[op], sample((4, 6), dtype, 0), sample((4, 6), dtype, 1),
+                fallback=op not in EVERY_DTYPE)
 
 
 @pytest.mark.uses_fallback
@@ -227,3 +235,53 @@ def test_inplace_and_out_variants_write_the_trn_tensor():
     assert r is out and out.data_ptr() != ptr
     torch.testing.assert_close(out.cpu(), a * 4j)
     assert math.isclose(t[0, 0].item().imag, (a[0, 0] * 2j).imag, rel_tol=1e-6)
+
+
+@pytest.mark.uses_fallback
+def test_conjugate_views_and_complex_views_write_through():
+    """A conj-bit tensor is cloned on the host (the fallback would recurse);
+    view_as_real / view_as_complex are views, so .real / .imag write through."""
+    z = sample((5,), C64)
+    torch.testing.assert_close(z.to("trn").conj().cpu(), z.conj())
+    torch.testing.assert_close((z.to("trn").conj() * z.to("trn")).cpu(), z.conj() * z)
+    torch.testing.assert_close(z.to("trn").conj().clone().cpu(), z.conj().clone())
+    c = torch.zeros(3, dtype=C64, device="trn")
+    c.real.fill_(1)
+    c.imag.add_(2)
+    torch.testing.assert_close(c.cpu(), torch.full((3,), 1 + 2j, dtype=C64))
+    x = torch.randn(4, 6, device="trn")
+    assert torch.view_as_complex(x.view(4, 3, 2)).data_ptr() == x.data_ptr()
+
+
+@pytest.mark.uses_fallback
+def test_complex_rotary_backward_and_adam_on_a_complex_parameter_equal_cpu():
+    x = torch.randn(2, 4, 8)
+    freqs = torch.polar(torch.ones(4, 4), torch.randn(4, 4))
+
+    def grad(x, f):
+        x = x.clone().requires_grad_()
+        y = torch.view_as_real(torch.view_as_complex(x.reshape(2, 4, 4, 2)) * f).flatten(-2)
+        y.pow(2).sum().backward()
+        return x.grad
+
+    torch.testing.assert_close(grad(x.to("trn"), freqs.to("trn")).cpu(), grad(x, freqs))
+    params = [torch.nn.Parameter(torch.ones(2, dtype=C64, device=d)) for d in ("cpu", "trn")]
+    for p in params:
+        opt = torch.optim.Adam([p], lr=0.1)
+        p.grad = torch.ones_like(p)
+        opt.step()
+    torch.testing.assert_close(params[1].detach().cpu(), params[0].detach())
+
+
+@pytest.mark.uses_fallback
+def test_integers_beyond_int32_compute_exactly():
+    """Python ints and Scalars reach the kernels as doubles: beyond int32 they go
+    to the CPU, which wraps and rounds as torch does."""
+    big = 2**62 + 1
+    a64, a32 = torch.tensor([1, -3]), torch.tensor([1, -3], dtype=torch.int32)
+    for fn in [lambda t: t + big, lambda t: t * 3 - big, lambda t: t + 2**40,
+               lambda t: torch.full_like(t, 7).fill_(big) if t.dtype == torch.int64 else t,
+               lambda t: torch.where(t > 0, t, big) if t.dtype == torch.int64 else t]:
+        for t in (a64, a32):
+            assert torch.equal(fn(t.to("trn")).cpu(), fn(t)), (fn, t.dtype)
+    assert (torch.tensor([5], device="trn") + 7).item() == 12  # small ints stay native

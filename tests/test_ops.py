@@ -1450,6 +1450,19 @@ def test_rrelu_training_draws_slopes_on_the_cpu_generator():
     assert trnscope.fallback_ops().get("aten::rrelu_with_noise", 0) == before + 1
 
 
+def test_shrink_parameters_as_cpu_reads_them():
+    """CPU rounds lambd to bfloat16 / float16 before comparing and rejects a negative one."""
+    for dtype, x, lambd in [(BF16, 0.1, 0.1), (F16, 0.3, 0.3), (BF16, -0.7, 0.7)]:
+        t = torch.tensor([x, -x, x * 1.01], dtype=dtype)
+        for fn in (F.hardshrink, F.softshrink):
+            check(fn(t.to("trn"), lambd), fn(t, lambd))
+        check(F.threshold(t.to("trn"), lambd, 2.0), F.threshold(t, lambd, 2.0))
+    with pytest.raises(RuntimeError, match="lambda must be in range"):
+        F.softshrink(torch.ones(3, device="trn"), -0.5)
+    with pytest.raises(NotImplementedError, match="'Bool'"):
+        torch.addcmul(*(torch.ones(2, dtype=BOOL, device="trn"),) * 3)
+
+
 def test_activation_errors_match_cpu():
     i, b = torch.arange(-3, 4), torch.tensor([True, False])
     with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):

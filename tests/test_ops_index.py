@@ -885,6 +885,26 @@ def test_embedding_bag_training_backward_equals_cpu():
         check(t.weight.grad, want)
 
 
+@pytest.mark.uses_fallback
+def test_embedding_bag_mixed_index_dtypes_train_and_float64_is_counted():
+    """int32 indices with int64 offsets: CPU promotes both (aux outputs int64), and its
+    backward (fallback) reads them; float64 tables count as float64 downcasts."""
+    w = make((6, 3), F32)
+    idx, offs = torch.tensor([1, 2, 3, 4], dtype=I32), torch.tensor([0, 0, 2])
+    want = torch.ops.aten._embedding_bag(w, idx, offs, False, 0, False, None, False, 0)
+    got = torch.ops.aten._embedding_bag(w.to("trn"), idx.to("trn"), offs.to("trn"), False, 0,
+                                        False, None, False, 0)
+    for g, e in zip(got, want):
+        check(g, e, exact=not e.dtype.is_floating_point)
+    wc, wt = w.clone().requires_grad_(), w.to("trn").requires_grad_()
+    F.embedding_bag(idx, wc, offs).sum().backward()
+    F.embedding_bag(idx.to("trn"), wt, offs.to("trn")).sum().backward()
+    check(wt.grad, wc.grad)
+    before = trnscope.float64_downcasts().get("aten::_embedding_bag_forward_only", 0)
+    F.embedding_bag(idx.to("trn"), w.double().to("trn"), offs.to("trn"))
+    assert trnscope.float64_downcasts().get("aten::_embedding_bag_forward_only", 0) == before + 1
+
+
 def test_embedding_bag_bad_input_fails_with_cpus_messages():
     w = torch.randn(10, 4, device="trn")
     with pytest.raises(RuntimeError, match="valid range"):

@@ -11,6 +11,7 @@
 #include <torch/library.h>
 
 #include <cstdint>
+#include <climits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -27,7 +28,8 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // Note [dtypes the kernels do not take]
 // The native kernels compute float32 (float64 as float32, Note [float64 policy]),
 // bfloat16, float16, int32, int64 and bool. An op given any other dtype (complex,
-// uint8, int8, int16, float8, ...) in a tensor, a Scalar or a dtype argument runs
+// uint8, int8, int16, float8, ...) in a tensor, a complex Scalar (or an integer
+// one beyond int32) or a dtype argument runs
 // through the CPU fallback, as an op without a kernel does: the CPU's result (or
 // the CPU's error), counted and warned once, never an error the CPU would not give.
 // The check is a few loads per argument, made before the kernel runs.
@@ -42,7 +44,16 @@ inline bool Native(at::ScalarType s) {
   return i < 64 && ((kNative >> i) & 1) != 0;
 }
 inline bool Native(std::optional<at::ScalarType> s) { return !s.has_value() || Native(*s); }
-inline bool Native(const at::Tensor& t) { return !t.defined() || Native(t.scalar_type()); }
+inline bool InInt32(int64_t v) { return v >= INT32_MIN && v <= INT32_MAX; }
+inline bool Native(const at::Tensor& t) {
+  if (!t.defined()) return true;
+  if (!Native(t.scalar_type())) return false;
+  // A Python int beside a trn tensor arrives as a 0-dim CPU int64 tensor.
+  if (t.scalar_type() == at::kLong && t.dim() == 0 && t.is_cpu()) {
+    return InInt32(*static_cast<const int64_t*>(t.const_data_ptr()));
+  }
+  return true;
+}
 inline bool Native(const std::optional<at::Tensor>& t) { return !t.has_value() || Native(*t); }
 inline bool Native(at::TensorList list) {
   for (const at::Tensor& t : list) {
@@ -62,7 +73,14 @@ inline bool Native(const c10::List<std::optional<at::Tensor>>& list) {
   }
   return true;
 }
-inline bool Native(const at::Scalar& s) { return !s.isComplex(); }
+// Integer Scalars (and Python ints, 0-dim CPU int64 tensors) reach the kernels
+// as doubles and saturate into int32: one outside int32's range (2**40,
+// 2**62 + 1) computes on the CPU, exactly.
+inline bool Native(const at::Scalar& s) {
+  if (s.isComplex()) return false;
+  if (!s.isIntegral(/*includeBool=*/false)) return true;
+  return InInt32(s.toLong());
+}
 inline bool Native(const std::optional<at::Scalar>& s) { return !s.has_value() || Native(*s); }
 // Sizes, flags, strings, generators: nothing to check.
 template <class T>
@@ -122,6 +140,13 @@ class NativeKernels {
   template <class F, F* fn>
   NativeKernels& impl(const char* schema_name, c10::CompileTimeFunctionPointer<F, fn>) {
     return Register<F, fn, false>(schema_name);
+  }
+  // A kernel that takes every dtype itself (data movement), without the check.
+  template <class F, F* fn>
+  NativeKernels& impl_all_dtypes(const char* schema_name,
+                                 c10::CompileTimeFunctionPointer<F, fn> kernel) {
+    lib_.impl(schema_name, kernel);
+    return *this;
   }
   // A kernel whose tensors must all be floating (matmul, convolution).
   template <class F, F* fn>

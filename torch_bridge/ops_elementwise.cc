@@ -813,10 +813,24 @@ TRN_ACTIVATION(Softplus, ActivationOp::kSoftplus, "softplus", beta.toDouble(),
 TRN_ACTIVATION(Hardswish, ActivationOp::kHardswish, "hardswish", 0, 0, 0)
 TRN_ACTIVATION(Hardsigmoid, ActivationOp::kHardsigmoid, "hardsigmoid", 0, 0, 0)
 TRN_ACTIVATION(Mish, ActivationOp::kMish, "mish", 0, 0, 0)
-TRN_ACTIVATION(Hardshrink, ActivationOp::kHardshrink, "hardshrink", lambd.toDouble(), 0, 0,
+// hardshrink and softshrink compare in the input's dtype: CPU rounds lambd to
+// bfloat16 / float16 first (threshold compares in float32).
+double InDType(const at::Tensor& a, const at::Scalar& v) {
+  if (a.scalar_type() == at::kBFloat16) return static_cast<float>(v.to<c10::BFloat16>());
+  if (a.scalar_type() == at::kHalf) return static_cast<float>(v.to<c10::Half>());
+  return v.toDouble();
+}
+double ShrinkLambda(const at::Tensor& a, const at::Scalar& lambd) {
+  const double l = lambd.toDouble();
+  TORCH_CHECK(l >= 0 && l <= static_cast<double>(std::numeric_limits<float>::max()),
+              "lambda must be in range [0, ", std::numeric_limits<float>::max(),
+              "] for input dtype ", a.scalar_type(), ", but found ", l);
+  return InDType(a, lambd);
+}
+TRN_ACTIVATION(Hardshrink, ActivationOp::kHardshrink, "hardshrink", InDType(a, lambd), 0, 0,
                const at::Scalar& lambd)
-TRN_ACTIVATION(Softshrink, ActivationOp::kSoftshrink, "softshrink", lambd.toDouble(), 0, 0,
-               const at::Scalar& lambd)
+TRN_ACTIVATION(Softshrink, ActivationOp::kSoftshrink, "softshrink", ShrinkLambda(a, lambd), 0,
+               0, const at::Scalar& lambd)
 TRN_ACTIVATION(ThresholdFloat, ActivationOp::kThreshold, "threshold", threshold.toDouble(),
                value.toDouble(), 0, const at::Scalar& threshold, const at::Scalar& value)
 #undef TRN_ACTIVATION
@@ -919,17 +933,24 @@ at::Tensor Addcdiv12(const at::Tensor& t1, const at::Tensor& t2) {
               "implementation: (input + value * tensor1 / tensor2), for all dtypes.");
   return at::div(t1, t2);
 }
+at::Tensor Addcmul12(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2) {
+  TORCH_CHECK_NOT_IMPLEMENTED(
+      at::promote_types(self.scalar_type(), at::promote_types(t1.scalar_type(),
+                                                              t2.scalar_type())) != at::kBool,
+      "\"addcmul_cpu_out\" not implemented for 'Bool'");
+  return at::mul(t1, t2);
+}
 at::Tensor Addcmul(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                    const at::Scalar& value) {
-  return at::add(self, at::mul(t1, t2), value);
+  return at::add(self, Addcmul12(self, t1, t2), value);
 }
 at::Tensor& Addcmul_(at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                      const at::Scalar& value) {
-  return self.add_(at::mul(t1, t2), value);
+  return self.add_(Addcmul12(self, t1, t2), value);
 }
 at::Tensor& AddcmulOut(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                        const at::Scalar& value, at::Tensor& out) {
-  return at::add_out(out, self, at::mul(t1, t2), value);
+  return at::add_out(out, self, Addcmul12(self, t1, t2), value);
 }
 at::Tensor Addcdiv(const at::Tensor& self, const at::Tensor& t1, const at::Tensor& t2,
                    const at::Scalar& value) {

@@ -16,6 +16,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
+#include <ATen/ops/from_blob.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -24,6 +25,7 @@
 #include <tuple>
 #include <vector>
 
+#include "torch_bridge/device.h"
 #include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
 
@@ -696,7 +698,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> EmbeddingBagImpl(
   TORCH_CHECK(bags >= 0, name, ": include_last_offset needs at least one offset");
   const int device = CommonDevice(name, {&weight, &indices, &offsets, &psw});
   const int64_t n = indices.size(0), dim = weight.size(1);
-  const at::ScalarType aux_dtype = indices.scalar_type();  // the auxiliary outputs' (CPU's)
+  // The auxiliary outputs' dtype: CPU promotes indices and offsets first.
+  const at::ScalarType aux_dtype = at::promote_types(indices.scalar_type(), offsets.scalar_type());
+  ComputeDType(weight.scalar_type(), name);  // counts float64 (Note [float64 policy])
   at::Tensor out = Empty({bags, dim}, weight.scalar_type(), device);
   at::Tensor offset2bag = Empty({mode == 0 && padding_idx < 0 ? 0 : n}, aux_dtype, device);
   at::Tensor bag_size, max_indices;
@@ -813,6 +817,10 @@ at::Tensor& CatOut(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& o
 // does (dense strides kept; a non-dense view, such as a slice of a
 // channels_last tensor, keeps its stride order), and channels_last(_3d)
 // gives that layout (model.to(memory_format=...)).
+// Every dtype: data movement. A dtype the kernels do not take (complex, uint8,
+// ...) is copied on the host after a sync (device memory is host memory),
+// resolving a conj / neg bit as CPU's copy does. Neither the CPU fallback nor
+// copy_ may do it: both resolve the conj bit by cloning on the device first.
 at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_format) {
   const char* name = "aten::clone";
   const int device = DeviceIndex(self);
@@ -825,6 +833,17 @@ at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_
     out = Empty(self.sizes(), self.scalar_type(), device);
   } else {  // channels_last needs 4-D, channels_last_3d 5-D: torch's own check names it
     out = at::empty(self.sizes(), self.options().memory_format(fmt));
+  }
+  if (!dtypes::Native(self)) {
+    SyncCurrentStream(device);
+    const auto host = [](const at::Tensor& t) {
+      return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(c10::kCPU));
+    };
+    at::Tensor src = host(self);
+    if (self.is_conj()) src = src.conj();
+    if (self.is_neg()) src = src._neg_view();
+    host(out).copy_(src);
+    return out;
   }
   LaunchCopy(device, out, self, name);
   return out;
@@ -863,7 +882,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_embedding_bag_forward_only", TORCH_FN(EmbeddingBag<true>));
   m.impl("cat", TORCH_FN(Cat));
   m.impl("cat.out", TORCH_FN(CatOut));
-  m.impl("clone", TORCH_FN(Clone));
+  m.impl_all_dtypes("clone", TORCH_FN(Clone));
 }
 
 TORCH_LIBRARY_IMPL(trnscope, PrivateUse1, m) {

@@ -10,6 +10,8 @@
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/unfold_native.h>
+#include <ATen/ops/view_as_complex_native.h>
+#include <ATen/ops/view_as_real_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
@@ -126,6 +128,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("empty.memory_format", EmptyMemoryFormat);
   m.impl("empty_strided", EmptyStrided);
   m.impl("view", View);
+  // Complex views share the storage (.real / .imag write through, as on CPU).
+  m.impl("view_as_real", at::native::view_as_real);
+  m.impl("view_as_complex", at::native::view_as_complex);
   m.impl("as_strided", AsStrided);
   m.impl("_reshape_alias", ReshapeAlias);
   m.impl("unfold", Unfold);
