@@ -30,11 +30,6 @@ bool KernelDType(const at::Tensor& t) {
   return ToDType(t.scalar_type(), &d);
 }
 
-// The host view of device memory; valid only once its stream is idle.
-at::Tensor HostView(const at::Tensor& t) {
-  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(c10::kCPU));
-}
-
 // What a copy command holds until it ran: the storage only. A tensor the caller
 // made in Python (a pinned source) owns a Python object, and dropping the last
 // reference to it on the worker would need the GIL (at exit: a crash).
@@ -153,6 +148,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
 }
 
 }  // namespace
+
+at::Tensor HostView(const at::Tensor& t) {
+  return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(c10::kCPU));
+}
 
 void CopyFromPrivateHost(const at::Tensor& dst, const at::Tensor& host) {
   HostToDevice(dst, host, /*wait=*/false);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <ATen/core/Generator.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/GeneratorImpl.h>
 
@@ -36,6 +37,10 @@ bool IsPinned(const void* ptr);
 // Blocks until the calling thread's current stream of the device is idle;
 // surfaces kernel failures as RuntimeError.
 void SyncCurrentStream(int device_index);
+
+// The host view of device memory (copy.cc): the same bytes as a CPU tensor,
+// without conj / neg bits; valid only once the tensor's stream is idle.
+at::Tensor HostView(const at::Tensor& t);
 // Waits for every stream of every device (no-op before the runtime exists).
 void SyncAllDevices();
 

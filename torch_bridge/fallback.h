@@ -35,6 +35,7 @@ void CpuFallback(const c10::OperatorHandle& op, torch::jit::Stack* stack);
 // The check is a few loads per argument, made before the kernel runs.
 namespace dtypes {
 
+// The dtypes ToDType (bridge.cc) maps to a kernel DType, as a mask: one load per check.
 constexpr uint64_t Bit(at::ScalarType s) { return uint64_t{1} << static_cast<int>(s); }
 constexpr uint64_t kNative = Bit(at::kFloat) | Bit(at::kDouble) | Bit(at::kBFloat16) |
                              Bit(at::kHalf) | Bit(at::kInt) | Bit(at::kLong) | Bit(at::kBool);

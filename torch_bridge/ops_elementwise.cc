@@ -835,21 +835,11 @@ TRN_ACTIVATION(ThresholdFloat, ActivationOp::kThreshold, "threshold", threshold.
                value.toDouble(), 0, const at::Scalar& threshold, const at::Scalar& value)
 #undef TRN_ACTIVATION
 
-// torch's threshold also takes integers (nn.Threshold on int tensors is rare)
-// and casts into an out= of another dtype: the CPU's.
-at::Tensor Threshold(const at::Tensor& a, const at::Scalar& th, const at::Scalar& v) {
-  if (at::isFloatingType(a.scalar_type())) return ThresholdFloat(a, th, v);
-  return at::native::call_fallback_fn<&CpuFallback, at::_ops::threshold>::call(a, th, v);
-}
-at::Tensor& Threshold_(at::Tensor& a, const at::Scalar& th, const at::Scalar& v) {
-  if (at::isFloatingType(a.scalar_type())) return ThresholdFloat_(a, th, v);
-  return at::native::call_fallback_fn<&CpuFallback, at::_ops::threshold_>::call(a, th, v);
-}
+// torch's threshold also takes integers (registered impl_floating: they go to
+// the CPU) and casts into an out= of another dtype: the CPU's.
 at::Tensor& ThresholdOut(const at::Tensor& a, const at::Scalar& th, const at::Scalar& v,
                          at::Tensor& out) {
-  if (at::isFloatingType(a.scalar_type()) && out.scalar_type() == a.scalar_type()) {
-    return ThresholdFloatOut(a, th, v, out);
-  }
+  if (out.scalar_type() == a.scalar_type()) return ThresholdFloatOut(a, th, v, out);
   return at::native::call_fallback_fn<&CpuFallback, at::_ops::threshold_out>::call(a, th, v,
                                                                                     out);
 }
@@ -1296,9 +1286,11 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   TRN_REGISTER_UNARY("hardswish", Hardswish)
   TRN_REGISTER_UNARY("hardsigmoid", Hardsigmoid)
   TRN_REGISTER_UNARY("mish", Mish)
-  TRN_REGISTER_UNARY("threshold", Threshold)
   TRN_REGISTER_UNARY("rrelu_with_noise", RreluWithNoise)
 #undef TRN_REGISTER_UNARY
+  m.impl_floating("threshold", TORCH_FN(ThresholdFloat));
+  m.impl_floating("threshold_", TORCH_FN(ThresholdFloat_));
+  m.impl_floating("threshold.out", TORCH_FN(ThresholdOut));
   m.impl("hardshrink", TORCH_FN(Hardshrink));  // no in-place forms
   m.impl("hardshrink.out", TORCH_FN(HardshrinkOut));
   m.impl("softshrink", TORCH_FN(Softshrink));

@@ -16,7 +16,6 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
-#include <ATen/ops/from_blob.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -836,13 +835,10 @@ at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_
   }
   if (!dtypes::Native(self)) {
     SyncCurrentStream(device);
-    const auto host = [](const at::Tensor& t) {
-      return at::from_blob(t.data_ptr(), t.sizes(), t.strides(), t.options().device(c10::kCPU));
-    };
-    at::Tensor src = host(self);
+    at::Tensor src = HostView(self);
     if (self.is_conj()) src = src.conj();
     if (self.is_neg()) src = src._neg_view();
-    host(out).copy_(src);
+    HostView(out).copy_(src);
     return out;
   }
   LaunchCopy(device, out, self, name);
