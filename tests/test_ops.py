@@ -863,7 +863,14 @@ MODEL_UNARY = {
     "bitwise_not": torch.bitwise_not,
     "nan_to_num": torch.nan_to_num,
     "nan_to_num_args": lambda x: torch.nan_to_num(x, nan=-1.0, posinf=7.0, neginf=-7.0),
+    "signbit": torch.signbit,
+    "frac": torch.frac,
 }
+# libm in float32 on both sides (trn: glibc, CPU: Sleef or glibc): transcendental tolerances.
+LIBM_UNARY = ["tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2",
+              "log10", "exp2", "erfc", "lgamma", "sinc"]
+MODEL_UNARY.update({name: getattr(torch, name) for name in LIBM_UNARY})
+TRANSCENDENTAL = {"erf", *LIBM_UNARY}
 
 
 @pytest.mark.parametrize("layout", ["contig", "transposed", "strided"])
@@ -874,10 +881,11 @@ def test_model_unary(name, dtype, shape, layout):
     fn = MODEL_UNARY[name]
     x = with_specials(spread(make(shape, dtype), 3))
     x, t = on_trn(x, layout)
-    same_as_cpu(fn, (x,), (t,), transcendental=name == "erf")
+    same_as_cpu(fn, (x,), (t,), transcendental=name in TRANSCENDENTAL)
 
 
-@pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc", "sign", "erf", "bitwise_not", "nan_to_num"])
+@pytest.mark.parametrize("name", ["floor", "ceil", "round", "trunc", "sign", "erf", "bitwise_not", "nan_to_num",
+                                  "frac", "tan", "log10", "lgamma", "sinc"])
 @pytest.mark.parametrize("dtype", [F32, BF16, I64, BOOL], ids=str)
 def test_model_unary_inplace_and_out(name, dtype):
     x = with_specials(spread(make((4, 7), dtype), 3))
@@ -888,13 +896,13 @@ def test_model_unary_inplace_and_out(name, dtype):
     if want.dtype == x.dtype:
         t = x.to("trn")
         getattr(t, name + "_")()
-        check(t, want, transcendental=name == "erf")
+        check(t, want, transcendental=name in TRANSCENDENTAL)
     else:  # erf of an integer is float: in-place cannot hold it
         with pytest.raises(RuntimeError):
             getattr(x.to("trn"), name + "_")()
     out = torch.empty(0, dtype=want.dtype, device="trn")
     getattr(torch, name)(x.to("trn"), out=out)
-    check(out, want, transcendental=name == "erf")
+    check(out, want, transcendental=name in TRANSCENDENTAL)
 
 
 @pytest.mark.parametrize("name", ["isposinf", "isneginf"])
@@ -967,7 +975,21 @@ MODEL_BINARY = {
     "clamp_min_t": (torch.clamp_min, "any"),
     "clamp_max_t": (torch.clamp_max, "any"),
     "maximum_as_clamp": (lambda a, b: torch.clamp(a, min=b), "any"),
+    "hypot": (torch.hypot, "any"),
+    "logaddexp": (torch.logaddexp, "any"),
+    "logaddexp2": (torch.logaddexp2, "any"),
+    "copysign": (torch.copysign, "nonzero"),
+    "xlogy": (torch.xlogy, "positive"),
+    "fmax": (torch.fmax, "any"),
+    "fmin": (torch.fmin, "any"),
+    "heaviside": (torch.heaviside, "any"),
+    "logical_xor": (torch.logical_xor, "any"),
 }
+LIBM_BINARY = {"atan2", "hypot", "logaddexp", "logaddexp2", "xlogy"}
+
+
+def binary_transcendental(name):
+    return "div" in name or name in LIBM_BINARY
 
 
 def model_binary_inputs(name, sa, sb, dtype):
@@ -984,7 +1006,7 @@ def model_binary_inputs(name, sa, sb, dtype):
 def test_model_binary(name, dtype, shapes):
     fn = MODEL_BINARY[name][0]
     a, b = model_binary_inputs(name, *shapes, dtype)
-    same_as_cpu(fn, (a, b), (a.to("trn"), b.to("trn")), transcendental="div" in name)
+    same_as_cpu(fn, (a, b), (a.to("trn"), b.to("trn")), transcendental=binary_transcendental(name))
 
 
 @pytest.mark.parametrize("layout", ["transposed", "strided"])
@@ -995,7 +1017,7 @@ def test_model_binary_noncontiguous(name, dtype, layout):
     a, b = model_binary_inputs(name, (3, 6, 5), (6, 5), dtype)
     _, ta = on_trn(a, layout)
     _, tb = on_trn(b, "strided" if layout == "transposed" else "transposed")
-    same_as_cpu(fn, (a, b), (ta, tb), transcendental="div" in name)
+    same_as_cpu(fn, (a, b), (ta, tb), transcendental=binary_transcendental(name))
 
 
 @pytest.mark.parametrize("scalar", [2, -3, 2.5, True], ids=repr)
@@ -1006,7 +1028,7 @@ def test_model_binary_scalar(name, dtype, scalar):
     if "shift" in name and scalar == -3:
         scalar = 3
     a = spread(make((4, 9), dtype), 4 if dtype.is_floating_point else 7)
-    same_as_cpu(fn, (a, scalar), (a.to("trn"), scalar), transcendental="div" in name)
+    same_as_cpu(fn, (a, scalar), (a.to("trn"), scalar), transcendental=binary_transcendental(name))
 
 
 @pytest.mark.parametrize("dtype", [F32, I32, I64, BOOL], ids=str)
@@ -1026,7 +1048,8 @@ def test_model_binary_scalar_first(op, dtype):
 
 
 @pytest.mark.parametrize("dtype", [F32, I64, BOOL], ids=str)
-@pytest.mark.parametrize("name", ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "remainder", "fmod", "floor_divide"])
+@pytest.mark.parametrize("name", ["bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "remainder", "fmod", "floor_divide",
+                                  "hypot", "copysign", "xlogy", "heaviside", "logical_xor"])
 def test_model_binary_inplace_and_out(name, dtype):
     kind = "small_exp" if "shift" in name else "nonzero"
     a, b = spread(make((4, 6), dtype), 5), make((6,), dtype, kind)
@@ -1036,9 +1059,9 @@ def test_model_binary_inplace_and_out(name, dtype):
         with pytest.raises(RuntimeError):
             getattr(torch, name)(a.to("trn"), b.to("trn"))
         return
-    t = a.to("trn")
-    getattr(t, name + "_")(b.to("trn"))
-    check(t, want)
+    # In place, CPU's own in-place result: logical_xor_ keeps self's dtype, copysign_
+    # of an integer self cannot hold its float result and raises.
+    same_as_cpu(lambda x, y: getattr(x.clone(), name + "_")(y), (a, b), (a.to("trn"), b.to("trn")))
     out = torch.empty(0, dtype=want.dtype, device="trn")
     getattr(torch, name)(a.to("trn"), b.to("trn"), out=out)
     check(out, want)
@@ -1047,6 +1070,39 @@ def test_model_binary_inplace_and_out(name, dtype):
         t = a.to("trn")
         t.div_(d.to("trn"), rounding_mode="floor")
         check(t, torch.div(a, d, rounding_mode="floor"))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=str)
+def test_libm_binary_scalars_and_out(dtype):
+    a = spread(make((4, 9), dtype, "positive"), 2)
+    b = make((9,), dtype, "positive")
+    ta, tb = a.to("trn"), b.to("trn")
+    for fn in (lambda x, y: torch.xlogy(2.5, y), lambda x, y: torch.xlogy(x, 3),
+               lambda x, y: torch.xlogy(0, y), lambda x, y: torch.copysign(x, -2)):
+        same_as_cpu(fn, (a, b), (ta, tb), transcendental=True)
+    for name in ("logaddexp", "logaddexp2", "fmax", "fmin", "hypot"):
+        try:
+            want = getattr(torch, name)(a, b)
+        except NotImplementedError:  # CPU takes floating tensors only
+            with pytest.raises(NotImplementedError):
+                getattr(torch, name)(ta, tb)
+            continue
+        out = torch.empty(0, dtype=want.dtype, device="trn")
+        getattr(torch, name)(ta, tb, out=out)
+        check(out, want, transcendental=True)
+    out = torch.empty(0, dtype=torch.float32, device="trn")
+    torch.xlogy(3.0, tb, out=out)
+    check(out, torch.xlogy(3.0, b, out=torch.empty(0)), transcendental=True)
+
+
+def test_heaviside_needs_one_dtype_and_kl_div_is_native():
+    with pytest.raises(RuntimeError, match="different dtypes"):
+        torch.heaviside(torch.ones(3, device="trn"), torch.ones(3, dtype=I64, device="trn"))
+    p = torch.randn(6, 10).log_softmax(-1)
+    q = torch.randn(6, 10).softmax(-1)
+    for reduction in ("batchmean", "sum", "none"):
+        check(F.kl_div(p.to("trn"), q.to("trn"), reduction=reduction),
+              F.kl_div(p, q, reduction=reduction), transcendental=True)
 
 
 def test_bool_mask_combinations_like_attention():

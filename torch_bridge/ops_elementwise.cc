@@ -57,9 +57,12 @@ bool IsArith(BinaryOp op) { return !kernels::IsComparison(op); }
 BinaryOp BoolArith(BinaryOp op, const char* name) {
   switch (op) {
     case BinaryOp::kAdd:
-    case BinaryOp::kMaximum: return BinaryOp::kLogicalOr;
+    case BinaryOp::kMaximum:
+    case BinaryOp::kFmax:
+    case BinaryOp::kHeaviside: return BinaryOp::kLogicalOr;  // a ? true : b
     case BinaryOp::kMul:
-    case BinaryOp::kMinimum: return BinaryOp::kLogicalAnd;
+    case BinaryOp::kMinimum:
+    case BinaryOp::kFmin: return BinaryOp::kLogicalAnd;
     default: break;
   }
   TORCH_CHECK(false, name, ": not supported for two bool operands");
@@ -81,10 +84,15 @@ enum class Into { kNew, kSelf, kOut };
 
 at::Tensor BinaryImpl(BinaryOp op, const char* name, Operand a, Operand b,
                       at::ScalarType common, double alpha, at::Tensor* out, Into into) {
-  if ((op == BinaryOp::kDiv || op == BinaryOp::kAtan2) &&
-      at::isIntegralType(common, /*includeBool=*/true)) {
+  const bool integral = at::isIntegralType(common, /*includeBool=*/true);
+  if (integral && (op == BinaryOp::kDiv || op == BinaryOp::kAtan2 ||
+                   op == BinaryOp::kCopysign || op == BinaryOp::kXlogy)) {
     common = DefaultFloat();
   }
+  TORCH_CHECK_NOT_IMPLEMENTED(!(integral && (op == BinaryOp::kHypot || op == BinaryOp::kLogAddExp ||
+                                             op == BinaryOp::kLogAddExp2)),
+                              name, ": not implemented for '", c10::toString(common),
+                              "' (it takes floating tensors)");
   TORCH_CHECK(!(op == BinaryOp::kPow && b.tensor == nullptr && b.scalar < 0 &&
                 at::isIntegralType(common, /*includeBool=*/false)),
               "Integers to negative integer powers are not allowed.");
@@ -241,15 +249,18 @@ at::Tensor PreluKernel(const at::Tensor& self, const at::Tensor& weight) {
   return Bin(BinaryOp::kPrelu, "aten::_prelu_kernel", self, weight);
 }
 
-#define TRN_BINARY_TT(Fn, OP, NAME)                                                   \
-  at::Tensor Fn(const at::Tensor& a, const at::Tensor& b) {                          \
-    return Bin(OP, "aten::" NAME, a, b);                                              \
-  }                                                                                   \
-  at::Tensor& Fn##_(at::Tensor& a, const at::Tensor& b) {                            \
-    return BinSelf(OP, "aten::" NAME "_", a, b);                                      \
-  }                                                                                   \
-  at::Tensor& Fn##Out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {   \
-    return BinOut(OP, "aten::" NAME, a, b, out);                                      \
+// Functional and out= (logaddexp, logaddexp2, fmax and fmin have no in-place form).
+#define TRN_BINARY_NO_SELF(Fn, OP, NAME)                                            \
+  at::Tensor Fn(const at::Tensor& a, const at::Tensor& b) {                        \
+    return Bin(OP, "aten::" NAME, a, b);                                            \
+  }                                                                                 \
+  at::Tensor& Fn##Out(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) { \
+    return BinOut(OP, "aten::" NAME, a, b, out);                                    \
+  }
+#define TRN_BINARY_TT(Fn, OP, NAME)                          \
+  TRN_BINARY_NO_SELF(Fn, OP, NAME)                           \
+  at::Tensor& Fn##_(at::Tensor& a, const at::Tensor& b) {    \
+    return BinSelf(OP, "aten::" NAME "_", a, b);             \
   }
 #define TRN_BINARY_TS(Fn, OP, NAME)                                                    \
   at::Tensor Fn##S(const at::Tensor& a, const at::Scalar& b) {                        \
@@ -280,6 +291,12 @@ TRN_BINARY_TT(Remainder, BinaryOp::kRemainder, "remainder")
 TRN_BINARY_TT(Fmod, BinaryOp::kFmod, "fmod")
 TRN_BINARY_TT(Atan2, BinaryOp::kAtan2, "atan2")
 TRN_BINARY_TT(FloorDivide, BinaryOp::kDivFloor, "floor_divide")
+TRN_BINARY_TT(Hypot, BinaryOp::kHypot, "hypot")
+TRN_BINARY_TT(Copysign, BinaryOp::kCopysign, "copysign")
+TRN_BINARY_TS(Copysign, BinaryOp::kCopysign, "copysign")
+TRN_BINARY_TT(Xlogy, BinaryOp::kXlogy, "xlogy")
+TRN_BINARY_TS(Xlogy, BinaryOp::kXlogy, "xlogy")
+TRN_BINARY_TT(LogicalXor, BinaryOp::kLogicalXor, "logical_xor")
 TRN_BINARY_TS(Pow, BinaryOp::kPow, "pow")
 TRN_BINARY_TT(Eq, BinaryOp::kEq, "eq")
 TRN_BINARY_TS(Eq, BinaryOp::kEq, "eq")
@@ -293,8 +310,42 @@ TRN_BINARY_TT(Gt, BinaryOp::kGt, "gt")
 TRN_BINARY_TS(Gt, BinaryOp::kGt, "gt")
 TRN_BINARY_TT(Ge, BinaryOp::kGe, "ge")
 TRN_BINARY_TS(Ge, BinaryOp::kGe, "ge")
+TRN_BINARY_NO_SELF(LogAddExp, BinaryOp::kLogAddExp, "logaddexp")
+TRN_BINARY_NO_SELF(LogAddExp2, BinaryOp::kLogAddExp2, "logaddexp2")
+TRN_BINARY_NO_SELF(Fmax, BinaryOp::kFmax, "fmax")
+TRN_BINARY_NO_SELF(Fmin, BinaryOp::kFmin, "fmin")
+#undef TRN_BINARY_NO_SELF
 #undef TRN_BINARY_TT
 #undef TRN_BINARY_TS
+
+// xlogy(Scalar self, Tensor other).
+at::Tensor XlogyScalarFirst(const at::Scalar& a, const at::Tensor& b) {
+  return BinaryImpl(BinaryOp::kXlogy, "aten::xlogy", Of(a), Of(b), at::result_type(a, b), 1.0,
+                    nullptr, Into::kNew);
+}
+at::Tensor& XlogyScalarFirstOut(const at::Scalar& a, const at::Tensor& b, at::Tensor& out) {
+  BinaryImpl(BinaryOp::kXlogy, "aten::xlogy", Of(a), Of(b), at::result_type(a, b), 1.0, &out,
+             Into::kOut);
+  return out;
+}
+
+// heaviside(input, values): torch takes only one dtype for both.
+void CheckHeaviside(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.scalar_type() == b.scalar_type(),
+              "heaviside is not yet implemented for tensors with different dtypes");
+}
+at::Tensor Heaviside(const at::Tensor& a, const at::Tensor& b) {
+  CheckHeaviside(a, b);
+  return Bin(BinaryOp::kHeaviside, "aten::heaviside", a, b);
+}
+at::Tensor& Heaviside_(at::Tensor& a, const at::Tensor& b) {
+  CheckHeaviside(a, b);
+  return BinSelf(BinaryOp::kHeaviside, "aten::heaviside_", a, b);
+}
+at::Tensor& HeavisideOut(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  CheckHeaviside(a, b);
+  return BinOut(BinaryOp::kHeaviside, "aten::heaviside", a, b, out);
+}
 
 // pow(Scalar self, Tensor exponent): the scalar comes first.
 at::Tensor PowScalarBase(const at::Scalar& base, const at::Tensor& exp) {
@@ -494,6 +545,9 @@ at::Tensor UnaryImpl(UnaryOp op, const char* name, bool float_op, const at::Tens
                         op == UnaryOp::kTrunc || op == UnaryOp::kRound;
   TORCH_CHECK_NOT_IMPLEMENTED(!(rounding && in == at::kBool), name,
                               ": not implemented for 'Bool'");
+  TORCH_CHECK_NOT_IMPLEMENTED(op != UnaryOp::kFrac || at::isFloatingType(in), name,
+                              ": not implemented for '", c10::toString(in),
+                              "' (it takes floating tensors)");
   TORCH_CHECK_NOT_IMPLEMENTED(op != UnaryOp::kBitwiseNot || !at::isFloatingType(in), name,
                               ": not implemented for '", c10::toString(in),
                               "' (bitwise ops take integer or bool tensors)");
@@ -557,6 +611,22 @@ TRN_UNARY(Sgn, UnaryOp::kSign, "sgn", false)
 TRN_UNARY(BitwiseNot, UnaryOp::kBitwiseNot, "bitwise_not", false)
 TRN_UNARY(Log1p, UnaryOp::kLog1p, "log1p", true)
 TRN_UNARY(Expm1, UnaryOp::kExpm1, "expm1", true)
+TRN_UNARY(Tan, UnaryOp::kTan, "tan", true)
+TRN_UNARY(Asin, UnaryOp::kAsin, "asin", true)
+TRN_UNARY(Acos, UnaryOp::kAcos, "acos", true)
+TRN_UNARY(Atan, UnaryOp::kAtan, "atan", true)
+TRN_UNARY(Sinh, UnaryOp::kSinh, "sinh", true)
+TRN_UNARY(Cosh, UnaryOp::kCosh, "cosh", true)
+TRN_UNARY(Asinh, UnaryOp::kAsinh, "asinh", true)
+TRN_UNARY(Acosh, UnaryOp::kAcosh, "acosh", true)
+TRN_UNARY(Atanh, UnaryOp::kAtanh, "atanh", true)
+TRN_UNARY(Log2, UnaryOp::kLog2, "log2", true)
+TRN_UNARY(Log10, UnaryOp::kLog10, "log10", true)
+TRN_UNARY(Exp2, UnaryOp::kExp2, "exp2", true)
+TRN_UNARY(Erfc, UnaryOp::kErfc, "erfc", true)
+TRN_UNARY(Lgamma, UnaryOp::kLgamma, "lgamma", true)
+TRN_UNARY(Frac, UnaryOp::kFrac, "frac", false)
+TRN_UNARY(Sinc, UnaryOp::kSinc, "sinc", true)
 #undef TRN_UNARY
 
 // Predicates (bool out, no in-place form): isnan/isinf/isfinite have only the
@@ -574,6 +644,7 @@ TRN_PREDICATE(IsInf, UnaryOp::kIsInf, "isinf")
 TRN_PREDICATE(IsPosInf, UnaryOp::kIsPosInf, "isposinf")
 TRN_PREDICATE(IsNegInf, UnaryOp::kIsNegInf, "isneginf")
 TRN_PREDICATE(IsFinite, UnaryOp::kIsFinite, "isfinite")
+TRN_PREDICATE(Signbit, UnaryOp::kSignbit, "signbit")
 #undef TRN_PREDICATE
 
 // round(decimals): integers are rejected as torch does (NotImplementedError).
@@ -1186,6 +1257,37 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_prelu_kernel", TORCH_FN(PreluKernel));
   m.impl("atan2_", TORCH_FN(Atan2_));
   m.impl("atan2.out", TORCH_FN(Atan2Out));
+  m.impl("hypot", TORCH_FN(Hypot));
+  m.impl("hypot_", TORCH_FN(Hypot_));
+  m.impl("hypot.out", TORCH_FN(HypotOut));
+  m.impl("logaddexp", TORCH_FN(LogAddExp));
+  m.impl("logaddexp.out", TORCH_FN(LogAddExpOut));
+  m.impl("logaddexp2", TORCH_FN(LogAddExp2));
+  m.impl("logaddexp2.out", TORCH_FN(LogAddExp2Out));
+  m.impl("fmax", TORCH_FN(Fmax));
+  m.impl("fmax.out", TORCH_FN(FmaxOut));
+  m.impl("fmin", TORCH_FN(Fmin));
+  m.impl("fmin.out", TORCH_FN(FminOut));
+  m.impl("heaviside", TORCH_FN(Heaviside));
+  m.impl("heaviside_", TORCH_FN(Heaviside_));
+  m.impl("heaviside.out", TORCH_FN(HeavisideOut));
+  m.impl("logical_xor", TORCH_FN(LogicalXor));
+  m.impl("logical_xor_", TORCH_FN(LogicalXor_));
+  m.impl("logical_xor.out", TORCH_FN(LogicalXorOut));
+  m.impl("copysign.Tensor", TORCH_FN(Copysign));
+  m.impl("copysign_.Tensor", TORCH_FN(Copysign_));
+  m.impl("copysign.out", TORCH_FN(CopysignOut));
+  m.impl("copysign.Scalar", TORCH_FN(CopysignS));
+  m.impl("copysign_.Scalar", TORCH_FN(CopysignS_));
+  m.impl("copysign.Scalar_out", TORCH_FN(CopysignSOut));
+  m.impl("xlogy.Tensor", TORCH_FN(Xlogy));
+  m.impl("xlogy_.Tensor", TORCH_FN(Xlogy_));
+  m.impl("xlogy.OutTensor", TORCH_FN(XlogyOut));
+  m.impl("xlogy.Scalar_Other", TORCH_FN(XlogyS));
+  m.impl("xlogy_.Scalar_Other", TORCH_FN(XlogyS_));
+  m.impl("xlogy.OutScalar_Other", TORCH_FN(XlogySOut));
+  m.impl("xlogy.Scalar_Self", TORCH_FN(XlogyScalarFirst));
+  m.impl("xlogy.OutScalar_Self", TORCH_FN(XlogyScalarFirstOut));
   TRN_REGISTER_TT("bitwise_and", BitwiseAnd)
   TRN_REGISTER_TT("bitwise_or", BitwiseOr)
   TRN_REGISTER_TT("bitwise_xor", BitwiseXor)
@@ -1242,6 +1344,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("isposinf.out", TORCH_FN(IsPosInfOut));
   m.impl("isneginf", TORCH_FN(IsNegInf));
   m.impl("isneginf.out", TORCH_FN(IsNegInfOut));
+  m.impl("signbit", TORCH_FN(Signbit));
+  m.impl("signbit.out", TORCH_FN(SignbitOut));
   m.impl("round.decimals", TORCH_FN(RoundDec));
   m.impl("round_.decimals", TORCH_FN(RoundDec_));
   m.impl("round.decimals_out", TORCH_FN(RoundDecOut));
@@ -1280,6 +1384,22 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   TRN_REGISTER_UNARY("bitwise_not", BitwiseNot)
   TRN_REGISTER_UNARY("log1p", Log1p)
   TRN_REGISTER_UNARY("expm1", Expm1)
+  TRN_REGISTER_UNARY("tan", Tan)
+  TRN_REGISTER_UNARY("asin", Asin)
+  TRN_REGISTER_UNARY("acos", Acos)
+  TRN_REGISTER_UNARY("atan", Atan)
+  TRN_REGISTER_UNARY("sinh", Sinh)
+  TRN_REGISTER_UNARY("cosh", Cosh)
+  TRN_REGISTER_UNARY("asinh", Asinh)
+  TRN_REGISTER_UNARY("acosh", Acosh)
+  TRN_REGISTER_UNARY("atanh", Atanh)
+  TRN_REGISTER_UNARY("log2", Log2)
+  TRN_REGISTER_UNARY("log10", Log10)
+  TRN_REGISTER_UNARY("exp2", Exp2)
+  TRN_REGISTER_UNARY("erfc", Erfc)
+  TRN_REGISTER_UNARY("lgamma", Lgamma)
+  TRN_REGISTER_UNARY("frac", Frac)
+  TRN_REGISTER_UNARY("sinc", Sinc)
   TRN_REGISTER_UNARY("hardtanh", Hardtanh)
   TRN_REGISTER_UNARY("leaky_relu", LeakyRelu)
   TRN_REGISTER_UNARY("elu", Elu)

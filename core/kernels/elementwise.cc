@@ -64,12 +64,25 @@ void BinaryF32(BinaryOp op, const float* a, bool a_scalar, const float* b, bool 
         const auto z = hn::Zero(d);
         return flag_unless(d, hn::And(hn::Eq(x, z), hn::Eq(y, z)));
       });
+    case BinaryOp::kLogicalXor:
+      return map([&](auto d, auto x, auto y) {
+        const auto z = hn::Zero(d);
+        return flag_if(d, hn::Xor(hn::Eq(x, z), hn::Eq(y, z)));
+      });
     case BinaryOp::kPow:  // scalar std::pow, see BinaryImpl
     case BinaryOp::kDivTrunc:
     case BinaryOp::kDivFloor:
     case BinaryOp::kRemainder:
     case BinaryOp::kFmod:
     case BinaryOp::kAtan2:
+    case BinaryOp::kHypot:
+    case BinaryOp::kLogAddExp:
+    case BinaryOp::kLogAddExp2:
+    case BinaryOp::kCopysign:
+    case BinaryOp::kXlogy:
+    case BinaryOp::kFmax:
+    case BinaryOp::kFmin:
+    case BinaryOp::kHeaviside:
     case BinaryOp::kBitwiseAnd:
     case BinaryOp::kBitwiseOr:
     case BinaryOp::kBitwiseXor:
@@ -139,6 +152,23 @@ void UnaryF32(UnaryOp op, const float* in, float* out, size_t n) {
     case UnaryOp::kIsFinite:
       return map([](auto d, auto x) { return hn::IfThenElseZero(hn::IsFinite(x), hn::Set(d, 1.0f)); });
     case UnaryOp::kBitwiseNot: break;  // integers only
+    case UnaryOp::kTan:
+    case UnaryOp::kAsin:
+    case UnaryOp::kAcos:
+    case UnaryOp::kAtan:
+    case UnaryOp::kSinh:
+    case UnaryOp::kCosh:
+    case UnaryOp::kAsinh:
+    case UnaryOp::kAcosh:
+    case UnaryOp::kAtanh:
+    case UnaryOp::kLog2:
+    case UnaryOp::kLog10:
+    case UnaryOp::kExp2:
+    case UnaryOp::kErfc:
+    case UnaryOp::kLgamma:
+    case UnaryOp::kFrac:
+    case UnaryOp::kSinc:
+    case UnaryOp::kSignbit: break;  // elementwise_math.cc
   }
   TRN_ASSERT(false, "UnaryF32: op has no float loop");
 }
@@ -239,6 +269,8 @@ void BinaryExact(BinaryOp op, const TensorRef& out, const TensorRef& a, const Te
       return MapExact<T, bool>(out, a, b, [](C x, C y) { return x != 0 && y != 0; });
     case BinaryOp::kLogicalOr:
       return MapExact<T, bool>(out, a, b, [](C x, C y) { return x != 0 || y != 0; });
+    case BinaryOp::kLogicalXor:
+      return MapExact<T, bool>(out, a, b, [](C x, C y) { return (x != 0) != (y != 0); });
     case BinaryOp::kDiv: break;  // the caller makes integer true division floating
     default: break;              // kDivTrunc .. kShiftRight: elementwise_math.cc
   }
@@ -252,7 +284,7 @@ Status BinaryImpl(BinaryOp op, DType dtype, const TensorRef& out, const TensorRe
                   const TensorRef& b, double alpha) {
   TRN_ASSERT(out.dtype == (IsComparison(op) ? DType::kBool : dtype),
              "Binary: out dtype must be the inputs' dtype (kBool for comparisons)");
-  if (op >= BinaryOp::kDivTrunc && op <= BinaryOp::kShiftRight) {
+  if (op >= BinaryOp::kDivTrunc && op <= BinaryOp::kShiftRight) {  // elementwise_math.cc
     return internal::BinaryMath(op, dtype, out, a, b);
   }
   if (IsFloating(dtype)) {
@@ -303,6 +335,7 @@ void UnaryExact(UnaryOp op, const TensorRef& out, const TensorRef& in) {
     case UnaryOp::kIsNegInf:
       return MapExact<T, bool>(out, in, in, [](C, C) { return false; });
     case UnaryOp::kIsFinite: return MapExact<T, bool>(out, in, in, [](C, C) { return true; });
+    case UnaryOp::kSignbit: return MapExact<T, bool>(out, in, in, [](C x, C) { return x < 0; });
     default: break;
   }
   TRN_ASSERT(false, "Unary: transcendental ops need a floating dtype");
@@ -315,11 +348,15 @@ constexpr const char* kBinaryNames[][7] = {
     TRN_DTYPE_NAMES("div_trunc"),
     TRN_DTYPE_NAMES("div_floor"),
     TRN_DTYPE_NAMES("remainder"), TRN_DTYPE_NAMES("fmod"), TRN_DTYPE_NAMES("atan2"),
+    TRN_DTYPE_NAMES("hypot"),   TRN_DTYPE_NAMES("logaddexp"), TRN_DTYPE_NAMES("logaddexp2"),
+    TRN_DTYPE_NAMES("copysign"), TRN_DTYPE_NAMES("xlogy"), TRN_DTYPE_NAMES("fmax"),
+    TRN_DTYPE_NAMES("fmin"),    TRN_DTYPE_NAMES("heaviside"),
     TRN_DTYPE_NAMES("bitwise_and"),
     TRN_DTYPE_NAMES("bitwise_or"), TRN_DTYPE_NAMES("bitwise_xor"), TRN_DTYPE_NAMES("shift_left"),
     TRN_DTYPE_NAMES("shift_right"), TRN_DTYPE_NAMES("eq"),      TRN_DTYPE_NAMES("ne"),
     TRN_DTYPE_NAMES("lt"),      TRN_DTYPE_NAMES("le"),      TRN_DTYPE_NAMES("gt"),
     TRN_DTYPE_NAMES("ge"),      TRN_DTYPE_NAMES("logical_and"), TRN_DTYPE_NAMES("logical_or"),
+    TRN_DTYPE_NAMES("logical_xor"),
 };
 constexpr const char* kUnaryNames[][7] = {
     TRN_DTYPE_NAMES("neg"),     TRN_DTYPE_NAMES("abs"),     TRN_DTYPE_NAMES("relu"),
@@ -330,17 +367,26 @@ constexpr const char* kUnaryNames[][7] = {
     TRN_DTYPE_NAMES("logical_not"), TRN_DTYPE_NAMES("erf"), TRN_DTYPE_NAMES("floor"),
     TRN_DTYPE_NAMES("ceil"),    TRN_DTYPE_NAMES("trunc"),   TRN_DTYPE_NAMES("round"),
     TRN_DTYPE_NAMES("sign"),    TRN_DTYPE_NAMES("bitwise_not"), TRN_DTYPE_NAMES("log1p"),
-    TRN_DTYPE_NAMES("expm1"),   TRN_DTYPE_NAMES("isnan"),
+    TRN_DTYPE_NAMES("expm1"),
+    TRN_DTYPE_NAMES("tan"),     TRN_DTYPE_NAMES("asin"),    TRN_DTYPE_NAMES("acos"),
+    TRN_DTYPE_NAMES("atan"),    TRN_DTYPE_NAMES("sinh"),    TRN_DTYPE_NAMES("cosh"),
+    TRN_DTYPE_NAMES("asinh"),   TRN_DTYPE_NAMES("acosh"),   TRN_DTYPE_NAMES("atanh"),
+    TRN_DTYPE_NAMES("log2"),    TRN_DTYPE_NAMES("log10"),   TRN_DTYPE_NAMES("exp2"),
+    TRN_DTYPE_NAMES("erfc"),    TRN_DTYPE_NAMES("lgamma"),  TRN_DTYPE_NAMES("frac"),
+    TRN_DTYPE_NAMES("sinc"),    TRN_DTYPE_NAMES("isnan"),
     TRN_DTYPE_NAMES("isinf"),   TRN_DTYPE_NAMES("isposinf"), TRN_DTYPE_NAMES("isneginf"),
-    TRN_DTYPE_NAMES("isfinite"),
+    TRN_DTYPE_NAMES("isfinite"), TRN_DTYPE_NAMES("signbit"),
 };
-static_assert(std::size(kBinaryNames) == static_cast<size_t>(BinaryOp::kLogicalOr) + 1);
-static_assert(std::size(kUnaryNames) == static_cast<size_t>(UnaryOp::kIsFinite) + 1);
+static_assert(std::size(kBinaryNames) == static_cast<size_t>(BinaryOp::kLogicalXor) + 1);
+static_assert(std::size(kUnaryNames) == static_cast<size_t>(UnaryOp::kSignbit) + 1);
 // Estimated vector instructions per element (Note [Describe flops]): 1 for
 // plain arithmetic, the polynomial length for transcendental functions.
-constexpr uint64_t kUnaryFlops[] = {1, 1, 1, 10, 12, 1, 2, 1, 12, 14, 13, 22, 16, 16, 16, 1,
-                                    24, 1, 1, 1, 1, 3, 1, 16, 12, 1, 1, 1, 1, 1};
-static_assert(std::size(kUnaryFlops) == static_cast<size_t>(UnaryOp::kIsFinite) + 1);
+// The libm functions (tan .. sinc) count as 20.
+constexpr uint64_t kUnaryFlops[] = {1,  1,  1,  10, 12, 1,  2,  1,  12, 14, 13, 22, 16, 16,
+                                    16, 1,  24, 1,  1,  1,  1,  3,  1,  16, 12, 20, 20, 20,
+                                    20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 20, 2,  20, 1,
+                                    1,  1,  1,  1,  1};
+static_assert(std::size(kUnaryFlops) == static_cast<size_t>(UnaryOp::kSignbit) + 1);
 constexpr const char* kWhereNames[7] = TRN_DTYPE_NAMES("where");
 constexpr const char* kFillNames[7] = TRN_DTYPE_NAMES("fill");
 constexpr const char* kCopyNames[7] = TRN_DTYPE_NAMES("copy");
@@ -455,6 +501,9 @@ Status BinaryScalar(BinaryOp op, const TensorRef& out, const TensorRef& a, doubl
 Status Unary(UnaryOp op, const TensorRef& out, const TensorRef& in) {
   TRN_ASSERT(out.dtype == (UnaryOutIsBool(op) ? DType::kBool : in.dtype),
              "Unary: out dtype must be in's dtype (kBool for predicates and logical_not)");
+  if (IsFloating(in.dtype) && internal::IsLibmUnary(op)) {
+    return internal::UnaryMath(op, out, in);
+  }
   if (IsFloating(in.dtype)) {
     const auto fn = HWY_DYNAMIC_DISPATCH(UnaryF32);
     internal::MapF32(out, in, [&](const float* x, float* o, size_t n) { fn(op, x, o, n); });
@@ -754,7 +803,8 @@ KernelInfo DescribeBinary(BinaryOp op, const TensorRef& out, const TensorRef& a,
   info.name = kBinaryNames[static_cast<int>(op)][D(a.dtype)];
   info.op = aten_op;
   info.engine = rt::Engine::kVector;
-  info.flops = static_cast<uint64_t>(out.numel()) * (op == BinaryOp::kPow ? 20 : 1);
+  const bool libm = op == BinaryOp::kPow || (op >= BinaryOp::kAtan2 && op <= BinaryOp::kXlogy);
+  info.flops = static_cast<uint64_t>(out.numel()) * (libm ? 20 : 1);
   info.bytes_read = DistinctBytes(a) + (b ? DistinctBytes(*b) : 0);
   info.bytes_written = out.nbytes();
   return info;

@@ -117,6 +117,7 @@ HWY_AFTER_NAMESPACE();
 #include <cstring>
 #include <iterator>
 #include <limits>
+#include <numbers>
 #include <type_traits>
 
 #include "core/common/assert.h"
@@ -170,6 +171,21 @@ float FloatMath(float a, float b, Q q) {
   if constexpr (kOp == BinaryOp::kRemainder) return RemainderF(a, b);
   if constexpr (kOp == BinaryOp::kFmod) return std::fmod(a, b);
   if constexpr (kOp == BinaryOp::kAtan2) return std::atan2(a, b);
+  if constexpr (kOp == BinaryOp::kHypot) return std::hypot(a, b);
+  if constexpr (kOp == BinaryOp::kLogAddExp || kOp == BinaryOp::kLogAddExp2) {
+    if (std::isinf(a) && a == b) return a;  // inf - inf would be NaN
+    const float m = std::max(a, b);
+    if constexpr (kOp == BinaryOp::kLogAddExp) return m + std::log1p(std::exp(-std::abs(a - b)));
+    return m + std::log1p(std::exp2(-std::abs(a - b))) * (1.0f / std::numbers::ln2_v<float>);
+  }
+  if constexpr (kOp == BinaryOp::kCopysign) return std::copysign(a, b);
+  if constexpr (kOp == BinaryOp::kXlogy) {
+    if (std::isnan(b)) return std::numeric_limits<float>::quiet_NaN();
+    return a == 0 ? 0.0f : a * q(std::log(b));  // torch rounds bf16 / f16 log to storage
+  }
+  if constexpr (kOp == BinaryOp::kFmax) return std::fmax(a, b);
+  if constexpr (kOp == BinaryOp::kFmin) return std::fmin(a, b);
+  if constexpr (kOp == BinaryOp::kHeaviside) return a == 0 ? b : static_cast<float>(a > 0);
   return 0;
 }
 
@@ -259,6 +275,11 @@ Status IntMath(BinaryOp op, const TensorRef& out, const TensorRef& a, const Tens
     case BinaryOp::kBitwiseXor: MapExact<T, T>(out, a, b, [](C x, C y) { return C(x ^ y); }); break;
     case BinaryOp::kShiftLeft: MapExact<T, T>(out, a, b, [](C x, C y) { return ShiftLeft(x, y); }); break;
     case BinaryOp::kShiftRight: MapExact<T, T>(out, a, b, [](C x, C y) { return ShiftRight(x, y); }); break;
+    case BinaryOp::kFmax: MapExact<T, T>(out, a, b, [](C x, C y) { return std::max(x, y); }); break;
+    case BinaryOp::kFmin: MapExact<T, T>(out, a, b, [](C x, C y) { return std::min(x, y); }); break;
+    case BinaryOp::kHeaviside:
+      MapExact<T, T>(out, a, b, [](C x, C y) { return x == 0 ? y : C(x > 0); });
+      break;
     default: TRN_ASSERT(false, "BinaryMath: not a rounding or bitwise op");
   }
   return Status::Ok();
@@ -312,6 +333,14 @@ Status BinaryMath(BinaryOp op, DType dtype, const TensorRef& out, const TensorRe
       case BinaryOp::kRemainder: RunFloatMath<BinaryOp::kRemainder>(dtype, out, a, b); break;
       case BinaryOp::kFmod: RunFloatMath<BinaryOp::kFmod>(dtype, out, a, b); break;
       case BinaryOp::kAtan2: RunFloatMath<BinaryOp::kAtan2>(dtype, out, a, b); break;
+      case BinaryOp::kHypot: RunFloatMath<BinaryOp::kHypot>(dtype, out, a, b); break;
+      case BinaryOp::kLogAddExp: RunFloatMath<BinaryOp::kLogAddExp>(dtype, out, a, b); break;
+      case BinaryOp::kLogAddExp2: RunFloatMath<BinaryOp::kLogAddExp2>(dtype, out, a, b); break;
+      case BinaryOp::kCopysign: RunFloatMath<BinaryOp::kCopysign>(dtype, out, a, b); break;
+      case BinaryOp::kXlogy: RunFloatMath<BinaryOp::kXlogy>(dtype, out, a, b); break;
+      case BinaryOp::kFmax: RunFloatMath<BinaryOp::kFmax>(dtype, out, a, b); break;
+      case BinaryOp::kFmin: RunFloatMath<BinaryOp::kFmin>(dtype, out, a, b); break;
+      case BinaryOp::kHeaviside: RunFloatMath<BinaryOp::kHeaviside>(dtype, out, a, b); break;
       default: TRN_ASSERT(false, "bitwise ops need an integer or bool dtype");
     }
     return Status::Ok();
@@ -321,6 +350,60 @@ Status BinaryMath(BinaryOp op, DType dtype, const TensorRef& out, const TensorRe
     if constexpr (std::is_integral_v<T>) return IntMath<T>(op, out, a, b);
     return Status::Ok();
   });
+}
+
+// torch's CPU computes these with libm (Sleef where it vectorizes) in float32
+// for every floating dtype; scalar libm here, as they are rare in models.
+template <class F>
+void MapLibm(const TensorRef& out, const TensorRef& in, F f) {
+  MapF32(out, in, [&f](const float* x, float* o, size_t n) {
+    for (size_t i = 0; i < n; ++i) o[i] = f(x[i]);
+  });
+}
+
+Status UnaryMath(UnaryOp op, const TensorRef& out, const TensorRef& in) {
+  switch (op) {
+    case UnaryOp::kTan: MapLibm(out, in, [](float x) { return std::tan(x); }); break;
+    case UnaryOp::kAsin: MapLibm(out, in, [](float x) { return std::asin(x); }); break;
+    case UnaryOp::kAcos: MapLibm(out, in, [](float x) { return std::acos(x); }); break;
+    case UnaryOp::kAtan: MapLibm(out, in, [](float x) { return std::atan(x); }); break;
+    case UnaryOp::kSinh: MapLibm(out, in, [](float x) { return std::sinh(x); }); break;
+    case UnaryOp::kCosh: MapLibm(out, in, [](float x) { return std::cosh(x); }); break;
+    case UnaryOp::kAsinh: MapLibm(out, in, [](float x) { return std::asinh(x); }); break;
+    case UnaryOp::kAcosh: MapLibm(out, in, [](float x) { return std::acosh(x); }); break;
+    case UnaryOp::kAtanh: MapLibm(out, in, [](float x) { return std::atanh(x); }); break;
+    case UnaryOp::kLog2: MapLibm(out, in, [](float x) { return std::log2(x); }); break;
+    case UnaryOp::kLog10: MapLibm(out, in, [](float x) { return std::log10(x); }); break;
+    case UnaryOp::kExp2: MapLibm(out, in, [](float x) { return std::exp2(x); }); break;
+    case UnaryOp::kErfc: MapLibm(out, in, [](float x) { return std::erfc(x); }); break;
+    case UnaryOp::kLgamma:  // the _r form: std::lgamma writes the global signgam (a data race)
+      MapLibm(out, in, [](float x) {
+        int sign;
+        return lgammaf_r(x, &sign);
+      });
+      break;
+    case UnaryOp::kFrac: MapLibm(out, in, [](float x) { return x - std::trunc(x); }); break;
+    case UnaryOp::kSinc:
+      MapLibm(out, in, [](float x) {
+        if (x == 0) return 1.0f;
+        const float p = std::numbers::pi_v<float> * x;
+        return std::sin(p) / p;
+      });
+      break;
+    case UnaryOp::kSignbit: {  // the stored sign bit: a bf16 / f16 -NaN keeps it (torch's too)
+      const size_t item = ItemSize(in.dtype);
+      ForEachRun<2>({&out, &in}, [item](const std::array<char*, 2>& p, int64_t n,
+                                        const std::array<int64_t, 2>& s) {
+        bool* o = reinterpret_cast<bool*>(p[0]);
+        const unsigned char* x = reinterpret_cast<const unsigned char*>(p[1]);
+        // Little-endian: the sign bit is the top bit of the element's last byte.
+        for (int64_t i = 0; i < n; ++i) o[i * s[0]] = (x[(i * s[1] + 1) * item - 1] & 0x80) != 0;
+      });
+      break;
+    }
+    default: TRN_ASSERT(false, "UnaryMath: not a libm op");
+  }
+  return Status::Ok();
 }
 
 }  // namespace internal

@@ -280,6 +280,162 @@ TEST(UnaryMath, ErfOnEveryTarget) {
   });
 }
 
+// ---- The libm functions (UnaryMath / the float-only binary ops) ----------------------
+// References in double from the definitions; float32 in, so the tolerance is
+// libm's float error plus float32 rounding of the argument's image.
+struct LibmCase {
+  UnaryOp op;
+  const char* name;
+  double lo, hi;  // input range
+  double (*ref)(double);
+};
+const LibmCase kLibmCases[] = {
+    {UnaryOp::kTan, "tan", -1.5, 1.5, [](double x) { return std::tan(x); }},
+    {UnaryOp::kAsin, "asin", -1, 1, [](double x) { return std::asin(x); }},
+    {UnaryOp::kAcos, "acos", -1, 1, [](double x) { return std::acos(x); }},
+    {UnaryOp::kAtan, "atan", -20, 20, [](double x) { return std::atan(x); }},
+    {UnaryOp::kSinh, "sinh", -10, 10, [](double x) { return std::sinh(x); }},
+    {UnaryOp::kCosh, "cosh", -10, 10, [](double x) { return std::cosh(x); }},
+    {UnaryOp::kAsinh, "asinh", -50, 50, [](double x) { return std::asinh(x); }},
+    {UnaryOp::kAcosh, "acosh", 1, 50, [](double x) { return std::acosh(x); }},
+    {UnaryOp::kAtanh, "atanh", -0.99, 0.99, [](double x) { return std::atanh(x); }},
+    {UnaryOp::kLog2, "log2", 1e-3, 100, [](double x) { return std::log2(x); }},
+    {UnaryOp::kLog10, "log10", 1e-3, 100, [](double x) { return std::log10(x); }},
+    {UnaryOp::kExp2, "exp2", -20, 20, [](double x) { return std::exp2(x); }},
+    {UnaryOp::kErfc, "erfc", -3, 9, [](double x) { return std::erfc(x); }},
+    {UnaryOp::kLgamma, "lgamma", 0.1, 30, [](double x) { return std::lgamma(x); }},
+    {UnaryOp::kFrac, "frac", -20, 20, [](double x) { return x - std::trunc(x); }},
+    {UnaryOp::kSinc, "sinc", -4, 4,
+     [](double x) { return x == 0 ? 1.0 : std::sin(M_PI * x) / (M_PI * x); }},
+};
+
+TEST(UnaryMath, LibmFunctionsAgainstDoubleReferences) {
+  for (const LibmCase& c : kLibmCases) {
+    for (DType dt : kFloatTypes) {
+      uint32_t seed = 7;
+      for (const auto& shape : Shapes()) {
+        for (Layout l : AllLayouts()) {
+          TestTensor in = MakeRandom(dt, shape, l, seed++, c.lo, c.hi);
+          TestTensor out = Empty(dt, shape, l == Layout::kMisaligned ? 1 : 0);
+          ASSERT_TRUE(Unary(c.op, out.ref, in.ref).ok());
+          for (int64_t i = 0; i < out.numel(); ++i) {
+            const double x = Compute(dt, in.At(i));
+            const double e = c.ref(x);
+            // sinc's pi * x is rounded to float32 first (torch's formula): near
+            // its zeros that is an absolute error of ~pi * x * 2^-24.
+            const double abs_tol = c.op == UnaryOp::kSinc ? 4e-7 : 1e-7;
+            const std::string err = CheckClose(out.At(i), RoundTo(dt, e), 0,
+                                               abs_tol + StorageTol(dt, e, 2e-6));
+            ASSERT_EQ(err, "") << Ctx(c.name, dt, l, shape) << " x=" << x;
+          }
+        }
+      }
+    }
+  }
+  // Domain edges as torch's CPU: NaN outside, infinities at the poles.
+  TestTensor in = FromValues(DType::kFloat32, {2.0, -1.0, 0.0, 1.0, NAN, INFINITY, -0.0});
+  TestTensor out = Empty(DType::kFloat32, {7});
+  ASSERT_TRUE(Unary(UnaryOp::kAsin, out.ref, in.ref).ok());
+  EXPECT_TRUE(std::isnan(out.At(0)));
+  ASSERT_TRUE(Unary(UnaryOp::kLog2, out.ref, in.ref).ok());
+  EXPECT_TRUE(std::isnan(out.At(1)));
+  EXPECT_EQ(out.At(2), -INFINITY);
+  ASSERT_TRUE(Unary(UnaryOp::kAtanh, out.ref, in.ref).ok());
+  EXPECT_EQ(out.At(3), INFINITY);
+  ASSERT_TRUE(Unary(UnaryOp::kLgamma, out.ref, in.ref).ok());
+  EXPECT_EQ(out.At(2), INFINITY);  // a pole
+  ASSERT_TRUE(Unary(UnaryOp::kFrac, out.ref, in.ref).ok());
+  EXPECT_TRUE(std::isnan(out.At(5)));  // inf - trunc(inf)
+  EXPECT_FALSE(std::signbit(out.At(6)));  // -0 - -0 is +0, as torch's
+  ASSERT_TRUE(Unary(UnaryOp::kSinc, out.ref, in.ref).ok());
+  EXPECT_EQ(out.At(2), 1.0);
+  EXPECT_TRUE(std::isnan(out.At(4)));
+}
+
+TEST(UnaryMath, SignbitOfEveryDtype) {
+  for (DType dt : kNumTypes) {
+    const std::vector<double> values = IsFloating(dt)
+                                           ? std::vector<double>{-0.0, 0.0, -2.5, 3.0, -INFINITY, NAN, -NAN}
+                                           : std::vector<double>{-1, 0, 5, -7};
+    TestTensor in = FromValues(dt, values);
+    if (dt == DType::kBFloat16 || dt == DType::kFloat16) {  // a -NaN's bits (Set makes +NaN)
+      static_cast<uint16_t*>(in.ref.data)[6] = dt == DType::kBFloat16 ? 0xFFC0 : 0xFE00;
+    }
+    TestTensor out = Empty(DType::kBool, {static_cast<int64_t>(values.size())});
+    ASSERT_TRUE(Unary(UnaryOp::kSignbit, out.ref, in.ref).ok());
+    for (size_t i = 0; i < values.size(); ++i) {
+      EXPECT_EQ(out.At(static_cast<int64_t>(i)), std::signbit(values[i]) ? 1.0 : 0.0)
+          << DTypeName(dt) << " " << values[i];
+    }
+  }
+  TestTensor b = FromValues(DType::kBool, {1, 0});
+  TestTensor out = Empty(DType::kBool, {2});
+  ASSERT_TRUE(Unary(UnaryOp::kSignbit, out.ref, b.ref).ok());
+  EXPECT_EQ(out.At(0) + out.At(1), 0.0);
+}
+
+double RefLibmBinary(BinaryOp op, double a, double b) {
+  switch (op) {
+    case BinaryOp::kHypot: return std::sqrt(a * a + b * b);
+    case BinaryOp::kLogAddExp: return std::log(std::exp(a) + std::exp(b));
+    case BinaryOp::kLogAddExp2: return std::log2(std::exp2(a) + std::exp2(b));
+    case BinaryOp::kCopysign: return std::copysign(a, b);
+    case BinaryOp::kXlogy: return std::isnan(b) ? NAN : a == 0 ? 0.0 : a * std::log(b);
+    case BinaryOp::kFmax: return std::isnan(a) ? b : std::isnan(b) ? a : std::max(a, b);
+    case BinaryOp::kFmin: return std::isnan(a) ? b : std::isnan(b) ? a : std::min(a, b);
+    default: return a == 0 ? b : (a > 0 ? 1.0 : 0.0);  // kHeaviside
+  }
+}
+
+TEST(BinaryMath, LibmBinaryOpsAgainstDoubleReferences) {
+  const BinaryOp ops[] = {BinaryOp::kHypot, BinaryOp::kLogAddExp, BinaryOp::kLogAddExp2,
+                          BinaryOp::kCopysign, BinaryOp::kXlogy, BinaryOp::kFmax,
+                          BinaryOp::kFmin, BinaryOp::kHeaviside};
+  for (BinaryOp op : ops) {
+    const bool any_dtype = op == BinaryOp::kFmax || op == BinaryOp::kFmin || op == BinaryOp::kHeaviside;
+    for (DType dt : kNumTypes) {
+      if (!IsFloating(dt) && !any_dtype) continue;  // the bridge rejects or promotes them
+      uint32_t seed = 11;
+      for (const auto& shape : Shapes()) {
+        for (Layout l : AllLayouts()) {
+          TestTensor a = MakeRandom(dt, shape, l, seed++, -6, 6);
+          TestTensor b = MakeRandom(dt, shape, AllLayouts()[(int(l) + 2) % 5], seed++,
+                                    op == BinaryOp::kXlogy ? 0.01 : -6, 6);
+          for (int64_t i = 0; i < a.numel(); i += 5) a.Set(i, 0);  // heaviside's and xlogy's zeros
+          TestTensor out = Empty(dt, shape);
+          ASSERT_TRUE(Binary(op, out.ref, a.ref, b.ref).ok());
+          for (int64_t i = 0; i < out.numel(); ++i) {
+            const double x = Compute(dt, a.At(i)), y = Compute(dt, b.At(i));
+            const double e = RefLibmBinary(op, x, y);
+            const std::string err =
+                CheckClose(out.At(i), RoundTo(dt, e), 0,
+                           IsFloating(dt) ? 1e-7 + StorageTol(dt, e, 2e-6) : 0);
+            ASSERT_EQ(err, "") << Ctx("binary libm", dt, l, shape) << " op " << int(op)
+                               << " x=" << x << " y=" << y;
+          }
+        }
+      }
+    }
+  }
+  // Specials: logaddexp of equal infinities, NaN through fmax / fmin, xlogy(0, NaN).
+  TestTensor a = FromValues(DType::kFloat32, {INFINITY, -INFINITY, NAN, 0.0, 0.0, -0.0});
+  TestTensor b = FromValues(DType::kFloat32, {INFINITY, -INFINITY, 1.0, NAN, 0.0, 0.5});
+  TestTensor out = Empty(DType::kFloat32, {6});
+  ASSERT_TRUE(Binary(BinaryOp::kLogAddExp, out.ref, a.ref, b.ref).ok());
+  EXPECT_EQ(out.At(0), INFINITY);
+  EXPECT_EQ(out.At(1), -INFINITY);
+  EXPECT_TRUE(std::isnan(out.At(2)));
+  ASSERT_TRUE(Binary(BinaryOp::kFmax, out.ref, a.ref, b.ref).ok());
+  EXPECT_EQ(out.At(2), 1.0);
+  EXPECT_EQ(out.At(3), 0.0);
+  ASSERT_TRUE(Binary(BinaryOp::kXlogy, out.ref, a.ref, b.ref).ok());
+  EXPECT_TRUE(std::isnan(out.At(3)));
+  EXPECT_EQ(out.At(4), 0.0);  // 0 * log(0) is 0, not NaN
+  ASSERT_TRUE(Binary(BinaryOp::kHeaviside, out.ref, a.ref, b.ref).ok());
+  EXPECT_EQ(out.At(5), 0.5);  // -0 == 0
+  EXPECT_EQ(out.At(2), 0.0);  // NaN is not > 0
+}
+
 // ---- Rounding division, remainder, fmod ----------------------------------------------
 // References from the definitions (not torch's formulas): floor / trunc of the
 // exact quotient, x - y * floor(x / y), C fmod.

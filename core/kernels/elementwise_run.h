@@ -240,4 +240,11 @@ void MapExact(const TensorRef& out, const TensorRef& a, const TensorRef& b, F f)
 Status BinaryMath(BinaryOp op, DType dtype, const TensorRef& out, const TensorRef& a,
                   const TensorRef& b);
 
+// The unary ops computed with libm in float32 (kTan .. kSinc, kSignbit), and
+// their loop over a floating `in` (elementwise_math.cc); Unary routes them here.
+inline bool IsLibmUnary(UnaryOp op) {
+  return (op >= UnaryOp::kTan && op <= UnaryOp::kSinc) || op == UnaryOp::kSignbit;
+}
+Status UnaryMath(UnaryOp op, const TensorRef& out, const TensorRef& in);
+
 }  // namespace trn::kernels::internal

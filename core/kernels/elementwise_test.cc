@@ -135,15 +135,20 @@ double RefBinary(BinaryOp op, DType dt, double a, double b, double alpha) {
     case BinaryOp::kGe: return a >= b;
     case BinaryOp::kLogicalAnd: return a != 0 && b != 0;
     case BinaryOp::kLogicalOr: return a != 0 || b != 0;
+    case BinaryOp::kLogicalXor: return (a != 0) != (b != 0);
+    default: break;  // kDivTrunc .. kShiftRight: elementwise_math_test.cc
   }
   return 0;
 }
 
-const char* kBinaryOpNames[] = {"add", "sub", "mul", "div", "pow", "maximum", "minimum", "glu", "prelu",
-                                "div_trunc", "div_floor", "remainder", "fmod", "atan2", "bitwise_and",
-                                "bitwise_or", "bitwise_xor", "shift_left", "shift_right", "eq",
-                                "ne",  "lt",  "le",  "gt",  "ge",  "and",     "or"};
-static_assert(std::size(kBinaryOpNames) == static_cast<size_t>(BinaryOp::kLogicalOr) + 1);
+const char* kBinaryOpNames[] = {
+    "add",       "sub",         "mul",         "div",       "pow",        "maximum",
+    "minimum",   "glu",         "prelu",       "div_trunc", "div_floor",  "remainder",
+    "fmod",      "atan2",       "hypot",       "logaddexp", "logaddexp2", "copysign",
+    "xlogy",     "fmax",        "fmin",        "heaviside", "bitwise_and", "bitwise_or",
+    "bitwise_xor", "shift_left", "shift_right", "eq",       "ne",         "lt",
+    "le",        "gt",          "ge",          "and",       "or",         "xor"};
+static_assert(std::size(kBinaryOpNames) == static_cast<size_t>(BinaryOp::kLogicalXor) + 1);
 
 void ExpectBinary(BinaryOp op, DType dt, const TestTensor& out, const TestTensor& a,
                   const TestTensor* b, double scalar, bool scalar_first, double alpha,
@@ -176,7 +181,7 @@ void ExpectBinary(BinaryOp op, DType dt, const TestTensor& out, const TestTensor
 TEST(Binary, AllOpsDtypesLayoutsOnEveryTarget) {
   ForEachTarget([](const char*) {
     for (DType dt : kNumTypes) {
-      for (int opi = 0; opi <= static_cast<int>(BinaryOp::kLogicalOr); ++opi) {
+      for (int opi = 0; opi <= static_cast<int>(BinaryOp::kLogicalXor); ++opi) {
         const auto op = static_cast<BinaryOp>(opi);
         if (op == BinaryOp::kDiv && !IsFloating(dt)) continue;  // caller makes it floating
         if ((op == BinaryOp::kGlu || op == BinaryOp::kPrelu) && !IsFloating(dt)) continue;  // torch: floating only

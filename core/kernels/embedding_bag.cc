@@ -221,7 +221,7 @@ Status EmbeddingBag(const EmbeddingBagRefs& r) {
                            r.per_sample_weights.numel() == idx.numel())),
              "embedding_bag: weight [V, D] floating, indices and offsets 1-D, out [B, D], "
              "per_sample_weights [n] of weight's dtype (mode sum)");
-  const int64_t n = idx.sizes[0], bags = out.sizes[0], dim = w.sizes[1], rows = w.sizes[0];
+  const int64_t n = idx.sizes[0], bags = out.sizes[0], rows = w.sizes[0];
   TRN_ASSERT(offs.sizes[0] == bags + (r.include_last_offset ? 1 : 0) &&
                  (!Present(r.bag_size) || r.bag_size.numel() == bags) &&
                  (!Present(r.offset2bag) || r.offset2bag.numel() == n),

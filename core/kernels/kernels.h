@@ -31,10 +31,16 @@ enum class BinaryOp : uint8_t {
   kRemainder,            // python %: the result has the divisor's sign
   kFmod,                 // C fmod: the result has the dividend's sign
   kAtan2,                // atan2(a, b), floating only (the caller promotes integers)
+  // torch's CPU formulas in float32, floating only (hypot .. xlogy; the caller
+  // promotes integers for copysign and xlogy, torch rejects them for the rest):
+  kHypot, kLogAddExp, kLogAddExp2, kCopysign,
+  kXlogy,                // a == 0 ? 0 : a * log(b); NaN b gives NaN
+  // Every dtype: fmax / fmin ignore a NaN operand; heaviside is a == 0 ? b : a > 0.
+  kFmax, kFmin, kHeaviside,
   // Integer and bool dtypes only (the caller rejects floats); shifts: ints.
   kBitwiseAnd, kBitwiseOr, kBitwiseXor, kShiftLeft, kShiftRight,
   kEq, kNe, kLt, kLe, kGt, kGe,   // comparisons: out is kBool
-  kLogicalAnd, kLogicalOr,        // out is kBool, inputs any dtype (nonzero = true)
+  kLogicalAnd, kLogicalOr, kLogicalXor,  // out is kBool, inputs any dtype (nonzero = true)
 };
 bool IsComparison(BinaryOp op);  // comparisons and logical ops
 bool IsBitwise(BinaryOp op);     // kBitwiseAnd .. kShiftRight
@@ -67,7 +73,14 @@ enum class UnaryOp : uint8_t {
   kSign,                  // -1/0/+1 (NaN -> 0, as torch); bool: identity
   kBitwiseNot,            // integers; bool is logical_not
   kLog1p, kExpm1,         // log(1 + x), exp(x) - 1: accurate near 0
+  // Floating only, libm in float32 as torch's CPU (elementwise_math.cc): the
+  // rarer functions, kept off the vector path.
+  kTan, kAsin, kAcos, kAtan, kSinh, kCosh, kAsinh, kAcosh, kAtanh,
+  kLog2, kLog10, kExp2, kErfc, kLgamma,
+  kFrac,                  // x - trunc(x)
+  kSinc,                  // sin(pi x) / (pi x), 1 at 0
   kIsNan, kIsInf, kIsPosInf, kIsNegInf, kIsFinite,  // out kBool; any dtype
+  kSignbit,                                         // out kBool; any dtype (-0 and -NaN: true)
 };
 // True for the ops whose out is kBool whatever in's dtype.
 bool UnaryOutIsBool(UnaryOp op);
