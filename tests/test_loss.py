@@ -7,6 +7,8 @@ Tolerances: the kernel sums in float64, CPU PyTorch in the element type, so
 float32 agrees to 1e-6 relative; 16-bit results are rounded once (one ulp).
 """
 
+import re
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -139,3 +141,123 @@ def test_causal_lm_loss_with_labels(name):
         got = model(**zoo.to_device(inputs, "trn"), labels=ids.to("trn")).loss
     assert got.device.type == "trn"
     torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+
+
+# ---- Regression and binary losses (torch_bridge/ops_loss.cc) ------------------------
+# Compositions of native ops; float32 agrees to 1e-5 (CPU reduces in another order).
+LOSS_TOL = {torch.float32: 1e-5, torch.float64: 1e-5, torch.bfloat16: 2e-2, torch.float16: 2e-3}
+REGRESSION = {
+    "mse": lambda x, y, r: F.mse_loss(x, y, reduction=r),
+    "smooth_l1": lambda x, y, r: F.smooth_l1_loss(x, y, reduction=r),
+    "smooth_l1_beta0": lambda x, y, r: F.smooth_l1_loss(x, y, reduction=r, beta=0.0),
+    "smooth_l1_beta": lambda x, y, r: F.smooth_l1_loss(x, y, reduction=r, beta=0.3),
+    "huber": lambda x, y, r: F.huber_loss(x, y, reduction=r),
+    "huber_delta": lambda x, y, r: F.huber_loss(x, y, reduction=r, delta=2.5),
+    "l1": lambda x, y, r: F.l1_loss(x, y, reduction=r),
+}
+
+
+def _loss_close(got, want, dtype):
+    assert got.device.type == "trn" and got.dtype == want.dtype and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, rtol=LOSS_TOL[dtype], atol=LOSS_TOL[dtype],
+                               equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("name", list(REGRESSION))
+def test_regression_losses_and_gradients_match_cpu(name, reduction, dtype):
+    g = torch.Generator().manual_seed(1)
+    x = (torch.randn(6, 9, generator=g) * 2).to(dtype)
+    y = (torch.randn(6, 9, generator=g) * 2).to(dtype)
+    fn = REGRESSION[name]
+    xc = x.clone().requires_grad_()
+    want = fn(xc, y, reduction)
+    xt = x.to("trn").requires_grad_()
+    got = fn(xt, y.to("trn"), reduction)
+    _loss_close(got, want.detach(), dtype)
+    grad = torch.randn(want.shape, generator=g).to(dtype)
+    want.backward(grad)
+    got.backward(grad.to("trn"))
+    _loss_close(xt.grad, xc.grad, dtype)
+
+
+@pytest.mark.parametrize("name", ["mse", "smooth_l1", "huber"])
+def test_regression_losses_broadcast_strided_empty_and_out(name):
+    fn = REGRESSION[name]
+    x = torch.randn(5, 8)
+    y = torch.randn(8)
+    with pytest.warns(UserWarning):  # torch's broadcasting warning, on both devices
+        want = fn(x, y, "mean")
+    with pytest.warns(UserWarning):
+        got = fn(x.to("trn"), y.to("trn"), "mean")
+    _loss_close(got, want, torch.float32)
+    xs = torch.randn(8, 5)
+    _loss_close(fn(xs.to("trn").t(), x.to("trn")[:, ::1], "none"), fn(xs.t(), x, "none"), torch.float32)
+    empty = torch.randn(0, 3)
+    _loss_close(fn(empty.to("trn"), empty.to("trn"), "mean"), fn(empty, empty, "mean"), torch.float32)
+    op = {"mse": torch.ops.aten.mse_loss, "smooth_l1": torch.ops.aten.smooth_l1_loss,
+          "huber": torch.ops.aten.huber_loss}[name]
+    out = torch.empty(3, device="trn")
+    op.out(x.to("trn"), x.to("trn") * 0.5, 2, out=out)
+    _loss_close(out, op(x, x * 0.5, 2), torch.float32)
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_binary_cross_entropy_and_gradient_match_cpu(weighted, reduction, dtype):
+    g = torch.Generator().manual_seed(2)
+    x = torch.rand(7, 5, generator=g).to(dtype)
+    x[0, :3] = torch.tensor([0.0, 1.0, 1e-30]).to(dtype)  # the -100 clamp of log 0
+    y = torch.rand(7, 5, generator=g).to(dtype)
+    y[1] = (y[1] > 0.5).to(dtype)
+    w = torch.rand(5, generator=g).to(dtype) if weighted else None
+    xc = x.clone().requires_grad_()
+    want = F.binary_cross_entropy(xc, y, weight=w, reduction=reduction)
+    xt = x.to("trn").requires_grad_()
+    got = F.binary_cross_entropy(xt, y.to("trn"), weight=None if w is None else w.to("trn"),
+                                 reduction=reduction)
+    _loss_close(got, want.detach(), dtype)
+    grad = torch.rand(want.shape, generator=g).to(dtype)
+    want.backward(grad)
+    got.backward(grad.to("trn"))
+    tol = {torch.float32: 1e-4, torch.float64: 1e-4, torch.bfloat16: 5e-2, torch.float16: 5e-3}[dtype]
+    # x = 0 and 1 divide by the 1e-12 floor: gradients of ~1e12 on both sides.
+    torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=tol, atol=tol)
+
+
+def test_loss_errors_follow_cpu():
+    x, y = torch.rand(4), torch.rand(4)
+    cases = [
+        lambda d: F.binary_cross_entropy(x.to(d) * 2, y.to(d)),
+        lambda d: F.binary_cross_entropy(torch.tensor([0.5, float("nan")], device=d), y[:2].to(d)),
+        lambda d: F.binary_cross_entropy(x.to(d), y.to(d) + 1),
+        lambda d: F.binary_cross_entropy(x.to(d), y[:3].to(d)),
+        lambda d: F.smooth_l1_loss(x.to(d), y.to(d), beta=-1.0),
+        lambda d: F.huber_loss(x.to(d), y.to(d), delta=0.0),
+        lambda d: F.mse_loss(torch.arange(4, device=d), torch.arange(4, device=d)),
+        lambda d: F.huber_loss(torch.arange(4, device=d), torch.arange(4, device=d)),
+    ]
+    for case in cases:
+        with pytest.raises(Exception) as cpu_error:
+            case("cpu")
+        with pytest.raises(cpu_error.type, match=re.escape(str(cpu_error.value).splitlines()[0][:40])):
+            case("trn")
+
+
+def test_regression_training_step_runs_without_fallback():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    x, y = torch.randn(32, 8), torch.randn(32, 1)
+    trn_model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    trn_model.load_state_dict(model.state_dict())
+    trn_model.to("trn")
+    for m, d in ((model, "cpu"), (trn_model, "trn")):
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        for loss_fn in (torch.nn.MSELoss(), torch.nn.SmoothL1Loss(), torch.nn.HuberLoss()):
+            opt.zero_grad()
+            loss_fn(m(x.to(d)), y.to(d)).backward()
+            opt.step()
+    for p, q in zip(model.parameters(), trn_model.parameters()):
+        torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6)

@@ -100,6 +100,11 @@ void CheckCanCast(at::ScalarType result, at::ScalarType out, const char* op) {
               " can't be cast to the desired output type ", out);
 }
 
+at::Tensor& CopyIntoOut(const at::Tensor& result, at::Tensor& out, const char* op) {
+  PrepareOut(out, result.sizes(), result.scalar_type(), op);
+  return out.copy_(result);
+}
+
 void PrepareOut(at::Tensor& out, at::IntArrayRef sizes, at::ScalarType result,
                 const char* op) {
   DeviceIndex(out);
