@@ -476,6 +476,58 @@ def test_integer_operands_of_floating_ops_fuse(dtype):
     assert stats["eager_nodes"] == [], stats["eager_reasons"]
 
 
+@pytest.mark.parametrize("shape,reps", [((2, 3, 4, 5), (1, 2, 1, 1, 1)), ((2, 3, 4, 5, 6), (2, 2, 2, 2, 2)),
+                                        ((3,), (2, 2, 2, 2, 2, 2, 2, 2))], ids=str)
+def test_repeat_of_many_dims_compiles_to_core_ops(shape, reps):
+    # torch's repeat decomposition viewed 5-D inputs in 10 dims: the whole graph
+    # fell back (LongT5's transient-global attention, unsqueeze(1).repeat).
+    x = torch.randn(shape)
+    got = torch.compile(lambda t: t.repeat(*reps) * 2, backend="trn", dynamic=False)(x.to("trn"))
+    torch.testing.assert_close(got.cpu(), x.repeat(*reps) * 2, rtol=0, atol=0)
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None and stats["eager_nodes"] == [], stats
+
+
+def test_integers_of_two_widths_and_bool_reductions_are_core_ops():
+    # LongT5's int64 positions against int32 block ids; any / all of masks.
+    def fn(a, b, x):
+        return a == b, a - b, (a > b) & (b != 0), (x > 0).any(-1), (x > 0).all(), (x > 3).any()
+
+    a = torch.randint(-5, 5, (4, 6))
+    b = torch.randint(-5, 5, (6,), dtype=torch.int32)
+    x = torch.randn(4, 6)
+    got = torch.compile(fn, backend="trn", dynamic=False)(a.to("trn"), b.to("trn"), x.to("trn"))
+    for g, w in zip(got, fn(a, b, x)):
+        assert g.dtype == w.dtype
+        assert torch.equal(g.cpu(), w)
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
+    # over no elements any / all are False / True: an eager step, not amax / amin
+    empty = torch.randn(3, 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = torch.compile(lambda t: ((t > 0).any(-1), (t > 0).all(-1)), backend="trn", dynamic=False)(empty.to("trn"))
+    assert got[0].cpu().tolist() == [False] * 3 and got[1].cpu().tolist() == [True] * 3
+
+
+def test_one_hot_range_check_runs_after_the_program():
+    # Note [Graph asserts]: one_hot's decomposition asserts its class range with
+    # _assert_async, which has no output; it made the whole graph run eagerly.
+    fn = torch.compile(lambda i, w: F.one_hot(i, 5).to(w.dtype) @ w, backend="trn", dynamic=False)
+    i = torch.tensor([[0, 3, 4], [1, 2, 2]])
+    w = torch.randn(5, 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the any() eager-node notice
+        got = fn(i.to("trn"), w.to("trn"))
+    torch.testing.assert_close(got.cpu(), F.one_hot(i, 5).float() @ w)
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None, stats["fallback"]
+    with pytest.raises(RuntimeError, match="Class values must be smaller than num_classes"):
+        fn(torch.tensor([[0, 3, 7], [1, 2, 2]], device="trn"), w.to("trn"))
+    with pytest.raises(RuntimeError, match="Class values must be non-negative"):
+        fn(torch.tensor([[0, -3, 1], [1, 2, 2]], device="trn"), w.to("trn"))
+
+
 def test_composites_models_use_compile_to_core_ops():
     # repeat (WavLM, GPT-J; its result viewed as contiguous), vector norms and
     # group norm (HuBERT, ConvNeXt V2), clamp with tensor bounds, and a

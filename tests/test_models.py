@@ -304,13 +304,19 @@ def _families():
                       T.SegformerForSemanticSegmentation, pixels64, True),
         # repeat viewed as contiguous, group norm, weight norm
         "wavlm": (T.WavLMConfig(**speech), T.WavLMModel, audio, False),
+        # transient-global attention: a 5-D unsqueeze(1).repeat (10 dims in ATen's composite)
+        "longt5": (T.LongT5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2,
+                                  num_heads=4, decoder_start_token_id=0, pad_token_id=0,
+                                  encoder_attention_type="transient-global", local_radius=4,
+                                  global_block_size=4),
+                   T.LongT5Model, {**text, "decoder_input_ids": ids[:, :8]}, False),
     }
 
 
 FAMILIES = [
     "mistral", "gemma2", "phi", "gpt_neox", "gptj", "bloom", "falcon", "opt", "bart", "deberta-v2",
     "deberta-v2-relative", "speech_to_text", "beit", "siglip-vision", "clip", "swin", "convnext",
-    "efficientnet", "segformer", "wavlm",
+    "efficientnet", "segformer", "wavlm", "longt5",
 ]
 def _redraw(model):
     """He-scaled weights and non-trivial batch-norm statistics: transformers'

@@ -510,6 +510,42 @@ def test_repeat_interleave_repeat(dtype, layout):
     check(t.repeat(2, 1, 3), x.repeat(2, 1, 3), exact=True)
 
 
+REPEATS = [
+    ((2, 3), (2, 1, 3)),
+    ((), (3, 2)),
+    ((2, 3), (0, 2)),
+    ((2, 3, 4, 5, 6), (1, 1, 1, 1, 2)),  # ATen's composite viewed this in 10 dims (LongT5)
+    ((2, 3, 4, 5, 6), (2, 2, 2, 2, 2)),  # 10 dims even without the 1s: one dim at a time
+    ((3,), (2, 2, 2, 2, 2, 2, 2, 2)),
+    ((2, 3, 2, 2, 2, 2, 2, 2), (1, 1, 1, 1, 1, 1, 1, 3)),
+]
+
+
+@pytest.mark.parametrize("shape,reps", REPEATS, ids=str)
+@pytest.mark.parametrize("dtype", [F32, BF16, I64, BOOL], ids=str)
+def test_repeat_of_many_dims(shape, reps, dtype):
+    x = make(shape, dtype)
+    got = x.to("trn").repeat(*reps)
+    assert got.is_contiguous()
+    check(got, x.repeat(*reps), exact=True)
+    if x.dim() >= 2:
+        check(x.to("trn").transpose(0, 1).repeat(*reps), x.transpose(0, 1).repeat(*reps), exact=True)
+
+
+def test_repeat_errors_and_gradient():
+    with pytest.raises(RuntimeError, match="can not be smaller"):
+        torch.ones(2, 3, device="trn").repeat(2)
+    with pytest.raises(RuntimeError, match="negative"):
+        torch.ones(2, device="trn").repeat(-1)
+    x = torch.randn(2, 3, 4, 5, 6)
+    xt = x.to("trn").requires_grad_()
+    xc = x.clone().requires_grad_()
+    g = torch.randn(2, 6, 4, 5, 12)
+    xc.repeat(1, 2, 1, 1, 2).backward(g)
+    xt.repeat(1, 2, 1, 1, 2).backward(g.to("trn"))
+    torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=1e-5, atol=1e-5)
+
+
 def test_repeat_interleave_negative():
     torch.repeat_interleave(torch.tensor([1, -1], device="trn"), output_size=0)
     with pytest.raises(RuntimeError, match="negative"):

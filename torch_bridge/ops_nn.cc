@@ -16,6 +16,7 @@
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/empty_strided.h>
+#include <c10/util/accumulate.h>
 #include <torch/library.h>
 
 #include <limits>
@@ -812,6 +813,50 @@ at::Tensor& CatOut(const at::ITensorListRef& tensors, int64_t dim, at::Tensor& o
   return out;
 }
 
+// repeat: one Copy of `self` broadcast into a view of the result. ATen's own
+// composite views the result with 2 dims per input dim ((repeat, size)
+// pairs), past the kernels' 8 dims from 5-D inputs on (LongT5's
+// transient-global attention); here a pair keeps only the members that are
+// not 1, and a view still over 8 dims repeats one dim at a time in 3-D.
+at::Tensor Repeat(const at::Tensor& self, c10::SymIntArrayRef repeats_sym) {
+  const at::DimVector repeats(C10_AS_INTARRAYREF_SLOW(repeats_sym).begin(),
+                              C10_AS_INTARRAYREF_SLOW(repeats_sym).end());
+  const int64_t n = static_cast<int64_t>(repeats.size());
+  TORCH_CHECK(n >= self.dim(), "Number of dimensions of repeat dims can not be smaller than "
+              "number of dimensions of tensor");
+  at::DimVector sizes(static_cast<size_t>(n - self.dim()), 1);
+  sizes.append(self.sizes().begin(), self.sizes().end());
+  at::DimVector target, src_shape, tiled;
+  for (int64_t d = 0; d < n; ++d) {
+    TORCH_CHECK(repeats[d] >= 0, "Trying to create tensor with negative dimension ", repeats[d],
+                ": ", at::IntArrayRef(repeats));
+    target.push_back(repeats[d] * sizes[d]);
+    if (repeats[d] != 1) src_shape.push_back(1), tiled.push_back(repeats[d]);
+    if (sizes[d] != 1) src_shape.push_back(sizes[d]), tiled.push_back(sizes[d]);
+  }
+  if (static_cast<int>(tiled.size()) > kMaxDims) {
+    // One dim at a time, each a 3-D copy: [A, 1, B] broadcast into [A, r, B].
+    at::Tensor y = self.reshape(sizes);
+    for (int64_t d = 0; d < n; ++d) {
+      if (repeats[d] == 1) continue;
+      const int64_t a = c10::multiply_integers(y.sizes().begin(), y.sizes().begin() + d);
+      const int64_t b = c10::multiply_integers(y.sizes().begin() + d, y.sizes().end());
+      at::DimVector grown(y.sizes().begin(), y.sizes().end());
+      grown[d] *= repeats[d];
+      at::Tensor next = Empty(grown, self.scalar_type(), DeviceIndex(self));
+      if (next.numel() != 0) {
+        next.view({a, repeats[d], b}).copy_(y.reshape({a, 1, b}).expand({a, repeats[d], b}));
+      }
+      y = next;
+    }
+    return y;
+  }
+  at::Tensor result = Empty(target, self.scalar_type(), DeviceIndex(self));
+  if (result.numel() == 0) return result;
+  result.view(tiled).copy_(self.reshape(src_shape).expand(tiled));
+  return result;
+}
+
 // clone: one Copy launch; Preserve lays the copy out as torch's empty_like
 // does (dense strides kept; a non-dense view, such as a slice of a
 // channels_last tensor, keeps its stride order), and channels_last(_3d)
@@ -876,6 +921,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("embedding", TORCH_FN(Embedding));
   m.impl("_embedding_bag", TORCH_FN(EmbeddingBag<false>));
   m.impl("_embedding_bag_forward_only", TORCH_FN(EmbeddingBag<true>));
+  m.impl("repeat", TORCH_FN(Repeat));
   m.impl("cat", TORCH_FN(Cat));
   m.impl("cat.out", TORCH_FN(CatOut));
   m.impl_all_dtypes("clone", TORCH_FN(Clone));

@@ -313,8 +313,9 @@ bool Fuser::RunsAsLibrary(int id) const {
     // Integer and bool reductions (mBART's mask.sum(), int64 position maxima):
     // the core's Reduce kernel sums them in int64, as torch.
     case Op::kSum: return !IsFloating(in(0)) && out == DType::kInt64;
+    // bool: any / all (the frontend lowers them so only over a nonempty extent).
     case Op::kAmax:
-    case Op::kAmin: return !IsFloating(in(0)) && in(0) == out && out != DType::kBool;
+    case Op::kAmin: return !IsFloating(in(0)) && in(0) == out;
     case Op::kWhere: return in(0) == DType::kBool && in(1) == out && in(2) == out;
     case Op::kNeg:
     case Op::kAbs:

@@ -67,12 +67,25 @@ def _var(x, dim=None, *, correction=None, keepdim=False):
 def _repeat(x, repeats):
     """aten.repeat as expand + a contiguous copy: a view of the result (WavLM's
     position bias) needs repeat's contiguous strides, which torch's own
-    decomposition does not give."""
+    decomposition does not give. As the eager kernel (Repeat in
+    torch_bridge/ops_nn.cc), each (repeat, size) pair keeps only its members
+    that are not 1, and past 8 dims one dim repeats at a time in 3-D."""
     sizes = [1] * (len(repeats) - x.dim()) + list(x.shape)
-    spread = [d for s in sizes for d in (1, s)]
-    tiled = [d for r, s in zip(repeats, sizes) for d in (r, s)]
-    y = x.reshape(spread).expand(tiled).clone(memory_format=torch.contiguous_format)
-    return y.view([r * s for r, s in zip(repeats, sizes)])
+    spread = [d for r, s in zip(repeats, sizes) for d, keep in ((1, r != 1), (s, s != 1)) if keep]
+    tiled = [d for r, s in zip(repeats, sizes) for d, keep in ((r, r != 1), (s, s != 1)) if keep]
+    target = [r * s for r, s in zip(repeats, sizes)]
+    if len(tiled) <= 8:
+        y = x.reshape(spread).expand(tiled).clone(memory_format=torch.contiguous_format)
+        return y.view(target)
+    y = x.reshape(sizes)
+    for d, r in enumerate(repeats):
+        if r != 1:
+            a, b = math.prod(y.shape[:d]), math.prod(y.shape[d:])
+            grown = list(y.shape)
+            grown[d] *= r
+            y = y.reshape(a, 1, b).expand(a, r, b).clone(memory_format=torch.contiguous_format)
+            y = y.view(grown)
+    return y
 
 
 @functools.cache
@@ -180,6 +193,16 @@ _REDUCE = {
     aten.max.default: "amax",  # over every element (Reformer's mask value)
     aten.min.default: "amin",
 }
+# any / all of a bool tensor are its amax / amin (one_hot's range check, LED's mask test);
+# over no elements they are False / True, where amax / amin have no value: eager steps.
+_BOOL_REDUCE = {
+    aten.any.default: "amax",
+    aten.any.dim: "amax",
+    aten.any.dims: "amax",
+    aten.all.default: "amin",
+    aten.all.dim: "amin",
+    aten.all.dims: "amin",
+}
 # max.dim / min.dim: (values, indices) -> the core ops of each output.
 _EXTREMUM_DIM = {
     aten.max.dim: ("amax", "argmax"),
@@ -266,6 +289,10 @@ class _Lowering:
         self.calls: dict[int, tuple[fx.Node, list[fx.Node], int | None]] = {}
         self.reasons: dict[int, str] = {}  # why the frontend made an eager node
         self.output_template: list = []
+        # Note [Graph asserts]: _assert_async(cond, msg) (F.one_hot's range check)
+        # has no output; each cond becomes an extra program output that the
+        # call checks after the run, raising msg as CPU's check would.
+        self.asserts: list[tuple[fx.Node, str]] = []
 
     # Meta of a FakeTensor as add_input/add_node take it.
     def _meta(self, v: torch.Tensor, cpu_scalar_ok: bool = False) -> dict:
@@ -283,13 +310,15 @@ class _Lowering:
         )
 
     def _add(
-        self, node: fx.Node, op: str, inputs: list[fx.Node], target=None, call=None, **attrs
+        self, node: fx.Node, op: str, inputs: list[fx.Node], target=None, call=None,
+        input_ids: list[int] | None = None, **attrs
     ) -> int:
+        """input_ids: the core inputs when they are not inputs' own nodes (casts)."""
         m = self._meta(self.vals[node])
         gid = self.g.add_node(
             op=op,
             target=str(node.target if target is None else target),
-            inputs=[self.ids[i] for i in inputs],
+            inputs=[self.ids[i] for i in inputs] if input_ids is None else input_ids,
             **m,
             **attrs,
         )
@@ -407,6 +436,7 @@ class _Lowering:
                         outs.append(self.ids[a])
                     else:
                         self.output_template.append(("c", self._value(a)))
+                outs += [self.ids[cond] for cond, _ in self.asserts]
                 self.g.set_outputs(outs)
 
     def _lower_call(self, node: fx.Node) -> None:
@@ -443,6 +473,11 @@ class _Lowering:
                     self.ids[node] = self._add_eager(src, idx)
             else:
                 self.consts[node] = sv[idx]
+            return
+        if t in _ASSERTS:  # Note [Graph asserts]
+            if not self._tensor(args[0]):
+                raise _Unsupported(f"{node.name} ({t}) asserts a value that is not a trn tensor")
+            self.asserts.append((args[0], args[1] if len(args) > 1 else _ASSERT_DEFAULT_MSG))
             return
         if not isinstance(v, torch.Tensor):
             if isinstance(v, (tuple, list)):
@@ -800,6 +835,15 @@ class _Lowering:
                 if t in (aten.div.Tensor, aten.div.Scalar) and kw.get("rounding_mode") is not None:
                     return self._add_eager(node, reason="div with a rounding_mode is not a core op")
                 if self._tensor(a) and self._tensor(b):
+                    da, db = self.vals[a].dtype, self.vals[b].dtype
+                    if da != db and not da.is_floating_point and not db.is_floating_point:
+                        # Integers of two widths (LongT5's int64 positions against int32
+                        # block ids): the core's integer kernels take one dtype, so the
+                        # narrower operand is cast to the promoted one, as torch computes.
+                        common = torch.promote_types(da, db)
+                        ids = [self.ids[x] if self.vals[x].dtype == common else self._add_cast(x, common)
+                               for x in (a, b)]
+                        return self._add(node, _BINARY[t], [a, b], input_ids=ids, alpha=alpha)
                     return self._add(node, _BINARY[t], [a, b], alpha=alpha)
                 first = not self._tensor(a)  # a number first (RWKV's `1 - time_mix`)
                 if first and not (self._tensor(b) and alpha == 1 and _is_number(self._value(a))):
@@ -969,7 +1013,8 @@ class _Lowering:
                 return self._add(node, "gelu_tanh" if approx == "tanh" else "gelu", [args[0]])
             if t is aten.where.self and all(self._tensor(a) for a in args[:3]):
                 return self._add(node, "where", list(args[:3]))
-            if t in _REDUCE:
+            bool_reduce = t in _BOOL_REDUCE and self.vals[args[0]].dtype == torch.bool
+            if t in _REDUCE or bool_reduce:
                 x = args[0]
                 dims = (
                     self._value(args[1])
@@ -977,10 +1022,15 @@ class _Lowering:
                     else None
                 )
                 dims = kw.get("dim", dims)
+                if isinstance(dims, int):  # any.dim / all.dim
+                    dims = [dims]
                 nd = len(self.vals[x].shape)
                 if dims is None or len(dims) == 0:
                     dims = list(range(nd))
-                return self._add(node, _REDUCE[t], [x], dims=[int(d) for d in dims])
+                if bool_reduce and 0 in [self.vals[x].shape[d] for d in dims]:
+                    return self._add_eager(node, reason="any / all over no elements")
+                op = _BOOL_REDUCE[t] if bool_reduce else _REDUCE[t]
+                return self._add(node, op, [x], dims=[int(d) for d in dims])
             if t in (aten._softmax.default, aten._log_softmax.default):
                 op = "softmax" if t is aten._softmax.default else "log_softmax"
                 return self._add(node, op, [args[0]], dims=[int(self._value(args[1]))])
@@ -1150,6 +1200,7 @@ class _Compiled:
         # The graph's constant tensors, on the inputs' device already.
         self.attrs_bound = self.device is not None and all(a.device == self.device for a in self.attrs)
         self.template = lowering.output_template
+        self.assert_msgs = [msg for _, msg in lowering.asserts]
         n = len(self.template)
         self.plain_outputs = self.template == [("t", i) for i in range(n)]
         self.all_args = (
@@ -1188,6 +1239,12 @@ class _Compiled:
 
     def __call__(self, args: list) -> list:
         outs = self.program.run(self.bind_inputs(args), self._eager)
+        if self.assert_msgs:  # Note [Graph asserts]: a read-back per assert
+            n = len(outs) - len(self.assert_msgs)
+            for cond, msg in zip(outs[n:], self.assert_msgs):
+                if not bool(cond):
+                    raise RuntimeError(msg)
+            outs = outs[:n]
         if self.plain_outputs:
             return outs
         return [outs[x] if k == "t" else x(args) if k == "f" else x for k, x in self.template]
@@ -1512,6 +1569,8 @@ class _GraphRunner:
 
 
 _MAX_REFUSED = 8
+_ASSERTS = (aten._assert_async.msg, aten._assert_async.default)
+_ASSERT_DEFAULT_MSG = "Expected Tensor with single nonzero value, but got zero"  # CPU's
 _REFUSED_NODE = re.compile(r"trn compiler: node (\d+) \(")  # compiler::FailNode's form
 # Views whose result is defined by logical indexing alone: as an eager step they
 # give the same elements whatever layout the program gave their input. Others
