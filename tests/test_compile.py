@@ -361,6 +361,24 @@ def test_log1p_and_expm1_fuse(dtype):
     torch.testing.assert_close(got, want, rtol=tol, atol=0, equal_nan=True)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_erf_spelled_gelu_is_one_fused_kernel(dtype):
+    """ESM's and SEW-D's gelu, x * 0.5 * (1 + erf(x / sqrt 2)): erf was an eager step."""
+
+    def fn(x):
+        return x * 0.5 * (1.0 + torch.erf(x / math.sqrt(2.0)))
+
+    x = torch.cat([torch.randn(4, 100) * 3, torch.randn(4, 100) * 1e-4], 1)
+    x[0, :4] = torch.tensor([float("inf"), -float("inf"), float("nan"), -0.0])
+    x = x.to(dtype)
+    got = torch.compile(fn, backend="trn", dynamic=False)(x.to("trn")).cpu()
+    (stats,) = trnscope.compile_stats()
+    assert stats["eager_nodes"] == [], stats["eager_reasons"]
+    assert len(stats["kernels"]) == 1, stats["kernels"]
+    tol = 2e-6 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got, fn(x.double()).to(dtype), rtol=tol, atol=1e-7, equal_nan=True)
+
+
 class _HostTable(nn.Module):
     """VideoMAE's pattern: a plain tensor attribute (not a buffer, so .to("trn")
     leaves it on the CPU) moved to the input's device on every call."""

@@ -69,6 +69,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"cos", Op::kCos},
       {"log1p", Op::kLog1p},
       {"expm1", Op::kExpm1},
+      {"erf", Op::kErf},
       {"cast", Op::kCast},
       {"sum", Op::kSum},
       {"mean", Op::kMean},

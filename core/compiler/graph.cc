@@ -48,6 +48,7 @@ const char* OpName(Op op) {
     case Op::kCos: return "cos";
     case Op::kLog1p: return "log1p";
     case Op::kExpm1: return "expm1";
+    case Op::kErf: return "erf";
     case Op::kCast: return "_to_copy";
     case Op::kRotateHalf: return "rotate_half";
     case Op::kSum: return "sum";

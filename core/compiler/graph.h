@@ -24,7 +24,7 @@ enum class Op : uint8_t {
   kEq, kNe, kLt, kLe, kGt, kGe,
   kWhere,  // inputs: cond, a, b
   kNeg, kAbs, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kSigmoid, kTanh, kSilu,
-  kGelu, kGeluTanh, kSin, kCos, kLog1p, kExpm1,
+  kGelu, kGeluTanh, kSin, kCos, kLog1p, kExpm1, kErf,
   kCast,  // to the node's dtype
   // rotate_half(x) = cat([-x[..., h:], x[..., :h]], -1) over x's last dim (2h):
   // made by the compiler's Prepare from that cat (Note [Rotate half] in

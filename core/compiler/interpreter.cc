@@ -68,6 +68,7 @@ inline float ScalarOp(VOp op, float a, float b, float c, DType round) {
     case VOp::kCos: return std::cos(a);
     case VOp::kLog1p: return std::log1p(a);
     case VOp::kExpm1: return std::expm1(a);
+    case VOp::kErf: return std::erf(a);
     case VOp::kSquare: return a * a;
     case VOp::kRound: {
       float r;
@@ -391,6 +392,7 @@ void Compute(const Instr& in, const Src& a, const Src& b, const Src& c, float* o
     case VOp::kCos: return u([](DF d, VF x) { return hn::Cos(d, x); });
     case VOp::kLog1p: return u([](DF d, VF x) { return kx::Log1pF(d, x); });
     case VOp::kExpm1: return u([](DF d, VF x) { return kx::Expm1F(d, x); });
+    case VOp::kErf: return u([](DF d, VF x) { return kx::ErfPreciseF(d, x); });
     case VOp::kSquare: return u([](DF, VF x) { return hn::Mul(x, x); });
     case VOp::kRound:  // a bfloat16 / float16 model's casts: SIMD (scalar: 5x its eager time)
       if (in.round == DType::kBFloat16) {

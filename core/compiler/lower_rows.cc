@@ -584,7 +584,7 @@ int RowLowering::LowerNode(int id) {
                                VOp::kLog,  VOp::kSqrt,    VOp::kRsqrt, VOp::kReciprocal,
                                VOp::kSigmoid, VOp::kTanh, VOp::kSilu, VOp::kGelu,
                                VOp::kGeluTanh, VOp::kSin, VOp::kCos, VOp::kLog1p,
-                               VOp::kExpm1};
+                               VOp::kExpm1, VOp::kErf};
     static_assert(std::size(kMap) == static_cast<int>(Op::kCast) - static_cast<int>(Op::kNeg),
                   "one VOp per unary Op from kNeg up to kCast");
     res = Op1(kMap[static_cast<int>(nd.op) - static_cast<int>(Op::kNeg)],

@@ -37,7 +37,7 @@ constexpr int64_t kMaxChunk = 4096;
 enum class VOp : uint8_t {
   // unary (a)
   kCopy, kNeg, kAbs, kRelu, kExp, kLog, kSqrt, kRsqrt, kReciprocal, kSigmoid, kTanh,
-  kSilu, kGelu, kGeluTanh, kSin, kCos, kLog1p, kExpm1, kSquare,
+  kSilu, kGelu, kGeluTanh, kSin, kCos, kLog1p, kExpm1, kErf, kSquare,
   kRound,  // a through `dtype`
   // binary (a, b)
   kAdd, kSub, kMul, kDiv, kPow, kMax, kMin, kEq, kNe, kLt, kLe, kGt, kGe,

@@ -155,6 +155,7 @@ _UNARY = {
     aten.cos.default: "cos",
     aten.log1p.default: "log1p",
     aten.expm1.default: "expm1",
+    aten.erf.default: "erf",  # exact gelu spelled out (ESM, SEW-D)
     # Library kernels (DeBERTa's position buckets); round without decimals.
     aten.floor.default: "floor",
     aten.ceil.default: "ceil",
