@@ -124,7 +124,22 @@ at::Scalar LocalScalarDense(const at::Tensor& self) {
   return at::native::_local_scalar_dense_cpu(self);
 }
 
+// Note [Shallow copies between CPU and trn]: nn.Module.to() moves a parameter
+// by `param.data = moved` only where c10 calls the two TensorImpls
+// shallow-copy compatible; its list of dense backends leaves PrivateUse1 out,
+// so .to("trn") made a new Parameter per module instead. Tied weights (GPT-2's
+// lm_head and wte, T5's shared embedding) became two copies: twice the memory,
+// and a training step's gradient split between them. Dense strided CPU and trn
+// tensors swap as CPU and CUDA ones do (c10 lets a backend override this op).
+bool HasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
+  auto dense = [](const at::Tensor& t) {
+    return t.layout() == at::kStrided && (t.is_cpu() || t.is_privateuseone());
+  };
+  return dense(self) && dense(from);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  m.impl("_has_compatible_shallow_copy_type", HasCompatibleShallowCopyType);
   m.impl("empty.memory_format", EmptyMemoryFormat);
   m.impl("empty_strided", EmptyStrided);
   m.impl("view", View);

@@ -1,12 +1,18 @@
-// Backward ops of the activations and softmax (a training step's autograd
-// calls them), composed of native trn ops with CPU PyTorch's formulas
-// (aten/src/ATen/native/cpu/Activation.cpp, SoftMax.cpp). They took the CPU
-// fallback: every backward of an MLP copied its activations to the host.
-// Normalization, convolution, pooling and embedding backwards still do;
+// Training-only ops on trn, composed of native trn ops with CPU PyTorch's
+// formulas (aten/src/ATen/native/cpu/Activation.cpp, SoftMax.cpp,
+// layer_norm_kernel.cpp, Embedding.cpp, Dropout.cpp): the backwards of the
+// activations, softmax, layer_norm and embedding, and dropout. They took the
+// CPU fallback: every backward copied its activations to the host. The
+// convolution, pooling, group and batch norm backwards still do;
 // log_sigmoid_backward sits in ops_elementwise.cc next to its forward.
+#include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/bincount.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/erf.h>
+#include <ATen/ops/ones_like.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/tanh.h>
@@ -16,6 +22,8 @@
 
 #include <cmath>
 #include <numbers>
+#include <tuple>
+#include <vector>
 
 #include "torch_bridge/fallback.h"
 #include "torch_bridge/ops_util.h"
@@ -164,6 +172,71 @@ at::Tensor& LogSoftmaxBackwardOut(const at::Tensor& grad, const at::Tensor& y, i
                      "aten::_log_softmax_backward_data");
 }
 
+// ---- layer_norm backward: x_hat = (x - mean) rstd, g = dy w over the normalized dims ----
+// dx = rstd (g - mean(g) - x_hat mean(g x_hat)), dw = sum(dy x_hat), db = sum(dy)
+// over the batch dims; 16-bit inputs compute in float32 as CPU's kernel.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> LayerNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, c10::SymIntArrayRef normalized_shape,
+    const at::Tensor& mean, const at::Tensor& rstd, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& bias, std::array<bool, 3> output_mask) {
+  const int64_t norm_dims = static_cast<int64_t>(normalized_shape.size());
+  const int64_t batch_dims = input.dim() - norm_dims;
+  std::vector<int64_t> inner, outer;
+  for (int64_t d = batch_dims; d < input.dim(); ++d) inner.push_back(d);
+  for (int64_t d = 0; d < batch_dims; ++d) outer.push_back(d);
+  const at::ScalarType acc = at::toOpMathType(input.scalar_type());
+  const at::Tensor x = input.to(acc), dy = grad_out.to(acc);
+  const at::Tensor x_hat = (x - mean.to(acc)) * rstd.to(acc);
+  const bool has_w = weight.has_value() && weight->defined();
+  at::Tensor dx, dw, db;
+  if (output_mask[0]) {
+    const at::Tensor g = has_w ? dy * weight->to(acc) : dy;
+    dx = ((g - g.mean(inner, true) - x_hat * (g * x_hat).mean(inner, true)) * rstd.to(acc))
+             .to(input.scalar_type());
+  }
+  if (output_mask[1] && has_w) dw = (dy * x_hat).sum(outer).to(weight->scalar_type());
+  if (output_mask[2] && bias.has_value() && bias->defined()) {
+    db = dy.sum(outer).to(bias->scalar_type());
+  }
+  return {dx, dw, db};
+}
+
+// ---- embedding backward: the rows of grad summed into their indices' rows ---------------
+// padding_idx's row gets nothing; scale_grad_by_freq divides each row by
+// its index's count in the batch.
+at::Tensor EmbeddingDenseBackward(const at::Tensor& grad, const at::Tensor& indices,
+                                  c10::SymInt num_weights, c10::SymInt padding_idx,
+                                  bool scale_grad_by_freq) {
+  const int64_t rows = num_weights.guard_int(__FILE__, __LINE__);
+  const int64_t pad = padding_idx.guard_int(__FILE__, __LINE__);
+  const int64_t dim = grad.size(-1);
+  const at::Tensor idx = indices.reshape({-1});
+  at::Tensor dw = at::zeros({rows, dim}, grad.options());
+  dw.index_add_(0, idx, grad.reshape({-1, dim}));
+  if (scale_grad_by_freq) {
+    const at::Tensor counts = at::bincount(idx, {}, rows).clamp_min(1).unsqueeze(1);
+    dw = dw / counts.to(grad.scalar_type());
+  }
+  if (pad >= 0 && pad < rows) dw.select(0, pad).zero_();
+  return dw;
+}
+
+// ---- dropout: a bool mask of keep-probability 1 - p (the trn generator), x mask / (1 - p) --
+std::tuple<at::Tensor, at::Tensor> NativeDropout(const at::Tensor& input, double p,
+                                                 std::optional<bool> train) {
+  TORCH_CHECK(p >= 0 && p <= 1, "dropout probability has to be between 0 and 1, but got ", p);
+  if (train.has_value() && !*train) {
+    return {input.clone(), at::ones_like(input, input.options().dtype(at::kBool))};
+  }
+  at::Tensor mask = at::empty_like(input, input.options().dtype(at::kBool));
+  mask.bernoulli_(1 - p);
+  const double scale = p == 1 ? 0.0 : 1.0 / (1 - p);
+  return {input * mask * scale, mask};
+}
+at::Tensor NativeDropoutBackward(const at::Tensor& grad, const at::Tensor& mask, double scale) {
+  return grad * mask * scale;
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
@@ -194,6 +267,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_softmax_backward_data.out", TORCH_FN(SoftmaxBackwardOut));
   m.impl("_log_softmax_backward_data", TORCH_FN(LogSoftmaxBackward));
   m.impl("_log_softmax_backward_data.out", TORCH_FN(LogSoftmaxBackwardOut));
+  m.impl("native_layer_norm_backward", TORCH_FN(LayerNormBackward));
+  m.impl("embedding_dense_backward", TORCH_FN(EmbeddingDenseBackward));
+  m.impl("native_dropout", TORCH_FN(NativeDropout));
+  m.impl("native_dropout_backward", TORCH_FN(NativeDropoutBackward));
 }
 
 }  // namespace trn::bridge::ops
