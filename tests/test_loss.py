@@ -238,6 +238,8 @@ def test_loss_errors_follow_cpu():
         lambda d: F.huber_loss(x.to(d), y.to(d), delta=0.0),
         lambda d: F.mse_loss(torch.arange(4, device=d), torch.arange(4, device=d)),
         lambda d: F.huber_loss(torch.arange(4, device=d), torch.arange(4, device=d)),
+        lambda d: F.binary_cross_entropy(x.to(d), y.to(d).double()),
+        lambda d: F.binary_cross_entropy(x.to(d), y.to(d), weight=torch.rand(2, 4, device=d)),
     ]
     for case in cases:
         with pytest.raises(Exception) as cpu_error:
@@ -261,3 +263,27 @@ def test_regression_training_step_runs_without_fallback():
             opt.step()
     for p, q in zip(model.parameters(), trn_model.parameters()):
         torch.testing.assert_close(q.detach().cpu(), p.detach(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("one_dim", [False, True])
+def test_nll_loss_gradient_matches_cpu(one_dim, weighted, reduction, dtype):
+    x, t, w = _inputs(dtype=dtype, seed=3)
+    if one_dim:
+        x, t = x[1], t[1]
+    grads = []
+    for dev in ("cpu", "trn"):
+        leaf = x.clone().to(dev).requires_grad_()
+        loss = F.nll_loss(leaf, t.to(dev), weight=w.to(dev) if weighted else None, reduction=reduction)
+        loss.backward(torch.full_like(loss, 0.5) if reduction == "none" else None)
+        grads.append(leaf.grad.cpu())
+    tol = 1e-6 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(grads[1], grads[0], rtol=tol, atol=tol)
+
+
+def test_nll_loss_gradient_with_every_row_ignored_is_zero():
+    x = torch.randn(3, 4).to("trn").requires_grad_()
+    F.nll_loss(x, torch.full((3,), -100, device="trn")).backward()
+    assert torch.equal(x.grad.cpu(), torch.zeros(3, 4))  # not NaN: the mean divides by 0

@@ -109,7 +109,8 @@ def test_mlp_training_steps_equal_cpu():
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-@pytest.mark.parametrize("shape,normalized", [((6, 10), (10,)), ((2, 3, 4, 5), (4, 5)), ((3, 7), (7,))], ids=str)
+@pytest.mark.parametrize("shape,normalized", [((6, 10), (10,)), ((2, 3, 4, 5), (4, 5)), ((3, 7), (7,)), ((8,), (8,))],
+                         ids=str)
 @pytest.mark.parametrize("affine", [True, False])
 def test_layer_norm_gradients_match_cpu(shape, normalized, affine, dtype):
     g = torch.Generator().manual_seed(5)
@@ -179,7 +180,7 @@ def _hf_models():
 
 @pytest.mark.parametrize("name", ["gpt2", "llama", "bert"])
 def test_transformers_gradients_match_cpu(name):
-    """A training step's loss and gradients (dropout at p = 0 still runs native_dropout)."""
+    """A training step's loss and gradients (dropout at p = 0: the models' dropout is an identity)."""
     config, cls = _hf_models()[name]
     torch.manual_seed(0)
     model = cls(config).train()
@@ -216,3 +217,18 @@ def test_module_to_trn_keeps_tied_weights():
     assert shared.weight.grad.device.type == "trn"
     seq.to("cpu")
     assert seq[0].weight is seq[2].weight and seq[0].weight.device.type == "cpu"
+
+
+def test_half_precision_gradients_do_not_overflow_where_cpu_does_not():
+    """CPU computes these backwards in float32 for float16: exp(12) and 300 ** 2
+    overflow float16 storage, and inf / inf was NaN."""
+    x = torch.tensor([12.0, 15.0, -300.0, 300.0, 0.5], dtype=torch.float16)
+    for fn in (torch.nn.functional.softplus, lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+               torch.nn.functional.gelu, torch.nn.functional.silu, torch.nn.functional.elu):
+        grads = []
+        for dev in ("cpu", "trn"):
+            leaf = x.clone().to(dev).requires_grad_()
+            fn(leaf).backward(torch.full_like(leaf, 3.0))
+            grads.append(leaf.grad.cpu())
+        assert torch.isfinite(grads[0]).all()
+        torch.testing.assert_close(grads[1], grads[0], rtol=5e-3, atol=5e-3)

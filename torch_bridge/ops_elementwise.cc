@@ -343,6 +343,7 @@ at::Tensor& Heaviside_(at::Tensor& a, const at::Tensor& b) {
   return BinSelf(BinaryOp::kHeaviside, "aten::heaviside_", a, b);
 }
 at::Tensor& HeavisideOut(const at::Tensor& a, const at::Tensor& b, at::Tensor& out) {
+  CheckHeaviside(a, out);  // CPU's meta function requires out's dtype too
   CheckHeaviside(a, b);
   return BinOut(BinaryOp::kHeaviside, "aten::heaviside", a, b, out);
 }
@@ -636,6 +637,7 @@ TRN_UNARY(Sinc, UnaryOp::kSinc, "sinc", true)
     return UnaryImpl(OP, "aten::" NAME, false, a, nullptr, Into::kNew);         \
   }                                                                             \
   [[maybe_unused]] at::Tensor& Fn##Out(const at::Tensor& a, at::Tensor& out) {  \
+    TORCH_CHECK(out.scalar_type() == at::kBool, NAME " does not support non-boolean outputs."); \
     UnaryImpl(OP, "aten::" NAME, false, a, &out, Into::kOut);                   \
     return out;                                                                 \
   }

@@ -439,11 +439,6 @@ at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
 // index_add. index_add / index_copy reject negative indices (CPU's rule;
 // index_put and index_fill count them from the end). Functional forms clone.
 enum class IndexAlong { kAdd, kCopy, kFill };
-void CopyIntoOut(const at::Tensor& self, at::Tensor& out, const char* name) {
-  if (out.is_same(self)) return;  // out= forms start from a copy of self
-  PrepareOut(out, self.sizes(), self.scalar_type(), name);
-  out.copy_(self);
-}
 at::Tensor& IndexAlongImpl(IndexAlong kind, at::Tensor& self, int64_t dim, const at::Tensor& index,
                            const at::Tensor& source, const char* name) {
   dim = at::maybe_wrap_dim(dim, self.dim());
@@ -497,7 +492,7 @@ at::Tensor IndexAdd(const at::Tensor& self, int64_t dim, const at::Tensor& index
 }
 at::Tensor& IndexAddOut(const at::Tensor& self, int64_t dim, const at::Tensor& index,
                         const at::Tensor& source, const at::Scalar& alpha, at::Tensor& out) {
-  CopyIntoOut(self, out, "aten::index_add");
+  CopyIntoOut(self, out, "aten::index_add");  // out= forms start from a copy of self
   return IndexAdd_(out, dim, index, source, alpha);
 }
 at::Tensor& IndexCopy_(at::Tensor& self, int64_t dim, const at::Tensor& index,

@@ -138,13 +138,15 @@ void CheckUnitInterval(const at::Tensor& t, const char* what) {
 at::Tensor BinaryCrossEntropy(const at::Tensor& self, const at::Tensor& target,
                               const std::optional<at::Tensor>& weight, int64_t reduction) {
   LossDType(self, target, "binary_cross_entropy");
+  TORCH_CHECK(target.scalar_type() == self.scalar_type(), "Found dtype ", target.scalar_type(),
+              " but expected ", self.scalar_type());
   TORCH_CHECK(self.sizes() == target.sizes(), "The size of target (", target.sizes(),
               ") must be the same as the size of input (", self.sizes(), ")");
   CheckUnitInterval(self, "input");
   CheckUnitInterval(target, "target");
   at::Tensor loss = (target - 1) * at::clamp(at::log1p(-self), -100) -
                     target * at::clamp(at::log(self), -100);
-  if (weight.has_value() && weight->defined()) loss = loss * *weight;
+  if (weight.has_value() && weight->defined()) loss.mul_(*weight);  // CPU's: no broadcast past input
   return Reduce(loss, reduction);
 }
 at::Tensor& BinaryCrossEntropyOut(const at::Tensor& self, const at::Tensor& target,

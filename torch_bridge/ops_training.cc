@@ -12,6 +12,7 @@
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/erf.h>
 #include <ATen/ops/ones_like.h>
+#include <ATen/ops/result_type.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/exp.h>
 #include <ATen/ops/sigmoid.h>
@@ -32,6 +33,14 @@ namespace trn::bridge::ops {
 namespace {
 
 // Each op below is Fn(args) plus FnOut(args, out) = CopyIntoOut(Fn(args)).
+// CPU's backward kernels compute the 16-bit dtypes in float32 (opmath); so do
+// the formulas here (float16's exp(12) or x * x of 300 would be inf), rounding
+// once at the end. Pure selects (threshold, hardtanh) need no widening.
+at::Tensor OpMath(const at::Tensor& t) { return t.to(at::toOpMathType(t.scalar_type())); }
+at::Tensor Stored(const at::Tensor& r, const at::Tensor& grad, const at::Tensor& x) {
+  return r.to(at::result_type(grad, x));
+}
+
 at::Tensor ThresholdBackward(const at::Tensor& grad, const at::Tensor& self,
                              const at::Scalar& threshold) {
   return at::where(self <= threshold, at::zeros_like(grad), grad);
@@ -41,21 +50,26 @@ at::Tensor& ThresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self,
   return CopyIntoOut(ThresholdBackward(grad, self, threshold), out, "aten::threshold_backward");
 }
 
-at::Tensor TanhBackward(const at::Tensor& grad, const at::Tensor& y) { return grad * (1 - y * y); }
+at::Tensor TanhBackward(const at::Tensor& grad_, const at::Tensor& y_) {
+  const at::Tensor grad = OpMath(grad_), y = OpMath(y_);
+  return Stored(grad * (1 - y * y), grad_, y_);
+}
 at::Tensor& TanhBackwardOut(const at::Tensor& grad, const at::Tensor& y, at::Tensor& out) {
   return CopyIntoOut(TanhBackward(grad, y), out, "aten::tanh_backward");
 }
 
-at::Tensor SigmoidBackward(const at::Tensor& grad, const at::Tensor& y) {
-  return grad * (1 - y) * y;
+at::Tensor SigmoidBackward(const at::Tensor& grad_, const at::Tensor& y_) {
+  const at::Tensor grad = OpMath(grad_), y = OpMath(y_);
+  return Stored(grad * (1 - y) * y, grad_, y_);
 }
 at::Tensor& SigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& y, at::Tensor& out) {
   return CopyIntoOut(SigmoidBackward(grad, y), out, "aten::sigmoid_backward");
 }
 
-at::Tensor SiluBackward(const at::Tensor& grad, const at::Tensor& x) {
+at::Tensor SiluBackward(const at::Tensor& grad_, const at::Tensor& x_) {
+  const at::Tensor grad = OpMath(grad_), x = OpMath(x_);
   const at::Tensor s = at::sigmoid(x);
-  return grad * s * (1 + x * (1 - s));
+  return Stored(grad * s * (1 + x * (1 - s)), grad_, x_);
 }
 at::Tensor& SiluBackwardOut(const at::Tensor& grad, const at::Tensor& x, at::Tensor& out) {
   return CopyIntoOut(SiluBackward(grad, x), out, "aten::silu_backward");
@@ -63,19 +77,21 @@ at::Tensor& SiluBackwardOut(const at::Tensor& grad, const at::Tensor& x, at::Ten
 
 // d/dx x Phi(x) = Phi(x) + x phi(x); the tanh form differentiates
 // 0.5 x (1 + tanh(b (x + k x^3))).
-at::Tensor GeluBackward(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate) {
+at::Tensor GeluBackward(const at::Tensor& grad_, const at::Tensor& x_,
+                        c10::string_view approximate) {
+  const at::Tensor grad = OpMath(grad_), x = OpMath(x_);
   if (approximate == "tanh") {
     const double b = std::numbers::sqrt2 * 2 / std::sqrt(std::numbers::pi) * 0.5, k = 0.044715;
     const at::Tensor x2 = x * x;
     const at::Tensor t = at::tanh((x + x2 * x * k) * b);
     const at::Tensor left = (1 + t) * 0.5;
     const at::Tensor right = x * 0.5 * (1 - t * t) * ((x2 * (3 * k) + 1) * b);
-    return grad * (left + right);
+    return Stored(grad * (left + right), grad_, x_);
   }
   TORCH_CHECK(approximate == "none", "approximate argument must be either none or tanh.");
   const at::Tensor cdf = (at::erf(x * std::numbers::sqrt2 * 0.5) + 1) * 0.5;
   const at::Tensor pdf = at::exp(x * x * -0.5) * (0.5 * std::numbers::inv_sqrtpi * std::numbers::sqrt2);
-  return grad * (cdf + x * pdf);
+  return Stored(grad * (cdf + x * pdf), grad_, x_);
 }
 at::Tensor& GeluBackwardOut(const at::Tensor& grad, const at::Tensor& x,
                             c10::string_view approximate, at::Tensor& out) {
@@ -98,15 +114,16 @@ at::Tensor& LeakyReluBackwardOut(const at::Tensor& grad, const at::Tensor& self,
 
 // From the result y: y <= 0 ? g * input_scale * (y + alpha * scale); from x:
 // y <= 0 ? g * input_scale * alpha * scale * exp(x * input_scale); else g * scale.
-at::Tensor EluBackward(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
-                       const at::Scalar& input_scale, bool is_result, const at::Tensor& v) {
+at::Tensor EluBackward(const at::Tensor& grad_, const at::Scalar& alpha, const at::Scalar& scale,
+                       const at::Scalar& input_scale, bool is_result, const at::Tensor& v_) {
+  const at::Tensor grad = OpMath(grad_), v = OpMath(v_);
   const double neg = alpha.toDouble() * scale.toDouble(), in = input_scale.toDouble();
   TORCH_CHECK(!is_result || alpha.toDouble() >= 0.0,
               "In-place elu backward calculation is triggered with a negative slope which is not "
               "supported. This is caused by calling in-place forward function with a negative "
               "slope, please call out-of-place version instead.");
   const at::Tensor inside = is_result ? grad * in * (v + neg) : grad * (in * neg) * at::exp(v * in);
-  return at::where(v <= 0, inside, grad * scale);
+  return Stored(at::where(v <= 0, inside, grad * scale), grad_, v_);
 }
 at::Tensor& EluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, const at::Scalar& scale,
                            const at::Scalar& input_scale, bool is_result, const at::Tensor& v,
@@ -116,11 +133,12 @@ at::Tensor& EluBackwardOut(const at::Tensor& grad, const at::Scalar& alpha, cons
 }
 
 // x beta > threshold ? g : g z / (z + 1), z = exp(x beta).
-at::Tensor SoftplusBackward(const at::Tensor& grad, const at::Tensor& x, const at::Scalar& beta,
+at::Tensor SoftplusBackward(const at::Tensor& grad_, const at::Tensor& x_, const at::Scalar& beta,
                             const at::Scalar& threshold) {
+  const at::Tensor grad = OpMath(grad_), x = OpMath(x_);
   const at::Tensor xb = x * beta;
   const at::Tensor z = at::exp(xb);
-  return at::where(xb > threshold, grad, grad * z / (z + 1));
+  return Stored(at::where(xb > threshold, grad, grad * z / (z + 1)), grad_, x_);
 }
 at::Tensor& SoftplusBackwardOut(const at::Tensor& grad, const at::Tensor& x,
                                 const at::Scalar& beta, const at::Scalar& threshold,
@@ -128,9 +146,13 @@ at::Tensor& SoftplusBackwardOut(const at::Tensor& grad, const at::Tensor& x,
   return CopyIntoOut(SoftplusBackward(grad, x, beta, threshold), out, "aten::softplus_backward");
 }
 
-at::Tensor HardswishBackward(const at::Tensor& grad, const at::Tensor& x) {
-  // CPU's vectorized kernel: the ends of [-3, 3] take the outer slopes.
-  return at::where(x <= -3, at::zeros_like(grad), at::where(x < 3, grad * (x / 3 + 0.5), grad));
+// torch 2.13's definition (CPU's kernel and its decomposition): x <= -3 gives 0,
+// x < 3 grad (x / 3 + 1/2), else grad.
+at::Tensor HardswishBackward(const at::Tensor& grad_, const at::Tensor& x_) {
+  const at::Tensor grad = OpMath(grad_), x = OpMath(x_);
+  return Stored(
+      at::where(x <= -3, at::zeros_like(grad), at::where(x < 3, grad * (x / 3 + 0.5), grad)),
+      grad_, x_);
 }
 at::Tensor& HardswishBackwardOut(const at::Tensor& grad, const at::Tensor& x, at::Tensor& out) {
   return CopyIntoOut(HardswishBackward(grad, x), out, "aten::hardswish_backward");
@@ -153,8 +175,9 @@ at::Tensor& HardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& x, con
 }
 
 // softmax: (g - sum(g y)) y; log_softmax: g - exp(y) sum(g); sums over dim.
-at::Tensor SoftmaxBackward(const at::Tensor& grad, const at::Tensor& y, int64_t dim,
+at::Tensor SoftmaxBackward(const at::Tensor& grad_, const at::Tensor& y_, int64_t dim,
                            at::ScalarType input_dtype) {
+  const at::Tensor grad = OpMath(grad_), y = OpMath(y_);
   return ((grad - (grad * y).sum(dim, /*keepdim=*/true)) * y).to(input_dtype);
 }
 at::Tensor& SoftmaxBackwardOut(const at::Tensor& grad, const at::Tensor& y, int64_t dim,
@@ -162,8 +185,9 @@ at::Tensor& SoftmaxBackwardOut(const at::Tensor& grad, const at::Tensor& y, int6
   return CopyIntoOut(SoftmaxBackward(grad, y, dim, input_dtype), out,
                      "aten::_softmax_backward_data");
 }
-at::Tensor LogSoftmaxBackward(const at::Tensor& grad, const at::Tensor& y, int64_t dim,
+at::Tensor LogSoftmaxBackward(const at::Tensor& grad_, const at::Tensor& y_, int64_t dim,
                               at::ScalarType input_dtype) {
+  const at::Tensor grad = OpMath(grad_), y = OpMath(y_);
   return (grad - at::exp(y) * grad.sum(dim, /*keepdim=*/true)).to(input_dtype);
 }
 at::Tensor& LogSoftmaxBackwardOut(const at::Tensor& grad, const at::Tensor& y, int64_t dim,
@@ -194,9 +218,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LayerNormBackward(
     dx = ((g - g.mean(inner, true) - x_hat * (g * x_hat).mean(inner, true)) * rstd.to(acc))
              .to(input.scalar_type());
   }
-  if (output_mask[1] && has_w) dw = (dy * x_hat).sum(outer).to(weight->scalar_type());
+  // No batch dims: nothing to sum (an empty dim list would reduce everything).
+  auto over_batch = [&](const at::Tensor& t) { return outer.empty() ? t : t.sum(outer); };
+  if (output_mask[1] && has_w) dw = over_batch(dy * x_hat).to(weight->scalar_type());
   if (output_mask[2] && bias.has_value() && bias->defined()) {
-    db = dy.sum(outer).to(bias->scalar_type());
+    db = over_batch(dy).to(bias->scalar_type());
   }
   return {dx, dw, db};
 }
@@ -212,7 +238,7 @@ at::Tensor EmbeddingDenseBackward(const at::Tensor& grad, const at::Tensor& indi
   const int64_t dim = grad.size(-1);
   const at::Tensor idx = indices.reshape({-1});
   at::Tensor dw = at::zeros({rows, dim}, grad.options());
-  dw.index_add_(0, idx, grad.reshape({-1, dim}));
+  dw.index_add_(0, idx, grad.reshape({idx.numel(), dim}));
   if (scale_grad_by_freq) {
     const at::Tensor counts = at::bincount(idx, {}, rows).clamp_min(1).unsqueeze(1);
     dw = dw / counts.to(grad.scalar_type());

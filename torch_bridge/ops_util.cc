@@ -101,6 +101,7 @@ void CheckCanCast(at::ScalarType result, at::ScalarType out, const char* op) {
 }
 
 at::Tensor& CopyIntoOut(const at::Tensor& result, at::Tensor& out, const char* op) {
+  if (out.is_same(result)) return out;
   PrepareOut(out, result.sizes(), result.scalar_type(), op);
   return out.copy_(result);
 }

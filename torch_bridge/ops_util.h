@@ -44,7 +44,7 @@ at::Tensor CastTo(const at::Tensor& t, at::ScalarType dtype, const char* op);
 void PrepareOut(at::Tensor& out, at::IntArrayRef sizes, at::ScalarType result, const char* op);
 void CheckCanCast(at::ScalarType result, at::ScalarType out, const char* op);
 // The out= overload of an op composed of other trn ops: its functional
-// result, resized (PrepareOut) and copied into out.
+// result, resized (PrepareOut) and copied into out (nothing when out is it).
 at::Tensor& CopyIntoOut(const at::Tensor& result, at::Tensor& out, const char* op);
 
 // torch.get_default_dtype() as a ScalarType (integer inputs of float ops).

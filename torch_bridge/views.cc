@@ -133,7 +133,7 @@ at::Scalar LocalScalarDense(const at::Tensor& self) {
 // tensors swap as CPU and CUDA ones do (c10 lets a backend override this op).
 bool HasCompatibleShallowCopyType(const at::Tensor& self, const at::Tensor& from) {
   auto dense = [](const at::Tensor& t) {
-    return t.layout() == at::kStrided && (t.is_cpu() || t.is_privateuseone());
+    return t.layout() == at::kStrided && !t.is_quantized() && (t.is_cpu() || t.is_privateuseone());
   };
   return dense(self) && dense(from);
 }

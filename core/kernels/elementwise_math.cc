@@ -352,8 +352,9 @@ Status BinaryMath(BinaryOp op, DType dtype, const TensorRef& out, const TensorRe
   });
 }
 
-// torch's CPU computes these with libm (Sleef where it vectorizes) in float32
-// for every floating dtype; scalar libm here, as they are rare in models.
+// torch's CPU computes these with libm (Sleef where it vectorizes), in float32
+// for the 16-bit dtypes (float64 here too: Note [float64 policy]); scalar libm
+// loops, as they are rare in models.
 template <class F>
 void MapLibm(const TensorRef& out, const TensorRef& in, F f) {
   MapF32(out, in, [&f](const float* x, float* o, size_t n) {

@@ -292,7 +292,9 @@ class _Lowering:
         self.output_template: list = []
         # Note [Graph asserts]: _assert_async(cond, msg) (F.one_hot's range check)
         # has no output; each cond becomes an extra program output that the
-        # call checks after the run, raising msg as CPU's check would.
+        # call checks after the run, raising msg as CPU's check would. The check
+        # comes after the whole program: a later kernel that fails on the same
+        # bad data (an index out of range) reports its own error first.
         self.asserts: list[tuple[fx.Node, str]] = []
 
     # Meta of a FakeTensor as add_input/add_node take it.
@@ -478,7 +480,8 @@ class _Lowering:
         if t in _ASSERTS:  # Note [Graph asserts]
             if not self._tensor(args[0]):
                 raise _Unsupported(f"{node.name} ({t}) asserts a value that is not a trn tensor")
-            self.asserts.append((args[0], args[1] if len(args) > 1 else _ASSERT_DEFAULT_MSG))
+            msg = args[1] if len(args) > 1 and args[1] else _ASSERT_DEFAULT_MSG[t]
+            self.asserts.append((args[0], msg))
             return
         if not isinstance(v, torch.Tensor):
             if isinstance(v, (tuple, list)):
@@ -841,7 +844,7 @@ class _Lowering:
                         # Integers of two widths (LongT5's int64 positions against int32
                         # block ids): the core's integer kernels take one dtype, so the
                         # narrower operand is cast to the promoted one, as torch computes.
-                        common = torch.promote_types(da, db)
+                        common = torch.result_type(self.vals[a], self.vals[b])  # 0-dim rule
                         ids = [self.ids[x] if self.vals[x].dtype == common else self._add_cast(x, common)
                                for x in (a, b)]
                         return self._add(node, _BINARY[t], [a, b], input_ids=ids, alpha=alpha)
@@ -1028,7 +1031,7 @@ class _Lowering:
                 nd = len(self.vals[x].shape)
                 if dims is None or len(dims) == 0:
                     dims = list(range(nd))
-                if bool_reduce and 0 in [self.vals[x].shape[d] for d in dims]:
+                if bool_reduce and nd and 0 in [self.vals[x].shape[d] for d in dims]:
                     return self._add_eager(node, reason="any / all over no elements")
                 op = _BOOL_REDUCE[t] if bool_reduce else _REDUCE[t]
                 return self._add(node, op, [x], dims=[int(d) for d in dims])
@@ -1571,7 +1574,10 @@ class _GraphRunner:
 
 _MAX_REFUSED = 8
 _ASSERTS = (aten._assert_async.msg, aten._assert_async.default)
-_ASSERT_DEFAULT_MSG = "Expected Tensor with single nonzero value, but got zero"  # CPU's
+_ASSERT_DEFAULT_MSG = {  # CPU's messages without (or with an empty) msg
+    aten._assert_async.msg: "Assertion is failed",
+    aten._assert_async.default: "Expected Tensor with single nonzero value, but got zero",
+}
 _REFUSED_NODE = re.compile(r"trn compiler: node (\d+) \(")  # compiler::FailNode's form
 # Views whose result is defined by logical indexing alone: as an eager step they
 # give the same elements whatever layout the program gave their input. Others
