@@ -705,10 +705,9 @@ at::Tensor AvgPool3d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArra
 at::Tensor& AvgPool3dOut(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                          at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                          std::optional<int64_t> divisor_override, at::Tensor& out) {
-  const at::Tensor r = AvgPool3d(self, kernel, stride, padding, ceil_mode, count_include_pad,
-                                 divisor_override);
-  PrepareOut(out, r.sizes(), r.scalar_type(), "aten::avg_pool3d");
-  return out.copy_(r);
+  return CopyIntoOut(AvgPool3d(self, kernel, stride, padding, ceil_mode, count_include_pad,
+                               divisor_override),
+                     out, "aten::avg_pool3d");
 }
 
 at::Tensor AdaptiveAvgPool3d(const at::Tensor& self, c10::SymIntArrayRef output_size) {

@@ -403,10 +403,29 @@ at::Tensor& IndexTensorOut(const at::Tensor& self,
   return out;
 }
 
+// The IndexPut launch of index_put_ and of index_add_ / index_copy_ /
+// index_fill_: values broadcast to the indexing result; `negative`: indices
+// count from the end (index_add / index_copy reject them).
+void LaunchIndexPut(const at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
+                    const at::Tensor& values, bool accumulate, bool negative, const char* name) {
+  const AdvancedIndex a = MakeAdvancedIndex(self, indices, name);
+  TORCH_CHECK(at::is_expandable_to(values.sizes(), a.result_sizes),
+              "shape mismatch: value tensor of shape ", values.sizes(),
+              " cannot be broadcast to indexing result of shape ",
+              at::IntArrayRef(a.result_sizes));
+  if (a.b_numel == 0 || c10::multiply_integers(a.result_sizes) == 0) return;
+  const at::Tensor ve = values.expand(a.result_sizes).permute(a.kernel_perm);
+  const TensorRef s = Ref(a.self_view, name), x = Ref(ve, name);
+  const std::vector<TensorRef> refs = IndexRefs(a, name);
+  const std::vector<int> dims = a.dims;
+  LaunchIndexing(DeviceIndex(self),
+                 accumulate ? IndexingKernel::kIndexPutAdd : IndexingKernel::kIndexPut, s, &x,
+                 name, [=] { return kernels::IndexPut(s, refs, x, accumulate, dims, negative); });
+}
+
 at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Tensor>>& indices,
                          const at::Tensor& values, bool accumulate, bool /*unsafe*/) {
   const char* name = "aten::_index_put_impl_";
-  const int device = DeviceIndex(self);
   at::Tensor v = values;
   if (!v.device().is_privateuseone()) {
     TORCH_CHECK(v.dim() == 0, name, ": values on ", v.device(),
@@ -420,17 +439,7 @@ at::Tensor& IndexPutImpl(at::Tensor& self, const c10::List<std::optional<at::Ten
   at::assert_no_internal_overlap(self);
   at::assert_no_overlap(self, v);
   if (accumulate) ComputeDType(self.scalar_type(), name);
-  const AdvancedIndex a = MakeAdvancedIndex(self, indices, name);
-  TORCH_CHECK(at::is_expandable_to(v.sizes(), a.result_sizes), "shape mismatch: value tensor of shape ",
-              v.sizes(), " cannot be broadcast to indexing result of shape ",
-              at::IntArrayRef(a.result_sizes));
-  if (a.b_numel == 0 || c10::multiply_integers(a.result_sizes) == 0) return self;
-  const at::Tensor ve = v.expand(a.result_sizes).permute(a.kernel_perm);
-  const TensorRef s = Ref(a.self_view, name), x = Ref(ve, name);
-  const std::vector<TensorRef> refs = IndexRefs(a, name);
-  const std::vector<int> dims = a.dims;
-  LaunchIndexing(device, accumulate ? IndexingKernel::kIndexPutAdd : IndexingKernel::kIndexPut, s,
-                 &x, name, [=] { return kernels::IndexPut(s, refs, x, accumulate, dims); });
+  LaunchIndexPut(self, indices, v, accumulate, /*negative=*/true, name);
   return self;
 }
 
@@ -447,37 +456,30 @@ at::Tensor& IndexAlongImpl(IndexAlong kind, at::Tensor& self, int64_t dim, const
   TORCH_CHECK(index.scalar_type() == at::kLong || index.scalar_type() == at::kInt, name,
               ": Expected dtype int32/int64 for index but got ", index.scalar_type());
   const at::Tensor idx = index.reshape({-1});
-  const at::Tensor& src = source;
   if (kind != IndexAlong::kFill) {
     TORCH_CHECK(source.scalar_type() == self.scalar_type(), name, ": self (",
                 self.scalar_type(), ") and source (", source.scalar_type(),
                 ") must have the same scalar type");
     at::DimVector want(self.sizes().begin(), self.sizes().end());
     if (self.dim() > 0) want[dim] = idx.numel();
-    TORCH_CHECK(self.dim() == 0 ? src.numel() == idx.numel()
-                                : src.sizes() == at::IntArrayRef(want),
+    TORCH_CHECK(self.dim() == 0 ? source.numel() == idx.numel()
+                                : source.sizes() == at::IntArrayRef(want),
                       name, ": source of shape ", source.sizes(), " does not match self of shape ",
                       self.sizes(), " with ", idx.numel(), " indices along dim ", dim);
   }
   if (idx.numel() == 0 || self.numel() == 0) return self;
-  const int device = DeviceIndex(self);
-  at::Tensor view = self.dim() == 0 ? self.reshape({1}) : self;
+  CommonDevice(name, {&self, &source});
+  if (kind == IndexAlong::kAdd) ComputeDType(self.scalar_type(), name);
+  const at::Tensor view = self.dim() == 0 ? self.reshape({1}) : self;
   c10::List<std::optional<at::Tensor>> indices;
   for (int64_t d = 0; d < dim; ++d) indices.push_back(std::nullopt);
   indices.push_back(idx);
-  const AdvancedIndex a = MakeAdvancedIndex(view, indices, name);
-  at::Tensor values = kind == IndexAlong::kFill ? src.expand(a.result_sizes)
-                                                : src.reshape(a.result_sizes);
-  CommonDevice(name, {&self, &values});
-  if (kind == IndexAlong::kAdd) ComputeDType(self.scalar_type(), name);
-  const at::Tensor ve = values.permute(a.kernel_perm);
-  const TensorRef s = Ref(a.self_view, name), x = Ref(ve, name);
-  const std::vector<TensorRef> refs = IndexRefs(a, name);
-  const std::vector<int> dims = a.dims;
-  const bool accumulate = kind == IndexAlong::kAdd, negative = kind == IndexAlong::kFill;
-  LaunchIndexing(device, accumulate ? IndexingKernel::kIndexPutAdd : IndexingKernel::kIndexPut, s,
-                 &x, name,
-                 [=] { return kernels::IndexPut(s, refs, x, accumulate, dims, negative); });
+  // A 0-dim self's source has idx.numel() elements in any shape.
+  const at::Tensor values = kind == IndexAlong::kFill || self.dim() > 0
+                                ? source
+                                : source.reshape({idx.numel()});
+  LaunchIndexPut(view, indices, values, kind == IndexAlong::kAdd,
+                 /*negative=*/kind == IndexAlong::kFill, name);
   return self;
 }
 at::Tensor& IndexAdd_(at::Tensor& self, int64_t dim, const at::Tensor& index,

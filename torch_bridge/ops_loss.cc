@@ -14,6 +14,7 @@
 #include <ATen/ops/log.h>
 #include <ATen/ops/log1p.h>
 #include <ATen/ops/logical_and.h>
+#include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
@@ -129,11 +130,8 @@ at::Tensor& HuberLossBackwardOut(const at::Tensor& grad, const at::Tensor& self,
 
 // ---- binary_cross_entropy: -w (y max(log x, -100) + (1 - y) max(log(1 - x), -100)) ---------
 // CPU checks every element (NaN included) lies in [0, 1]: here one reduction
-// and a read-back per tensor, instead of the fallback's two copies.
-void CheckUnitInterval(const at::Tensor& t, const char* what) {
-  const bool ok = at::logical_and(t >= 0, t <= 1).all().item<bool>();
-  TORCH_CHECK(ok, "all elements of ", what, " should be between 0 and 1");
-}
+// per tensor and one read-back of both flags, instead of the fallback's copies.
+at::Tensor InUnitInterval(const at::Tensor& t) { return at::logical_and(t >= 0, t <= 1).all(); }
 
 at::Tensor BinaryCrossEntropy(const at::Tensor& self, const at::Tensor& target,
                               const std::optional<at::Tensor>& weight, int64_t reduction) {
@@ -142,8 +140,9 @@ at::Tensor BinaryCrossEntropy(const at::Tensor& self, const at::Tensor& target,
               " but expected ", self.scalar_type());
   TORCH_CHECK(self.sizes() == target.sizes(), "The size of target (", target.sizes(),
               ") must be the same as the size of input (", self.sizes(), ")");
-  CheckUnitInterval(self, "input");
-  CheckUnitInterval(target, "target");
+  const at::Tensor ok = at::stack({InUnitInterval(self), InUnitInterval(target)}).cpu();
+  TORCH_CHECK(ok[0].item<bool>(), "all elements of input should be between 0 and 1");
+  TORCH_CHECK(ok[1].item<bool>(), "all elements of target should be between 0 and 1");
   at::Tensor loss = (target - 1) * at::clamp(at::log1p(-self), -100) -
                     target * at::clamp(at::log(self), -100);
   if (weight.has_value() && weight->defined()) loss.mul_(*weight);  // CPU's: no broadcast past input
@@ -185,11 +184,11 @@ at::Tensor NllLossBackward(const at::Tensor& grad, const at::Tensor& self, const
   TORCH_CHECK(t.size(0) == in.size(0), "size mismatch (got input: ", self.sizes(), ", target: ",
               target.sizes(), ")");
   const at::Tensor keep = t != ignore_index.guard_int(__FILE__, __LINE__);
-  const at::Tensor column = at::where(keep, t, at::zeros_like(t));
+  const at::Tensor column = t.masked_fill(keep.logical_not(), 0);
   at::Tensor coef = -grad.reshape({-1}).expand({t.size(0)});
   if (reduction == at::Reduction::Mean) coef = coef / total_weight;
   if (weight.has_value() && weight->defined()) coef = coef * weight->reshape({-1}).index_select(0, column);
-  coef = at::where(keep, coef, at::zeros_like(coef));
+  coef = coef.masked_fill(keep.logical_not(), 0);
   at::Tensor grad_input = at::zeros_like(in);
   grad_input.scatter_(1, column.unsqueeze(1), coef.unsqueeze(1).to(in.scalar_type()));
   return grad_input.view(self.sizes());

@@ -43,7 +43,7 @@ at::Tensor Stored(const at::Tensor& r, const at::Tensor& grad, const at::Tensor&
 
 at::Tensor ThresholdBackward(const at::Tensor& grad, const at::Tensor& self,
                              const at::Scalar& threshold) {
-  return at::where(self <= threshold, at::zeros_like(grad), grad);
+  return grad.masked_fill(self <= threshold, 0);
 }
 at::Tensor& ThresholdBackwardOut(const at::Tensor& grad, const at::Tensor& self,
                                  const at::Scalar& threshold, at::Tensor& out) {
@@ -151,7 +151,7 @@ at::Tensor& SoftplusBackwardOut(const at::Tensor& grad, const at::Tensor& x,
 at::Tensor HardswishBackward(const at::Tensor& grad_, const at::Tensor& x_) {
   const at::Tensor grad = OpMath(grad_), x = OpMath(x_);
   return Stored(
-      at::where(x <= -3, at::zeros_like(grad), at::where(x < 3, grad * (x / 3 + 0.5), grad)),
+      at::where(x < 3, grad * (x / 3 + 0.5), grad).masked_fill(x <= -3, 0),
       grad_, x_);
 }
 at::Tensor& HardswishBackwardOut(const at::Tensor& grad, const at::Tensor& x, at::Tensor& out) {
@@ -159,7 +159,7 @@ at::Tensor& HardswishBackwardOut(const at::Tensor& grad, const at::Tensor& x, at
 }
 
 at::Tensor HardsigmoidBackward(const at::Tensor& grad, const at::Tensor& x) {
-  return at::where((x > -3).logical_and(x < 3), grad / 6, at::zeros_like(grad));
+  return (grad / 6).masked_fill((x > -3).logical_and(x < 3).logical_not(), 0);
 }
 at::Tensor& HardsigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& x, at::Tensor& out) {
   return CopyIntoOut(HardsigmoidBackward(grad, x), out, "aten::hardsigmoid_backward");
@@ -167,7 +167,7 @@ at::Tensor& HardsigmoidBackwardOut(const at::Tensor& grad, const at::Tensor& x, 
 
 at::Tensor HardtanhBackward(const at::Tensor& grad, const at::Tensor& x, const at::Scalar& lo,
                             const at::Scalar& hi) {
-  return at::where((x <= lo).logical_or(x >= hi), at::zeros_like(grad), grad);
+  return grad.masked_fill((x <= lo).logical_or(x >= hi), 0);
 }
 at::Tensor& HardtanhBackwardOut(const at::Tensor& grad, const at::Tensor& x, const at::Scalar& lo,
                                 const at::Scalar& hi, at::Tensor& out) {
@@ -208,14 +208,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LayerNormBackward(
   std::vector<int64_t> inner, outer;
   for (int64_t d = batch_dims; d < input.dim(); ++d) inner.push_back(d);
   for (int64_t d = 0; d < batch_dims; ++d) outer.push_back(d);
-  const at::ScalarType acc = at::toOpMathType(input.scalar_type());
-  const at::Tensor x = input.to(acc), dy = grad_out.to(acc);
-  const at::Tensor x_hat = (x - mean.to(acc)) * rstd.to(acc);
+  const at::Tensor x = OpMath(input), dy = OpMath(grad_out), r = OpMath(rstd);
+  const at::Tensor x_hat = (x - OpMath(mean)) * r;
   const bool has_w = weight.has_value() && weight->defined();
   at::Tensor dx, dw, db;
   if (output_mask[0]) {
-    const at::Tensor g = has_w ? dy * weight->to(acc) : dy;
-    dx = ((g - g.mean(inner, true) - x_hat * (g * x_hat).mean(inner, true)) * rstd.to(acc))
+    const at::Tensor g = has_w ? dy * OpMath(*weight) : dy;
+    dx = ((g - g.mean(inner, true) - x_hat * (g * x_hat).mean(inner, true)) * r)
              .to(input.scalar_type());
   }
   // No batch dims: nothing to sum (an empty dim list would reduce everything).
