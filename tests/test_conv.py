@@ -315,21 +315,6 @@ def test_conv_transpose3d_uses_cpu_fallback():
 
 
 @pytest.mark.uses_fallback
-def test_conv_backward_uses_cpu_fallback():
-    x = make((2, 3, 6, 6))
-    w = make((4, 3, 3, 3), salt="w")
-    b = make((4,), salt="b")
-    grads = []
-    for dev in ["cpu", "trn"]:
-        xs, ws, bs = (t.detach().to(dev).requires_grad_() for t in (x, w, b))
-        F.conv2d(xs, ws, bs, padding=1, stride=2).square().sum().backward()
-        grads.append([t.grad.cpu() for t in (xs, ws, bs)])
-    for got, want in zip(grads[1], grads[0]):
-        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4)
-    assert trnscope.fallback_ops().get("aten::convolution_backward_overrideable") == 1
-
-
-@pytest.mark.uses_fallback
 def test_native_conv_disabled_fallback():
     r = run_python(
         """
@@ -373,18 +358,6 @@ def test_batch_norm_eval_ranks(shape):
     want = m(x).detach()
     with torch.no_grad():
         check(m.to("trn")(x.to("trn")), want)
-
-
-@pytest.mark.uses_fallback
-def test_batch_norm_training_fallback():
-    m = nn.BatchNorm2d(3)
-    x = make((4, 3, 5, 5))
-    mt = nn.BatchNorm2d(3).to("trn")
-    want = m(x)
-    got = mt(x.to("trn"))
-    check(got, want.detach())
-    torch.testing.assert_close(mt.running_mean.cpu(), m.running_mean)
-    torch.testing.assert_close(mt.running_var.cpu(), m.running_var)
 
 
 @pytest.mark.parametrize("dtype", [F32, BF16])

@@ -14,14 +14,15 @@
 //
 // batch_norm: F.batch_norm reaches aten::native_batch_norm in eager mode and
 // aten::_native_batch_norm_legit_no_training in AOTAutograd inference graphs;
-// both run the inference kernel with running statistics. Batch statistics
-// without running ones (_native_batch_norm_legit.no_stats: instance_norm) are
-// native; training mode that updates running statistics goes to the CPU fallback.
+// both run the inference kernel with running statistics. Training mode (batch
+// statistics, running ones updated when given) is one native launch too.
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Pool.h>
 #include <ATen/native/UpSample.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
+#include <ATen/ops/bmm.h>
+#include <ATen/ops/convolution.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/grid_sampler_2d_ops.h>
@@ -354,20 +355,111 @@ at::Tensor IndexPadNew(const at::Tensor& self, at::IntArrayRef pad) {
   return out;
 }
 
-// convolution_backward_overrideable has a CompositeExplicitAutograd kernel
-// that raises NotImplementedError, which would win over the boxed fallback:
-// this kernel sends it to the CPU explicitly (training through a trn conv).
+// Note [convolution backward]: 1-D and 2-D convolutions' gradients, native
+// (convolution_backward_overrideable's CompositeExplicitAutograd kernel
+// raises NotImplementedError, so the op must be registered either way):
+//  - grad_input is grad_output convolved back by the same weight: a
+//    transposed convolution for a plain one (output_padding restores the rows
+//    the stride dropped), a plain one for a transposed one; one launch each
+//    through aten::convolution.
+//  - grad_weight is one GEMM per group, grad_output against the im2col of the
+//    input (roles swapped for a transposed convolution). The im2col launch
+//    writes its columns as [C*KH*KW, N, L], so the sum over the batch is
+//    inside the GEMM's K (float32 accumulation, one rounding, as CPU).
+//  - grad_bias sums grad_output over all dims but the channels.
+// 3-D ones, empty ones, and transposed ones whose output_padding reaches the
+// stride (im2col would see other blocks than the input's positions) go to
+// the CPU (Note [overrideable ops on the CPU] in fallback.cc).
 std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideable(
     const at::Tensor& grad_output, const at::Tensor& input, const at::Tensor& weight,
-    c10::SymIntArrayRef stride, c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation,
-    bool transposed, c10::SymIntArrayRef output_padding, c10::SymInt groups,
+    c10::SymIntArrayRef stride_, c10::SymIntArrayRef padding_, c10::SymIntArrayRef dilation_,
+    bool transposed, c10::SymIntArrayRef output_padding_, c10::SymInt groups,
     std::array<bool, 3> output_mask) {
-  return at::native::call_fallback_fn_symint<
-      &CpuFallback, at::_ops::convolution_backward_overrideable>::call(grad_output, input,
-                                                                       weight, stride, padding,
-                                                                       dilation, transposed,
-                                                                       output_padding, groups,
-                                                                       output_mask);
+  constexpr const char* kName = "aten::convolution_backward";
+  const int64_t dims = input.dim() - 2;
+  auto on_cpu = [&] {
+    return at::native::call_fallback_fn_symint<
+        &CpuFallback, at::_ops::convolution_backward_overrideable>::call(grad_output, input,
+                                                                         weight, stride_,
+                                                                         padding_, dilation_,
+                                                                         transposed,
+                                                                         output_padding_, groups,
+                                                                         output_mask);
+  };
+  if (dims < 1 || dims > 2 || NativeConvDisabled() || input.numel() == 0 ||
+      grad_output.numel() == 0) {
+    return on_cpu();
+  }
+  const int device = CommonDevice(kName, {&grad_output, &input, &weight});
+  CheckFloating(input, kName);
+  TORCH_CHECK(grad_output.scalar_type() == input.scalar_type() &&
+                  weight.scalar_type() == input.scalar_type(),
+              kName, ": grad_output, input and weight must have one dtype, got ",
+              grad_output.scalar_type(), ", ", input.scalar_type(), ", ", weight.scalar_type());
+  TORCH_CHECK(grad_output.dim() == input.dim() && weight.dim() == input.dim(), kName,
+              ": expected grad_output and weight of ", input.dim(), " dims, got ",
+              grad_output.sizes(), " and ", weight.sizes());
+  const int64_t g = groups.guard_int(__FILE__, __LINE__);
+  auto at_d = [](c10::SymIntArrayRef v, int64_t d) {
+    return v.empty() ? 0 : v[v.size() == 1 ? 0 : d].guard_int(__FILE__, __LINE__);
+  };
+  std::vector<int64_t> stride, padding, dilation, zeros(static_cast<size_t>(dims), 0);
+  for (int64_t d = 0; d < dims; ++d) {
+    stride.push_back(at_d(stride_, d));
+    padding.push_back(at_d(padding_, d));
+    dilation.push_back(at_d(dilation_, d));
+  }
+  // im2col's source (the tensor the weight slides over) and its partner.
+  const at::Tensor& cols_of = transposed ? grad_output : input;
+  const at::Tensor& other = transposed ? input : grad_output;
+  kernels::Im2ColParams p{};
+  for (int k = 0; k < 2; ++k) {  // 1-D fills the W slot
+    const int64_t d = k - (2 - dims);
+    p.kernel[k] = d < 0 ? 1 : weight.size(d + 2);
+    p.stride[k] = d < 0 ? 1 : stride[d];
+    p.padding[k] = d < 0 ? 0 : padding[d];
+    p.dilation[k] = d < 0 ? 1 : dilation[d];
+    if (d < 0) continue;
+    const int64_t blocks =
+        (cols_of.size(d + 2) + 2 * p.padding[k] - p.dilation[k] * (p.kernel[k] - 1) - 1) /
+            p.stride[k] + 1;
+    if (blocks != other.size(d + 2)) return on_cpu();
+  }
+  at::Tensor grad_input, grad_weight, grad_bias;
+  if (output_mask[0]) {
+    if (transposed) {
+      grad_input = at::convolution(grad_output, weight, std::nullopt, stride, padding, dilation,
+                                   false, zeros, g);
+    } else {
+      std::vector<int64_t> output_padding;
+      for (int64_t d = 0; d < dims; ++d) {
+        output_padding.push_back(input.size(d + 2) -
+                                 ((grad_output.size(d + 2) - 1) * stride[d] - 2 * padding[d] +
+                                  dilation[d] * (weight.size(d + 2) - 1) + 1));
+      }
+      grad_input = at::convolution(grad_output, weight, std::nullopt, stride, padding, dilation,
+                                   true, output_padding, g);
+    }
+  }
+  if (output_mask[1]) {
+    const int64_t n = input.size(0), rows = cols_of.size(1) * p.kernel[0] * p.kernel[1];
+    const int64_t l = other.numel() / (other.size(0) * other.size(1));
+    const at::Tensor cols = Empty({rows, n, l}, input.scalar_type(), device);
+    const at::Tensor src = dims == 1 ? cols_of.unsqueeze(2) : cols_of;
+    const TensorRef rc = Ref(cols.permute({1, 0, 2}), kName), rs = Ref(src, kName);
+    Launch(device, kernels::DescribeVision(kernels::VisionKernel::kIm2Col, rc, rs, 0, kName),
+           [=] { return kernels::Im2Col(rc, rs, p); });
+    const int64_t oc = other.size(1);
+    const at::Tensor a = other.transpose(0, 1).reshape({g, oc / g, n * l});
+    grad_weight = at::bmm(a, cols.view({g, rows / g, n * l}).transpose(1, 2))
+                      .reshape(weight.sizes());
+  }
+  if (output_mask[2]) {
+    std::vector<int64_t> reduce = {0};
+    for (int64_t d = 2; d < grad_output.dim(); ++d) reduce.push_back(d);
+    grad_bias = grad_output.sum(reduce);
+  }
+  return {grad_input, grad_weight, grad_bias};
 }
 
 // ---- batch_norm -------------------------------------------------------------------------
@@ -402,25 +494,34 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormInference(
   return {out, save_mean, save_invstd};
 }
 
-// Batch statistics without running ones (_native_batch_norm_legit.no_stats:
-// F.instance_norm, which views [N, C, ...] as [1, N*C, ...], and batch_norm in
-// training mode with track_running_stats=False): one launch computes the
-// per-channel mean and biased variance over every dim but 1 (in double), then
-// normalizes with the inference kernel; save_mean / save_invstd in the input's
-// dtype, as torch.
+// Batch statistics (training mode; _native_batch_norm_legit.no_stats:
+// F.instance_norm, which views [N, C, ...] as [1, N*C, ...], and batch_norm
+// with track_running_stats=False): one launch computes the per-channel mean
+// and biased variance over every dim but 1 (in double), normalizes with the
+// inference kernel and, given running statistics, updates them in place as
+// torch: r = (1 - momentum) * r + momentum * stat, with the unbiased variance.
+// save_mean / save_invstd in the input's dtype, as torch.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBatchStats(
     const at::Tensor& input, const std::optional<at::Tensor>& weight,
-    const std::optional<at::Tensor>& bias, double eps, const char* name) {
+    const std::optional<at::Tensor>& bias, double eps, const char* name,
+    const at::Tensor& running_mean = {}, const at::Tensor& running_var = {},
+    double momentum = 0) {
   const at::Tensor w = weight.has_value() ? *weight : at::Tensor();
   const at::Tensor b = bias.has_value() ? *bias : at::Tensor();
-  const int device = CommonDevice(name, {&input, &w, &b});
+  const at::Tensor& rm = running_mean;
+  const at::Tensor& rv = running_var;
+  const int device = CommonDevice(name, {&input, &w, &b, &rm, &rv});
   CheckFloating(input, name);
   TORCH_CHECK(input.dim() >= 2, name, ": expected an input of at least 2 dims, got ",
               input.sizes());
   const int64_t c = input.size(1);
-  for (const at::Tensor* t : {&w, &b}) {
+  for (const at::Tensor* t : {&w, &b, &rm, &rv}) {
     TORCH_CHECK(!t->defined() || (t->dim() == 1 && t->size(0) == c), name,
-                ": expected weight/bias of size [", c, "], got ", t->sizes());
+                ": expected weight/bias/running_mean/running_var of size [", c, "], got ",
+                t->sizes());
+  }
+  for (const at::Tensor* t : {&rm, &rv}) {
+    if (t->defined()) CheckFloating(*t, name);
   }
   TORCH_CHECK(input.numel() / std::max<int64_t>(c, 1) > 1, name,
               ": expected more than 1 value per channel when training, got input size ",
@@ -434,6 +535,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBatchStats(
   const TensorRef rb = b.defined() ? Ref(b, name) : NoRef();
   const TensorRef rsm = Ref(save_mean, name), rsi = Ref(save_invstd, name);
   const TensorRef rmean = Ref(stats[0], name), rvar = Ref(stats[1], name);
+  const TensorRef rrm = rm.defined() ? Ref(rm, name) : NoRef();
+  const TensorRef rrv = rv.defined() ? Ref(rv, name) : NoRef();
+  const double count = static_cast<double>(input.numel() / c);
   uint32_t mask = 0;
   for (int d = 0; d < input.dim(); ++d) mask |= d == 1 ? 0u : 1u << d;
   Launch(device, kernels::DescribeBatchNorm(ro, ri, name), [=] {
@@ -454,6 +558,20 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBatchStats(
     kernels::internal::StoreFromF32(rsi.dtype, rsi.data, rsi.strides[0], c, v.data());
     kernels::internal::LoadAsF32(DType::kFloat32, rmean.data, rmean.strides[0], c, v.data());
     kernels::internal::StoreFromF32(rsm.dtype, rsm.data, rsm.strides[0], c, v.data());
+    // Running statistics: one [C] pass each, in double (torch's accumulate type).
+    const auto update = [&](const TensorRef& running, const TensorRef& stat, double unbias) {
+      if (running.data == nullptr) return;
+      std::vector<float> r(static_cast<size_t>(c));
+      kernels::internal::LoadAsF32(DType::kFloat32, stat.data, stat.strides[0], c, v.data());
+      kernels::internal::LoadAsF32(running.dtype, running.data, running.strides[0], c, r.data());
+      for (int64_t i = 0; i < c; ++i) {
+        r[i] = static_cast<float>(momentum * (static_cast<double>(v[i]) * unbias) +
+                                  (1 - momentum) * static_cast<double>(r[i]));
+      }
+      kernels::internal::StoreFromF32(running.dtype, running.data, running.strides[0], c, r.data());
+    };
+    update(rrm, rmean, 1.0);
+    update(rrv, rvar, count / (count - 1));
     return Status::Ok();
   });
   return {out, save_mean, save_invstd};
@@ -474,16 +592,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> NativeBatchNorm(
     double eps) {
   const bool stats = running_mean.has_value() && running_mean->defined() &&
                      running_var.has_value() && running_var->defined();
-  if (training || !stats) {
-    // native_batch_norm's schema does not mark the running statistics as
-    // written, so the boxed fallback would not copy them back: training runs
-    // as _native_batch_norm_legit, whose schema does.
-    if (stats) {
-      at::Tensor mean = *running_mean, var = *running_var;
-      return at::native::call_fallback_fn<&CpuFallback, at::_ops::_native_batch_norm_legit>::
-          call(input, weight, bias, mean, var, training, momentum, eps);
-    }
-    if (training) return BatchNormBatchStats(input, weight, bias, eps, "aten::native_batch_norm");
+  if (training) {
+    return stats ? BatchNormBatchStats(input, weight, bias, eps, "aten::native_batch_norm",
+                                       *running_mean, *running_var, momentum)
+                 : BatchNormBatchStats(input, weight, bias, eps, "aten::native_batch_norm");
+  }
+  if (!stats) {
     return at::native::call_fallback_fn<&CpuFallback, at::_ops::native_batch_norm>::call(
         input, weight, bias, running_mean, running_var, training, momentum, eps);
   }
@@ -504,8 +618,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormLegit(
     const std::optional<at::Tensor>& bias, at::Tensor& running_mean, at::Tensor& running_var,
     bool training, double momentum, double eps) {
   if (training) {
-    return at::native::call_fallback_fn<&CpuFallback, at::_ops::_native_batch_norm_legit>::call(
-        input, weight, bias, running_mean, running_var, training, momentum, eps);
+    return BatchNormBatchStats(input, weight, bias, eps, "aten::_native_batch_norm_legit",
+                               running_mean, running_var, momentum);
   }
   return BatchNormInference(input, weight, bias, running_mean, running_var, eps,
                             "aten::_native_batch_norm_legit");
@@ -646,6 +760,112 @@ at::Tensor AdaptiveAvgPool2d(const at::Tensor& self, c10::SymIntArrayRef output_
   return out;
 }
 
+// ---- pooling backwards (training) -----------------------------------------------------
+// One launch each over core/kernels/vision.h's backward kernels. grad_input
+// is laid out as the input (channels_last stays channels_last); the out=
+// overloads (.grad_input) write into a given tensor of the input's dtype.
+enum class PoolGrad { kMax, kAvg, kAdaptiveAvg };
+
+void LaunchPoolBackward(PoolGrad kind, const at::Tensor& grad_output, const at::Tensor& self,
+                        at::IntArrayRef out_sizes, const kernels::PoolParams& p,
+                        const at::Tensor& indices, at::Tensor& grad_input, int device,
+                        const char* name) {
+  TORCH_CHECK(grad_output.sizes() == out_sizes, name, ": expected grad_output of size ",
+              out_sizes, " (the pool's output for input ", self.sizes(), "), got ",
+              grad_output.sizes());
+  TORCH_CHECK(grad_output.scalar_type() == self.scalar_type(), name, ": expected grad_output of ",
+              self.scalar_type(), " (the input's dtype), got ", grad_output.scalar_type());
+  TORCH_CHECK(grad_input.scalar_type() == self.scalar_type(), name, ": expected grad_input of ",
+              self.scalar_type(), " (the input's dtype), got ", grad_input.scalar_type());
+  if (indices.defined()) {
+    TORCH_CHECK(indices.scalar_type() == at::kLong && indices.sizes() == out_sizes, name,
+                ": expected int64 indices of size ", out_sizes, ", got ", indices.scalar_type(),
+                " of size ", indices.sizes());
+  }
+  if (grad_input.numel() == 0) return;
+  const TensorRef rgi = PoolRef(grad_input, name), rgo = PoolRef(grad_output, name);
+  const TensorRef rx = indices.defined() ? PoolRef(indices, name) : NoRef();
+  const uint64_t window = kind == PoolGrad::kMax ? 1 : static_cast<uint64_t>(p.kernel[0] * p.kernel[1]);
+  const kernels::VisionKernel k = kind == PoolGrad::kMax   ? kernels::VisionKernel::kMaxPool2dBackward
+                                  : kind == PoolGrad::kAvg ? kernels::VisionKernel::kAvgPool2dBackward
+                                                           : kernels::VisionKernel::kAdaptiveAvgPool2dBackward;
+  Launch(device, kernels::DescribeVision(k, rgi, rgo, window, name), [=] {
+    switch (kind) {
+      case PoolGrad::kMax: return kernels::MaxPool2dBackward(rgi, rgo, rx);
+      case PoolGrad::kAvg: return kernels::AvgPool2dBackward(rgi, rgo, p);
+      default: return kernels::AdaptiveAvgPool2dBackward(rgi, rgo);
+    }
+  });
+}
+
+at::Tensor& MaxPool2dBackwardOut(const at::Tensor& grad_output, const at::Tensor& self,
+                                 at::IntArrayRef kernel, at::IntArrayRef stride,
+                                 at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
+                                 const at::Tensor& indices, at::Tensor& grad_input) {
+  constexpr const char* kName = "aten::max_pool2d_with_indices_backward";
+  const int device = CommonDevice(kName, {&grad_output, &self, &indices, &grad_input});
+  const PoolGeometry g = MakePool(self, kernel, stride, padding, dilation, ceil_mode, kName);
+  PrepareOut(grad_input, self.sizes(), self.scalar_type(), kName);
+  LaunchPoolBackward(PoolGrad::kMax, grad_output, self, g.out_sizes, g.p, indices, grad_input,
+                     device, kName);
+  return grad_input;
+}
+at::Tensor MaxPool2dBackwardNew(const at::Tensor& grad_output, const at::Tensor& self,
+                                at::IntArrayRef kernel, at::IntArrayRef stride,
+                                at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
+                                const at::Tensor& indices) {
+  at::Tensor grad_input = EmptyLikeInput(self.sizes(), self, DeviceIndex(self));
+  return MaxPool2dBackwardOut(grad_output, self, kernel, stride, padding, dilation, ceil_mode,
+                              indices, grad_input);
+}
+
+at::Tensor& AvgPool2dBackwardOut(const at::Tensor& grad_output, const at::Tensor& self,
+                                 at::IntArrayRef kernel, at::IntArrayRef stride,
+                                 at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                                 std::optional<int64_t> divisor_override, at::Tensor& grad_input) {
+  constexpr const char* kName = "aten::avg_pool2d_backward";
+  const int device = CommonDevice(kName, {&grad_output, &self, &grad_input});
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, kName,
+              ": divisor must be not zero");
+  PoolGeometry g = MakePool(self, kernel, stride, padding, {1}, ceil_mode, kName);
+  g.p.count_include_pad = count_include_pad;
+  g.p.divisor_override = divisor_override.value_or(0);
+  PrepareOut(grad_input, self.sizes(), self.scalar_type(), kName);
+  LaunchPoolBackward(PoolGrad::kAvg, grad_output, self, g.out_sizes, g.p, at::Tensor(),
+                     grad_input, device, kName);
+  return grad_input;
+}
+at::Tensor AvgPool2dBackwardNew(const at::Tensor& grad_output, const at::Tensor& self,
+                                at::IntArrayRef kernel, at::IntArrayRef stride,
+                                at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                                std::optional<int64_t> divisor_override) {
+  at::Tensor grad_input = EmptyLikeInput(self.sizes(), self, DeviceIndex(self));
+  return AvgPool2dBackwardOut(grad_output, self, kernel, stride, padding, ceil_mode,
+                              count_include_pad, divisor_override, grad_input);
+}
+
+at::Tensor& AdaptiveAvgPool2dBackwardOut(const at::Tensor& grad_output, const at::Tensor& self,
+                                         at::Tensor& grad_input) {
+  constexpr const char* kName = "aten::_adaptive_avg_pool2d_backward";
+  const int device = CommonDevice(kName, {&grad_output, &self, &grad_input});
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, kName, ": expected a 3D or 4D input, got ",
+              self.sizes());
+  CheckFloating(self, kName);
+  TORCH_CHECK(grad_output.dim() == self.dim(), kName, ": expected grad_output of ", self.dim(),
+              " dims, got ", grad_output.sizes());
+  std::vector<int64_t> out_sizes(self.sizes().begin(), self.sizes().end());
+  out_sizes[out_sizes.size() - 2] = grad_output.size(-2);
+  out_sizes[out_sizes.size() - 1] = grad_output.size(-1);
+  PrepareOut(grad_input, self.sizes(), self.scalar_type(), kName);
+  LaunchPoolBackward(PoolGrad::kAdaptiveAvg, grad_output, self, out_sizes, {}, at::Tensor(),
+                     grad_input, device, kName);
+  return grad_input;
+}
+at::Tensor AdaptiveAvgPool2dBackwardNew(const at::Tensor& grad_output, const at::Tensor& self) {
+  at::Tensor grad_input = EmptyLikeInput(self.sizes(), self, DeviceIndex(self));
+  return AdaptiveAvgPool2dBackwardOut(grad_output, self, grad_input);
+}
+
 // ---- 3-D pooling and upsampling as two 2-D passes ----------------------------------------
 // Note [Separable 3-D]: an average over a D x H x W box (torch's window and
 // divisor rules are per dim), an adaptive bin, nearest and trilinear
@@ -772,6 +992,120 @@ at::Tensor UpsampleBilinear2d(const at::Tensor& self, c10::SymIntArrayRef output
   return Upsample(self, output_size, kernels::UpsampleMode::kBilinear, align_corners, sh, sw,
                   "aten::upsample_bilinear2d");
 }
+// ---- upsample backwards (training): one Upsample2dBackward launch --------------------
+const char* UpsampleBackwardName(kernels::UpsampleMode mode, size_t spatial) {
+  using kernels::UpsampleMode;
+  const bool one = spatial == 1;
+  switch (mode) {
+    case UpsampleMode::kNearest:
+      return one ? "aten::upsample_nearest1d_backward" : "aten::upsample_nearest2d_backward";
+    case UpsampleMode::kNearestExact:
+      return one ? "aten::_upsample_nearest_exact1d_backward"
+                 : "aten::_upsample_nearest_exact2d_backward";
+    case UpsampleMode::kBilinear:
+      return one ? "aten::upsample_linear1d_backward" : "aten::upsample_bilinear2d_backward";
+    default: return "aten::upsample_bicubic2d_backward";
+  }
+}
+
+at::Tensor& UpsampleBackwardInto(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                                 c10::SymIntArrayRef input_size, kernels::UpsampleMode mode,
+                                 bool align_corners, std::optional<double> sh,
+                                 std::optional<double> sw, at::Tensor& grad_input) {
+  const size_t spatial = output_size.size();
+  const char* name = UpsampleBackwardName(mode, spatial);
+  const int device = CommonDevice(name, {&grad_output, &grad_input});
+  CheckFloating(grad_output, name);
+  TORCH_CHECK(input_size.size() == spatial + 2, name, ": expected input_size of ", spatial + 2,
+              " values, got ", input_size);
+  std::vector<int64_t> in_sizes, out_sizes;
+  for (const c10::SymInt& v : input_size) in_sizes.push_back(v.guard_int(__FILE__, __LINE__));
+  out_sizes = {in_sizes[0], in_sizes[1]};
+  for (const c10::SymInt& v : output_size) out_sizes.push_back(v.guard_int(__FILE__, __LINE__));
+  TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(out_sizes), name,
+              ": expected grad_output of size ", at::IntArrayRef(out_sizes), ", got ",
+              grad_output.sizes());
+  TORCH_CHECK(grad_input.scalar_type() == grad_output.scalar_type(), name,
+              ": expected grad_input of ", grad_output.scalar_type(), ", got ",
+              grad_input.scalar_type());
+  PrepareOut(grad_input, in_sizes, grad_output.scalar_type(), name);
+  if (grad_input.numel() == 0) return grad_input;
+  TensorRef rgi = Ref(grad_input, name), rgo = Ref(grad_output, name);
+  double scale_h = sh.value_or(0.0), scale_w = sw.value_or(0.0);
+  if (spatial == 1) {  // as the forward: H = 1, the only scale is W's
+    rgi = Unsqueezed(rgi, 2);
+    rgo = Unsqueezed(rgo, 2);
+    scale_w = scale_h;
+    scale_h = 0.0;
+  }
+  const uint64_t taps = mode == kernels::UpsampleMode::kBilinear  ? 4
+                        : mode == kernels::UpsampleMode::kBicubic ? 16
+                                                                  : 1;
+  Launch(device,
+         kernels::DescribeVision(kernels::VisionKernel::kUpsample2dBackward, rgi, rgo, 2 * taps,
+                                 name),
+         [=] {
+           return kernels::Upsample2dBackward(rgi, rgo, mode, align_corners, scale_h, scale_w,
+                                              spatial == 1);
+         });
+  return grad_input;
+}
+at::Tensor UpsampleBackward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                            c10::SymIntArrayRef input_size, kernels::UpsampleMode mode,
+                            bool align_corners, std::optional<double> sh,
+                            std::optional<double> sw) {
+  at::Tensor grad_input = Empty({0}, grad_output.scalar_type(), DeviceIndex(grad_output));
+  return UpsampleBackwardInto(grad_output, output_size, input_size, mode, align_corners, sh, sw,
+                              grad_input);
+}
+
+// The schemas' four shapes: nearest / linear modes, 1-D / 2-D.
+template <kernels::UpsampleMode M>
+at::Tensor NearestBackward1d(const at::Tensor& go, c10::SymIntArrayRef os, c10::SymIntArrayRef is,
+                             std::optional<double> s) {
+  return UpsampleBackward(go, os, is, M, false, s, std::nullopt);
+}
+template <kernels::UpsampleMode M>
+at::Tensor& NearestBackward1dOut(const at::Tensor& go, c10::SymIntArrayRef os,
+                                 c10::SymIntArrayRef is, std::optional<double> s, at::Tensor& gi) {
+  return UpsampleBackwardInto(go, os, is, M, false, s, std::nullopt, gi);
+}
+template <kernels::UpsampleMode M>
+at::Tensor NearestBackward2d(const at::Tensor& go, c10::SymIntArrayRef os, c10::SymIntArrayRef is,
+                             std::optional<double> sh, std::optional<double> sw) {
+  return UpsampleBackward(go, os, is, M, false, sh, sw);
+}
+template <kernels::UpsampleMode M>
+at::Tensor& NearestBackward2dOut(const at::Tensor& go, c10::SymIntArrayRef os,
+                                 c10::SymIntArrayRef is, std::optional<double> sh,
+                                 std::optional<double> sw, at::Tensor& gi) {
+  return UpsampleBackwardInto(go, os, is, M, false, sh, sw, gi);
+}
+at::Tensor LinearBackward1d(const at::Tensor& go, c10::SymIntArrayRef os, c10::SymIntArrayRef is,
+                            bool align_corners, std::optional<double> s) {
+  return UpsampleBackward(go, os, is, kernels::UpsampleMode::kBilinear, align_corners, s,
+                          std::nullopt);
+}
+at::Tensor& LinearBackward1dOut(const at::Tensor& go, c10::SymIntArrayRef os,
+                                c10::SymIntArrayRef is, bool align_corners,
+                                std::optional<double> s, at::Tensor& gi) {
+  return UpsampleBackwardInto(go, os, is, kernels::UpsampleMode::kBilinear, align_corners, s,
+                              std::nullopt, gi);
+}
+template <kernels::UpsampleMode M>
+at::Tensor LinearBackward2d(const at::Tensor& go, c10::SymIntArrayRef os, c10::SymIntArrayRef is,
+                            bool align_corners, std::optional<double> sh,
+                            std::optional<double> sw) {
+  return UpsampleBackward(go, os, is, M, align_corners, sh, sw);
+}
+template <kernels::UpsampleMode M>
+at::Tensor& LinearBackward2dOut(const at::Tensor& go, c10::SymIntArrayRef os,
+                                c10::SymIntArrayRef is, bool align_corners,
+                                std::optional<double> sh, std::optional<double> sw,
+                                at::Tensor& gi) {
+  return UpsampleBackwardInto(go, os, is, M, align_corners, sh, sw, gi);
+}
+
 // 3-D: Note [Separable 3-D].
 at::Tensor Upsample3d(const at::Tensor& self, c10::SymIntArrayRef output_size,
                       kernels::UpsampleMode mode, bool align_corners, std::optional<double> sd,
@@ -945,6 +1279,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(BatchNormLegitNoStats));
   m.impl("_native_batch_norm_legit", TORCH_FN(BatchNormLegit));
   m.impl("max_pool2d_with_indices", TORCH_FN(MaxPool2dWithIndices));
+  m.impl("max_pool2d_with_indices_backward", TORCH_FN(MaxPool2dBackwardNew));
+  m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(MaxPool2dBackwardOut));
+  m.impl("avg_pool2d_backward", TORCH_FN(AvgPool2dBackwardNew));
+  m.impl("avg_pool2d_backward.grad_input", TORCH_FN(AvgPool2dBackwardOut));
+  m.impl("_adaptive_avg_pool2d_backward", TORCH_FN(AdaptiveAvgPool2dBackwardNew));
+  m.impl("_adaptive_avg_pool2d_backward.out", TORCH_FN(AdaptiveAvgPool2dBackwardOut));
   m.impl("avg_pool2d", TORCH_FN(AvgPool2d));
   m.impl("avg_pool3d", TORCH_FN(AvgPool3d));
   m.impl("avg_pool3d.out", TORCH_FN(AvgPool3dOut));
@@ -960,6 +1300,29 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("grid_sampler_2d", TORCH_FN(GridSampler2d));
   m.impl("_upsample_nearest_exact1d", TORCH_FN(UpsampleNearestExact1d));
   m.impl("upsample_linear1d", TORCH_FN(UpsampleLinear1d));
+  using kernels::UpsampleMode;
+  m.impl("upsample_nearest1d_backward", TORCH_FN(NearestBackward1d<UpsampleMode::kNearest>));
+  m.impl("upsample_nearest1d_backward.grad_input",
+         TORCH_FN(NearestBackward1dOut<UpsampleMode::kNearest>));
+  m.impl("_upsample_nearest_exact1d_backward",
+         TORCH_FN(NearestBackward1d<UpsampleMode::kNearestExact>));
+  m.impl("_upsample_nearest_exact1d_backward.grad_input",
+         TORCH_FN(NearestBackward1dOut<UpsampleMode::kNearestExact>));
+  m.impl("upsample_nearest2d_backward", TORCH_FN(NearestBackward2d<UpsampleMode::kNearest>));
+  m.impl("upsample_nearest2d_backward.grad_input",
+         TORCH_FN(NearestBackward2dOut<UpsampleMode::kNearest>));
+  m.impl("_upsample_nearest_exact2d_backward",
+         TORCH_FN(NearestBackward2d<UpsampleMode::kNearestExact>));
+  m.impl("_upsample_nearest_exact2d_backward.grad_input",
+         TORCH_FN(NearestBackward2dOut<UpsampleMode::kNearestExact>));
+  m.impl("upsample_linear1d_backward", TORCH_FN(LinearBackward1d));
+  m.impl("upsample_linear1d_backward.grad_input", TORCH_FN(LinearBackward1dOut));
+  m.impl("upsample_bilinear2d_backward", TORCH_FN(LinearBackward2d<UpsampleMode::kBilinear>));
+  m.impl("upsample_bilinear2d_backward.grad_input",
+         TORCH_FN(LinearBackward2dOut<UpsampleMode::kBilinear>));
+  m.impl("upsample_bicubic2d_backward", TORCH_FN(LinearBackward2d<UpsampleMode::kBicubic>));
+  m.impl("upsample_bicubic2d_backward.grad_input",
+         TORCH_FN(LinearBackward2dOut<UpsampleMode::kBicubic>));
 }
 
 }  // namespace

@@ -1,10 +1,11 @@
 // Training-only ops on trn, composed of native trn ops with CPU PyTorch's
 // formulas (aten/src/ATen/native/cpu/Activation.cpp, SoftMax.cpp,
-// layer_norm_kernel.cpp, Embedding.cpp, Dropout.cpp): the backwards of the
-// activations, softmax, layer_norm and embedding, and dropout. They took the
-// CPU fallback: every backward copied its activations to the host. The
-// convolution, pooling, group and batch norm backwards still do;
-// log_sigmoid_backward sits in ops_elementwise.cc next to its forward.
+// layer_norm_kernel.cpp, batch_norm_kernel.cpp, group_norm_kernel.cpp,
+// Embedding.cpp, Dropout.cpp): the backwards of the activations, softmax,
+// layer / batch / group norm and embedding, and dropout. They took the CPU
+// fallback: every backward copied its activations to the host. The
+// convolution and pooling backwards sit in ops_conv.cc next to their forwards,
+// log_sigmoid_backward in ops_elementwise.cc.
 #include <ATen/OpMathType.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
@@ -226,6 +227,88 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> LayerNormBackward(
   return {dx, dw, db};
 }
 
+// ---- batch norm and group norm backwards: x_hat = (x - mean) * invstd ---------------------
+// d x = w * invstd * (dy - mean(dy) - x_hat * mean(dy * x_hat)) over the
+// normalized set (a channel's elements over the batch; a group of one
+// sample); an inference batch norm (running statistics) is affine: dy * w *
+// invstd. d weight = sum(dy * x_hat), d bias = sum(dy) per channel.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, const std::optional<at::Tensor>& weight,
+    const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
+    const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_invstd,
+    bool train, double eps, std::array<bool, 3> output_mask) {
+  constexpr const char* kName = "aten::native_batch_norm_backward";
+  TORCH_CHECK(input.dim() >= 2, kName, ": expected an input of at least 2 dims, got ",
+              input.sizes());
+  auto given = [](const std::optional<at::Tensor>& t) { return t.has_value() && t->defined(); };
+  const std::optional<at::Tensor>& mean_t = train ? save_mean : running_mean;
+  const std::optional<at::Tensor>& stat_t = train ? save_invstd : running_var;
+  TORCH_CHECK(given(mean_t) && given(stat_t), kName, ": expected ",
+              train ? "save_mean and save_invstd when training"
+                    : "running_mean and running_var in evaluation mode");
+  const int64_t c = input.size(1);
+  std::vector<int64_t> reduce, shape(static_cast<size_t>(input.dim()), 1);
+  for (int64_t d = 0; d < input.dim(); ++d) {
+    if (d != 1) reduce.push_back(d);
+  }
+  shape[1] = c;
+  const at::Tensor x = OpMath(input), dy = OpMath(grad_out);
+  const at::Tensor mean = OpMath(*mean_t).view(shape);
+  const at::Tensor invstd =
+      (train ? OpMath(*stat_t) : (OpMath(*stat_t) + eps).rsqrt()).view(shape);
+  const at::Tensor x_hat = (x - mean) * invstd;
+  const bool has_w = given(weight);
+  const at::Tensor sum_dy = dy.sum(reduce), sum_dy_xhat = (dy * x_hat).sum(reduce);
+  at::Tensor dx, dw, db;
+  if (output_mask[0]) {
+    const at::Tensor scale = has_w ? invstd * OpMath(*weight).view(shape) : invstd;
+    if (train) {
+      const double m = static_cast<double>(input.numel() / std::max<int64_t>(c, 1));
+      dx = (dy - (sum_dy / m).view(shape) - x_hat * (sum_dy_xhat / m).view(shape)) * scale;
+    } else {
+      dx = dy * scale;
+    }
+    dx = dx.to(input.scalar_type());
+  }
+  const at::ScalarType param = has_w ? weight->scalar_type() : input.scalar_type();
+  if (output_mask[1]) dw = sum_dy_xhat.to(param);
+  if (output_mask[2]) db = sum_dy.to(param);
+  return {dx, dw, db};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> GroupNormBackward(
+    const at::Tensor& grad_out, const at::Tensor& input, const at::Tensor& mean,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, c10::SymInt n_,
+    c10::SymInt c_, c10::SymInt hxw_, int64_t group, std::array<bool, 3> output_mask) {
+  constexpr const char* kName = "aten::native_group_norm_backward";
+  const int64_t n = n_.guard_int(__FILE__, __LINE__), c = c_.guard_int(__FILE__, __LINE__);
+  const int64_t hxw = hxw_.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(group > 0 && c % group == 0, kName, ": expected groups (", group,
+              ") to divide the channels (", c, ")");
+  TORCH_CHECK(input.numel() == n * c * hxw && grad_out.sizes() == input.sizes(), kName,
+              ": expected input and grad_out of N * C * HxW = ", n, " * ", c, " * ", hxw,
+              " elements, got ", input.sizes(), " and ", grad_out.sizes());
+  TORCH_CHECK(mean.numel() == n * group && rstd.numel() == n * group, kName,
+              ": expected mean and rstd of N * group = ", n * group, " elements, got ",
+              mean.sizes(), " and ", rstd.sizes());
+  const std::vector<int64_t> grouped = {n, group, c / group, hxw};
+  const at::Tensor x = OpMath(input).reshape(grouped), dy = OpMath(grad_out).reshape(grouped);
+  const at::Tensor r = OpMath(rstd).reshape({n, group, 1, 1});
+  const at::Tensor x_hat = (x - OpMath(mean).reshape({n, group, 1, 1})) * r;
+  const bool has_w = weight.has_value() && weight->defined();
+  at::Tensor dx, dw, db;
+  if (output_mask[0]) {
+    const at::Tensor g = has_w ? dy * OpMath(*weight).reshape({1, group, c / group, 1}) : dy;
+    dx = ((g - g.mean({2, 3}, true) - x_hat * (g * x_hat).mean({2, 3}, true)) * r)
+             .reshape(input.sizes())
+             .to(input.scalar_type());
+  }
+  const at::ScalarType param = has_w ? weight->scalar_type() : input.scalar_type();
+  if (output_mask[1]) dw = (dy * x_hat).sum({0, 3}).reshape({c}).to(param);
+  if (output_mask[2]) db = dy.sum({0, 3}).reshape({c}).to(param);
+  return {dx, dw, db};
+}
+
 // ---- embedding backward: the rows of grad summed into their indices' rows ---------------
 // padding_idx's row gets nothing; scale_grad_by_freq divides each row by
 // its index's count in the batch.
@@ -293,6 +376,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_log_softmax_backward_data", TORCH_FN(LogSoftmaxBackward));
   m.impl("_log_softmax_backward_data.out", TORCH_FN(LogSoftmaxBackwardOut));
   m.impl("native_layer_norm_backward", TORCH_FN(LayerNormBackward));
+  m.impl("native_batch_norm_backward", TORCH_FN(BatchNormBackward));
+  m.impl("native_group_norm_backward", TORCH_FN(GroupNormBackward));
   m.impl("embedding_dense_backward", TORCH_FN(EmbeddingDenseBackward));
   m.impl("native_dropout", TORCH_FN(NativeDropout));
   m.impl("native_dropout_backward", TORCH_FN(NativeDropoutBackward));

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "core/common/assert.h"
@@ -376,6 +377,110 @@ Status AdaptiveAvgPool2d(const TensorRef& out, const TensorRef& in) {
 
 namespace {
 
+// Calls f(grad_plane, grad_out_plane, n, c) for each (n, c) with grad_plane a
+// zeroed float32 [H][W] scratch and grad_out_plane grad_out[n, c] as float32
+// [OH][OW]; grad_plane is then stored into grad_in[n, c]. Stops at the first
+// error f returns.
+template <typename F>
+Status ForEachGradPlane(const TensorRef& grad_in, const TensorRef& grad_out, F&& f) {
+  CheckPlanes(grad_out, grad_in);
+  const int64_t h = grad_in.sizes[2], w = grad_in.sizes[3];
+  const int64_t oh = grad_out.sizes[2], ow = grad_out.sizes[3];
+  float* plane = Scratch(0, h * w);
+  float* go = Scratch(1, oh * ow);
+  for (int64_t n = 0; n < grad_in.sizes[0]; ++n) {
+    for (int64_t c = 0; c < grad_in.sizes[1]; ++c) {
+      for (int64_t y = 0; y < oh; ++y) {
+        internal::LoadAsF32(grad_out.dtype, At4(grad_out, n, c, y, 0), grad_out.strides[3], ow,
+                            go + y * ow);
+      }
+      std::fill(plane, plane + h * w, 0.0f);
+      if (Status s = f(plane, static_cast<const float*>(go), n, c); !s.ok()) return s;
+      for (int64_t y = 0; y < h; ++y) {
+        internal::StoreFromF32(grad_in.dtype, At4(grad_in, n, c, y, 0), grad_in.strides[3], w,
+                               plane + y * w);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status MaxPool2dBackward(const TensorRef& grad_in, const TensorRef& grad_out,
+                         const TensorRef& indices) {
+  TRN_ASSERT(indices.dtype == DType::kInt64 && indices.ndim == 4 &&
+                 std::equal(indices.sizes, indices.sizes + 4, grad_out.sizes),
+             "max_pool2d backward: int64 indices of grad_out's sizes");
+  const int64_t cells = grad_in.sizes[2] * grad_in.sizes[3];
+  const int64_t oh = grad_out.sizes[2], ow = grad_out.sizes[3];
+  return ForEachGradPlane(grad_in, grad_out, [&](float* plane, const float* go, int64_t n,
+                                                 int64_t c) {
+    for (int64_t y = 0; y < oh; ++y) {
+      const auto* idx = reinterpret_cast<const int64_t*>(At4(indices, n, c, y, 0));
+      for (int64_t x = 0; x < ow; ++x) {
+        const int64_t i = idx[x * indices.strides[3]];
+        if (i < 0 || i >= cells) {
+          return Status::Error("max_pool2d backward: index " + std::to_string(i) +
+                               " is outside the input plane of " + std::to_string(cells) +
+                               " elements");
+        }
+        plane[i] += go[y * ow + x];
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+Status AvgPool2dBackward(const TensorRef& grad_in, const TensorRef& grad_out, const PoolParams& p) {
+  const int64_t h = grad_in.sizes[2], w = grad_in.sizes[3];
+  const int64_t oh = grad_out.sizes[2], ow = grad_out.sizes[3];
+  return ForEachGradPlane(grad_in, grad_out, [&](float* plane, const float* go, int64_t,
+                                                 int64_t) {
+    for (int64_t y = 0; y < oh; ++y) {  // the windows and divisors of AvgPool2d
+      const int64_t y0 = y * p.stride[0] - p.padding[0];
+      const int64_t y1 = std::min(y0 + p.kernel[0], h + p.padding[0]);
+      const int64_t iy0 = std::max<int64_t>(y0, 0), iy1 = std::min(y1, h);
+      for (int64_t x = 0; x < ow; ++x) {
+        const int64_t x0 = x * p.stride[1] - p.padding[1];
+        const int64_t x1 = std::min(x0 + p.kernel[1], w + p.padding[1]);
+        const int64_t ix0 = std::max<int64_t>(x0, 0), ix1 = std::min(x1, w);
+        if (iy1 <= iy0 || ix1 <= ix0) continue;
+        const int64_t div = p.divisor_override != 0 ? p.divisor_override
+                            : p.count_include_pad   ? (y1 - y0) * (x1 - x0)
+                                                    : (iy1 - iy0) * (ix1 - ix0);
+        const float delta = go[y * ow + x] / static_cast<float>(div);
+        for (int64_t iy = iy0; iy < iy1; ++iy) {
+          for (int64_t ix = ix0; ix < ix1; ++ix) plane[iy * w + ix] += delta;
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+Status AdaptiveAvgPool2dBackward(const TensorRef& grad_in, const TensorRef& grad_out) {
+  const int64_t h = grad_in.sizes[2], w = grad_in.sizes[3];
+  const int64_t oh = grad_out.sizes[2], ow = grad_out.sizes[3];
+  return ForEachGradPlane(grad_in, grad_out, [&](float* plane, const float* go, int64_t,
+                                                 int64_t) {
+    for (int64_t y = 0; y < oh; ++y) {
+      const int64_t y0 = (y * h) / oh, y1 = ((y + 1) * h + oh - 1) / oh;
+      for (int64_t x = 0; x < ow; ++x) {
+        const int64_t x0 = (x * w) / ow, x1 = ((x + 1) * w + ow - 1) / ow;
+        const float delta =
+            go[y * ow + x] / static_cast<float>(y1 - y0) / static_cast<float>(x1 - x0);
+        for (int64_t iy = y0; iy < y1; ++iy) {
+          for (int64_t ix = x0; ix < x1; ++ix) plane[iy * w + ix] += delta;
+        }
+      }
+    }
+    return Status::Ok();
+  });
+}
+
+namespace {
+
 // torch's compute_scales_value: 1/scale when the user gave one, else in/out.
 float ScaleValue(double scale, int64_t in, int64_t out) {
   return scale > 0 ? static_cast<float>(1.0 / scale)
@@ -519,6 +624,63 @@ Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
     for (int64_t x = 0; x < ow; ++x) row[x] = ty.l0 * r[0][x] + ty.l1 * r[1][x];
   });
   return Status::Ok();
+}
+
+namespace {
+
+// Up to 4 source taps of one output index along one dim, any mode.
+struct Taps {
+  int64_t i[4];
+  float w[4];
+  int n;
+};
+Taps TapsOf(UpsampleMode mode, int64_t o, int64_t in, int64_t out, bool align_corners,
+            double scale, bool by_size) {
+  Taps t{};
+  if (mode == UpsampleMode::kNearest || mode == UpsampleMode::kNearestExact) {
+    t.i[0] = NearestIndex(o, in, out, scale, mode == UpsampleMode::kNearestExact, by_size);
+    t.w[0] = 1.0f;
+    t.n = 1;
+  } else if (mode == UpsampleMode::kBilinear) {
+    const Tap l = LinearTap(o, in, out, align_corners, scale);
+    t = {{l.i0, l.i1}, {l.l0, l.l1}, 2};
+  } else {
+    const CubicTap c = CubicTapOf(o, in, out, align_corners, scale);
+    t = {{c.i[0], c.i[1], c.i[2], c.i[3]}, {c.w[0], c.w[1], c.w[2], c.w[3]}, 4};
+  }
+  return t;
+}
+
+}  // namespace
+
+Status Upsample2dBackward(const TensorRef& grad_in, const TensorRef& grad_out, UpsampleMode mode,
+                          bool align_corners, double scale_h, double scale_w, bool one_dim) {
+  const int64_t h = grad_in.sizes[2], w = grad_in.sizes[3];
+  const int64_t oh = grad_out.sizes[2], ow = grad_out.sizes[3];
+  const bool by_size = mode == UpsampleMode::kNearest && !one_dim;
+  std::vector<Taps> xs(static_cast<size_t>(ow)), ys(static_cast<size_t>(oh));
+  for (int64_t x = 0; x < ow; ++x) xs[x] = TapsOf(mode, x, w, ow, align_corners, scale_w, by_size);
+  for (int64_t y = 0; y < oh; ++y) ys[y] = TapsOf(mode, y, h, oh, align_corners, scale_h, by_size);
+  if (mode == UpsampleMode::kBicubic && h == oh && w == ow) {  // the forward copies
+    for (auto* v : {&xs, &ys}) {
+      for (size_t o = 0; o < v->size(); ++o) (*v)[o] = {{static_cast<int64_t>(o)}, {1.0f}, 1};
+    }
+  }
+  return ForEachGradPlane(grad_in, grad_out, [&](float* plane, const float* go, int64_t,
+                                                 int64_t) {
+    for (int64_t y = 0; y < oh; ++y) {
+      const Taps& ty = ys[y];
+      for (int64_t x = 0; x < ow; ++x) {
+        const Taps& tx = xs[x];
+        const float g = go[y * ow + x];
+        for (int a = 0; a < ty.n; ++a) {
+          float* row = plane + ty.i[a] * w;
+          for (int b = 0; b < tx.n; ++b) row[tx.i[b]] += ty.w[a] * tx.w[b] * g;
+        }
+      }
+    }
+    return Status::Ok();
+  });
 }
 
 namespace {
@@ -709,7 +871,7 @@ rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, cons
 
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op) {
-  static const char* const kNames[9][4] = {
+  static const char* const kNames[13][4] = {
       {"max_pool2d_f32", "max_pool2d_f64", "max_pool2d_bf16", "max_pool2d_f16"},
       {"avg_pool2d_f32", "avg_pool2d_f64", "avg_pool2d_bf16", "avg_pool2d_f16"},
       {"adaptive_avg_pool2d_f32", "adaptive_avg_pool2d_f64", "adaptive_avg_pool2d_bf16",
@@ -725,6 +887,14 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
        "upsample_nearest_exact2d_bf16", "upsample_nearest_exact2d_f16"},
       {"grid_sampler_2d_f32", "grid_sampler_2d_f64", "grid_sampler_2d_bf16",
        "grid_sampler_2d_f16"},
+      {"max_pool2d_backward_f32", "max_pool2d_backward_f64", "max_pool2d_backward_bf16",
+       "max_pool2d_backward_f16"},
+      {"avg_pool2d_backward_f32", "avg_pool2d_backward_f64", "avg_pool2d_backward_bf16",
+       "avg_pool2d_backward_f16"},
+      {"adaptive_avg_pool2d_backward_f32", "adaptive_avg_pool2d_backward_f64",
+       "adaptive_avg_pool2d_backward_bf16", "adaptive_avg_pool2d_backward_f16"},
+      {"upsample2d_backward_f32", "upsample2d_backward_f64", "upsample2d_backward_bf16",
+       "upsample2d_backward_f16"},
   };
   rt::KernelInfo info;
   info.name = DTypeSuffixed(kNames[static_cast<int>(kernel)], in.dtype);
@@ -737,7 +907,11 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
   if (kernel == VisionKernel::kUpsampleBilinear2d) per_out = 7;
   if (kernel == VisionKernel::kUpsampleBicubic2d) per_out = 15;  // 4 + 4 taps, one per FMA pair
   if (kernel == VisionKernel::kIm2Col) per_out = 0;                // a copy
-  info.flops = per_out * static_cast<uint64_t>(out.numel());
+  const bool backward = kernel == VisionKernel::kMaxPool2dBackward ||
+                        kernel == VisionKernel::kAvgPool2dBackward ||
+                        kernel == VisionKernel::kAdaptiveAvgPool2dBackward ||
+                        kernel == VisionKernel::kUpsample2dBackward;
+  info.flops = per_out * static_cast<uint64_t>(backward ? in.numel() : out.numel());
   info.bytes_read = internal::DistinctBytes(in);
   info.bytes_written = out.nbytes();
   return info;

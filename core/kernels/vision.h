@@ -41,6 +41,18 @@ Status AvgPool2d(const TensorRef& out, const TensorRef& in, const PoolParams& p)
 // Window [floor(o*I/O), ceil((o+1)*I/O)) per output index, any output size.
 Status AdaptiveAvgPool2d(const TensorRef& out, const TensorRef& in);
 
+// The pools' input gradients (training): grad_in [N, C, H, W] is written
+// whole, grad_out has the pool's output sizes, one floating dtype. Each plane
+// accumulates in float32 and is rounded once. Max adds grad_out to the cell
+// its index names (ih * W + iw, as MaxPool2d writes them; an index outside the
+// plane is an error); the average pools spread grad_out / divisor over each
+// window, with the forward's windows and divisors (adaptive: grad / KH / KW,
+// as torch).
+Status MaxPool2dBackward(const TensorRef& grad_in, const TensorRef& grad_out,
+                         const TensorRef& indices);
+Status AvgPool2dBackward(const TensorRef& grad_in, const TensorRef& grad_out, const PoolParams& p);
+Status AdaptiveAvgPool2dBackward(const TensorRef& grad_in, const TensorRef& grad_out);
+
 enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBicubic, kNearestExact };
 // torch's upsample_nearest2d / upsample_bilinear2d / upsample_bicubic2d (no
 // antialias) / _upsample_nearest_exact2d (source floor((o + 0.5) * scale), where
@@ -51,6 +63,12 @@ enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBicubic, kNearestExact
 // nearest-exact always use the scale.
 Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
                   bool align_corners, double scale_h, double scale_w, bool one_dim = false);
+// Its input gradient (training): each grad_out element spread over the taps
+// its output read, with their weights (the adjoint of Upsample2d, same
+// arguments); grad_in [N, C, H, W] written whole, float32 accumulation.
+Status Upsample2dBackward(const TensorRef& grad_in, const TensorRef& grad_out, UpsampleMode mode,
+                          bool align_corners, double scale_h, double scale_w,
+                          bool one_dim = false);
 
 // torch's im2col (F.unfold, nn.Unfold: Llama 4's vision patch embedding):
 // in [N, C, H, W] any dtype and strides, out [N, C*KH*KW, OH*OW] with
@@ -74,10 +92,12 @@ Status GridSample2d(const TensorRef& out, const TensorRef& in, const TensorRef& 
 
 // Kernel info of the pools and upsamplers: name like "max_pool2d_f32"; flops
 // per output element = the window size (pools), 1 (nearest), 7 (bilinear),
-// 15 (bicubic).
+// 15 (bicubic). The backwards take (grad_in, grad_out): flops per grad_out
+// element = the window size (pools), 2 per tap (upsample).
 enum class VisionKernel : uint8_t {
   kMaxPool2d, kAvgPool2d, kAdaptiveAvgPool2d, kUpsampleNearest2d, kUpsampleBilinear2d,
   kUpsampleBicubic2d, kIm2Col, kUpsampleNearestExact2d, kGridSample2d,
+  kMaxPool2dBackward, kAvgPool2dBackward, kAdaptiveAvgPool2dBackward, kUpsample2dBackward,
 };
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op);

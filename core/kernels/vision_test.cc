@@ -110,6 +110,17 @@ const std::vector<PoolCase> kPools = {
     {{3, 3}, {2, 2}, {1, 1}, {1, 1}, true},
 };
 
+PoolParams ParamsOf(const PoolCase& pc) {
+  PoolParams p;
+  for (int i = 0; i < 2; ++i) {
+    p.kernel[i] = pc.k[i];
+    p.stride[i] = pc.s[i];
+    p.padding[i] = pc.pad[i];
+    p.dilation[i] = pc.dil[i];
+  }
+  return p;
+}
+
 TEST(MaxPool2d, AgainstReference) {
   for (const PoolCase& pc : kPools) {
     for (int lay : {0, 1, 2}) {
@@ -143,13 +154,7 @@ TEST(MaxPool2d, AgainstReference) {
               want.push_back(best);
               want_idx.push_back(arg);
             }
-        PoolParams p;
-        for (int i = 0; i < 2; ++i) {
-          p.kernel[i] = pc.k[i];
-          p.stride[i] = pc.s[i];
-          p.padding[i] = pc.pad[i];
-          p.dilation[i] = pc.dil[i];
-        }
+        PoolParams p = ParamsOf(pc);
         ForEachTarget([&](const char*) {
           ASSERT_TRUE(MaxPool2d(out.ref, TensorRef{}, in.ref, p).ok());  // values only
           ExpectClose(out, want, 0.0);
@@ -236,6 +241,95 @@ TEST(AdaptiveAvgPool2d, AnyOutputSize) {
   }
 }
 
+// The pool backwards against the adjoint of the forward written out in
+// double: each grad_out element added to the cells its window read (max: the
+// cell its index names), over the pool cases, layouts and dtypes.
+TEST(PoolBackward, MaxAvgAndAdaptiveAgainstReference) {
+  for (const PoolCase& pc : kPools) {
+    for (int lay : {0, 1, 2}) {
+      for (DType dt : kFloatTypes) {
+        SCOPED_TRACE(std::string(DTypeName(dt)) + " layout " + std::to_string(lay));
+        const int64_t h = 9, w = 10;
+        const int64_t oh = PoolOut(h, pc.k[0], pc.pad[0], pc.s[0], pc.dil[0], pc.ceil);
+        const int64_t ow = PoolOut(w, pc.k[1], pc.pad[1], pc.s[1], pc.dil[1], pc.ceil);
+        const TestTensor in = Make4d(dt, {2, 3, h, w}, lay, 11);
+        const TestTensor go = Make4d(dt, {2, 3, oh, ow}, 2 - lay, 12);
+        TestTensor out = Make4d(dt, {2, 3, oh, ow}, 0, 0);
+        TestTensor idx = Empty(DType::kInt64, {2, 3, oh, ow});
+        TestTensor gi = Make4d(dt, {2, 3, h, w}, lay, 13);  // overwritten whole
+        PoolParams p = ParamsOf(pc);
+        ASSERT_TRUE(MaxPool2d(out.ref, idx.ref, in.ref, p).ok());
+        std::vector<double> want(static_cast<size_t>(in.numel()), 0.0);
+        for (int64_t i = 0; i < go.numel(); ++i) {
+          want[(i / (oh * ow)) * h * w + idx.AtInt(i)] += go.At(i);
+        }
+        ForEachTarget([&](const char*) {
+          ASSERT_TRUE(MaxPool2dBackward(gi.ref, go.ref, idx.ref).ok());
+          ExpectClose(gi, want, 1e-6);
+        });
+        if (pc.dil[0] != 1 || pc.dil[1] != 1) continue;
+        for (int mode = 0; mode < 3; ++mode) {  // include pad, exclude pad, divisor 5
+          p.count_include_pad = mode == 0;
+          p.divisor_override = mode == 2 ? 5 : 0;
+          std::fill(want.begin(), want.end(), 0.0);
+          for (int64_t pl = 0; pl < 6; ++pl)
+            for (int64_t y = 0; y < oh; ++y)
+              for (int64_t x = 0; x < ow; ++x) {
+                std::vector<int64_t> cells;
+                int64_t padded = 0;
+                for (int64_t ky = 0; ky < pc.k[0]; ++ky)
+                  for (int64_t kx = 0; kx < pc.k[1]; ++kx) {
+                    const int64_t iy = y * pc.s[0] - pc.pad[0] + ky;
+                    const int64_t ix = x * pc.s[1] - pc.pad[1] + kx;
+                    if (iy < h + pc.pad[0] && ix < w + pc.pad[1]) ++padded;
+                    if (iy >= 0 && iy < h && ix >= 0 && ix < w) cells.push_back(iy * w + ix);
+                  }
+                const double div = mode == 2 ? 5.0 : mode == 0 ? double(padded) : cells.size();
+                for (int64_t cell : cells) {
+                  want[pl * h * w + cell] += go.At((pl * oh + y) * ow + x) / div;
+                }
+              }
+          ForEachTarget([&](const char*) {
+            ASSERT_TRUE(AvgPool2dBackward(gi.ref, go.ref, p).ok());
+            ExpectClose(gi, want, 1e-6);
+          });
+        }
+      }
+    }
+  }
+  for (auto [oh, ow] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {4, 3}, {9, 10}, {13, 12}}) {
+    const TestTensor go = Make4d(DType::kFloat32, {2, 3, oh, ow}, 2, 14);
+    TestTensor gi = Make4d(DType::kFloat32, {2, 3, 9, 10}, 1, 15);
+    std::vector<double> want(static_cast<size_t>(gi.numel()), 0.0);
+    for (int64_t pl = 0; pl < 6; ++pl)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t x = 0; x < ow; ++x) {
+          const int64_t y0 = y * 9 / oh, y1 = ((y + 1) * 9 + oh - 1) / oh;
+          const int64_t x0 = x * 10 / ow, x1 = ((x + 1) * 10 + ow - 1) / ow;
+          for (int64_t iy = y0; iy < y1; ++iy)
+            for (int64_t ix = x0; ix < x1; ++ix)
+              want[pl * 90 + iy * 10 + ix] +=
+                  go.At((pl * oh + y) * ow + x) / double((y1 - y0) * (x1 - x0));
+        }
+    ForEachTarget([&](const char*) {
+      ASSERT_TRUE(AdaptiveAvgPool2dBackward(gi.ref, go.ref).ok());
+      ExpectClose(gi, want, 1e-6);
+    });
+  }
+}
+
+TEST(PoolBackward, MaxIndexOutsideThePlaneIsAnError) {
+  const TestTensor go = Make4d(DType::kFloat32, {1, 1, 2, 2}, 0, 16);
+  TestTensor gi = Make4d(DType::kFloat32, {1, 1, 3, 3}, 0, 0);
+  TestTensor idx = Empty(DType::kInt64, {1, 1, 2, 2});
+  for (int64_t bad : {int64_t{9}, int64_t{-1}}) {
+    for (int64_t i = 0; i < 4; ++i) idx.Set(i, static_cast<double>(i == 2 ? bad : i));
+    const Status s = MaxPool2dBackward(gi.ref, go.ref, idx.ref);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.error.find("index " + std::to_string(bad)), std::string::npos) << s.error;
+  }
+}
+
 // Source coordinate of torch's linear interpolation (a dim of unchanged size
 // is copied whatever the scale, as torch's compute_source_index_and_lambda).
 double LinearSource(int64_t o, int64_t in, int64_t out, bool align, double scale) {
@@ -297,6 +391,51 @@ TEST(Upsample2d, NearestAndBilinear) {
           ASSERT_TRUE(Upsample2d(out.ref, in.ref, m, mode == 2, u.sh, u.sw).ok());
           ExpectClose(out, want, 1e-5);
         });
+      }
+    }
+  }
+}
+
+// The backward is the forward's adjoint: the forward's matrix A is read off
+// by upsampling each unit impulse of the input (float64, exact taps), and
+// grad_in must be A^T grad_out, for every mode, sizes up and down and both
+// corner rules.
+TEST(Upsample2d, BackwardIsTheForwardsAdjoint) {
+  struct U {
+    int64_t oh, ow;
+    double sh, sw;
+  };
+  const int64_t h = 5, w = 4;
+  for (const U& u : {U{10, 8, 2.0, 2.0}, U{9, 7, 0, 0}, U{3, 2, 0, 0}, U{11, 5, 2.2, 1.1},
+                     U{5, 4, 0, 0}}) {
+    for (UpsampleMode m : {UpsampleMode::kNearest, UpsampleMode::kNearestExact,
+                           UpsampleMode::kBilinear, UpsampleMode::kBicubic}) {
+      for (bool align : {false, true}) {
+        if (align && (m == UpsampleMode::kNearest || m == UpsampleMode::kNearestExact)) continue;
+        SCOPED_TRACE("mode " + std::to_string(static_cast<int>(m)) + " align " +
+                     std::to_string(align) + " out " + std::to_string(u.oh) + "x" +
+                     std::to_string(u.ow));
+        TestTensor impulse = Empty(DType::kFloat64, {1, 1, h, w});
+        TestTensor column = Empty(DType::kFloat64, {1, 1, u.oh, u.ow});
+        std::vector<double> a(static_cast<size_t>(h * w * u.oh * u.ow));  // A^T, [h*w][oh*ow]
+        for (int64_t i = 0; i < h * w; ++i) {
+          for (int64_t j = 0; j < h * w; ++j) impulse.Set(j, i == j ? 1.0 : 0.0);
+          ASSERT_TRUE(Upsample2d(column.ref, impulse.ref, m, align, u.sh, u.sw).ok());
+          for (int64_t o = 0; o < u.oh * u.ow; ++o) a[i * u.oh * u.ow + o] = column.At(o);
+        }
+        for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+          const TestTensor go = Make4d(dt, {2, 3, u.oh, u.ow}, 2, 17);
+          TestTensor gi = Make4d(dt, {2, 3, h, w}, 1, 18);  // overwritten whole
+          std::vector<double> want(static_cast<size_t>(gi.numel()), 0.0);
+          for (int64_t pl = 0; pl < 6; ++pl)
+            for (int64_t i = 0; i < h * w; ++i)
+              for (int64_t o = 0; o < u.oh * u.ow; ++o)
+                want[pl * h * w + i] += a[i * u.oh * u.ow + o] * go.At(pl * u.oh * u.ow + o);
+          ForEachTarget([&](const char*) {
+            ASSERT_TRUE(Upsample2dBackward(gi.ref, go.ref, m, align, u.sh, u.sw).ok());
+            ExpectClose(gi, want, 1e-5);
+          });
+        }
       }
     }
   }
