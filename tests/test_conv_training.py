@@ -404,3 +404,61 @@ def test_resnet_training_steps_match_cpu():
             close(q, p, 1e-4)
         else:
             assert torch.equal(q.cpu(), p), name
+
+
+def _hf_vision_models():
+    T = pytest.importorskip("transformers")
+    images = lambda: {"pixel_values": make((2, 3, 32, 32), salt="px"),  # noqa: E731
+                      "labels": torch.tensor([1, 0])}
+    return {
+        "resnet": (lambda: T.ResNetForImageClassification(T.ResNetConfig(
+            embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1], num_labels=3)), images),
+        "convnext": (lambda: T.ConvNextForImageClassification(T.ConvNextConfig(
+            num_stages=2, hidden_sizes=[8, 16], depths=[1, 1], num_labels=3)), images),
+        # nll_loss2d and the bilinear upsampling backward
+        "segformer": (lambda: T.SegformerForSemanticSegmentation(T.SegformerConfig(
+            num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[8, 16],
+            num_attention_heads=[1, 2], decoder_hidden_size=16, num_labels=3,
+            hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+            classifier_dropout_prob=0.0, drop_path_rate=0.0)),
+            lambda: {"pixel_values": make((2, 3, 32, 32), salt="px"),
+                     "labels": torch.randint(0, 3, (2, 32, 32),
+                                             generator=torch.Generator().manual_seed(2))}),
+        # conv1d feature extractor, group norm, weight-normed positional convolution
+        "wav2vec2": (lambda: T.Wav2Vec2ForSequenceClassification(T.Wav2Vec2Config(
+            hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=64,
+            conv_dim=(8, 8), conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16,
+            num_conv_pos_embedding_groups=2, num_labels=3, hidden_dropout=0.0,
+            activation_dropout=0.0, attention_dropout=0.0, feat_proj_dropout=0.0, layerdrop=0.0,
+            mask_time_prob=0.0)),
+            lambda: {"input_values": make((2, 400), salt="wav"), "labels": torch.tensor([1, 2])}),
+    }
+
+
+@pytest.mark.parametrize("name", ["resnet", "convnext", "segformer", "wav2vec2"])
+def test_transformers_vision_and_audio_gradients_match_cpu(name):
+    """A training step of transformers' CNN / vision / audio families: loss, every
+    parameter's gradient and the batch norms' running statistics equal CPU's. Each
+    gradient within 1e-4 of its largest element (floored at 1e-3 of the model's
+    largest: a bias feeding a batch norm has a gradient of ~0, all rounding)."""
+    build, inputs = _hf_vision_models()[name]
+    torch.manual_seed(0)
+    cpu = build().train()
+    trn = build().train()
+    trn.load_state_dict(cpu.state_dict())
+    trn.to("trn")
+    batch = inputs()
+    results = []
+    for model, dev in ((cpu, "cpu"), (trn, "trn")):
+        loss = model(**{k: v.to(dev) for k, v in batch.items()}).loss
+        loss.backward()
+        results.append((loss.item(), {n: p.grad.cpu() for n, p in model.named_parameters()},
+                        {n: b.cpu() for n, b in model.named_buffers()}))
+    (cpu_loss, cpu_grads, cpu_bufs), (trn_loss, trn_grads, trn_bufs) = results
+    assert trn_loss == pytest.approx(cpu_loss, rel=1e-5)
+    top = max(g.abs().max().item() for g in cpu_grads.values())
+    for n, want in cpu_grads.items():
+        scale = max(want.abs().max().item(), 1e-3 * top)
+        torch.testing.assert_close(trn_grads[n], want, rtol=0, atol=1e-4 * scale, msg=n)
+    for n, want in cpu_bufs.items():
+        torch.testing.assert_close(trn_bufs[n], want, rtol=1e-5, atol=1e-6, msg=n)

@@ -121,6 +121,47 @@ def test_bad_targets_and_shapes():
         F.nll_loss(xt, t.to("trn"), weight=w[:3].to("trn"))
 
 
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_nll_loss2d_forward_and_backward(reduction, weighted, dtype):
+    """cross_entropy over [N, C, H, W] (segmentation) reaches nll_loss2d: nll_loss over the
+    pixels, forward and backward, ignored pixels included; a channels_last input too."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(2, 5, 4, 3, generator=g).to(dtype)
+    t = torch.randint(0, 5, (2, 4, 3), generator=g)
+    t[0, 1] = -100
+    w = torch.rand(5, generator=g).to(dtype) if weighted else None
+    for layout in (torch.contiguous_format, torch.channels_last):
+        xc = x.clone().requires_grad_()
+        xt = x.to("trn").contiguous(memory_format=layout).requires_grad_()
+        want = F.cross_entropy(xc, t, weight=w, reduction=reduction)
+        got = F.cross_entropy(xt, t.to("trn"), weight=None if w is None else w.to("trn"),
+                              reduction=reduction)
+        tol = 2e-2 if dtype == torch.bfloat16 else 1e-6
+        torch.testing.assert_close(got.detach().cpu(), want.detach(), rtol=tol, atol=tol)
+        up = torch.randn(want.shape, generator=g).to(dtype)
+        want.backward(up)
+        got.backward(up.to("trn"))
+        torch.testing.assert_close(xt.grad.cpu(), xc.grad, rtol=tol, atol=tol)
+    out, tw = torch.empty(0).to("trn"), torch.empty(0).to("trn")
+    torch.ops.aten.nll_loss2d_forward.output(x.float().to("trn"), t.to("trn"), None, 2, -100,
+                                             output=out, total_weight=tw)
+    want_out, want_tw = torch.ops.aten.nll_loss2d_forward(x.float(), t, None, 2, -100)
+    torch.testing.assert_close(out.cpu(), want_out, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(tw.cpu(), want_tw)
+
+
+def test_nll_loss2d_bad_shapes():
+    x = torch.randn(2, 5, 4, 3).to("trn")
+    with pytest.raises(RuntimeError, match="only batches of spatial targets supported"):
+        torch.ops.aten.nll_loss2d_forward(x, torch.zeros(2, 12, dtype=torch.long).to("trn"),
+                                          None, 1, -100)
+    with pytest.raises(RuntimeError, match="size mismatch"):
+        torch.ops.aten.nll_loss2d_forward(x, torch.zeros(2, 4, 4, dtype=torch.long).to("trn"),
+                                          None, 1, -100)
+
+
 def test_profiled_as_one_kernel():
     x, t, _ = _inputs()
     xt, tt = x.to("trn"), t.to("trn")

@@ -166,6 +166,25 @@ def test_dropout_masks_scale_and_gradient(p):
         torch.nn.functional.dropout(x, 1.5)
 
 
+@pytest.mark.parametrize("dim", [0, -1])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_weight_norm_gradients_match_cpu(dim, dtype):
+    """_weight_norm_interface's backward (wav2vec2's positional convolution)."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(4, 6, 9, generator=g).to(dtype)
+    results = []
+    for dev in ("cpu", "trn"):
+        torch.manual_seed(4)
+        conv = torch.nn.Conv1d(6, 8, 3, padding=1).to(dtype)
+        conv = torch.nn.utils.parametrizations.weight_norm(conv, dim=dim).to(dev)
+        conv(x.to(dev)).square().sum().backward()
+        results.append([p.grad.cpu() for p in conv.parameters()])
+    tol = 3e-2 if dtype == torch.bfloat16 else 1e-5
+    for got, want in zip(*reversed(results)):
+        scale = want.abs().max().item()
+        torch.testing.assert_close(got, want, rtol=tol, atol=tol * scale)
+
+
 def _hf_models():
     T = pytest.importorskip("transformers")
     small = dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=128)

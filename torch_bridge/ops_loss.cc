@@ -3,7 +3,8 @@
 // (each a kernel the profiler sees) with CPU PyTorch's elementwise formulas
 // (aten/src/ATen/native/Loss.cpp and its CPU kernels). They took the CPU
 // fallback. nll_loss's forward, an indexing kernel, is in ops_index.cc; its
-// backward (cross_entropy's) is here.
+// backward (cross_entropy's) is here, and nll_loss2d (cross_entropy over
+// [N, C, H, W]: segmentation) as nll_loss over the pixels.
 #include <ATen/core/Reduction.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/Tensor.h>
@@ -13,6 +14,7 @@
 #include <ATen/ops/index_select.h>
 #include <ATen/ops/log.h>
 #include <ATen/ops/log1p.h>
+#include <ATen/ops/nll_loss_forward.h>
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
@@ -202,6 +204,56 @@ at::Tensor& NllLossBackwardOut(const at::Tensor& grad, const at::Tensor& self,
                      out, "aten::nll_loss_backward");
 }
 
+// ---- nll_loss2d: nll_loss over the pixels, input [N, C, H, W] seen as [N*H*W, C] ----------
+at::Tensor PixelRows(const at::Tensor& self, const at::Tensor& target) {
+  TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but got "
+              "targets of dimension: ", target.dim());
+  TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got "
+              "input of dimension: ", self.dim());
+  TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) &&
+                  self.size(3) == target.size(2),
+              "size mismatch (got input: ", self.sizes(), " , target: ", target.sizes(), ")");
+  return self.movedim(1, -1).reshape({-1, self.size(1)});
+}
+
+std::tuple<at::Tensor, at::Tensor> NllLoss2dForward(const at::Tensor& self,
+                                                    const at::Tensor& target,
+                                                    const std::optional<at::Tensor>& weight,
+                                                    int64_t reduction, c10::SymInt ignore_index) {
+  auto [out, total_weight] = at::nll_loss_forward_symint(
+      PixelRows(self, target), target.reshape({-1}), weight, reduction, std::move(ignore_index));
+  if (reduction == at::Reduction::None) out = out.view(target.sizes());
+  return {out, total_weight};
+}
+std::tuple<at::Tensor&, at::Tensor&> NllLoss2dForwardOut(
+    const at::Tensor& self, const at::Tensor& target, const std::optional<at::Tensor>& weight,
+    int64_t reduction, c10::SymInt ignore_index, at::Tensor& output, at::Tensor& total_weight) {
+  auto [out, tw] = NllLoss2dForward(self, target, weight, reduction, std::move(ignore_index));
+  CopyIntoOut(out, output, "aten::nll_loss2d_forward");
+  CopyIntoOut(tw, total_weight, "aten::nll_loss2d_forward");
+  return {output, total_weight};
+}
+
+at::Tensor NllLoss2dBackward(const at::Tensor& grad, const at::Tensor& self,
+                             const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                             int64_t reduction, c10::SymInt ignore_index,
+                             const at::Tensor& total_weight) {
+  const at::Tensor rows = PixelRows(self, target);
+  const at::Tensor g = reduction == at::Reduction::None ? grad.reshape({-1}) : grad;
+  return NllLossBackward(g, rows, target.reshape({-1}), weight, reduction, std::move(ignore_index),
+                         total_weight)
+      .view({self.size(0), self.size(2), self.size(3), self.size(1)})
+      .movedim(-1, 1);
+}
+at::Tensor& NllLoss2dBackwardOut(const at::Tensor& grad, const at::Tensor& self,
+                                 const at::Tensor& target, const std::optional<at::Tensor>& weight,
+                                 int64_t reduction, c10::SymInt ignore_index,
+                                 const at::Tensor& total_weight, at::Tensor& out) {
+  return CopyIntoOut(NllLoss2dBackward(grad, self, target, weight, reduction,
+                                       std::move(ignore_index), total_weight),
+                     out, "aten::nll_loss2d_backward");
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
@@ -224,6 +276,10 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("binary_cross_entropy_backward.grad_input", TORCH_FN(BinaryCrossEntropyBackwardOut));
   m.impl("nll_loss_backward", TORCH_FN(NllLossBackward));
   m.impl("nll_loss_backward.grad_input", TORCH_FN(NllLossBackwardOut));
+  m.impl("nll_loss2d_forward", TORCH_FN(NllLoss2dForward));
+  m.impl("nll_loss2d_forward.output", TORCH_FN(NllLoss2dForwardOut));
+  m.impl("nll_loss2d_backward", TORCH_FN(NllLoss2dBackward));
+  m.impl("nll_loss2d_backward.grad_input", TORCH_FN(NllLoss2dBackwardOut));
 }
 
 }  // namespace trn::bridge::ops

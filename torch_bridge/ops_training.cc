@@ -1,8 +1,9 @@
 // Training-only ops on trn, composed of native trn ops with CPU PyTorch's
 // formulas (aten/src/ATen/native/cpu/Activation.cpp, SoftMax.cpp,
 // layer_norm_kernel.cpp, batch_norm_kernel.cpp, group_norm_kernel.cpp,
-// Embedding.cpp, Dropout.cpp): the backwards of the activations, softmax,
-// layer / batch / group norm and embedding, and dropout. They took the CPU
+// WeightNorm.cpp, Embedding.cpp, Dropout.cpp): the backwards of the
+// activations, softmax, layer / batch / group norm, weight norm and embedding,
+// and dropout. They took the CPU
 // fallback: every backward copied its activations to the host. The
 // convolution and pooling backwards sit in ops_conv.cc next to their forwards,
 // log_sigmoid_backward in ops_elementwise.cc.
@@ -309,6 +310,35 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> GroupNormBackward(
   return {dx, dw, db};
 }
 
+// ---- _weight_norm_interface backward (nn.utils weight_norm: wav2vec2's positional conv) ----
+// With s = sum(grad_w * v) over every dim but `dim`: grad_g = s / norm and
+// grad_v = g / norm * (grad_w - v * s / norm^2), as CPU's WeightNormKernel.
+std::tuple<at::Tensor, at::Tensor> WeightNormInterfaceBackward(const at::Tensor& grad_w,
+                                                               const at::Tensor& v,
+                                                               const at::Tensor& g,
+                                                               const at::Tensor& norms,
+                                                               int64_t dim) {
+  constexpr const char* kName = "aten::_weight_norm_interface_backward";
+  TORCH_CHECK(v.dim() > 0 && (dim == 0 || dim == v.dim() - 1), kName,
+              ": expected dim 0 or ", v.dim() - 1, " (the first or last of v), got ", dim);
+  TORCH_CHECK(grad_w.sizes() == v.sizes() && g.numel() == v.size(dim) &&
+                  norms.numel() == v.size(dim),
+              kName, ": expected grad_w of v's shape ", v.sizes(), " and g, norms of ",
+              v.size(dim), " elements, got ", grad_w.sizes(), ", ", g.sizes(), ", ",
+              norms.sizes());
+  std::vector<int64_t> others, along(static_cast<size_t>(v.dim()), 1);
+  for (int64_t d = 0; d < v.dim(); ++d) {
+    if (d != dim) others.push_back(d);
+  }
+  along[dim] = v.size(dim);
+  const at::Tensor gw = OpMath(grad_w), x = OpMath(v);
+  const at::Tensor n = OpMath(norms).reshape(along), gg = OpMath(g).reshape(along);
+  const at::Tensor sum = others.empty() ? gw * x : (gw * x).sum(others, true);
+  const at::Tensor grad_g = sum / n;
+  const at::Tensor grad_v = gg / n * (gw - x * (sum / (n * n)));
+  return {grad_v.to(v.scalar_type()), grad_g.reshape(g.sizes()).to(g.scalar_type())};
+}
+
 // ---- embedding backward: the rows of grad summed into their indices' rows ---------------
 // padding_idx's row gets nothing; scale_grad_by_freq divides each row by
 // its index's count in the batch.
@@ -378,6 +408,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("native_layer_norm_backward", TORCH_FN(LayerNormBackward));
   m.impl("native_batch_norm_backward", TORCH_FN(BatchNormBackward));
   m.impl("native_group_norm_backward", TORCH_FN(GroupNormBackward));
+  m.impl("_weight_norm_interface_backward", TORCH_FN(WeightNormInterfaceBackward));
   m.impl("embedding_dense_backward", TORCH_FN(EmbeddingDenseBackward));
   m.impl("native_dropout", TORCH_FN(NativeDropout));
   m.impl("native_dropout_backward", TORCH_FN(NativeDropoutBackward));
