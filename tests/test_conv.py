@@ -1033,3 +1033,54 @@ def test_3d_pooling_unbatched_and_modules():
     v = make((2, 3, 4, 8, 8), F32)
     with torch.no_grad():
         check(copy.deepcopy(net).to("trn")(v.to("trn")), net(v), conv=True)
+
+
+# ---- adaptive max pooling and 3-D max pooling (with indices) ------------------------------
+@pytest.mark.parametrize("out", [1, 3, (4, 5), (9, 10), (12, 7)])
+@pytest.mark.parametrize("layout", ["contig", "channels_last", "strided"])
+def test_adaptive_max_pool2d(out, layout):
+    x = make((2, 3, 9, 10))
+    x[0, 1, 2, 3] = x[1, 2, 4, 4] = float("nan")
+    want, want_idx = F.adaptive_max_pool2d(x, out, return_indices=True)
+    got, got_idx = F.adaptive_max_pool2d(to_trn(x, layout), out, return_indices=True)
+    check(got, want)
+    assert torch.equal(got_idx.cpu(), want_idx)
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16])
+def test_adaptive_max_pool_dtypes_unbatched_1d(dtype):
+    x = make((3, 7, 11), dtype)
+    check(F.adaptive_max_pool2d(x.to("trn"), (3, 4)), F.adaptive_max_pool2d(x, (3, 4)))
+    check(F.adaptive_max_pool1d(x.to("trn"), 5), F.adaptive_max_pool1d(x, 5))
+
+
+MAXPOOL3D = [
+    dict(kernel_size=2),
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=(3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 1), dilation=(1, 2, 1)),
+    dict(kernel_size=3, stride=2, ceil_mode=True),
+]
+
+
+@pytest.mark.parametrize("case", range(len(MAXPOOL3D)))
+@pytest.mark.parametrize("layout", ["contig", "channels_last_3d"])
+@pytest.mark.parametrize("dtype", [F32, BF16])
+def test_max_pool3d(case, layout, dtype):
+    x = make((2, 3, 6, 7, 8), dtype)
+    x[0, 0, 1, 2, 3] = float("nan")
+    x[1, 1, :3, :3, :3] = float("-inf")
+    want, want_idx = F.max_pool3d(x, return_indices=True, **MAXPOOL3D[case])
+    t = x.to("trn")
+    if layout == "channels_last_3d":
+        t = t.contiguous(memory_format=torch.channels_last_3d)
+    got, got_idx = F.max_pool3d(t, return_indices=True, **MAXPOOL3D[case])
+    check(got, want)
+    assert torch.equal(got_idx.cpu(), want_idx)
+    check(F.max_pool3d(x[0].to("trn"), **MAXPOOL3D[case]), F.max_pool3d(x[0], **MAXPOOL3D[case]))
+
+
+def test_adaptive_and_3d_max_pool_bad_input():
+    with pytest.raises(RuntimeError, match="Expected 3D or 4D tensor"):
+        F.adaptive_max_pool2d(torch.randn(4, 4).to("trn"), 2)
+    with pytest.raises(RuntimeError, match="pad should be"):
+        F.max_pool3d(torch.randn(1, 1, 4, 4, 4).to("trn"), 2, padding=2)

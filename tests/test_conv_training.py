@@ -462,3 +462,16 @@ def test_transformers_vision_and_audio_gradients_match_cpu(name):
         torch.testing.assert_close(trn_grads[n], want, rtol=0, atol=1e-4 * scale, msg=n)
     for n, want in cpu_bufs.items():
         torch.testing.assert_close(trn_bufs[n], want, rtol=1e-5, atol=1e-6, msg=n)
+
+
+@pytest.mark.parametrize("out", [1, 3, (4, 5), (12, 7)])
+@pytest.mark.parametrize("layout", ["contig", "channels_last"])
+def test_adaptive_max_pool2d_backward(out, layout):
+    compare(lambda x: F.adaptive_max_pool2d(x, out), [make((2, 3, 9, 10))], 1e-6, layout)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=(3, 2, 3), stride=(2, 1, 2), dilation=(1, 2, 1))])
+def test_max_pool3d_backward(kw):
+    compare(lambda x: F.max_pool3d(x, **kw), [make((2, 3, 6, 7, 8))], 1e-6)
+    compare(lambda x: F.max_pool3d(x, **kw), [make((3, 6, 7, 8)).to(BF16)], REL[BF16])

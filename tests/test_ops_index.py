@@ -3,7 +3,10 @@
 arange, tril/triu, all/any, argmin, min/max over a dim, cumsum/cumprod,
 gather/scatter/scatter_add, index_put_ (accumulate, bool masks, integer
 tensors, broadcast values), advanced indexing, masked_select, nonzero, topk,
-sort/argsort, constant_pad_nd, repeat_interleave, repeat, flip, roll: each is
+sort/argsort, constant_pad_nd, repeat_interleave, repeat, flip, roll,
+scatter_reduce, masked_scatter, take, cummax/cummin/logcumsumexp,
+tril_indices/triu_indices, aminmax, nansum, count_nonzero, trace, cdist,
+linalg.cross, channel_shuffle, bernoulli of probabilities: each is
 compared with CPU PyTorch on the same inputs over dtypes, dims and
 non-contiguous layouts, and the autouse fixture asserts nothing ran through
 the CPU fallback. Data movement and integer results are exact; floating
@@ -1038,3 +1041,221 @@ def test_index_add_copy_reject_what_cpu_rejects():
     with pytest.raises(RuntimeError, match="same scalar type"):
         t.index_add_(0, torch.tensor([1], device="trn"), torch.ones(1, 3, device="trn").double())
     check(t, torch.zeros(5, 3), exact=True)  # nothing written by the failures
+
+
+# ---- scatter_reduce, masked_scatter, take, scans, triangle indices (session 26) ----------
+@pytest.mark.parametrize("dtype", [F32, BF16, I32, I64], ids=str)
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+@pytest.mark.parametrize("layout", ["contig", "transposed"])
+def test_scatter_reduce(dtype, reduce, include_self, layout):
+    x = make((4, 5, 6), dtype, 1, 4)  # small values: products stay in range
+    src = make((4, 5, 6), dtype, -3, 4)
+    g = torch.Generator().manual_seed(7)
+    dup = torch.randint(0, 5, (4, 3, 6), generator=g)  # duplicates, and untouched cells
+    want = x.scatter_reduce(1, dup, src, reduce, include_self=include_self)
+    got = on_trn(x, layout).scatter_reduce(1, dup.to("trn"), on_trn(src, layout), reduce,
+                                           include_self=include_self)
+    check(got, want)
+    y = on_trn(x, layout).clone()
+    y.scatter_reduce_(1, dup.to("trn"), on_trn(src, layout), reduce, include_self=include_self)
+    check(y, want)
+
+
+def test_scatter_reduce_nan_out_and_errors():
+    x = torch.tensor([1.0, float("nan"), 0.0, 2.0])
+    src = torch.tensor([5.0, -1.0, float("nan"), 3.0, -7.0])
+    idx = torch.tensor([0, 1, 2, 0, 3])
+    for reduce in ("amax", "amin"):
+        for include_self in (True, False):
+            want = x.scatter_reduce(0, idx, src, reduce, include_self=include_self)
+            got = x.to("trn").scatter_reduce(0, idx.to("trn"), src.to("trn"), reduce,
+                                             include_self=include_self)
+            check(got, want)
+    out = torch.empty(0).to("trn")
+    torch.scatter_reduce(x.to("trn"), 0, idx.to("trn"), src.to("trn"), "sum", out=out)
+    check(out, torch.scatter_reduce(x, 0, idx, src, "sum"))
+    with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax"):
+        x.to("trn").scatter_reduce(0, idx.to("trn"), src.to("trn"), "max")
+    with pytest.raises(RuntimeError, match="index 4 is out of bounds"):
+        x.to("trn").scatter_reduce(0, torch.tensor([4]).to("trn"), src.to("trn"), "sum").cpu()
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64, BOOL], ids=str)
+@pytest.mark.parametrize("mask_shape", [(3, 4, 5), (4, 1), (5,)])
+def test_masked_scatter(dtype, mask_shape):
+    """masked_scatter (VLMs put image features into text embeddings): broadcast
+    masks, a source larger than needed, non-contiguous self."""
+    x = make((3, 4, 5), dtype)
+    mask = make(mask_shape, BOOL)
+    src = make((70,), dtype)
+    want = x.masked_scatter(mask, src)
+    got = on_trn(x, "transposed").masked_scatter(mask.to("trn"), src.to("trn"))
+    check(got, want, exact=True)
+    y = x.to("trn")
+    y.masked_scatter_(mask.to("trn"), src.to("trn").view(7, 10))
+    check(y, want, exact=True)
+
+
+def test_masked_scatter_vlm_and_errors():
+    embeds = make((2, 6, 8), F32)
+    ids = torch.tensor([[1, 9, 9, 9, 2, 3], [9, 9, 9, 4, 5, 6]])
+    image = make((6, 8), F32)
+    mask = (ids == 9).unsqueeze(-1).expand_as(embeds)
+    want = embeds.masked_scatter(mask, image)
+    check(embeds.to("trn").masked_scatter(mask.to("trn"), image.to("trn")), want, exact=True)
+    none = torch.zeros(2, 6, 8, dtype=torch.bool)
+    check(embeds.to("trn").masked_scatter(none.to("trn"), torch.empty(0).to("trn")), embeds,
+          exact=True)
+    with pytest.raises(RuntimeError, match=r"Number of elements of source \(40\) < number of ones"):
+        embeds.to("trn").masked_scatter(mask.to("trn"), image[:5].to("trn"))
+    with pytest.raises(RuntimeError, match="only supports boolean masks"):
+        embeds.to("trn").masked_scatter(mask.int().to("trn"), image.to("trn"))
+    with pytest.raises(RuntimeError, match="same dtypes"):
+        embeds.to("trn").masked_scatter(mask.to("trn"), image.double().to("trn"))
+
+
+def test_masked_scatter_gradients():
+    x, src = make((3, 4), F32), make((12,), F32)
+    mask = make((3, 4), BOOL)
+    grads = []
+    for dev in ("cpu", "trn"):
+        a, b = (t.detach().clone().to(dev).requires_grad_() for t in (x, src))
+        (a.masked_scatter(mask.to(dev), b) * torch.arange(12.0).view(3, 4).to(dev)).sum().backward()
+        grads.append((a.grad.cpu(), b.grad.cpu()))
+    for got, want in zip(*reversed(grads)):
+        torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("dtype", [F32, I64, BOOL], ids=str)
+def test_take(dtype):
+    x = make((4, 5), dtype)
+    idx = torch.tensor([[0, 19, -1], [-20, 7, 3]])
+    check(on_trn(x, "transposed").take(idx.to("trn")), x.take(idx), exact=True)
+    out = torch.empty(0, dtype=dtype).to("trn")
+    torch.take(x.to("trn"), idx.to("trn"), out=out)
+    check(out, x.take(idx), exact=True)
+    with pytest.raises(RuntimeError, match="out of range|out of bounds"):
+        x.to("trn").take(torch.tensor([20]).to("trn")).cpu()
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, F16, I32, I64, BOOL], ids=str)
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("dim", [0, -1])
+def test_cummax_cummin(dtype, layout, dim):
+    x = make((5, 7), dtype, -2, 3)  # ties
+    if dtype.is_floating_point:
+        x[1, 2] = x[3, 4] = float("nan")
+    for fn in (torch.cummax, torch.cummin):
+        wv, wi = fn(x, dim)
+        gv, gi = fn(on_trn(x, layout), dim)
+        check(gv, wv, exact=True)
+        check(gi, wi, exact=True)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, torch.float64], ids=str)
+def test_logcumsumexp(dtype):
+    x = (make((4, 9), F32) * 30).to(dtype)
+    x[0, 0] = float("-inf")
+    x[1, 3] = 500.0  # exp overflows without the running shift
+    x[2, 5] = float("nan")
+    for dim in (0, 1):
+        want = torch.logcumsumexp(x, dim)
+        got = torch.logcumsumexp(on_trn(x, "strided"), dim)
+        r = 2e-2 if dtype == BF16 else 1e-5
+        torch.testing.assert_close(got.cpu(), want, rtol=r, atol=r, equal_nan=True)
+    with pytest.raises(RuntimeError, match="expected a floating input"):
+        torch.logcumsumexp(torch.ones(3, dtype=torch.long).to("trn"), 0)
+
+
+@pytest.mark.parametrize("args", [(4, 5), (4, 5, 1), (5, 3, -2), (0, 3), (6, 6, 10), (3, 7, -9)])
+@pytest.mark.parametrize("dtype", [I64, I32])
+def test_tril_triu_indices(args, dtype):
+    for fn in (torch.tril_indices, torch.triu_indices):
+        check(fn(*args, device="trn", dtype=dtype), fn(*args, dtype=dtype), exact=True)
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I32, I64, BOOL], ids=str)
+@pytest.mark.parametrize("dim", [None, 0, -1])
+@pytest.mark.parametrize("keepdim", [False, True])
+def test_aminmax(dtype, dim, keepdim):
+    x = make((4, 6), dtype)
+    want = torch.aminmax(x, dim=dim, keepdim=keepdim)
+    got = torch.aminmax(on_trn(x, "transposed"), dim=dim, keepdim=keepdim)
+    for g, w in zip(got, want):
+        check(g, w, exact=True)
+    lo, hi = torch.empty(0, dtype=dtype).to("trn"), torch.empty(0, dtype=dtype).to("trn")
+    torch.aminmax(x.to("trn"), dim=dim, keepdim=keepdim, out=(lo, hi))
+    check(lo, want[0], exact=True)
+    with pytest.raises(RuntimeError, match="cannot compute aminmax over an empty dimension"):
+        torch.aminmax(torch.empty(0).to("trn"))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16, I64], ids=str)
+def test_nansum_count_nonzero_trace(dtype):
+    x = make((4, 6), dtype, -2, 3)
+    if dtype.is_floating_point:
+        x[1, 1] = x[2, 5] = float("nan")
+    for dim in (None, 0, (0, 1)):
+        check(torch.nansum(on_trn(x, "strided"), dim=dim), torch.nansum(x, dim=dim))
+        check(torch.count_nonzero(on_trn(x, "transposed"), dim=dim),
+              torch.count_nonzero(x, dim=dim), exact=True)
+    check(torch.nansum(x.to("trn"), 1, keepdim=True, dtype=torch.float32),
+          torch.nansum(x, 1, keepdim=True, dtype=torch.float32))
+    sq = make((5, 5), dtype, -2, 3)
+    check(torch.trace(on_trn(sq, "transposed")), torch.trace(sq))
+    check(torch.trace(x.to("trn")), torch.trace(x))  # not square: the leading diagonal
+    with pytest.raises(RuntimeError, match="trace: expected a matrix"):
+        torch.trace(x.to("trn")[0])
+
+
+@pytest.mark.parametrize("p", [0.0, 1.0, 2.0, 3.5, float("inf")])
+@pytest.mark.parametrize("rows", [(5, 7), (30, 4)])  # p = 2 over > 25 rows: the matmul form
+def test_cdist(p, rows):
+    a, b = make((2, rows[0], 8), F32), make((2, rows[1], 8), F32)
+    b[0, 0] = a[0, 1]  # a zero distance
+    want = torch.cdist(a, b, p=p)
+    got = torch.cdist(a.to("trn"), on_trn(b, "transposed"), p=p)
+    # The matmul form takes sqrt(|a|^2 + |b|^2 - 2 a.b): a zero distance comes out as the
+    # square root of a float32 cancellation error, ~sqrt(1e-7 * |a|^2), on CPU as on trn.
+    atol = 2e-3 if p == 2 and rows[0] > 25 else 1e-4
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=atol)
+    with pytest.raises(RuntimeError, match="same number of columns"):
+        torch.cdist(a.to("trn"), b[..., :5].to("trn"))
+
+
+@pytest.mark.parametrize("dtype", [F32, I64], ids=str)
+def test_linalg_cross(dtype):
+    a, b = make((4, 3, 5), dtype), make((1, 3, 5), dtype)
+    check(torch.linalg.cross(on_trn(a, "strided"), b.to("trn"), dim=1),
+          torch.linalg.cross(a, b, dim=1), exact=dtype == I64)
+    with pytest.raises(RuntimeError, match="must have length 3"):
+        torch.linalg.cross(a.to("trn"), b.to("trn"))
+
+
+@pytest.mark.parametrize("layout", ["contig", "channels_last"])
+def test_channel_shuffle(layout):
+    x = make((2, 6, 3, 4), F32)
+    t = x.to("trn")
+    if layout == "channels_last":
+        t = t.contiguous(memory_format=torch.channels_last)
+    for fn in (F.channel_shuffle, torch.nn.ChannelShuffle(3)):
+        got = fn(t, 3) if fn is F.channel_shuffle else fn(t)
+        check(got, F.channel_shuffle(x, 3), exact=True)
+    with pytest.raises(RuntimeError, match="must be divisible by groups"):
+        F.channel_shuffle(t, 4)
+
+
+def test_bernoulli_of_probabilities():
+    """bernoulli with a probability tensor: 0 and 1 are exact, p = 0.3 draws about 30%
+    ones, and the trn generator's seed reproduces the draws."""
+    p = torch.tensor([0.0, 1.0, 0.3]).repeat_interleave(4000).to("trn")
+    torch.manual_seed(3)
+    a = torch.bernoulli(p).cpu()
+    assert a[:4000].sum() == 0 and a[4000:8000].sum() == 4000
+    assert abs(a[8000:].mean().item() - 0.3) < 0.03
+    torch.manual_seed(3)
+    assert torch.equal(torch.bernoulli(p).cpu(), a)
+    y = torch.empty(3, 4000).to("trn")
+    y.bernoulli_(torch.tensor([[0.0], [1.0], [0.5]]).to("trn"))
+    assert y[0].sum() == 0 and y[1].sum() == 4000

@@ -1,6 +1,7 @@
 // PrivateUse1 device registration: allocator, device guard (devices, streams,
 // events), hooks, per-device generators and the random ops drawn with them.
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/ExpandUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
@@ -387,6 +388,17 @@ at::Tensor& Random(at::Tensor& self, std::optional<at::Generator> gen) {
 at::Tensor& BernoulliFloat(at::Tensor& self, double p, std::optional<at::Generator> gen) {
   return RandomOnHost(self, gen, [&](at::Tensor& h, at::Generator& g) { h.bernoulli_(p, g); });
 }
+// bernoulli_(p tensor) (torch.bernoulli of probabilities): uniform draws,
+// compared with p on the device, so p is never read back.
+at::Tensor& BernoulliTensor(at::Tensor& self, const at::Tensor& p,
+                            std::optional<at::Generator> gen) {
+  TORCH_CHECK(at::is_expandable_to(p.sizes(), self.sizes()), "bernoulli_: p of size ", p.sizes(),
+              " does not broadcast to self of size ", self.sizes());
+  at::Tensor u = at::empty(self.sizes(), self.options().dtype(at::kFloat));
+  Uniform(u, 0, 1, gen);
+  self.copy_(u.lt(p));
+  return self;
+}
 at::Tensor& Exponential(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   return RandomOnHost(self, gen,
                       [&](at::Tensor& h, at::Generator& g) { h.exponential_(lambd, g); });
@@ -399,6 +411,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_.to", RandomTo);
   m.impl("random_", Random);
   m.impl("bernoulli_.float", BernoulliFloat);
+  m.impl("bernoulli_.Tensor", BernoulliTensor);
   m.impl("exponential_", Exponential);
 }
 

@@ -23,6 +23,7 @@
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/convolution.h>
+#include <ATen/ops/empty_like.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/grid_sampler_2d_ops.h>
@@ -760,6 +761,137 @@ at::Tensor AdaptiveAvgPool2d(const at::Tensor& self, c10::SymIntArrayRef output_
   return out;
 }
 
+// ---- channel_shuffle (ShuffleNet): [N, g, C/g, *] -> [N, C/g, g, *], one copy -----------
+at::Tensor ChannelShuffle(const at::Tensor& self, c10::SymInt groups_) {
+  const int64_t groups = groups_.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(self.dim() > 2, "channel_shuffle expects input to have at least 3 dimensions, but "
+              "got input with sizes ", self.sizes());
+  TORCH_CHECK(groups > 0, "Number of groups to divide channels in must be positive. Value of "
+              "groups:", groups);
+  const int64_t c = self.size(1);
+  TORCH_CHECK(c % groups == 0, "Number of channels must be divisible by groups. Got ", c,
+              " channels and ", groups, " groups.");
+  std::vector<int64_t> grouped = {self.size(0), groups, c / groups};
+  for (int64_t d = 2; d < self.dim(); ++d) grouped.push_back(self.size(d));
+  at::Tensor out = EmptyLikeInput(self.sizes(), self, DeviceIndex(self));
+  out.copy_(self.reshape(grouped).transpose(1, 2).reshape(self.sizes()));
+  return out;
+}
+at::Tensor& ChannelShuffleOut(const at::Tensor& self, c10::SymInt groups, at::Tensor& out) {
+  return CopyIntoOut(ChannelShuffle(self, std::move(groups)), out, "aten::channel_shuffle");
+}
+
+// A 3-D pool's kernel / stride / padding / dilation: one int or three
+// (empty: `fallback`, the kernel for a stride).
+std::array<int64_t, 3> Triple(at::IntArrayRef v, at::IntArrayRef fallback, const char* what,
+                              const char* name) {
+  if (v.empty()) v = fallback;
+  TORCH_CHECK(v.size() == 1 || v.size() == 3, name, ": ", what,
+              " must either be a single int, or a tuple of three ints");
+  return v.size() == 1 ? std::array<int64_t, 3>{v[0], v[0], v[0]}
+                       : std::array<int64_t, 3>{v[0], v[1], v[2]};
+}
+
+// ---- adaptive_max_pool2d and max_pool3d (with indices) ---------------------------------
+// Indices laid out as the output, which is laid out as the input.
+at::Tensor IndicesLike(const at::Tensor& out) {
+  return at::empty_like(out, out.options().dtype(at::kLong));
+}
+
+std::tuple<at::Tensor, at::Tensor> AdaptiveMaxPool2d(const at::Tensor& self,
+                                                     at::IntArrayRef output_size) {
+  constexpr const char* kName = "aten::adaptive_max_pool2d";
+  const int device = DeviceIndex(self);
+  TORCH_CHECK(output_size.size() == 2, kName, ": internal error: output_size.size() must be 2");
+  TORCH_CHECK(self.dim() == 3 || self.dim() == 4, kName, ": Expected 3D or 4D tensor, but got: ",
+              self.sizes());
+  for (int64_t d = self.dim() - 2; d < self.dim(); ++d) {
+    TORCH_CHECK(self.size(d) > 0, kName, ": Expected input to have non-zero size for non-batch "
+                "dimensions, but input has sizes ", self.sizes(), " with dimension ", d,
+                " being empty");
+  }
+  CheckFloating(self, kName);
+  TORCH_CHECK(output_size[0] >= 0 && output_size[1] >= 0, kName,
+              ": output_size must be non-negative, got ", output_size);
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end());
+  sizes[sizes.size() - 2] = output_size[0];
+  sizes[sizes.size() - 1] = output_size[1];
+  at::Tensor out = EmptyLikeInput(sizes, self, device);
+  at::Tensor indices = IndicesLike(out);
+  if (out.numel() == 0) return {out, indices};
+  const TensorRef ro = PoolRef(out, kName), ri = PoolRef(self, kName);
+  const TensorRef rx = PoolRef(indices, kName);
+  const uint64_t window = static_cast<uint64_t>(
+      ((self.size(-2) + output_size[0] - 1) / std::max<int64_t>(output_size[0], 1) + 1) *
+      ((self.size(-1) + output_size[1] - 1) / std::max<int64_t>(output_size[1], 1) + 1));
+  Launch(device,
+         kernels::DescribeVision(kernels::VisionKernel::kAdaptiveMaxPool2d, ro, ri, window, kName),
+         [=] { return kernels::AdaptiveMaxPool2d(ro, rx, ri); });
+  return {out, indices};
+}
+std::tuple<at::Tensor&, at::Tensor&> AdaptiveMaxPool2dOut(const at::Tensor& self,
+                                                          at::IntArrayRef output_size,
+                                                          at::Tensor& out, at::Tensor& indices) {
+  auto [o, i] = AdaptiveMaxPool2d(self, output_size);
+  CopyIntoOut(o, out, "aten::adaptive_max_pool2d");
+  CopyIntoOut(i, indices, "aten::adaptive_max_pool2d");
+  return {out, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor> MaxPool3dWithIndices(const at::Tensor& self,
+                                                        at::IntArrayRef kernel,
+                                                        at::IntArrayRef stride,
+                                                        at::IntArrayRef padding,
+                                                        at::IntArrayRef dilation, bool ceil_mode) {
+  constexpr const char* kName = "aten::max_pool3d_with_indices";
+  const int device = DeviceIndex(self);
+  const auto k = Triple(kernel, kernel, "kernel_size", kName);
+  const auto st = Triple(stride, kernel, "stride", kName);
+  const auto pad = Triple(padding, {0}, "padding", kName);
+  const auto dil = Triple(dilation, {1}, "dilation", kName);
+  TORCH_CHECK(self.dim() == 4 || self.dim() == 5, "non-empty 4D or 5D (batch mode) tensor "
+              "expected for input, but got: ", self.sizes());
+  CheckFloating(self, kName);
+  const int64_t nd = self.dim();
+  std::array<int64_t, 3> in{self.size(nd - 3), self.size(nd - 2), self.size(nd - 1)}, out{};
+  for (int i = 0; i < 3; ++i) {
+    out[i] = at::native::pooling_output_shape<int64_t>(in[i], k[i], pad[i], st[i], dil[i],
+                                                       ceil_mode);
+  }
+  at::native::pool3d_shape_check(self, self.size(nd - 4), k[0], k[1], k[2], st[0], st[1], st[2],
+                                 pad[0], pad[1], pad[2], dil[0], dil[1], dil[2], in[0], in[1],
+                                 in[2], out[0], out[1], out[2], "max_pool3d_with_indices()");
+  std::vector<int64_t> sizes(self.sizes().begin(), self.sizes().end() - 3);
+  sizes.insert(sizes.end(), out.begin(), out.end());
+  at::Tensor result = EmptyLikeInput(sizes, self, device);
+  at::Tensor indices = IndicesLike(result);
+  if (result.numel() == 0) return {result, indices};
+  const at::Tensor x5 = nd == 4 ? self.unsqueeze(0) : self;
+  const TensorRef ro = Ref(nd == 4 ? result.unsqueeze(0) : result, kName), ri = Ref(x5, kName);
+  const TensorRef rx = Ref(nd == 4 ? indices.unsqueeze(0) : indices, kName);
+  kernels::Pool3dParams p;
+  for (int i = 0; i < 3; ++i) {
+    p.kernel[i] = k[i];
+    p.stride[i] = st[i];
+    p.padding[i] = pad[i];
+    p.dilation[i] = dil[i];
+  }
+  Launch(device,
+         kernels::DescribeVision(kernels::VisionKernel::kMaxPool3d, ro, ri,
+                                 static_cast<uint64_t>(k[0] * k[1] * k[2]), kName),
+         [=] { return kernels::MaxPool3d(ro, rx, ri, p); });
+  return {result, indices};
+}
+std::tuple<at::Tensor&, at::Tensor&> MaxPool3dWithIndicesOut(
+    const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
+    at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode, at::Tensor& out,
+    at::Tensor& indices) {
+  auto [o, i] = MaxPool3dWithIndices(self, kernel, stride, padding, dilation, ceil_mode);
+  CopyIntoOut(o, out, "aten::max_pool3d_with_indices");
+  CopyIntoOut(i, indices, "aten::max_pool3d_with_indices");
+  return {out, indices};
+}
+
 // ---- pooling backwards (training) -----------------------------------------------------
 // One launch each over core/kernels/vision.h's backward kernels. grad_input
 // is laid out as the input (channels_last stays channels_last); the out=
@@ -816,6 +948,62 @@ at::Tensor MaxPool2dBackwardNew(const at::Tensor& grad_output, const at::Tensor&
                                 const at::Tensor& indices) {
   at::Tensor grad_input = EmptyLikeInput(self.sizes(), self, DeviceIndex(self));
   return MaxPool2dBackwardOut(grad_output, self, kernel, stride, padding, dilation, ceil_mode,
+                              indices, grad_input);
+}
+
+// adaptive_max_pool2d's and max_pool3d's gradients: the max pool's scatter
+// of grad_output into the cells the indices name (3-D as [N, C, D*H, W] and
+// [N, C, OD*OH, OW]: the index is over the whole volume either way).
+at::Tensor& IndexedPoolBackwardInto(const at::Tensor& grad_output, const at::Tensor& self,
+                                    const at::Tensor& indices, at::Tensor& grad_input,
+                                    int spatial, const char* name) {
+  const int device = CommonDevice(name, {&grad_output, &self, &indices, &grad_input});
+  CheckFloating(self, name);
+  TORCH_CHECK(self.dim() == spatial + 1 || self.dim() == spatial + 2, name, ": expected a ",
+              spatial + 1, "-D or ", spatial + 2, "-D input, got ", self.sizes());
+  TORCH_CHECK(grad_output.dim() == self.dim() && indices.sizes() == grad_output.sizes(), name,
+              ": expected grad_output and indices of one size and the input's rank, got ",
+              grad_output.sizes(), " and ", indices.sizes());
+  PrepareOut(grad_input, self.sizes(), self.scalar_type(), name);
+  at::Tensor gi = grad_input, go = grad_output, ix = indices;
+  if (spatial == 3) {  // fold D into H
+    TORCH_CHECK(grad_input.is_contiguous() ||
+                    grad_input.is_contiguous(at::MemoryFormat::ChannelsLast3d),
+                name, ": expected a dense grad_input");
+    gi = gi.flatten(-3, -2);
+    go = go.flatten(-3, -2);
+    ix = ix.flatten(-3, -2);
+  }
+  std::vector<int64_t> out_sizes(gi.sizes().begin(), gi.sizes().end());
+  out_sizes[out_sizes.size() - 2] = go.size(-2);
+  out_sizes[out_sizes.size() - 1] = go.size(-1);
+  const at::Tensor self_view = spatial == 3 ? self.flatten(-3, -2) : self;
+  LaunchPoolBackward(PoolGrad::kMax, go, self_view, out_sizes, {}, ix, gi, device, name);
+  return grad_input;
+}
+at::Tensor& AdaptiveMaxPool2dBackwardOut(const at::Tensor& grad_output, const at::Tensor& self,
+                                         const at::Tensor& indices, at::Tensor& grad_input) {
+  return IndexedPoolBackwardInto(grad_output, self, indices, grad_input, 2,
+                                 "aten::adaptive_max_pool2d_backward");
+}
+at::Tensor AdaptiveMaxPool2dBackward(const at::Tensor& grad_output, const at::Tensor& self,
+                                     const at::Tensor& indices) {
+  at::Tensor grad_input = EmptyLikeInput(self.sizes(), self, DeviceIndex(self));
+  return AdaptiveMaxPool2dBackwardOut(grad_output, self, indices, grad_input);
+}
+at::Tensor& MaxPool3dBackwardOut(const at::Tensor& grad_output, const at::Tensor& self,
+                                 at::IntArrayRef, at::IntArrayRef, at::IntArrayRef,
+                                 at::IntArrayRef, bool, const at::Tensor& indices,
+                                 at::Tensor& grad_input) {
+  return IndexedPoolBackwardInto(grad_output, self, indices, grad_input, 3,
+                                 "aten::max_pool3d_with_indices_backward");
+}
+at::Tensor MaxPool3dBackward(const at::Tensor& grad_output, const at::Tensor& self,
+                             at::IntArrayRef kernel, at::IntArrayRef stride,
+                             at::IntArrayRef padding, at::IntArrayRef dilation, bool ceil_mode,
+                             const at::Tensor& indices) {
+  at::Tensor grad_input = EmptyLikeInput(self.sizes(), self, DeviceIndex(self));
+  return MaxPool3dBackwardOut(grad_output, self, kernel, stride, padding, dilation, ceil_mode,
                               indices, grad_input);
 }
 
@@ -899,16 +1087,9 @@ at::Tensor AvgPool3d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArra
                      at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                      std::optional<int64_t> divisor_override) {
   constexpr const char* kName = "aten::avg_pool3d";
-  auto triple = [&](at::IntArrayRef v, const char* what, at::IntArrayRef fallback) {
-    if (v.empty()) v = fallback;
-    TORCH_CHECK(v.size() == 1 || v.size() == 3, kName, ": ", what,
-                " must either be a single int, or a tuple of three ints");
-    return v.size() == 1 ? std::array<int64_t, 3>{v[0], v[0], v[0]}
-                         : std::array<int64_t, 3>{v[0], v[1], v[2]};
-  };
-  const auto k = triple(kernel, "kernel_size", kernel);
-  const auto st = triple(stride, "stride", kernel);
-  const auto pad = triple(padding, "padding", {0});
+  const auto k = Triple(kernel, kernel, "kernel_size", kName);
+  const auto st = Triple(stride, kernel, "stride", kName);
+  const auto pad = Triple(padding, {0}, "padding", kName);
   TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, kName,
               ": divisor must be not zero");
   const Frames f = AsFrames(self, kName);
@@ -1257,6 +1438,9 @@ at::Tensor Im2Col(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntAr
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("constant_pad_nd", TORCH_FN(ConstantPadNd));
+  m.impl_all_dtypes("channel_shuffle", TORCH_FN(ChannelShuffle));
+  m.impl_all_dtypes("channel_shuffle.out", TORCH_FN(ChannelShuffleOut));
+  m.impl_all_dtypes("native_channel_shuffle", TORCH_FN(ChannelShuffle));
   using kernels::PadMode;
   m.impl("reflection_pad1d", TORCH_FN((IndexPadNew<1, PadMode::kReflect>)));
   m.impl("reflection_pad1d.out", TORCH_FN((IndexPadOut<1, PadMode::kReflect>)));
@@ -1279,6 +1463,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(BatchNormLegitNoStats));
   m.impl("_native_batch_norm_legit", TORCH_FN(BatchNormLegit));
   m.impl("max_pool2d_with_indices", TORCH_FN(MaxPool2dWithIndices));
+  m.impl("adaptive_max_pool2d", TORCH_FN(AdaptiveMaxPool2d));
+  m.impl("adaptive_max_pool2d.out", TORCH_FN(AdaptiveMaxPool2dOut));
+  m.impl("adaptive_max_pool2d_backward", TORCH_FN(AdaptiveMaxPool2dBackward));
+  m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(AdaptiveMaxPool2dBackwardOut));
+  m.impl("max_pool3d_with_indices", TORCH_FN(MaxPool3dWithIndices));
+  m.impl("max_pool3d_with_indices.out", TORCH_FN(MaxPool3dWithIndicesOut));
+  m.impl("max_pool3d_with_indices_backward", TORCH_FN(MaxPool3dBackward));
+  m.impl("max_pool3d_with_indices_backward.grad_input", TORCH_FN(MaxPool3dBackwardOut));
   m.impl("max_pool2d_with_indices_backward", TORCH_FN(MaxPool2dBackwardNew));
   m.impl("max_pool2d_with_indices_backward.grad_input", TORCH_FN(MaxPool2dBackwardOut));
   m.impl("avg_pool2d_backward", TORCH_FN(AvgPool2dBackwardNew));

@@ -4,7 +4,7 @@
 // predicates isnan/isinf/...), clamp and hardtanh, the activations with
 // parameters (leaky_relu, elu, softplus, hardswish, hardsigmoid, mish,
 // hardshrink, softshrink, threshold, log_sigmoid, rrelu in eval),
-// nan_to_num, lerp, where / masked_fill, fill_ / zero_. Where CPU PyTorch
+// nan_to_num, lerp, where / masked_fill, fill_ / zero_, linalg_cross. Where CPU PyTorch
 // rejects a dtype (bitwise on floats, rounding of bool, activations of
 // integers) the same NotImplementedError is raised here.
 // Each launches core kernels asynchronously on the current stream.
@@ -18,6 +18,8 @@
 // read on the host and passed to the kernel as a scalar.
 #include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/TypeProperties.h>
@@ -1194,10 +1196,30 @@ at::Tensor& FillT_(at::Tensor& self, const at::Tensor& value) {
 }
 at::Tensor& Zero_(at::Tensor& self) { return FillValue_(self, 0.0, "aten::zero_"); }
 
+// ---- linalg_cross: component i = a[i+1] b[i+2] - a[i+2] b[i+1] (mod 3), by rolls ---------
+at::Tensor LinalgCross(const at::Tensor& self, const at::Tensor& other, int64_t dim) {
+  CommonDevice("aten::linalg_cross", {&self, &other});
+  TORCH_CHECK(self.dim() == other.dim(), "linalg.cross: inputs must have the same number of "
+              "dimensions.");
+  TORCH_CHECK(self.scalar_type() == other.scalar_type(), "linalg.cross: expected both inputs to "
+              "have same dtype, but input has dtype ", self.scalar_type(), " and other has dtype ",
+              other.scalar_type());
+  const int64_t d = at::maybe_wrap_dim(dim, self.dim());
+  TORCH_CHECK(self.size(d) == 3 && other.size(d) == 3, "linalg.cross: inputs dimension ", d,
+              " must have length 3. Got ", self.size(d), " and ", other.size(d));
+  return self.roll(-1, d) * other.roll(-2, d) - self.roll(-2, d) * other.roll(-1, d);
+}
+at::Tensor& LinalgCrossOut(const at::Tensor& self, const at::Tensor& other, int64_t dim,
+                           at::Tensor& out) {
+  return CopyIntoOut(LinalgCross(self, other, dim), out, "aten::linalg_cross");
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeKernels m(lib);  // Note [dtypes the kernels do not take]
+  m.impl("linalg_cross", TORCH_FN(LinalgCross));
+  m.impl("linalg_cross.out", TORCH_FN(LinalgCrossOut));
   m.impl("add.Tensor", TORCH_FN(Add));
   m.impl("add_.Tensor", TORCH_FN(Add_));
   m.impl("add.out", TORCH_FN(AddOut));

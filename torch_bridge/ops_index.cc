@@ -1,13 +1,20 @@
 // Indexing and layout aten kernels of the trn device: arange, tril/triu,
 // gather/scatter/scatter_add, advanced indexing (index.Tensor,
-// _index_put_impl_, masked_select, nonzero), cumsum/cumprod, sort/topk,
+// _index_put_impl_, masked_select, masked_scatter_, take, nonzero),
+// scatter_reduce, cumsum/cumprod/logcumsumexp/cummax/cummin, sort/topk,
 // flip/roll, repeat_interleave's index, isin and histc. Data-dependent output shapes
 // (nonzero, bool-mask indexing, repeat_interleave without output_size) read
 // one count back from the device: a host sync, as on CUDA.
 #include <ATen/ExpandUtils.h>
 #include <ATen/MemoryOverlap.h>
 #include <ATen/WrapDimUtils.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/result_type.h>
+#include <ATen/ops/tril_indices.h>
+#include <ATen/ops/triu_indices.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
 #include <ATen/core/List.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/native/CPUFallback.h>
@@ -199,7 +206,11 @@ at::Tensor& ScatterInto(const at::Tensor& self, int64_t dim, const at::Tensor& i
   const TensorRef s = src != nullptr ? Ref(*src, name) : NoRef();
   const double v = src != nullptr ? 0.0 : value.to<double>();
   LaunchIndexing(device, add ? IndexingKernel::kScatterAdd : IndexingKernel::kScatter, o, nullptr,
-                 name, [=] { return kernels::Scatter(o, static_cast<int>(d), x, s, v, add); });
+                 name, [=] {
+                   return kernels::Scatter(o, static_cast<int>(d), x, s, v,
+                                           add ? kernels::ScatterReduce::kAdd
+                                               : kernels::ScatterReduce::kNone);
+                 });
   return out;
 }
 at::Tensor ScatterSrc(const at::Tensor& self, int64_t dim, const at::Tensor& index,
@@ -243,6 +254,150 @@ at::Tensor& ScatterAddOut(const at::Tensor& self, int64_t dim, const at::Tensor&
                           const at::Tensor& src, at::Tensor& out) {
   PrepareOut(out, self.sizes(), self.scalar_type(), "aten::scatter_add");
   return ScatterInto(self, dim, index, &src, 0, true, out);
+}
+
+// ---- scatter_reduce.two -------------------------------------------------------------
+// CPU's recipe: without include_self the scattered-to cells start from the
+// reduction's identity (amax / amin: from one of their own sources, which the
+// reduction then compares again: no infinity or integer limit to represent),
+// then one reducing scatter; mean divides by the count of values each cell
+// got (itself included), floor division for integers.
+at::Tensor& ScatterReduceInto(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                              const at::Tensor& src, c10::string_view reduce, bool include_self,
+                              at::Tensor& out) {
+  const char* name = "aten::scatter_reduce";
+  using kernels::ScatterReduce;
+  ScatterReduce mode;
+  const bool mean = reduce == "mean";
+  if (reduce == "sum" || mean) {
+    mode = ScatterReduce::kAdd;
+  } else if (reduce == "prod") {
+    mode = ScatterReduce::kMul;
+  } else if (reduce == "amax") {
+    mode = ScatterReduce::kMax;
+  } else if (reduce == "amin") {
+    mode = ScatterReduce::kMin;
+  } else {
+    TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ",
+                reduce);
+  }
+  const int device = CommonDevice(name, {&self, &index, &src, &out});
+  const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  CheckScatterGatherShapes(name, self, d, index, &src);
+  TORCH_CHECK(src.scalar_type() == self.scalar_type(), name,
+              "(): Expected self.dtype to be equal to src.dtype, got ", self.scalar_type(),
+              " and ", src.scalar_type());
+  ComputeDType(self.scalar_type(), name);
+  if (!out.is_same(self)) LaunchCopy(device, out, self, name);
+  if (index.numel() == 0) return out;
+  const TensorRef o = Ref(out, name), x = Ref(index, name), sr = Ref(src, name);
+  const int di = static_cast<int>(d);
+  auto scatter = [&](ScatterReduce m, bool with_src, double value) {
+    LaunchIndexing(device, IndexingKernel::kScatterReduce, o, nullptr, name, [=] {
+      return kernels::Scatter(o, di, x, with_src ? sr : NoRef(), value, m);
+    });
+  };
+  if (!include_self) {
+    const bool extremum = mode == ScatterReduce::kMax || mode == ScatterReduce::kMin;
+    scatter(ScatterReduce::kNone, extremum, mode == ScatterReduce::kMul ? 1.0 : 0.0);
+  }
+  scatter(mode, true, 0.0);
+  if (mean) {
+    at::Tensor count = include_self ? at::ones_like(out) : at::zeros_like(out);
+    count.scatter_add_(d, index, at::ones_like(src));
+    count.masked_fill_(count == 0, 1);
+    if (at::isFloatingType(out.scalar_type())) {
+      out.div_(count);
+    } else {
+      out.div_(count, "floor");
+    }
+  }
+  return out;
+}
+at::Tensor ScatterReduceTwo(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                            const at::Tensor& src, c10::string_view reduce, bool include_self) {
+  at::Tensor out = Empty(self.sizes(), self.scalar_type(), DeviceIndex(self));
+  return ScatterReduceInto(self, dim, index, src, reduce, include_self, out);
+}
+at::Tensor& ScatterReduceTwoInplace(at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                    const at::Tensor& src, c10::string_view reduce,
+                                    bool include_self) {
+  return ScatterReduceInto(self, dim, index, src, reduce, include_self, self);
+}
+at::Tensor& ScatterReduceTwoOut(const at::Tensor& self, int64_t dim, const at::Tensor& index,
+                                const at::Tensor& src, c10::string_view reduce, bool include_self,
+                                at::Tensor& out) {
+  PrepareOut(out, self.sizes(), self.scalar_type(), "aten::scatter_reduce");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), "scatter_reduce(): out dtype ",
+              out.scalar_type(), " must match self dtype ", self.scalar_type());
+  return ScatterReduceInto(self, dim, index, src, reduce, include_self, out);
+}
+
+// ---- masked_scatter_ / take -----------------------------------------------------------
+// masked_scatter_ (VLMs put image features into the text embeddings with
+// it): the k-th set mask element (row-major over self) takes source's k-th
+// element. Its position among the set ones is a cumsum of the mask; one read
+// back of the count checks that source has enough elements, as CPU raises.
+at::Tensor& MaskedScatterInplace(at::Tensor& self, const at::Tensor& mask,
+                                 const at::Tensor& source) {
+  const char* name = "aten::masked_scatter_";
+  CommonDevice(name, {&self, &mask, &source});
+  TORCH_CHECK(mask.scalar_type() == at::kBool,
+              "masked_scatter_ only supports boolean masks, but got mask with dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(self.scalar_type() == source.scalar_type(),
+              "masked_scatter: expected self and source to have same dtypes but got",
+              self.scalar_type(), " and ", source.scalar_type());
+  TORCH_CHECK(at::is_expandable_to(mask.sizes(), self.sizes()), name, ": mask of size ",
+              mask.sizes(), " does not broadcast to self of size ", self.sizes());
+  if (self.numel() == 0) return self;
+  const at::Tensor m = mask.expand(self.sizes()).reshape({-1});
+  const at::Tensor position = m.cumsum(0, at::kLong);
+  const int64_t set = at::_local_scalar_dense(position[-1]).to<int64_t>();
+  TORCH_CHECK(set <= source.numel(), "masked_scatter: Number of elements of source (",
+              source.numel(), ") < number of ones in mask (", set, ")");
+  if (set == 0) return self;
+  const at::Tensor picked =
+      source.reshape({-1}).index_select(0, (position - 1).clamp_min_(0)).view(self.sizes());
+  self.copy_(at::where(m.view(self.sizes()), picked, self));
+  return self;
+}
+
+// take: self seen flat, negative indices counting from the end (torch's),
+// out of range an error naming the index (index_select's check).
+at::Tensor Take(const at::Tensor& self, const at::Tensor& index) {
+  CommonDevice("aten::take", {&self, &index});
+  CheckLongIndex(index, "take");
+  const int64_t n = self.numel();
+  TORCH_CHECK(n > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
+  const at::Tensor flat = index.reshape({-1});
+  const at::Tensor wrapped = at::where(flat < 0, flat + n, flat);
+  return self.reshape({-1}).index_select(0, wrapped).view(index.sizes());
+}
+at::Tensor& TakeOut(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {
+  return CopyIntoOut(Take(self, index), out, "aten::take");
+}
+
+// ---- tril_indices / triu_indices ----------------------------------------------------
+// The [2, count] coordinates depend on the sizes alone: computed on the host
+// and uploaded (one copy; no tensor to bring back).
+at::Tensor TriangleIndices(bool upper, int64_t row, int64_t col, int64_t offset,
+                           std::optional<at::ScalarType> dtype,
+                           std::optional<at::Layout> layout, std::optional<at::Device> device,
+                           std::optional<bool> pin_memory) {
+  at::TensorOptions cpu = at::TensorOptions().dtype(dtype.value_or(at::kLong)).layout(layout);
+  at::Tensor host = upper ? at::triu_indices(row, col, offset, cpu) : at::tril_indices(row, col, offset, cpu);
+  return host.to(device.value_or(at::Device(c10::DeviceType::PrivateUse1)));
+}
+at::Tensor TrilIndices(int64_t row, int64_t col, int64_t offset,
+                       std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                       std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  return TriangleIndices(false, row, col, offset, dtype, layout, device, pin_memory);
+}
+at::Tensor TriuIndices(int64_t row, int64_t col, int64_t offset,
+                       std::optional<at::ScalarType> dtype, std::optional<at::Layout> layout,
+                       std::optional<at::Device> device, std::optional<bool> pin_memory) {
+  return TriangleIndices(true, row, col, offset, dtype, layout, device, pin_memory);
 }
 
 // ---- nonzero ---------------------------------------------------------------------
@@ -552,7 +707,9 @@ at::ScalarType ScanDType(const at::Tensor& self, std::optional<at::ScalarType> d
 
 at::Tensor& ScanInto(kernels::ScanOp op, const at::Tensor& self, int64_t dim,
                      at::ScalarType dtype, at::Tensor& out) {
-  const char* name = op == kernels::ScanOp::kSum ? "aten::cumsum" : "aten::cumprod";
+  const char* name = op == kernels::ScanOp::kSum    ? "aten::cumsum"
+                     : op == kernels::ScanOp::kProd ? "aten::cumprod"
+                                                    : "aten::logcumsumexp";
   const int device = CommonDevice(name, {&self, &out});
   TORCH_CHECK(dtype != at::kBool, name, ": dtype bool is not supported");
   ComputeDType(dtype, name);
@@ -561,8 +718,9 @@ at::Tensor& ScanInto(kernels::ScanOp op, const at::Tensor& self, int64_t dim,
   const at::Tensor src = CastTo(self, dtype, name);
   const at::Tensor dst = out.scalar_type() == dtype ? out : Empty(out.sizes(), dtype, device);
   const TensorRef o = Ref(dst, name), i = Ref(src, name);
-  LaunchIndexing(device, op == kernels::ScanOp::kSum ? IndexingKernel::kCumsum
-                                                    : IndexingKernel::kCumprod,
+  LaunchIndexing(device, op == kernels::ScanOp::kSum    ? IndexingKernel::kCumsum
+                         : op == kernels::ScanOp::kProd ? IndexingKernel::kCumprod
+                                                        : IndexingKernel::kLogcumsumexp,
                  o, &i, name, [=] { return kernels::Scan(op, o, i, static_cast<int>(d)); });
   if (!dst.is_same(out)) LaunchCopy(device, out, dst, name);
   return out;
@@ -583,6 +741,40 @@ at::Tensor& ScanOut(const at::Tensor& self, int64_t dim, std::optional<at::Scala
 template <kernels::ScanOp kOp>
 at::Tensor& ScanInplace(at::Tensor& self, int64_t dim, std::optional<at::ScalarType> dtype) {
   return ScanInto(kOp, self, dim, dtype.value_or(self.scalar_type()), self);
+}
+
+// ---- logcumsumexp / cummax / cummin (the scan kernels) ------------------------------
+at::Tensor& LogcumsumexpOut(const at::Tensor& self, int64_t dim, at::Tensor& out) {
+  const char* name = "aten::logcumsumexp";
+  TORCH_CHECK(at::isFloatingType(self.scalar_type()), name, ": expected a floating input, got ",
+              self.scalar_type());
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), name, ": expected out of ",
+              self.scalar_type(), ", got ", out.scalar_type());
+  PrepareOut(out, self.sizes(), self.scalar_type(), name);
+  return ScanInto(kernels::ScanOp::kLogSumExp, self, dim, self.scalar_type(), out);
+}
+at::Tensor Logcumsumexp(const at::Tensor& self, int64_t dim) {
+  at::Tensor out = Empty(self.sizes(), self.scalar_type(), DeviceIndex(self));
+  return LogcumsumexpOut(self, dim, out);
+}
+
+// _cummax_helper / _cummin_helper: the composites cummax / cummin allocate
+// values and indices of self's shape, then call these.
+template <bool kMax>
+void CumExtremumHelper(const at::Tensor& self, at::Tensor& values, at::Tensor& indices,
+                       int64_t dim) {
+  const char* name = kMax ? "aten::cummax" : "aten::cummin";
+  const int device = CommonDevice(name, {&self, &values, &indices});
+  const int64_t d = at::maybe_wrap_dim(dim, std::max<int64_t>(self.dim(), 1));
+  TORCH_CHECK(values.sizes() == self.sizes() && indices.sizes() == self.sizes() &&
+                  values.scalar_type() == self.scalar_type() &&
+                  indices.scalar_type() == at::kLong,
+              name, ": expected values of ", self.scalar_type(), " and int64 indices of size ",
+              self.sizes());
+  if (self.numel() == 0) return;
+  const TensorRef v = Ref(values, name), x = Ref(indices, name), i = Ref(self, name);
+  LaunchIndexing(device, kMax ? IndexingKernel::kCummax : IndexingKernel::kCummin, v, &i, name,
+                 [=] { return kernels::ScanExtremum(v, x, i, static_cast<int>(d), kMax); });
 }
 
 // ---- sort / topk -----------------------------------------------------------------
@@ -1153,6 +1345,18 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("scatter_.value", TORCH_FN(ScatterValueInplace));
   m.impl("scatter.src_out", TORCH_FN(ScatterSrcOut));
   m.impl("scatter.value_out", TORCH_FN(ScatterValueOut));
+  m.impl("scatter_reduce.two", TORCH_FN(ScatterReduceTwo));
+  m.impl("scatter_reduce_.two", TORCH_FN(ScatterReduceTwoInplace));
+  m.impl("scatter_reduce.two_out", TORCH_FN(ScatterReduceTwoOut));
+  m.impl("masked_scatter_", TORCH_FN(MaskedScatterInplace));
+  m.impl("take", TORCH_FN(Take));
+  m.impl("take.out", TORCH_FN(TakeOut));
+  m.impl("_logcumsumexp", TORCH_FN(Logcumsumexp));
+  m.impl("_logcumsumexp.out", TORCH_FN(LogcumsumexpOut));
+  m.impl("_cummax_helper", TORCH_FN(CumExtremumHelper<true>));
+  m.impl("_cummin_helper", TORCH_FN(CumExtremumHelper<false>));
+  m.impl_all_dtypes("tril_indices", TORCH_FN(TrilIndices));
+  m.impl_all_dtypes("triu_indices", TORCH_FN(TriuIndices));
   m.impl("scatter_add", TORCH_FN(ScatterAdd));
   m.impl("scatter_add_", TORCH_FN(ScatterAddInplace));
   m.impl("scatter_add.out", TORCH_FN(ScatterAddOut));

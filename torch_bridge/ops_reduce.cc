@@ -1,10 +1,16 @@
 // Reduction aten kernels of the trn device: sum, mean, amax, amin, argmax,
 // argmin, all, any, max/min (full, max.dim and min.dim), var/std (alone or
 // with the mean), linalg_vector_norm, over dims with keepdim, dtype=
-// honoured; and _weight_norm_interface (a norm over all dims but one).
+// honoured; _weight_norm_interface (a norm over all dims but one); and as
+// compositions of those: aminmax, nansum, count_nonzero, trace, cdist.
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Formatting.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/_euclidean_dist.h>
+#include <ATen/ops/isnan.h>
+#include <ATen/ops/linalg_vector_norm.h>
+#include <ATen/ops/where.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -510,6 +516,81 @@ std::tuple<at::Tensor, at::Tensor> WeightNormInterface(const at::Tensor& v, cons
   return {w, norm};
 }
 
+// ---- compositions of the reductions above -----------------------------------------
+std::tuple<at::Tensor, at::Tensor> Aminmax(const at::Tensor& self, std::optional<int64_t> dim,
+                                           bool keepdim) {
+  TORCH_CHECK(dim.has_value() || self.numel() > 0, "aminmax(): cannot compute aminmax over an "
+              "empty dimension as the operation has no identity.");
+  if (dim.has_value()) {
+    return {Amin(self, {*dim}, keepdim), Amax(self, {*dim}, keepdim)};
+  }
+  if (self.dim() == 0) return {self.clone(), self.clone()};
+  return {Amin(self, {}, keepdim), Amax(self, {}, keepdim)};
+}
+std::tuple<at::Tensor&, at::Tensor&> AminmaxOut(const at::Tensor& self,
+                                                std::optional<int64_t> dim, bool keepdim,
+                                                at::Tensor& min, at::Tensor& max) {
+  auto [lo, hi] = Aminmax(self, dim, keepdim);
+  CopyIntoOut(lo, min, "aten::aminmax");
+  CopyIntoOut(hi, max, "aten::aminmax");
+  return {min, max};
+}
+
+// nansum: NaNs count as 0 (integers have none).
+at::Tensor Nansum(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                  std::optional<at::ScalarType> dtype) {
+  const at::Tensor x =
+      at::isFloatingType(self.scalar_type()) ? at::where(at::isnan(self), 0, self) : self;
+  return SumDim(x, dim, keepdim, dtype);
+}
+at::Tensor& NansumOut(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                      std::optional<at::ScalarType> dtype, at::Tensor& out) {
+  return CopyIntoOut(Nansum(self, dim, keepdim, dtype), out, "aten::nansum");
+}
+
+at::Tensor CountNonzero(const at::Tensor& self, at::IntArrayRef dim) {
+  return SumDim(self != 0, dim, false, at::kLong);
+}
+at::Tensor& CountNonzeroOut(const at::Tensor& self, at::IntArrayRef dim, at::Tensor& out) {
+  return CopyIntoOut(CountNonzero(self, dim), out, "aten::count_nonzero");
+}
+
+at::Tensor Trace(const at::Tensor& self) {
+  TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  return SumDim(self.diagonal(), std::nullopt, false, std::nullopt);
+}
+at::Tensor& TraceOut(const at::Tensor& self, at::Tensor& out) {
+  return CopyIntoOut(Trace(self), out, "aten::trace");
+}
+
+// _cdist_forward: ||x1[..., i, :] - x2[..., j, :]||_p. As CPU, p = 2 over more
+// than 25 rows (or compute_mode 1) takes the matmul form (_euclidean_dist);
+// otherwise the norm of the broadcast differences.
+at::Tensor CdistForward(const at::Tensor& x1, const at::Tensor& x2, double p,
+                        std::optional<int64_t> compute_mode) {
+  CommonDevice("aten::_cdist_forward", {&x1, &x2});
+  TORCH_CHECK(x1.dim() >= 2, "cdist only supports at least 2D tensors, X1 got: ", x1.dim(), "D");
+  TORCH_CHECK(x2.dim() >= 2, "cdist only supports at least 2D tensors, X2 got: ", x2.dim(), "D");
+  TORCH_CHECK(at::isFloatingType(x1.scalar_type()),
+              "cdist only supports floating-point dtypes, X1 got: ", x1.scalar_type());
+  TORCH_CHECK(at::isFloatingType(x2.scalar_type()),
+              "cdist only supports floating-point dtypes, X2 got: ", x2.scalar_type());
+  TORCH_CHECK(x1.size(-1) == x2.size(-1), "X1 and X2 must have the same number of columns. X1: ",
+              x1.size(-1), " X2: ", x2.size(-1));
+  TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
+  const int64_t mode = compute_mode.value_or(0);
+  TORCH_CHECK(mode >= 0 && mode <= 2, "possible modes: 0, 1, 2, but was: ", mode);
+  if (p == 2 && (mode == 1 || (mode == 0 && (x1.size(-2) > 25 || x2.size(-2) > 25)))) {
+    return at::_euclidean_dist(x1, x2);
+  }
+  return at::linalg_vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, {-1}, false,
+                                std::nullopt);
+}
+at::Tensor& CdistForwardOut(const at::Tensor& x1, const at::Tensor& x2, double p,
+                            std::optional<int64_t> compute_mode, at::Tensor& out) {
+  return CopyIntoOut(CdistForward(x1, x2, p, compute_mode), out, "aten::_cdist_forward");
+}
+
 }  // namespace
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
@@ -563,6 +644,16 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("norm.out", TORCH_FN(NormDimOut));
   m.impl("norm.Scalar", TORCH_FN(NormAll));
   m.impl("_weight_norm_interface", TORCH_FN(WeightNormInterface));
+  m.impl("aminmax", TORCH_FN(Aminmax));
+  m.impl("aminmax.out", TORCH_FN(AminmaxOut));
+  m.impl("nansum", TORCH_FN(Nansum));
+  m.impl("nansum.out", TORCH_FN(NansumOut));
+  m.impl("count_nonzero.dim_IntList", TORCH_FN(CountNonzero));
+  m.impl("count_nonzero.dim_IntList_out", TORCH_FN(CountNonzeroOut));
+  m.impl("trace", TORCH_FN(Trace));
+  m.impl("trace.out", TORCH_FN(TraceOut));
+  m.impl("_cdist_forward", TORCH_FN(CdistForward));
+  m.impl("_cdist_forward.out", TORCH_FN(CdistForwardOut));
 }
 
 }  // namespace trn::bridge::ops

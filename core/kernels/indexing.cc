@@ -362,8 +362,44 @@ Status Gather(const TensorRef& out, const TensorRef& in, int dim, const TensorRe
   return Status::Ok();
 }
 
+namespace {
+// A floating element as compared: float64 as itself, the others in float32
+// (which holds them exactly).
+template <typename T>
+auto Comparable(T v) {
+  if constexpr (std::is_same_v<T, double>) {
+    return v;
+  } else {
+    return internal::ToF32(v);
+  }
+}
+
+// *dst = reduce(*dst, *src) for the scatter_reduce modes but add; a NaN wins.
+template <typename T>
+void ReduceElem(ScatterReduce reduce, T* dst, const T* src) {
+  if constexpr (std::is_same_v<T, bool>) {
+    *dst = reduce == ScatterReduce::kMin || reduce == ScatterReduce::kMul ? (*dst && *src)
+                                                                         : (*dst || *src);
+  } else if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if (reduce == ScatterReduce::kMul) {
+      *dst = static_cast<T>(static_cast<U>(*dst) * static_cast<U>(*src));
+    } else {
+      *dst = reduce == ScatterReduce::kMax ? std::max(*dst, *src) : std::min(*dst, *src);
+    }
+  } else if (reduce == ScatterReduce::kMul) {
+    *dst = internal::Cast<T>(internal::ToF32(*dst) * internal::ToF32(*src));
+  } else {  // max / min keep the winner's exact value (float64 too)
+    const auto a = Comparable(*dst), b = Comparable(*src);
+    if (!std::isnan(a) && (std::isnan(b) || (reduce == ScatterReduce::kMax ? b > a : b < a))) {
+      *dst = *src;
+    }
+  }
+}
+}  // namespace
+
 Status Scatter(const TensorRef& out, int dim, const TensorRef& index, const TensorRef& src,
-               double value, bool add) {
+               double value, ScatterReduce reduce) {
   const bool has_src = src.data != nullptr;
   TRN_ASSERT(!has_src || (src.dtype == out.dtype && src.ndim == index.ndim),
              "scatter: src of out's dtype and index's ndim");
@@ -381,10 +417,12 @@ Status Scatter(const TensorRef& out, int dim, const TensorRef& index, const Tens
                      [&](const std::array<int64_t, 3>& off, const int64_t*) {
                        T* o = out.ptr<T>() + off[1] + IndexValue(index, off[0]) * dim_stride;
                        const T* x = has_src ? src.ptr<const T>() + off[2] : &scalar;
-                       if (add) {
+                       if (reduce == ScatterReduce::kNone) {
+                         *o = *x;
+                       } else if (reduce == ScatterReduce::kAdd) {
                          AddElem(o, x);
                        } else {
-                         *o = *x;
+                         ReduceElem(reduce, o, x);
                        }
                      });
   });
@@ -444,9 +482,20 @@ Status IndexPut(const TensorRef& self, const std::vector<TensorRef>& indices,
   return Status::Ok();
 }
 
+namespace {
+// log(exp(a) + exp(b)) without overflow: torch's log_add_exp (equal
+// infinities return a; a NaN propagates).
+double LogAddExp(double a, double b) {
+  const double lo = std::isnan(b) ? b : std::min(a, b), hi = std::isnan(b) ? b : std::max(a, b);
+  if (lo != hi || std::isfinite(lo)) return std::log1p(std::exp(lo - hi)) + hi;
+  return a;
+}
+}  // namespace
+
 Status Scan(ScanOp op, const TensorRef& out, const TensorRef& in, int dim) {
   TRN_ASSERT(out.dtype == in.dtype && out.ndim == in.ndim && in.dtype != DType::kBool,
              "cumsum/cumprod: out and in of one shape and dtype, not bool");
+  TRN_ASSERT(op != ScanOp::kLogSumExp || IsFloating(in.dtype), "logcumsumexp: floating dtypes");
   if (in.ndim == 0) {
     std::memcpy(out.data, in.data, ItemSize(in.dtype));
     return Status::Ok();
@@ -473,6 +522,8 @@ Status Scan(ScanOp op, const TensorRef& out, const TensorRef& in, int dim) {
                            if constexpr (std::is_integral_v<T>) {  // wraps as torch
                              const auto u = static_cast<uint64_t>(acc), w = static_cast<uint64_t>(v);
                              acc = static_cast<Acc>(op == ScanOp::kSum ? u + w : u * w);
+                           } else if (op == ScanOp::kLogSumExp) {
+                             acc = i == 0 ? v : LogAddExp(acc, v);
                            } else {
                              acc = op == ScanOp::kSum ? acc + v : acc * v;
                            }
@@ -480,6 +531,57 @@ Status Scan(ScanOp op, const TensorRef& out, const TensorRef& in, int dim) {
                          }
                        });
     }
+  });
+  return Status::Ok();
+}
+
+Status ScanExtremum(const TensorRef& values, const TensorRef& indices, const TensorRef& in,
+                    int dim, bool max) {
+  TRN_ASSERT(values.dtype == in.dtype && indices.dtype == DType::kInt64 &&
+                 values.ndim == in.ndim && indices.ndim == in.ndim,
+             "cummax/cummin: values of in's dtype, int64 indices, one shape");
+  if (in.ndim == 0) {
+    std::memcpy(values.data, in.data, ItemSize(in.dtype));
+    *static_cast<int64_t*>(indices.data) = 0;
+    return Status::Ok();
+  }
+  int64_t sizes[kMaxDims];
+  for (int d = 0; d < in.ndim; ++d) sizes[d] = d == dim ? 1 : in.sizes[d];
+  const int64_t n = in.sizes[dim], vs = values.strides[dim], xs = indices.strides[dim];
+  const int64_t is = in.strides[dim];
+  internal::VisitDType(in.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    using C = std::conditional_t<std::is_integral_v<T>, T, float>;  // compared as
+    const auto load = [](const T* p) -> C {
+      if constexpr (std::is_integral_v<T>) {
+        return *p;
+      } else {
+        return internal::ToF32(*p);
+      }
+    };
+    ForEachOffset<3>(in.ndim, sizes, {values.strides, indices.strides, in.strides},
+                     [&](const std::array<int64_t, 3>& off, const int64_t*) {
+                       T* v = values.ptr<T>() + off[0];
+                       int64_t* ix = indices.ptr<int64_t>() + off[1];
+                       const T* x = in.ptr<const T>() + off[2];
+                       T best = x[0];
+                       int64_t at = 0;
+                       for (int64_t i = 0; i < n; ++i) {
+                         const C c = load(x + i * is), b = load(&best);
+                         bool take;
+                         if constexpr (std::is_integral_v<T>) {
+                           take = max ? c >= b : c <= b;
+                         } else {
+                           take = std::isnan(c) || (!std::isnan(b) && (max ? c >= b : c <= b));
+                         }
+                         if (take) {
+                           best = x[i * is];
+                           at = i;
+                         }
+                         v[i * vs] = best;
+                         ix[i * xs] = at;
+                       }
+                     });
   });
   return Status::Ok();
 }
@@ -932,8 +1034,10 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
       TRN_DTYPE_NAMES("histc"),     TRN_DTYPE_NAMES("nll_loss"),
       TRN_DTYPE_NAMES("linspace"),  TRN_DTYPE_NAMES("searchsorted"), TRN_DTYPE_NAMES("bincount"),
       TRN_DTYPE_NAMES("multinomial"), TRN_DTYPE_NAMES("assert"),
+      TRN_DTYPE_NAMES("scatter_reduce"), TRN_DTYPE_NAMES("logcumsumexp"),
+      TRN_DTYPE_NAMES("cummax"),    TRN_DTYPE_NAMES("cummin"),
   };
-  static_assert(std::size(kNames) == static_cast<size_t>(IndexingKernel::kAssert) + 1);
+  static_assert(std::size(kNames) == static_cast<size_t>(IndexingKernel::kCummin) + 1);
   KernelInfo info;
   const DType named = in != nullptr ? in->dtype : out.dtype;
   info.name = kNames[static_cast<int>(kernel)][static_cast<int>(named)];
@@ -943,7 +1047,10 @@ KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const T
                     kernel == IndexingKernel::kCumprod || kernel == IndexingKernel::kSort ||
                     kernel == IndexingKernel::kTopk || kernel == IndexingKernel::kHistc ||
                     kernel == IndexingKernel::kNllLoss || kernel == IndexingKernel::kBincount ||
-                    kernel == IndexingKernel::kMultinomial || kernel == IndexingKernel::kAssert;
+                    kernel == IndexingKernel::kMultinomial || kernel == IndexingKernel::kAssert ||
+                    kernel == IndexingKernel::kScatterReduce ||
+                    kernel == IndexingKernel::kLogcumsumexp || kernel == IndexingKernel::kCummax ||
+                    kernel == IndexingKernel::kCummin;
   info.engine = math ? rt::Engine::kVector : rt::Engine::kDma;
   info.flops = math ? static_cast<uint64_t>(in != nullptr ? in->numel() : out.numel()) : 0;
   info.bytes_read = in != nullptr ? internal::DistinctBytes(*in) : 0;

@@ -41,11 +41,14 @@ Status Triangle(const TensorRef& out, const TensorRef& in, int64_t diagonal, boo
 // Negative indices are out of range, as torch's gather.
 Status Gather(const TensorRef& out, const TensorRef& in, int dim, const TensorRef& index);
 
-// out[p with p[dim] = index[p]] = src[p] (or += when add) for every p of
-// index's shape; out already holds self. `src` absent (data == nullptr) means
-// the scalar `value`. src (when present) has sizes >= index's on every dim.
+// out[p with p[dim] = index[p]] = src[p] for every p of index's shape, or
+// combined with what is there by `reduce` (torch's scatter_reduce: add, mul,
+// max / min with NaN winning as on CPU); out already holds self. `src`
+// absent (data == nullptr) means the scalar `value`. src (when present) has
+// sizes >= index's on every dim.
+enum class ScatterReduce : uint8_t { kNone, kAdd, kMul, kMax, kMin };
 Status Scatter(const TensorRef& out, int dim, const TensorRef& index, const TensorRef& src,
-               double value, bool add);
+               double value, ScatterReduce reduce);
 
 // Advanced indexing. `in` is seen with its k indexed dims first (the caller
 // permutes the view); indices are k int32/int64 tensors of one shape B
@@ -67,8 +70,16 @@ Status IndexPut(const TensorRef& self, const std::vector<TensorRef>& indices,
 
 // Inclusive scan along dim: out[..., i, ...] = in[..., 0] op ... op in[..., i].
 // out and in have one shape and dtype (the caller casts for dtype=).
-enum class ScanOp : uint8_t { kSum, kProd };
+// kLogSumExp (logcumsumexp, floating only) accumulates log(exp(acc) + exp(x))
+// stably, in double.
+enum class ScanOp : uint8_t { kSum, kProd, kLogSumExp };
 Status Scan(ScanOp op, const TensorRef& out, const TensorRef& in, int dim);
+// cummax / cummin along dim: values[i] = the max (min) of in[0..i] and
+// indices[i] (kInt64) its position. As torch's CPU: a tie moves the index to
+// the later element, a NaN wins and holds until a later NaN. values has in's
+// dtype; all three one shape.
+Status ScanExtremum(const TensorRef& values, const TensorRef& indices, const TensorRef& in,
+                    int dim, bool max);
 
 // Sorts every line of `in` along dim into values (in's dtype) and indices
 // (kInt64), both of in's shape. Stable; NaN sorts as the largest value (torch).
@@ -187,7 +198,8 @@ KernelInfo DescribeEmbeddingBag(const EmbeddingBagRefs& r, const char* aten_op);
 enum class IndexingKernel : uint8_t {
   kArange, kTril, kTriu, kGather, kScatter, kScatterAdd, kIndex, kIndexPut, kIndexPutAdd,
   kCumsum, kCumprod, kSort, kTopk, kFlip, kRoll, kNonzero, kRepeatIndex, kIsIn, kHistc,
-  kNllLoss, kLinspace, kSearchSorted, kBincount, kMultinomial, kAssert,
+  kNllLoss, kLinspace, kSearchSorted, kBincount, kMultinomial, kAssert, kScatterReduce,
+  kLogcumsumexp, kCummax, kCummin,
 };
 KernelInfo DescribeIndexing(IndexingKernel kernel, const TensorRef& out, const TensorRef* in,
                             const char* aten_op);

@@ -55,6 +55,22 @@ double AddRef(DType dt, double a, double b) {
   return dt == DType::kFloat64 ? sum : testing::RoundTo(dt, sum);
 }
 
+// One scatter_reduce step of `mode` on dtype dt, as the kernel stores it.
+double ReduceRef(DType dt, ScatterReduce mode, double a, double b) {
+  const bool logical = dt == DType::kBool;
+  switch (mode) {
+    case ScatterReduce::kNone: return b;
+    case ScatterReduce::kAdd: return AddRef(dt, a, b);
+    case ScatterReduce::kMax: return logical ? double(a != 0 || b != 0) : std::max(a, b);
+    case ScatterReduce::kMin: return logical ? double(a != 0 && b != 0) : std::min(a, b);
+    case ScatterReduce::kMul: break;
+  }
+  if (logical) return double(a != 0 && b != 0);
+  if (!IsFloating(dt)) return a * b;
+  const double prod = static_cast<double>(static_cast<float>(a) * static_cast<float>(b));
+  return dt == DType::kFloat64 ? prod : testing::RoundTo(dt, prod);
+}
+
 std::string Name(DType dt, Layout l) { return std::string(DTypeName(dt)) + " " + LayoutName(l); }
 
 TEST(Arange, DTypes) {
@@ -125,13 +141,14 @@ TEST(Gather, DimsLayoutsAndRange) {
             "index -1 is out of bounds for dimension 0 with size 3");
 }
 
-TEST(Scatter, SrcValueAddAndRange) {
+TEST(Scatter, SrcValueReduceAndRange) {
   const std::vector<int64_t> sizes = {4, 5};
   for (DType dt : kAllDTypes) {
     for (int dim = 0; dim < 2; ++dim) {
-      for (bool add : {false, true}) {
-        SCOPED_TRACE(std::string(DTypeName(dt)) + " dim " + std::to_string(dim) +
-                     (add ? " add" : ""));
+      for (ScatterReduce mode : {ScatterReduce::kNone, ScatterReduce::kAdd, ScatterReduce::kMul,
+                                 ScatterReduce::kMax, ScatterReduce::kMin}) {
+        SCOPED_TRACE(std::string(DTypeName(dt)) + " dim " + std::to_string(dim) + " mode " +
+                     std::to_string(static_cast<int>(mode)));
         TestTensor out = MakeRandom(dt, sizes, Layout::kTransposed, 7, -20, 20);
         std::vector<double> want = out.Values();
         const std::vector<int64_t> isz = {3, 2};
@@ -144,22 +161,98 @@ TEST(Scatter, SrcValueAddAndRange) {
           const double s = src.At(idx[0] * 4 + idx[1]);
           idx[dim] = vals[i];
           double& w = want[Ravel(idx, sizes)];
-          w = add ? AddRef(dt, w, s) : s;
+          w = ReduceRef(dt, mode, w, s);
         }
         TestTensor src_view = src.Slice(1, 0, 1, 2);  // src larger than index on dim 1
-        ASSERT_TRUE(Scatter(out.ref, dim, index.ref, src_view.ref, 0, add).ok());
+        ASSERT_TRUE(Scatter(out.ref, dim, index.ref, src_view.ref, 0, mode).ok());
         ASSERT_EQ(out.Values(), want);
       }
     }
   }
   TestTensor out = Empty(DType::kFloat32, {2, 3});
   TestTensor index = MakeInts(DType::kInt64, {1, 2}, {0, 2});
-  ASSERT_TRUE(Scatter(out.ref, 1, index.ref, TensorRef{}, 2.5, false).ok());
+  ASSERT_TRUE(Scatter(out.ref, 1, index.ref, TensorRef{}, 2.5, ScatterReduce::kNone).ok());
   EXPECT_EQ(out.Values(), (std::vector<double>{2.5, 0, 2.5, 0, 0, 0}));
   index = MakeInts(DType::kInt64, {1, 2}, {0, 3});
-  EXPECT_EQ(Scatter(out.ref, 1, index.ref, TensorRef{}, 1, true).error,
+  EXPECT_EQ(Scatter(out.ref, 1, index.ref, TensorRef{}, 1, ScatterReduce::kAdd).error,
             "index 3 is out of bounds for dimension 1 with size 3");
   EXPECT_EQ(out.At(0), 2.5);  // untouched
+  // Repeated targets accumulate; a NaN wins max and min whichever side holds it.
+  TestTensor row = Empty(DType::kFloat32, {3});
+  for (ScatterReduce mode : {ScatterReduce::kMax, ScatterReduce::kMin}) {
+    row.Set(0, 1.0);
+    row.Set(1, NAN);
+    row.Set(2, 0.0);
+    TestTensor src = Empty(DType::kFloat32, {4});
+    const double sv[] = {5.0, -5.0, 2.0, NAN};
+    for (int64_t i = 0; i < 4; ++i) src.Set(i, sv[i]);
+    TestTensor idx = MakeInts(DType::kInt64, {4}, {0, 0, 1, 2});
+    ASSERT_TRUE(Scatter(row.ref, 0, idx.ref, src.ref, 0, mode).ok());
+    EXPECT_EQ(row.At(0), mode == ScatterReduce::kMax ? 5.0 : -5.0);
+    EXPECT_TRUE(std::isnan(row.At(1)));
+    EXPECT_TRUE(std::isnan(row.At(2)));
+  }
+}
+
+// cummax / cummin against a scalar walk of torch's rule (ties move to the
+// later index, NaN wins and holds until a later NaN), over dtypes, dims and
+// layouts; logcumsumexp against log(sum(exp)) in double.
+TEST(Scan, ExtremaAndLogSumExp) {
+  for (DType dt : {DType::kFloat32, DType::kBFloat16, DType::kInt32, DType::kInt64, DType::kBool}) {
+    for (Layout l : kLayouts) {
+      for (int dim = 0; dim < 2; ++dim) {
+        for (bool max : {true, false}) {
+          SCOPED_TRACE(Name(dt, l) + " dim " + std::to_string(dim) + (max ? " max" : " min"));
+          TestTensor in = MakeRandom(dt, {4, 6}, l, 21, -3, 3);  // small range: ties
+          if (IsFloating(dt)) {
+            in.Set(7, NAN);
+            in.Set(9, NAN);
+          }
+          TestTensor vals = Empty(dt, {4, 6}), idx = Empty(DType::kInt64, {4, 6});
+          ASSERT_TRUE(ScanExtremum(vals.ref, idx.ref, in.ref, dim, max).ok());
+          const int64_t lines = dim == 0 ? 6 : 4, n = dim == 0 ? 4 : 6;
+          for (int64_t line = 0; line < lines; ++line) {
+            double best = 0;
+            int64_t at = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              const int64_t flat = dim == 0 ? i * 6 + line : line * 6 + i;
+              const double x = in.At(flat);
+              if (i == 0 || std::isnan(x) || (!std::isnan(best) && (max ? x >= best : x <= best))) {
+                best = x;
+                at = i;
+              }
+              const double got = vals.At(flat);
+              EXPECT_TRUE(got == best || (std::isnan(got) && std::isnan(best))) << flat;
+              EXPECT_EQ(idx.AtInt(flat), at) << flat;
+            }
+          }
+        }
+      }
+    }
+  }
+  TestTensor in = MakeRandom(DType::kFloat32, {3, 5}, Layout::kTransposed, 22, -40, 40);
+  in.Set(0, -INFINITY);
+  in.Set(5, 1000.0);  // exp overflows without the shift
+  TestTensor out = Empty(DType::kFloat32, {3, 5});
+  ASSERT_TRUE(Scan(ScanOp::kLogSumExp, out.ref, in.ref, 1).ok());
+  for (int64_t r = 0; r < 3; ++r) {
+    double m = -INFINITY;
+    for (int64_t i = 0; i < 5; ++i) m = std::max(m, in.At(r * 5 + i));
+    double sum = 0;
+    for (int64_t i = 0; i < 5; ++i) {
+      sum += std::exp(in.At(r * 5 + i) - m);
+      double mi = -INFINITY;  // the prefix's own max, for its exact value
+      for (int64_t j = 0; j <= i; ++j) mi = std::max(mi, in.At(r * 5 + j));
+      double s = 0;
+      for (int64_t j = 0; j <= i; ++j) s += std::exp(in.At(r * 5 + j) - mi);
+      const double want = std::isinf(mi) ? mi : mi + std::log(s);
+      if (std::isinf(want)) {
+        EXPECT_EQ(out.At(r * 5 + i), want) << r << "," << i;
+      } else {
+        EXPECT_NEAR(out.At(r * 5 + i), want, 1e-5 * std::max(1.0, std::fabs(want))) << r << "," << i;
+      }
+    }
+  }
 }
 
 TEST(Index, IntegerIndicesBroadcastNegativeAndRest) {

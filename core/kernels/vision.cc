@@ -377,6 +377,104 @@ Status AdaptiveAvgPool2d(const TensorRef& out, const TensorRef& in) {
 
 namespace {
 
+// The running max of CPU's max pools: a NaN wins, a later NaN replaces it.
+struct MaxCell {
+  float value = -std::numeric_limits<float>::infinity();
+  int64_t index;
+  void Offer(float v, int64_t i) {
+    if (v > value || std::isnan(v)) {
+      value = v;
+      index = i;
+    }
+  }
+};
+
+}  // namespace
+
+Status AdaptiveMaxPool2d(const TensorRef& out, const TensorRef& indices, const TensorRef& in) {
+  CheckPlanes(out, in);
+  TRN_ASSERT(indices.dtype == DType::kInt64 && indices.ndim == 4, "adaptive_max_pool2d indices");
+  const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
+  ForEachPlane(out, in, [&](const float* plane, int64_t n, int64_t c, int64_t y, float* row) {
+    const int64_t y0 = (y * h) / oh, y1 = ((y + 1) * h + oh - 1) / oh;
+    auto* idx = reinterpret_cast<int64_t*>(At4(indices, n, c, y, 0));
+    for (int64_t x = 0; x < ow; ++x) {
+      const int64_t x0 = (x * w) / ow, x1 = ((x + 1) * w + ow - 1) / ow;
+      MaxCell m{.index = y0 * w + x0};
+      for (int64_t iy = y0; iy < y1; ++iy) {
+        for (int64_t ix = x0; ix < x1; ++ix) m.Offer(plane[iy * w + ix], iy * w + ix);
+      }
+      row[x] = m.value;
+      idx[x * indices.strides[3]] = m.index;
+    }
+  });
+  return Status::Ok();
+}
+
+Status MaxPool3d(const TensorRef& out, const TensorRef& indices, const TensorRef& in,
+                 const Pool3dParams& p) {
+  TRN_ASSERT(in.ndim == 5 && out.ndim == 5 && indices.ndim == 5 &&
+                 indices.dtype == DType::kInt64 && out.dtype == in.dtype && IsFloating(in.dtype),
+             "max_pool3d: 5-D operands of one floating dtype, int64 indices");
+  const int64_t dd = in.sizes[2], h = in.sizes[3], w = in.sizes[4];
+  const int64_t od = out.sizes[2], oh = out.sizes[3], ow = out.sizes[4];
+  if (out.numel() == 0) return Status::Ok();
+  float* vol = Scratch(0, dd * h * w);
+  float* row = Scratch(1, ow);
+  const size_t item = ItemSize(in.dtype);
+  for (int64_t n = 0; n < in.sizes[0]; ++n) {
+    for (int64_t c = 0; c < in.sizes[1]; ++c) {
+      const char* base = static_cast<const char*>(in.data) +
+                         (n * in.strides[0] + c * in.strides[1]) * static_cast<int64_t>(item);
+      for (int64_t z = 0; z < dd; ++z) {
+        for (int64_t y = 0; y < h; ++y) {
+          internal::LoadAsF32(in.dtype,
+                              base + (z * in.strides[2] + y * in.strides[3]) *
+                                         static_cast<int64_t>(item),
+                              in.strides[4], w, vol + (z * h + y) * w);
+        }
+      }
+      for (int64_t z = 0; z < od; ++z) {
+        for (int64_t y = 0; y < oh; ++y) {
+          char* orow = static_cast<char*>(out.data) +
+                       (n * out.strides[0] + c * out.strides[1] + z * out.strides[2] +
+                        y * out.strides[3]) * static_cast<int64_t>(item);
+          int64_t* irow = static_cast<int64_t*>(indices.data) + n * indices.strides[0] +
+                          c * indices.strides[1] + z * indices.strides[2] + y * indices.strides[3];
+          for (int64_t x = 0; x < ow; ++x) {
+            int64_t s[3] = {z * p.stride[0] - p.padding[0], y * p.stride[1] - p.padding[1],
+                            x * p.stride[2] - p.padding[2]};
+            const int64_t o[3] = {s[0], s[1], s[2]};
+            for (int k = 0; k < 3; ++k) {  // torch's start: the first in-input cell
+              while (s[k] < 0) s[k] += p.dilation[k];
+            }
+            MaxCell m{.index = (s[0] * h + s[1]) * w + s[2]};
+            const int64_t lim[3] = {dd, h, w};
+            int64_t e[3];
+            for (int k = 0; k < 3; ++k) {
+              e[k] = std::min(o[k] + (p.kernel[k] - 1) * p.dilation[k] + 1, lim[k]);
+            }
+            for (int64_t iz = s[0]; iz < e[0]; iz += p.dilation[0]) {
+              for (int64_t iy = s[1]; iy < e[1]; iy += p.dilation[1]) {
+                for (int64_t ix = s[2]; ix < e[2]; ix += p.dilation[2]) {
+                  const int64_t cell = (iz * h + iy) * w + ix;
+                  m.Offer(vol[cell], cell);
+                }
+              }
+            }
+            row[x] = m.value;
+            irow[x * indices.strides[4]] = m.index;
+          }
+          internal::StoreFromF32(out.dtype, orow, out.strides[4], ow, row);
+        }
+      }
+    }
+  }
+  return Status::Ok();
+}
+
+namespace {
+
 // Calls f(grad_plane, grad_out_plane, n, c) for each (n, c) with grad_plane a
 // zeroed float32 [H][W] scratch and grad_out_plane grad_out[n, c] as float32
 // [OH][OW]; grad_plane is then stored into grad_in[n, c]. Stops at the first
@@ -871,7 +969,7 @@ rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, cons
 
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op) {
-  static const char* const kNames[13][4] = {
+  static const char* const kNames[15][4] = {
       {"max_pool2d_f32", "max_pool2d_f64", "max_pool2d_bf16", "max_pool2d_f16"},
       {"avg_pool2d_f32", "avg_pool2d_f64", "avg_pool2d_bf16", "avg_pool2d_f16"},
       {"adaptive_avg_pool2d_f32", "adaptive_avg_pool2d_f64", "adaptive_avg_pool2d_bf16",
@@ -895,6 +993,9 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
        "adaptive_avg_pool2d_backward_bf16", "adaptive_avg_pool2d_backward_f16"},
       {"upsample2d_backward_f32", "upsample2d_backward_f64", "upsample2d_backward_bf16",
        "upsample2d_backward_f16"},
+      {"adaptive_max_pool2d_f32", "adaptive_max_pool2d_f64", "adaptive_max_pool2d_bf16",
+       "adaptive_max_pool2d_f16"},
+      {"max_pool3d_f32", "max_pool3d_f64", "max_pool3d_bf16", "max_pool3d_f16"},
   };
   rt::KernelInfo info;
   info.name = DTypeSuffixed(kNames[static_cast<int>(kernel)], in.dtype);

@@ -41,6 +41,24 @@ Status AvgPool2d(const TensorRef& out, const TensorRef& in, const PoolParams& p)
 // Window [floor(o*I/O), ceil((o+1)*I/O)) per output index, any output size.
 Status AdaptiveAvgPool2d(const TensorRef& out, const TensorRef& in);
 
+// torch's adaptive_max_pool2d: the max over window [floor(o*I/O),
+// ceil((o+1)*I/O)) per output index, indices (kInt64, out's sizes) ih * W + iw
+// of the first maximum; a NaN wins and a later NaN replaces it (CPU's rule).
+Status AdaptiveMaxPool2d(const TensorRef& out, const TensorRef& indices, const TensorRef& in);
+
+// torch's max_pool3d_with_indices over [N, C, D, H, W], (D, H, W) order;
+// output sizes come from out (ceil_mode applied by the caller); indices
+// (kInt64, out's sizes) (id * H + ih) * W + iw, the window's first in-input
+// cell when nothing beats -inf; NaN as AdaptiveMaxPool2d.
+struct Pool3dParams {
+  int64_t kernel[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1};
+  int64_t padding[3] = {0, 0, 0};
+  int64_t dilation[3] = {1, 1, 1};
+};
+Status MaxPool3d(const TensorRef& out, const TensorRef& indices, const TensorRef& in,
+                 const Pool3dParams& p);
+
 // The pools' input gradients (training): grad_in [N, C, H, W] is written
 // whole, grad_out has the pool's output sizes, one floating dtype. Each plane
 // accumulates in float32 and is rounded once. Max adds grad_out to the cell
@@ -98,6 +116,7 @@ enum class VisionKernel : uint8_t {
   kMaxPool2d, kAvgPool2d, kAdaptiveAvgPool2d, kUpsampleNearest2d, kUpsampleBilinear2d,
   kUpsampleBicubic2d, kIm2Col, kUpsampleNearestExact2d, kGridSample2d,
   kMaxPool2dBackward, kAvgPool2dBackward, kAdaptiveAvgPool2dBackward, kUpsample2dBackward,
+  kAdaptiveMaxPool2d, kMaxPool3d,
 };
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op);

@@ -396,6 +396,99 @@ TEST(Upsample2d, NearestAndBilinear) {
   }
 }
 
+// Adaptive max and 3-D max pooling against scalar walks of torch's rule: the
+// window's cells in order, v > best or NaN takes over (so a later NaN
+// replaces an earlier one), the first in-input cell when nothing beats -inf.
+TEST(MaxPool, AdaptiveAnd3dAgainstReference) {
+  for (auto [oh, ow] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 4}, {9, 10}, {12, 7}}) {
+    for (int lay : {0, 1}) {
+      TestTensor in = Make4d(DType::kFloat32, {2, 3, 9, 10}, lay, 31);
+      in.Set(11, NAN);
+      in.Set(13, NAN);
+      TestTensor out = Make4d(DType::kFloat32, {2, 3, oh, ow}, lay, 0);
+      TestTensor idx = Empty(DType::kInt64, {2, 3, oh, ow});
+      ASSERT_TRUE(AdaptiveMaxPool2d(out.ref, idx.ref, in.ref).ok());
+      for (int64_t pl = 0; pl < 6; ++pl)
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t x = 0; x < ow; ++x) {
+            const int64_t y0 = y * 9 / oh, y1 = ((y + 1) * 9 + oh - 1) / oh;
+            const int64_t x0 = x * 10 / ow, x1 = ((x + 1) * 10 + ow - 1) / ow;
+            double best = -INFINITY;
+            int64_t at = y0 * 10 + x0;
+            for (int64_t iy = y0; iy < y1; ++iy)
+              for (int64_t ix = x0; ix < x1; ++ix) {
+                const double v = in.At(pl * 90 + iy * 10 + ix);
+                if (v > best || std::isnan(v)) {
+                  best = v;
+                  at = iy * 10 + ix;
+                }
+              }
+            const int64_t o = (pl * oh + y) * ow + x;
+            EXPECT_TRUE(out.At(o) == best || (std::isnan(best) && std::isnan(out.At(o)))) << o;
+            EXPECT_EQ(idx.AtInt(o), at) << o;
+          }
+    }
+  }
+  struct C3 {
+    int64_t k[3], s[3], pad[3], dil[3];
+    bool ceil;
+  };
+  for (const C3& c : {C3{{2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {1, 1, 1}, false},
+                      C3{{3, 3, 2}, {2, 1, 2}, {1, 1, 0}, {1, 2, 1}, false},
+                      C3{{3, 3, 3}, {2, 2, 2}, {1, 0, 1}, {1, 1, 1}, true}}) {
+    for (DType dt : {DType::kFloat32, DType::kBFloat16}) {
+      const int64_t dd = 5, h = 6, w = 7;
+      int64_t os[3];
+      const int64_t lim[3] = {dd, h, w};
+      for (int k = 0; k < 3; ++k) os[k] = PoolOut(lim[k], c.k[k], c.pad[k], c.s[k], c.dil[k], c.ceil);
+      TestTensor in = Empty(dt, {2, 2, dd, h, w});
+      FillRandom(in, 32, -2.0, 2.0);
+      in.Set(40, NAN);
+      for (int64_t i = 100; i < 140; ++i) in.Set(i, -INFINITY);
+      TestTensor out = Empty(dt, {2, 2, os[0], os[1], os[2]});
+      TestTensor idx = Empty(DType::kInt64, {2, 2, os[0], os[1], os[2]});
+      Pool3dParams p;
+      for (int k = 0; k < 3; ++k) {
+        p.kernel[k] = c.k[k];
+        p.stride[k] = c.s[k];
+        p.padding[k] = c.pad[k];
+        p.dilation[k] = c.dil[k];
+      }
+      ASSERT_TRUE(MaxPool3d(out.ref, idx.ref, in.ref, p).ok());
+      int64_t o = 0;
+      for (int64_t pl = 0; pl < 4; ++pl)
+        for (int64_t z = 0; z < os[0]; ++z)
+          for (int64_t y = 0; y < os[1]; ++y)
+            for (int64_t x = 0; x < os[2]; ++x, ++o) {
+              const int64_t at0[3] = {z, y, x};
+              int64_t start[3];
+              for (int k = 0; k < 3; ++k) {
+                start[k] = at0[k] * c.s[k] - c.pad[k];
+                while (start[k] < 0) start[k] += c.dil[k];
+              }
+              double best = -INFINITY;
+              int64_t at = (start[0] * h + start[1]) * w + start[2];
+              for (int64_t a = 0; a < c.k[0]; ++a)
+                for (int64_t b = 0; b < c.k[1]; ++b)
+                  for (int64_t e = 0; e < c.k[2]; ++e) {
+                    const int64_t iz = z * c.s[0] - c.pad[0] + a * c.dil[0];
+                    const int64_t iy = y * c.s[1] - c.pad[1] + b * c.dil[1];
+                    const int64_t ix = x * c.s[2] - c.pad[2] + e * c.dil[2];
+                    if (iz < 0 || iz >= dd || iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+                    const int64_t cell = (iz * h + iy) * w + ix;
+                    const double v = in.At(pl * dd * h * w + cell);
+                    if (v > best || std::isnan(v)) {
+                      best = v;
+                      at = cell;
+                    }
+                  }
+              EXPECT_TRUE(out.At(o) == best || (std::isnan(best) && std::isnan(out.At(o)))) << o;
+              EXPECT_EQ(idx.AtInt(o), at) << o;
+            }
+    }
+  }
+}
+
 // The backward is the forward's adjoint: the forward's matrix A is read off
 // by upsampling each unit impulse of the input (float64, exact taps), and
 // grad_in must be A^T grad_out, for every mode, sizes up and down and both
