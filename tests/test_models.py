@@ -364,3 +364,59 @@ def test_more_families_compile_as_one_program(name):
     assert stats and all(s["fallback"] is None for s in stats), [s["fallback"] for s in stats]
     assert [n for s in stats for n in s["eager_nodes"]] == []
     _assert_no_fallback()
+
+
+def _vision_language(name):
+    """LLaVA and Qwen2-VL: image features put into the text embeddings with
+    masked_scatter (Qwen2-VL: a Conv3d patch embedding and multimodal RoPE too)."""
+    import transformers as T
+
+    g = torch.Generator().manual_seed(3)
+    if name == "llava":
+        config = T.LlavaConfig(
+            vision_config=T.CLIPVisionConfig(hidden_size=32, intermediate_size=64,
+                                             num_hidden_layers=2, num_attention_heads=2,
+                                             image_size=32, patch_size=8),
+            text_config=T.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2),
+            image_token_index=100, vision_feature_layer=-1)
+        ids = torch.cat([torch.tensor([[1]]), torch.full((1, 16), 100),
+                         torch.randint(2, 99, (1, 5), generator=g)], 1).repeat(2, 1)
+        inputs = {"input_ids": ids, "pixel_values": torch.randn(2, 3, 32, 32, generator=g),
+                  "attention_mask": torch.ones_like(ids)}
+        return T.LlavaForConditionalGeneration(config), inputs
+    config = T.Qwen2VLConfig(
+        text_config=dict(vocab_size=160, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                         num_attention_heads=4, num_key_value_heads=2,
+                         rope_scaling={"type": "mrope", "mrope_section": [2, 1, 1]}),
+        vision_config=dict(depth=1, embed_dim=32, hidden_size=32, num_heads=2, patch_size=4,
+                           spatial_merge_size=2, temporal_patch_size=2, in_chans=3),
+        image_token_id=150, video_token_id=151, vision_start_token_id=152)
+    ids = torch.cat([torch.tensor([[1, 152]]), torch.full((1, 4), 150),
+                     torch.randint(2, 99, (1, 5), generator=g)], 1)
+    inputs = {"input_ids": ids, "pixel_values": torch.randn(16, 96, generator=g),
+              "image_grid_thw": torch.tensor([[1, 4, 4]]), "attention_mask": torch.ones_like(ids),
+              "mm_token_type_ids": (ids == 150).long()}
+    return T.Qwen2VLForConditionalGeneration(config), inputs
+
+
+@pytest.mark.parametrize("name", ["llava", "qwen2vl"])
+def test_vision_language_models_match_cpu(name):
+    torch.manual_seed(0)
+    model, inputs = _vision_language(name)
+    model.eval()
+    with torch.no_grad():
+        want = model(**inputs).logits
+        want_tokens = model.generate(**inputs, max_new_tokens=6, do_sample=False)
+        model.to("trn")
+        x = zoo.to_device(inputs, "trn")
+        torch.testing.assert_close(model(**x).logits.cpu(), want, rtol=RTOL, atol=ATOL)
+        assert torch.equal(model.generate(**x, max_new_tokens=6, do_sample=False).cpu(),
+                           want_tokens)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # graph breaks and eager-node warnings
+            compiled = torch.compile(model, backend="trn")(**x).logits
+        torch.testing.assert_close(compiled.cpu(), want, rtol=RTOL, atol=ATOL)
+    assert all(s["fallback"] is None for s in trnscope.compile_stats())
+    _assert_no_fallback()
