@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/common/assert.h"
@@ -783,6 +784,19 @@ Status Upsample2dBackward(const TensorRef& grad_in, const TensorRef& grad_out, U
 
 namespace {
 
+// The [lo, hi) outputs whose tap o * stride - pad + offset lands in [0, n).
+std::pair<int64_t, int64_t> InsideRange(int64_t n, int64_t outs, int64_t stride, int64_t pad,
+                                        int64_t offset) {
+  const auto ceil_div = [](int64_t a, int64_t b) { return a <= 0 ? 0 : (a + b - 1) / b; };
+  const int64_t lo = std::min(ceil_div(pad - offset, stride), outs);
+  const int64_t hi = std::max(std::min(ceil_div(n + pad - offset, stride), outs), lo);
+  return {lo, hi};
+}
+
+// Per (image, channel, tap) one output row of OH*OW: the rows a tap reads
+// outside the input are zeros, each inside row a zero head and tail around a
+// strided (stride 1 and unit strides: contiguous) copy. No per-element bounds
+// checks: the backward's im2col of every training convolution runs here.
 template <typename U>
 void Im2ColTyped(const TensorRef& out, const TensorRef& in, const Im2ColParams& p) {
   const int64_t n = in.sizes[0], c = in.sizes[1], h = in.sizes[2], w = in.sizes[3];
@@ -791,22 +805,33 @@ void Im2ColTyped(const TensorRef& out, const TensorRef& in, const Im2ColParams& 
   const int64_t ow = (w + 2 * p.padding[1] - p.dilation[1] * (kw - 1) - 1) / p.stride[1] + 1;
   const U* src = static_cast<const U*>(in.data);
   U* dst = static_cast<U*>(out.data);
+  const int64_t so = out.strides[2], sx = in.strides[3] * p.stride[1];
   for (int64_t b = 0; b < n; ++b) {
     for (int64_t ch = 0; ch < c; ++ch) {
+      const U* plane = src + b * in.strides[0] + ch * in.strides[1];
       for (int64_t i = 0; i < kh; ++i) {
+        const auto [y_lo, y_hi] = InsideRange(h, oh, p.stride[0], p.padding[0], i * p.dilation[0]);
         for (int64_t j = 0; j < kw; ++j) {
           const int64_t row = (ch * kh + i) * kw + j;
           U* o = dst + b * out.strides[0] + row * out.strides[1];
+          const auto [x_lo, x_hi] = InsideRange(w, ow, p.stride[1], p.padding[1], j * p.dilation[1]);
           for (int64_t y = 0; y < oh; ++y) {
-            const int64_t iy = y * p.stride[0] - p.padding[0] + i * p.dilation[0];
-            for (int64_t x = 0; x < ow; ++x) {
-              const int64_t ix = x * p.stride[1] - p.padding[1] + j * p.dilation[1];
-              const bool inside = iy >= 0 && iy < h && ix >= 0 && ix < w;
-              o[(y * ow + x) * out.strides[2]] =
-                  inside ? src[b * in.strides[0] + ch * in.strides[1] + iy * in.strides[2] +
-                               ix * in.strides[3]]
-                         : U{0};
+            U* __restrict orow = o + y * ow * so;
+            if (y < y_lo || y >= y_hi) {
+              for (int64_t x = 0; x < ow; ++x) orow[x * so] = U{0};
+              continue;
             }
+            const int64_t iy = y * p.stride[0] - p.padding[0] + i * p.dilation[0];
+            const U* __restrict irow =
+                plane + iy * in.strides[2] +
+                (x_lo * p.stride[1] - p.padding[1] + j * p.dilation[1]) * in.strides[3];
+            for (int64_t x = 0; x < x_lo; ++x) orow[x * so] = U{0};
+            if (so == 1 && sx == 1) {
+              std::copy(irow, irow + (x_hi - x_lo), orow + x_lo);
+            } else {
+              for (int64_t x = x_lo; x < x_hi; ++x) orow[x * so] = irow[(x - x_lo) * sx];
+            }
+            for (int64_t x = x_hi; x < ow; ++x) orow[x * so] = U{0};
           }
         }
       }
