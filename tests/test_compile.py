@@ -299,18 +299,19 @@ def test_buckets_pad_and_unpad():
 # ---- Fallback, artifacts, float64 ------------------------------------------------------------
 def test_unsupported_node_runs_eagerly_inside_the_program():
     def fn(x, y):
-        h = torch.flip(x * 2, [-1]) + y  # flip: not a core op
+        h = torch.logcumsumexp(x * 2, -1) + y  # logcumsumexp: not a core op
         return torch.relu(h) + 1
 
     x, y = torch.randn(3, 5), torch.randn(3, 5)
     compiled = torch.compile(fn, backend="trn", dynamic=False)
-    with torch.inference_mode(), pytest.warns(UserWarning, match="aten.flip.default runs as an eager"):
+    with torch.inference_mode(), pytest.warns(UserWarning,
+                                              match="aten.logcumsumexp.default runs as an eager"):
         got = compiled(x.to("trn"), y.to("trn"))
     torch.testing.assert_close(got.cpu(), fn(x, y))
     (stats,) = trnscope.compile_stats()
-    assert stats["eager_nodes"] == ["aten.flip.default"] and stats["fallback"] is None
-    assert stats["eager_reasons"] == ["no core op for aten.flip.default"]
-    assert stats["num_kernels"] == 2  # x * 2 before the flip, + y, relu, + 1 after it
+    assert stats["eager_nodes"] == ["aten.logcumsumexp.default"] and stats["fallback"] is None
+    assert stats["eager_reasons"] == ["no core op for aten.logcumsumexp.default"]
+    assert stats["num_kernels"] == 2  # x * 2 before it, + y, relu, + 1 after it
 
 
 def test_eager_step_with_an_out_overload_writes_the_program_buffer():
@@ -967,19 +968,26 @@ def test_dynamic_graphs_are_specialized_per_signature_at_run_time():
 
 
 # ---- Robustness: ops the compiler does not take ------------------------------------------------
-# Each maps a float [R, C] tensor to one of the same shape; the first group
-# are core ops, the rest become eager steps (or, for the integer ones, eager
-# steps the core compiler chose: int arithmetic is not fused).
+# Each maps a float [R, C] tensor to one of the same shape: core ops, library
+# ops (some eager steps the core chose: int arithmetic is not fused), and ops
+# the compiler does not take, which run as eager steps; each chain has one.
 _CORE_OPS = [
     lambda x: x * 2 + 1,
     torch.relu,
     lambda x: torch.softmax(x, -1),
     lambda x: torch.exp(-x.abs()),
 ]
-_OTHER_OPS = [
+_EAGER_OPS = [
+    lambda x: torch.cummax(x, -1).values,
+    lambda x: torch.cummin(x, 0).values,
+    lambda x: x.scatter(-1, torch.argsort(x, -1), x * 2),
+    lambda x: torch.logcumsumexp(x, -1) * 0.1,
+]
+_OTHER_OPS = _EAGER_OPS + [
+    lambda x: torch.flip(x, [-1]),
+    lambda x: torch.div(x * 3, 0.7, rounding_mode="floor") * 0.1,
     lambda x: torch.cumsum(x, -1) * 0.1,
     lambda x: torch.sort(x, -1).values,
-    lambda x: torch.flip(x, [-1]),
     torch.erf,
     lambda x: torch.clamp(x, -0.5, 0.5),
     torch.floor,
@@ -1002,7 +1010,7 @@ def test_random_mix_of_unsupported_ops_matches_eager(seed, monkeypatch):
     monkeypatch.setattr(backend, "_warned_eager", set())  # every notice is new
     rng = random.Random(seed)
     chain = [rng.choice(_CORE_OPS + _OTHER_OPS) for _ in range(7)]
-    chain.insert(rng.randrange(len(chain)), rng.choice(_OTHER_OPS))  # at least one
+    chain.insert(rng.randrange(len(chain)), rng.choice(_EAGER_OPS))  # at least one
 
     def fn(x):
         for op in chain:
@@ -1786,3 +1794,79 @@ def _check_rounding_through(dtype):
     assert torch.equal(got.cpu()[keep], want[keep])
     assert torch.equal(got.cpu()[keep].signbit(), want[keep].signbit())
     assert stats["eager_nodes"] == [] and len(stats["kernels"]) == 1, stats["kernels"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+@pytest.mark.parametrize("dim", [-1, 0])
+def test_topk_and_sort_are_library_kernels(dtype, dim):
+    """MoE routing's topk / sort: the indices one core kernel each (shared by both
+    outputs), the values a gather by them; eager's order, ties by index, NaN largest."""
+    g = torch.Generator().manual_seed(4)
+    x = torch.randint(-3, 4, (6, 8), generator=g).to(dtype)  # ties
+    if dtype.is_floating_point:
+        x[1, 2] = x[4, 5] = float("nan")
+
+    def fn(a):
+        v, i = a.topk(3, dim=dim)
+        w, j = torch.topk(a, 2, dim=dim, largest=False)
+        s, k = a.sort(dim=dim, descending=True)
+        t, m = torch.sort(a, dim=dim, stable=True)
+        return v, i, w, j, s, k, t, m
+
+    got, stats = compiled_on_trn(fn, x)
+    for g_, w_ in zip(got, fn(x.to("trn"))):  # the eager kernels' answer, exactly
+        torch.testing.assert_close(g_.cpu(), w_.cpu(), rtol=0, atol=0, equal_nan=True)
+    want = fn(x)
+    for n in range(0, 8, 2):  # CPU: the same values; indices that pick them (CPU's tie
+        values, indices = got[n].cpu(), got[n + 1].cpu()  # order is unspecified but
+        torch.testing.assert_close(values, want[n], rtol=0, atol=0, equal_nan=True)  # stable's)
+        torch.testing.assert_close(x.gather(dim, indices), values, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(got[7].cpu(), want[7])  # the stable sort's indices
+    assert stats["eager_nodes"] == [], stats
+    # Per call an indices kernel and the values' gather, both named after the call's op.
+    assert sorted(stats["kernels"]) == ["sort"] * 4 + ["topk"] * 4, stats["kernels"]
+
+
+def test_histc_and_empty_are_core_nodes():
+    """MoE's expert counts (histc of int64 ids, as CUDA; floats as CPU) and an
+    empty_permuted buffer that the graph fills: no eager steps."""
+    ids = torch.tensor([[0, 3], [3, 1], [7, 7], [2, 0]])
+    x = torch.randn(4, 2, generator=torch.Generator().manual_seed(1))
+
+    def fn(i, a):
+        counts = torch.histc(i, bins=8, min=0, max=7)
+        spread = torch.histc(a, bins=5)  # min = max = 0: the data's range
+        buf = torch.empty_permuted((4, 2), (1, 0), device=a.device)
+        buf.copy_(a * 2)
+        return counts, spread, buf + 1
+
+    got, stats = compiled_on_trn(fn, ids, x)
+    want_counts = torch.histc(ids.float(), bins=8, min=0, max=7).long()  # CPU: floats only
+    assert torch.equal(got[0].cpu(), want_counts)
+    torch.testing.assert_close(got[1].cpu(), torch.histc(x, bins=5))
+    torch.testing.assert_close(got[2].cpu(), x * 2 + 1)
+    assert stats["eager_nodes"] == [], stats
+    assert stats["kernels"].count("histc") == 2, stats["kernels"]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_float_rounding_division_and_flip_are_library_kernels(dtype):
+    """DETR's sine positions (float div with rounding_mode), LED's flip: library
+    kernels, eager's results (floats: 0 divides to inf / NaN; bfloat16 rounds as CPU)."""
+    g = torch.Generator().manual_seed(6)
+    x = (torch.randn(5, 7, generator=g) * 20).to(dtype)
+    y = (torch.randn(5, 7, generator=g) * 3).to(dtype)
+    if dtype.is_floating_point:
+        y[0, 0] = 0
+    else:
+        y = y.masked_fill(y == 0, 1)
+
+    def fn(a, b):
+        return (torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc"),
+                a // 3, torch.flip(a, [0, -1]), torch.flip(b, [1]) + 1)
+
+    got, stats = compiled_on_trn(fn, x, y)
+    for g_, w_ in zip(got, fn(x, y)):
+        torch.testing.assert_close(g_.cpu(), w_, rtol=0, atol=0, equal_nan=True)
+    assert stats["eager_nodes"] == [], stats
+    assert sorted(stats["kernels"]) == ["add", "div", "div", "div", "flip", "flip"], stats

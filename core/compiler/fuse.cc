@@ -301,6 +301,10 @@ bool Fuser::RunsAsLibrary(int id) const {
       return ok;
     }
     case Op::kCumsum: return in(0) == out && out != DType::kBool;
+    case Op::kTopk: return out == DType::kInt64 && in(0) != DType::kBool;
+    case Op::kSort: return out == DType::kInt64;
+    case Op::kHistc: return in(0) == out && out != DType::kBool;
+    case Op::kFlip: return in(0) == out;
     case Op::kArgmax:
     case Op::kArgmin: return out == DType::kInt64 && in(0) != DType::kBool;
     case Op::kPad: return in(0) == out;
@@ -309,7 +313,7 @@ bool Fuser::RunsAsLibrary(int id) const {
     case Op::kDivFloor:
     case Op::kRemainder:
     case Op::kFmod:
-      return !IsFloating(out) && out != DType::kBool && all_inputs(out);
+      return out != DType::kBool && all_inputs(out);
     // Integer and bool reductions (mBART's mask.sum(), int64 position maxima):
     // the core's Reduce kernel sums them in int64, as torch.
     case Op::kSum: return !IsFloating(in(0)) && out == DType::kInt64;

@@ -80,6 +80,10 @@ const char* OpName(Op op) {
     case Op::kIndexSelect: return "index_select";
     case Op::kIndex: return "index";
     case Op::kCumsum: return "cumsum";
+    case Op::kTopk: return "topk";
+    case Op::kSort: return "sort";
+    case Op::kHistc: return "histc";
+    case Op::kFlip: return "flip";
     case Op::kArgmax: return "argmax";
     case Op::kArgmin: return "argmin";
     case Op::kPad: return "constant_pad_nd";
@@ -181,6 +185,7 @@ class NodeCheck {
   void IndexSelect();
   void Index();
   void Cumsum();
+  void TopkSort();
   void Argmax();
   void Pad();
   void SliceScatter();
@@ -264,6 +269,24 @@ void NodeCheck::Run() {
     case Op::kIndexSelect: IndexSelect(); break;
     case Op::kIndex: Index(); break;
     case Op::kCumsum: Cumsum(); break;
+    case Op::kTopk:
+    case Op::kSort: TopkSort(); break;
+    case Op::kFlip:
+      Arity(1);
+      if (InSizes(0) != out_) Fail("output sizes must equal the input's");
+      for (int64_t d : node_.dims) {
+        if (d < 0 || d >= static_cast<int64_t>(out_.size())) {
+          Fail(fmt::format("flip dim {} out of range for {}", d, Shape(out_)));
+        }
+      }
+      break;
+    case Op::kHistc:
+      Arity(1);
+      if (node_.dims.size() != 1 || out_ != std::vector<int64_t>{node_.dims[0]}) {
+        Fail(fmt::format("histc of {} bins cannot give {}", node_.dims.empty() ? 0 : node_.dims[0],
+                         Shape(out_)));
+      }
+      break;
     case Op::kArgmax:
     case Op::kArgmin: Argmax(); break;
     case Op::kPad: Pad(); break;
@@ -562,6 +585,23 @@ void NodeCheck::Cumsum() {
   const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
   if (d < 0 || d >= static_cast<int64_t>(x.size()) || out_ != x) {
     Fail(fmt::format("cumsum of {} on dim {} cannot give {}", Shape(x), d, Shape(out_)));
+  }
+}
+
+void NodeCheck::TopkSort() {
+  Arity(1);
+  const auto& x = InSizes(0);
+  const bool topk = node_.op == Op::kTopk;
+  const int64_t d = node_.dims.size() == (topk ? 3u : 2u) ? node_.dims[0] : -1;
+  bool ok = d >= 0 && d < static_cast<int64_t>(x.size());
+  if (ok) {
+    std::vector<int64_t> want = x;
+    if (topk) want[d] = node_.dims[1];
+    ok = (!topk || (node_.dims[1] >= 0 && node_.dims[1] <= x[d])) && out_ == want;
+  }
+  if (!ok) {
+    Fail(fmt::format("{} of {} with attrs {} cannot give {}", OpName(node_.op), Shape(x),
+                     Shape(node_.dims), Shape(out_)));
   }
 }
 

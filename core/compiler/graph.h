@@ -95,16 +95,28 @@ enum class Op : uint8_t {
   // slice_scatter: BART's shift_tokens_right); attr dims = {d, start, end, step},
   // 0 <= start <= end <= size, step > 0.
   kSliceScatter,
-  // Integer division rounding toward zero / down (div(rounding_mode="trunc" /
-  // "floor"), floor_divide: MoE routing's expert // top_k) and its remainders
-  // (remainder: the divisor's sign; fmod: the dividend's, roll's index): inputs
-  // a, b broadcasting to the output, or a and attr scalar; integer dtypes (Note
-  // [Integer division] in core/kernels/kernels.h: dividing by 0 is an error).
+  // Division rounding toward zero / down (div(rounding_mode="trunc" /
+  // "floor"), floor_divide: MoE routing's expert // top_k, DETR's positions)
+  // and its remainders (remainder: the divisor's sign; fmod: the dividend's,
+  // roll's index): inputs a, b broadcasting to the output, or a and attr
+  // scalar; one dtype, not bool (Note [Integer division] in
+  // core/kernels/kernels.h: an integer divided by 0 is an error).
   kDivTrunc, kDivFloor, kRemainder, kFmod,
   // Rounding to an integral value (round: half to even) and sign, over any
   // dtype but bool (integers are unchanged / their sign): input x, out like x
   // (DeBERTa's relative-position buckets).
   kFloor, kCeil, kTrunc, kRound, kSign,
+  // The int64 indices of torch.topk / torch.sort along attr dims[0] (MoE
+  // routing): topk's dims = {dim, k, largest}, out = x's sizes with k at dim
+  // (sorted, ties by index as eager); sort's dims = {dim, descending}, stable,
+  // out = x's sizes. The values are a gather of x by these indices: a node has
+  // one output.
+  kTopk, kSort,
+  // torch.histc (MoE expert counts; integers as CUDA's): attr dims = {bins},
+  // scalar = min, alpha = max (equal: the data's range); out [bins], x's dtype.
+  kHistc,
+  // torch.flip over the attr dims (LED's attention chunks): out like x.
+  kFlip,
   kEager,  // anything else: attr target names the aten op
 };
 

@@ -382,6 +382,18 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       for (size_t i = 1; i < ki.lib_ins.size(); ++i) indices.push_back(in(i));
       return RunIndex(out, in(0), std::move(indices), ki.lib_dims);
     }
+    case Op::kTopk:  // the indices alone (Op::kTopk in graph.h)
+      return kernels::TopK(TensorRef{}, out, in(0), static_cast<int>(ki.lib_dims[0]),
+                           ki.lib_dims[1], ki.lib_dims[2] != 0);
+    case Op::kSort:
+      return kernels::Sort(TensorRef{}, out, in(0), static_cast<int>(ki.lib_dims[0]),
+                           ki.lib_dims[1] != 0);
+    case Op::kHistc: return kernels::Histc(out, in(0), ki.lib_dims[0], ki.lib_scalar, ki.lib_alpha);
+    case Op::kFlip: {
+      uint32_t mask = 0;
+      for (int64_t d : ki.lib_dims) mask |= 1u << d;
+      return kernels::Flip(out, in(0), mask);
+    }
     case Op::kCumsum:
       return kernels::Scan(kernels::ScanOp::kSum, out, in(0), static_cast<int>(ki.lib_dims[0]));
     case Op::kArgmax:

@@ -136,7 +136,7 @@ void ForEachLine(const TensorRef& in, const TensorRef& values, const TensorRef& 
   for (int d = 0; d < in.ndim; ++d) sizes[d] = d == dim ? 1 : in.sizes[d];
   const auto line = [&](const TensorRef& t, int64_t off) {
     TensorRef v;
-    v.data = At(t, off);
+    v.data = t.data == nullptr ? nullptr : At(t, off);  // absent values stay absent
     v.dtype = t.dtype;
     v.ndim = 1;
     v.sizes[0] = t.sizes[dim];
@@ -199,7 +199,7 @@ void SortLine(const TensorRef& in, const TensorRef& values, const TensorRef& ind
     sort_first_k(pairs);
     for (int64_t i = 0; i < k; ++i) {
       ix[i * indices.strides[0]] = pairs[i].second;
-      v[i * values.strides[0]] = x[pairs[i].second * in.strides[0]];
+      if (v != nullptr) v[i * values.strides[0]] = x[pairs[i].second * in.strides[0]];
     }
   } else {
     packed.resize(static_cast<size_t>(n));
@@ -212,17 +212,18 @@ void SortLine(const TensorRef& in, const TensorRef& values, const TensorRef& ind
     for (int64_t i = 0; i < k; ++i) {
       const int64_t pos = static_cast<int64_t>(packed[i] & 0xffffffffu);
       ix[i * indices.strides[0]] = pos;
-      v[i * values.strides[0]] = x[pos * in.strides[0]];
+      if (v != nullptr) v[i * values.strides[0]] = x[pos * in.strides[0]];
     }
   }
 }
 
 Status SortOrTopK(const TensorRef& values, const TensorRef& indices, const TensorRef& in,
                   int dim, int64_t k, bool descending) {
-  TRN_ASSERT(values.dtype == in.dtype && indices.dtype == DType::kInt64,
-             "sort: values of in's dtype, kInt64 indices");
+  TRN_ASSERT((values.data == nullptr || values.dtype == in.dtype) &&
+                 indices.dtype == DType::kInt64,
+             "sort: values (optional) of in's dtype, kInt64 indices");
   if (in.ndim == 0) {
-    std::memcpy(values.data, in.data, ItemSize(in.dtype));
+    if (values.data != nullptr) std::memcpy(values.data, in.data, ItemSize(in.dtype));
     *indices.ptr<int64_t>() = 0;
     return Status::Ok();
   }

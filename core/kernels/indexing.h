@@ -83,6 +83,8 @@ Status ScanExtremum(const TensorRef& values, const TensorRef& indices, const Ten
 
 // Sorts every line of `in` along dim into values (in's dtype) and indices
 // (kInt64), both of in's shape. Stable; NaN sorts as the largest value (torch).
+// values may be absent (data == nullptr) for Sort and TopK: the compiler's
+// nodes compute the indices alone and gather the values.
 Status Sort(const TensorRef& values, const TensorRef& indices, const TensorRef& in, int dim,
             bool descending);
 // The k largest (or smallest) of every line along dim, in sorted order (ties

@@ -209,7 +209,12 @@ _EXTREMUM_DIM = {
     aten.max.dim: ("amax", "argmax"),
     aten.min.dim: ("amin", "argmin"),
 }
-_FULL = (
+# topk / sort: the indices a core node, the values gathered by them (_lower_order).
+_ORDER = (aten.topk.default, aten.sort.default, aten.sort.stable)
+# Tensors whose contents are unspecified (MoE's empty_permuted outputs): zeros will do.
+_EMPTY = (aten.empty.memory_format, aten.empty_like.default, aten.empty_permuted.default,
+          aten.empty_strided.default)
+_FULL = _EMPTY + (
     aten.full.default,
     aten.scalar_tensor.default,
     aten.zeros.default,
@@ -253,8 +258,8 @@ def _is_number(x) -> bool:
 
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
-# Integer divisions -> their library kernel (None: by rounding_mode).
-_INTEGER_DIVISIONS = {
+# Rounding divisions and remainders -> their library kernel (None: by rounding_mode).
+_DIVISIONS = {
     aten.div.Tensor_mode: None, aten.div.Scalar_mode: None, aten.floor_divide.default: "div_floor",
     aten.remainder.Tensor: "remainder", aten.remainder.Scalar: "remainder",
     aten.fmod.Tensor: "fmod", aten.fmod.Scalar: "fmod",
@@ -296,6 +301,7 @@ class _Lowering:
         # comes after the whole program: a later kernel that fails on the same
         # bad data (an index out of range) reports its own error first.
         self.asserts: list[tuple[fx.Node, str]] = []
+        self.order_ids: dict[fx.Node, int] = {}  # topk / sort call -> its indices node
 
     # Meta of a FakeTensor as add_input/add_node take it.
     def _meta(self, v: torch.Tensor, cpu_scalar_ok: bool = False) -> dict:
@@ -462,6 +468,9 @@ class _Lowering:
                 elif src.target in _EXTREMUM_DIM:
                     gid = self._lower_extremum_dim(node, src, idx)
                     self.ids[node] = gid if gid is not None else self._add_eager(src, idx)
+                elif src.target in _ORDER:
+                    gid = self._lower_order(src, idx)
+                    self.ids[node] = gid if gid is not None else self._add_eager(src, idx)
                 elif fused is not None and idx == 0:
                     try:
                         gid = fused(node, src)
@@ -509,6 +518,37 @@ class _Lowering:
             return None
         op = _EXTREMUM_DIM[src.target][idx]
         return self._add(node, op, [x], target=src.target, dims=[dim], call=(src, [x], idx))
+
+    def _lower_order(self, src: fx.Node, idx: int) -> int | None:
+        """getitem idx of topk / sort (MoE routing) -> the indices as the core's topk /
+        sort node (one per call, shared by both outputs), the values as a gather of x
+        by them; None for a 0-dim x or an argument the core does not take."""
+        x, a, kw = src.args[0], src.args, src.kwargs
+        if not self._tensor(x) or self.vals[x].dim() == 0:
+            return None
+        nd = self.vals[x].dim()
+        if src.target is aten.topk.default:
+            k = int(self._value(kw.get("k", a[1])))
+            dim = int(self._value(kw.get("dim", a[2] if len(a) > 2 else -1))) % nd
+            largest = bool(self._value(kw.get("largest", a[3] if len(a) > 3 else True)))
+            op, dims = "topk", [dim, k, int(largest)]  # sorted or not: eager's order
+        else:  # sort.default(x, dim, descending) / sort.stable(x, *, stable, dim, descending)
+            pos = src.target is aten.sort.default
+            dim = int(self._value(kw.get("dim", a[1] if pos and len(a) > 1 else -1))) % nd
+            desc = bool(self._value(kw.get("descending", a[2] if pos and len(a) > 2 else False)))
+            op, dims = "sort", [dim, int(desc)]  # stable: equal keys keep their order
+        gid = self.order_ids.get(src)
+        if gid is None:
+            gid = self.g.add_node(op=op, target=str(src.target), inputs=[self.ids[x]], dims=dims,
+                                  **self._meta(self.vals[src][1]))
+            self.calls[gid] = (src, [x], 1)
+            self.order_ids[src] = gid
+        if idx == 1:
+            return gid
+        vid = self.g.add_node(op="gather", target=str(src.target), inputs=[self.ids[x], gid],
+                              dims=[dim], **self._meta(self.vals[src][0]))
+        self.calls[vid] = (src, [x], 0)  # its eager form: the call's values
+        return vid
 
     def _lower_sdpa(self, node: fx.Node, src: fx.Node) -> int | None:
         """getitem 0 of _scaled_dot_product_fused_attention_overrideable -> the fused
@@ -612,28 +652,32 @@ class _Lowering:
             node, "max_pool2d", [x], target="aten.max_pool2d", call=(src, [x], 0), pool=attrs
         )
 
-    def _lower_integer_division(self, node: fx.Node, t, args, kw) -> int | None:
-        """Integer div with rounding_mode "trunc" / "floor" and floor_divide (MoE
-        routing's expert ids // top_k), remainder and fmod (roll's index) -> the
-        div_trunc / div_floor / remainder / fmod library kernels. Floating
-        operands stay eager steps."""
+    def _lower_division(self, node: fx.Node, t, args, kw) -> int | None:
+        """div with rounding_mode "trunc" / "floor" and floor_divide (MoE routing's
+        expert ids // top_k; DETR's float positions), remainder and fmod (roll's
+        index) -> the div_trunc / div_floor / remainder / fmod library kernels,
+        eager's kernels: integers and floats (bfloat16 / float16 rounding as CPU)."""
         a, b = args[0], args[1]
-        op = _INTEGER_DIVISIONS[t]
+        op = _DIVISIONS[t]
         if op is None:
             mode = kw.get("rounding_mode", args[2] if len(args) > 2 else None)
             if mode not in ("trunc", "floor"):
                 return None
             op = "div_" + mode
         out = self.vals[node]
-        if out.dtype.is_floating_point or out.dtype == torch.bool:
+        if out.dtype == torch.bool:
             return None
         if not self._tensor(a) or self.vals[a].dtype != out.dtype:
             return None
         if self._tensor(b):
             return self._add(node, op, [a, b]) if self.vals[b].dtype == out.dtype else None
         s = self._value(b)
-        # A scalar 0 stays eager, where it raises at the call as in eager mode.
-        if isinstance(s, bool) or not isinstance(s, int) or s == 0 or abs(s) >= 2**53:
+        if isinstance(s, bool) or not _is_number(s):
+            return None
+        if out.dtype.is_floating_point:  # a 0 divides to inf / NaN, as in eager mode
+            return self._add(node, op, [a], scalar=float(s))
+        # An integer 0 stays eager, where it raises at the call as in eager mode.
+        if not isinstance(s, int) or s == 0 or abs(s) >= 2**53:
             return None
         return self._add(node, op, [a], scalar=float(s))
 
@@ -966,8 +1010,8 @@ class _Lowering:
                     )
                     self.calls[gid] = (node, [args[0]], None)
                     return gid
-            if t in _INTEGER_DIVISIONS:
-                gid = self._lower_integer_division(node, t, args, kw)
+            if t in _DIVISIONS:
+                gid = self._lower_division(node, t, args, kw)
                 if gid is not None:
                     return gid
             if str(t) == "transformers.grouped_mm_fallback.default":
@@ -1001,6 +1045,16 @@ class _Lowering:
                 gid = self._lower_avg_pool(node, args, kw)
                 if gid is not None:
                     return gid
+            if t is aten.flip.default and self._tensor(args[0]) and self.vals[args[0]].dim() > 0:
+                nd = self.vals[args[0]].dim()  # LED's chunked attention
+                dims = sorted({int(self._value(d)) % nd for d in kw.get("dims", args[1])})
+                return self._add(node, "flip", [args[0]], dims=dims)
+            if t is aten.histc.default and self._tensor(args[0]):  # MoE expert counts
+                if self.vals[args[0]].dtype != torch.bool:
+                    bins = int(self._value(kw.get("bins", args[1] if len(args) > 1 else 100)))
+                    lo = float(self._value(kw.get("min", args[2] if len(args) > 2 else 0)))
+                    hi = float(self._value(kw.get("max", args[3] if len(args) > 3 else 0)))
+                    return self._add(node, "histc", [args[0]], dims=[bins], scalar=lo, alpha=hi)
             if t in (aten.argmax.default, aten.argmin.default) and self._tensor(args[0]):
                 x = self.vals[args[0]]  # argmax: CLIP's text pooling
                 dim = kw.get("dim", args[1] if len(args) > 1 else None)
@@ -1060,7 +1114,7 @@ class _Lowering:
                     alpha=float(self._value(kw.get("alpha", 1))),
                 )
             if t in _FULL:
-                if t in (aten.zeros.default, aten.zeros_like.default):
+                if t in (aten.zeros.default, aten.zeros_like.default) or t in _EMPTY:
                     value = 0.0
                 elif t in (aten.ones.default, aten.ones_like.default):
                     value = 1.0
