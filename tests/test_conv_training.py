@@ -144,14 +144,55 @@ def test_conv_backward_computes_only_what_is_asked(needs):
 
 
 def test_conv_backward_launches():
-    """grad_input one transposed-conv launch, grad_weight an im2col and a GEMM."""
-    x, w, b, kw = conv_operands(1, False)
+    """grad_input one transposed-conv launch; grad_weight an im2col and a GEMM per group
+    (stride 2), or with stride 1 one GEMM per tap and group over shifted views of the
+    padded input, no im2col (Note [Weight gradient by shifted windows])."""
+    x, w, b, kw = conv_operands(1, False)  # stride 2
     xt, wt = x.to("trn").requires_grad_(), w.to("trn").requires_grad_()
     y = F.conv2d(xt, wt, **kw)
-    g = torch.ones_like(y)
-    counts = launch_counts(lambda: y.backward(g))
+    counts = launch_counts(lambda: y.backward(torch.ones_like(y)))
     assert counts.get("conv_transpose2d_f32") == 1, counts
     assert counts.get("im2col_f32") == 1, counts
+    x, w, b, kw = conv_operands(3, False)  # stride 1, 3 x 3, groups 2
+    xt, wt = x.to("trn").requires_grad_(), w.to("trn").requires_grad_()
+    y = F.conv2d(xt, wt, **kw)
+    counts = launch_counts(lambda: y.backward(torch.ones_like(y)))
+    assert "im2col_f32" not in counts and counts.get("matmul_f32") == 9 * 2, counts
+
+
+def test_conv_weight_gradient_paths_agree():
+    """The stride-1 weight gradient by shifted windows equals the im2col form
+    (TRN_SHIFTED_WEIGHT_GRAD=0) on every case of CONV with stride 1."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import torch, torch.nn.functional as F, trnscope, sys
+sys.path.insert(0, 'tests')
+from test_conv_training import CONV, conv_operands, conv_fn
+grads = []
+for case, (_, _, kw) in enumerate(CONV):
+    if kw.get('stride', 1) != 1:
+        continue
+    x, w, b, kw = conv_operands(case, False)
+    wt = w.to('trn').requires_grad_()
+    conv_fn(x.dim() - 2, False, kw)(x.to('trn'), wt, None).square().sum().backward()
+    grads.append(wt.grad.cpu())
+torch.save(grads, sys.argv[1])
+"""
+    outs = []
+    for flag in ("1", "0"):
+        path = f"/tmp/trn_wgrad_{os.getpid()}_{flag}.pt"
+        env = dict(os.environ, TRN_SHIFTED_WEIGHT_GRAD=flag)
+        r = subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True,
+                           text=True, cwd=os.path.join(os.path.dirname(__file__), ".."))
+        assert r.returncode == 0, r.stderr
+        outs.append(torch.load(path))
+        os.unlink(path)
+    assert len(outs[0]) == 5  # the stride-1 cases of CONV
+    for a, b in zip(*outs):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4 * b.abs().max().item())
 
 
 @pytest.mark.uses_fallback

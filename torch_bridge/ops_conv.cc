@@ -24,6 +24,7 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/mm.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/grid_sampler_2d_ops.h>
@@ -86,6 +87,12 @@ void CheckFloating(const at::Tensor& t, const char* name) {
 // Debug switch for tests: TRN_NATIVE_CONV=0 sends every convolution to the CPU fallback.
 bool NativeConvDisabled() {
   const char* v = std::getenv("TRN_NATIVE_CONV");
+  return v != nullptr && std::strcmp(v, "0") == 0;
+}
+
+// Debug switch for comparisons: TRN_SHIFTED_WEIGHT_GRAD=0 takes im2col for stride 1 too.
+bool ShiftedWeightGradDisabled() {
+  const char* v = std::getenv("TRN_SHIFTED_WEIGHT_GRAD");
   return v != nullptr && std::strcmp(v, "0") == 0;
 }
 
@@ -356,6 +363,43 @@ at::Tensor IndexPadNew(const at::Tensor& self, at::IntArrayRef pad) {
   return out;
 }
 
+// Note [Weight gradient by shifted windows]: with stride 1 the im2col column
+// of tap (i, j) is the padded image shifted by i * dh * Wp + j * dw, once the
+// image is stored [C, N * Hp * Wp] (padded, channels first) and grad_output
+// [O, N * Hp * Wp] with zeros at every position no output has (y >= OH or
+// x >= OW: there the shifted window runs past its row, or into the next
+// image). Then each tap's gradient is one GEMM, grad_output against a plain
+// 2-D view of the image, and no im2col is written: the K * K copies of the
+// image become K * K reads by the GEMM's packing. Zero products include 0 *
+// inf where the image holds an infinity: such a gradient is NaN where the
+// im2col form may give inf.
+at::Tensor WeightGradByShifts(const at::Tensor& src, const at::Tensor& other,
+                              const kernels::Im2ColParams& p, int64_t groups,
+                              at::IntArrayRef weight_sizes, int device) {
+  const int64_t n = src.size(0), c = src.size(1), h = src.size(2), w = src.size(3);
+  const int64_t o = other.size(1), oh = other.size(2), ow = other.size(3);
+  const int64_t hp = h + 2 * p.padding[0], wp = w + 2 * p.padding[1], k = n * hp * wp;
+  const int64_t tail = (p.kernel[0] - 1) * p.dilation[0] * wp + (p.kernel[1] - 1) * p.dilation[1];
+  const at::ScalarType dt = src.scalar_type();
+  at::Tensor image = Empty({c, k + tail}, dt, device).zero_();
+  image.narrow(1, 0, k).view({c, n, hp, wp}).narrow(2, p.padding[0], h)
+      .narrow(3, p.padding[1], w).copy_(src.transpose(0, 1));
+  at::Tensor grads = Empty({o, k}, dt, device).zero_();
+  grads.view({o, n, hp, wp}).narrow(2, 0, oh).narrow(3, 0, ow).copy_(other.transpose(0, 1));
+  const int64_t og = o / groups, cg = c / groups;
+  at::Tensor taps = Empty({p.kernel[0], p.kernel[1], o, cg}, dt, device);
+  for (int64_t g = 0; g < groups; ++g) {
+    const at::Tensor a = grads.narrow(0, g * og, og), b = image.narrow(0, g * cg, cg);
+    for (int64_t i = 0; i < p.kernel[0]; ++i) {
+      for (int64_t j = 0; j < p.kernel[1]; ++j) {
+        at::Tensor dst = taps[i][j].narrow(0, g * og, og);
+        at::mm_out(dst, a, b.narrow(1, i * p.dilation[0] * wp + j * p.dilation[1], k).t());
+      }
+    }
+  }
+  return taps.permute({2, 3, 0, 1}).reshape(weight_sizes);
+}
+
 // Note [convolution backward]: 1-D and 2-D convolutions' gradients, native
 // (convolution_backward_overrideable's CompositeExplicitAutograd kernel
 // raises NotImplementedError, so the op must be registered either way):
@@ -366,7 +410,9 @@ at::Tensor IndexPadNew(const at::Tensor& self, at::IntArrayRef pad) {
 //  - grad_weight is one GEMM per group, grad_output against the im2col of the
 //    input (roles swapped for a transposed convolution). The im2col launch
 //    writes its columns as [C*KH*KW, N, L], so the sum over the batch is
-//    inside the GEMM's K (float32 accumulation, one rounding, as CPU).
+//    inside the GEMM's K (float32 accumulation, one rounding, as CPU). With
+//    stride 1, one GEMM per tap and no im2col (Note [Weight gradient by
+//    shifted windows]).
 //  - grad_bias sums grad_output over all dims but the channels.
 // 3-D ones, empty ones, and transposed ones whose output_padding reaches the
 // stride (im2col would see other blocks than the input's positions) go to
@@ -442,7 +488,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideable(
                                    true, output_padding, g);
     }
   }
-  if (output_mask[1]) {
+  if (output_mask[1] && p.stride[0] == 1 && p.stride[1] == 1 && !ShiftedWeightGradDisabled()) {
+    grad_weight = WeightGradByShifts(dims == 1 ? cols_of.unsqueeze(2) : cols_of,
+                                     dims == 1 ? other.unsqueeze(2) : other, p, g,
+                                     weight.sizes(), device);
+  } else if (output_mask[1]) {
     const int64_t n = input.size(0), rows = cols_of.size(1) * p.kernel[0] * p.kernel[1];
     const int64_t l = other.numel() / (other.size(0) * other.size(1));
     const at::Tensor cols = Empty({rows, n, l}, input.scalar_type(), device);
