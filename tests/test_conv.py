@@ -626,6 +626,28 @@ def test_unfold_module_unbatched_and_errors():
         torch.ops.aten.im2col(x.to("trn"), [2, 2], [1, 1], [0, 0], [0, 1])
 
 
+@pytest.mark.parametrize("case", range(len(UNFOLD)))
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_fold_matches_cpu(case, dtype):
+    """col2im (F.fold): the adjoint of unfold; overlapping windows sum (float32 per plane)."""
+    cols = F.unfold(make((2, 3, 9, 12)), **UNFOLD[case])
+    cols = make(tuple(cols.shape), dtype, salt="cols")
+    want = F.fold(cols.float(), (9, 12), **UNFOLD[case]).to(dtype)
+    got = F.fold(to_trn(cols, "strided"), (9, 12), **UNFOLD[case])
+    check(got, want)
+    check(F.fold(cols[0].to("trn"), (9, 12), **UNFOLD[case]),
+          F.fold(cols[0].float(), (9, 12), **UNFOLD[case]).to(dtype))  # unbatched
+
+
+def test_fold_errors_and_out():
+    cols = make((1, 12, 25))
+    with pytest.raises(RuntimeError, match="expected size of input's dimension 2 to match"):
+        F.fold(cols.to("trn"), (8, 8), kernel_size=2, stride=2, padding=1, dilation=2)
+    out = torch.empty(0).to("trn")
+    torch.ops.aten.col2im.out(cols.to("trn"), [6, 6], [2, 2], [1, 1], [0, 0], [1, 1], out=out)
+    check(out, torch.ops.aten.col2im(cols, [6, 6], [2, 2], [1, 1], [0, 0], [1, 1]))
+
+
 # ---- a small CNN end to end ---------------------------------------------------------------
 class Block(nn.Module):
     def __init__(self, c):

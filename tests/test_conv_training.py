@@ -516,3 +516,13 @@ def test_adaptive_max_pool2d_backward(out, layout):
 def test_max_pool3d_backward(kw):
     compare(lambda x: F.max_pool3d(x, **kw), [make((2, 3, 6, 7, 8))], 1e-6)
     compare(lambda x: F.max_pool3d(x, **kw), [make((3, 6, 7, 8)).to(BF16)], REL[BF16])
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=3), dict(kernel_size=4, stride=4),
+                                dict(kernel_size=(2, 3), dilation=(2, 1), padding=(1, 2),
+                                     stride=(2, 3))])
+def test_unfold_and_fold_backward(kw):
+    """unfold's backward is col2im, fold's is im2col: both native."""
+    compare(lambda x: F.unfold(x, **kw), [make((2, 3, 9, 12))], 1e-6)
+    cols = F.unfold(make((2, 3, 9, 12)), **kw)
+    compare(lambda c: F.fold(c, (9, 12), **kw), [make(tuple(cols.shape), salt="c")], 1e-6)

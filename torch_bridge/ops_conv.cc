@@ -20,6 +20,7 @@
 #include <ATen/native/CPUFallback.h>
 #include <ATen/native/Pool.h>
 #include <ATen/native/UpSample.h>
+#include <ATen/native/im2col_shape_check.h>
 #include <ATen/ops/_native_batch_norm_legit_ops.h>
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/convolution.h>
@@ -1485,6 +1486,52 @@ at::Tensor Im2Col(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntAr
   return Im2ColOut(self, kernel_size, dilation, padding, stride, out);
 }
 
+// col2im (F.fold; unfold's backward): the adjoint of im2col, one launch.
+at::Tensor& Col2ImOut(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                      at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                      at::IntArrayRef padding, at::IntArrayRef stride, at::Tensor& out) {
+  constexpr const char* kName = "aten::col2im";
+  const int device = CommonDevice(kName, {&self, &out});
+  CheckFloating(self, kName);
+  TORCH_CHECK(output_size.size() == 2 && kernel_size.size() == 2 && dilation.size() == 2 &&
+                  padding.size() == 2 && stride.size() == 2,
+              "col2im: output_size, kernel_size, dilation, padding and stride must have 2 "
+              "elements each");
+  TORCH_CHECK(out.scalar_type() == self.scalar_type(), kName, ": expected out of ",
+              self.scalar_type(), ", got ", out.scalar_type());
+  const int64_t oh = output_size[0].guard_int(__FILE__, __LINE__);
+  const int64_t ow = output_size[1].guard_int(__FILE__, __LINE__);
+  at::native::col2im_shape_check(self, at::Tensor(), oh, ow, kernel_size[0], kernel_size[1],
+                                 dilation[0], dilation[1], padding[0], padding[1], stride[0],
+                                 stride[1]);
+  const at::Tensor in = self.dim() == 2 ? self.unsqueeze(0) : self;
+  const int64_t c = in.size(1) / (kernel_size[0] * kernel_size[1]);
+  if (self.dim() == 2) {
+    PrepareOut(out, {c, oh, ow}, self.scalar_type(), kName);
+  } else {
+    PrepareOut(out, {in.size(0), c, oh, ow}, self.scalar_type(), kName);
+  }
+  if (out.numel() == 0) return out;
+  const at::Tensor o4 = self.dim() == 2 ? out.unsqueeze(0) : out;
+  kernels::Im2ColParams p;
+  for (int d = 0; d < 2; ++d) {
+    p.kernel[d] = kernel_size[d];
+    p.dilation[d] = dilation[d];
+    p.padding[d] = padding[d];
+    p.stride[d] = stride[d];
+  }
+  const TensorRef ro = Ref(o4, kName), ri = Ref(in, kName);
+  Launch(device, kernels::DescribeVision(kernels::VisionKernel::kCol2Im, ro, ri, 1, kName),
+         [=] { return kernels::Col2Im(ro, ri, p); });
+  return out;
+}
+at::Tensor Col2Im(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                  at::IntArrayRef kernel_size, at::IntArrayRef dilation, at::IntArrayRef padding,
+                  at::IntArrayRef stride) {
+  at::Tensor out = Empty({0}, self.scalar_type(), DeviceIndex(self));
+  return Col2ImOut(self, output_size, kernel_size, dilation, padding, stride, out);
+}
+
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("constant_pad_nd", TORCH_FN(ConstantPadNd));
@@ -1506,6 +1553,8 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("replication_pad3d.out", TORCH_FN((IndexPadOut<3, PadMode::kReplicate>)));
   m.impl("im2col", TORCH_FN(Im2Col));
   m.impl("im2col.out", TORCH_FN(Im2ColOut));
+  m.impl("col2im", TORCH_FN(Col2Im));
+  m.impl("col2im.out", TORCH_FN(Col2ImOut));
   m.impl_floating("convolution_overrideable", TORCH_FN(ConvolutionOverrideable));
   m.impl_floating("convolution_backward_overrideable", TORCH_FN(ConvolutionBackwardOverrideable));
   m.impl("native_batch_norm", TORCH_FN(NativeBatchNorm));

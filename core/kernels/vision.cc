@@ -854,6 +854,48 @@ Status Im2Col(const TensorRef& out, const TensorRef& in, const Im2ColParams& p) 
   return Status::Ok();
 }
 
+Status Col2Im(const TensorRef& out, const TensorRef& in, const Im2ColParams& p) {
+  const int64_t n = out.sizes[0], c = out.sizes[1], h = out.sizes[2], w = out.sizes[3];
+  const int64_t kh = p.kernel[0], kw = p.kernel[1];
+  const int64_t oh = (h + 2 * p.padding[0] - p.dilation[0] * (kh - 1) - 1) / p.stride[0] + 1;
+  const int64_t ow = (w + 2 * p.padding[1] - p.dilation[1] * (kw - 1) - 1) / p.stride[1] + 1;
+  TRN_ASSERT(in.ndim == 3 && out.ndim == 4 && in.dtype == out.dtype && IsFloating(in.dtype) &&
+                 in.sizes[0] == n && in.sizes[1] == c * kh * kw && in.sizes[2] == oh * ow,
+             "col2im: in [N, C*KH*KW, OH*OW], out [N, C, H, W] of one floating dtype");
+  float* plane = Scratch(0, h * w);
+  float* row = Scratch(1, oh * ow);
+  const size_t item = ItemSize(in.dtype);
+  for (int64_t b = 0; b < n; ++b) {
+    for (int64_t ch = 0; ch < c; ++ch) {
+      std::fill(plane, plane + h * w, 0.0f);
+      for (int64_t i = 0; i < kh; ++i) {
+        const auto [y_lo, y_hi] = InsideRange(h, oh, p.stride[0], p.padding[0], i * p.dilation[0]);
+        for (int64_t j = 0; j < kw; ++j) {
+          const auto [x_lo, x_hi] =
+              InsideRange(w, ow, p.stride[1], p.padding[1], j * p.dilation[1]);
+          const int64_t r = (ch * kh + i) * kw + j;
+          internal::LoadAsF32(in.dtype,
+                              static_cast<const char*>(in.data) +
+                                  (b * in.strides[0] + r * in.strides[1]) *
+                                      static_cast<int64_t>(item),
+                              in.strides[2], oh * ow, row);
+          for (int64_t y = y_lo; y < y_hi; ++y) {
+            const int64_t iy = y * p.stride[0] - p.padding[0] + i * p.dilation[0];
+            float* dst = plane + iy * w;
+            for (int64_t x = x_lo; x < x_hi; ++x) {
+              dst[x * p.stride[1] - p.padding[1] + j * p.dilation[1]] += row[y * ow + x];
+            }
+          }
+        }
+      }
+      for (int64_t y = 0; y < h; ++y) {
+        internal::StoreFromF32(out.dtype, At4(out, b, ch, y, 0), out.strides[3], w, plane + y * w);
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 namespace {
 
 // torch's grid_sampler_compute_source_index for one coordinate.
@@ -994,7 +1036,7 @@ rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, cons
 
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op) {
-  static const char* const kNames[15][4] = {
+  static const char* const kNames[16][4] = {
       {"max_pool2d_f32", "max_pool2d_f64", "max_pool2d_bf16", "max_pool2d_f16"},
       {"avg_pool2d_f32", "avg_pool2d_f64", "avg_pool2d_bf16", "avg_pool2d_f16"},
       {"adaptive_avg_pool2d_f32", "adaptive_avg_pool2d_f64", "adaptive_avg_pool2d_bf16",
@@ -1021,6 +1063,7 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
       {"adaptive_max_pool2d_f32", "adaptive_max_pool2d_f64", "adaptive_max_pool2d_bf16",
        "adaptive_max_pool2d_f16"},
       {"max_pool3d_f32", "max_pool3d_f64", "max_pool3d_bf16", "max_pool3d_f16"},
+      {"col2im_f32", "col2im_f64", "col2im_bf16", "col2im_f16"},
   };
   rt::KernelInfo info;
   info.name = DTypeSuffixed(kNames[static_cast<int>(kernel)], in.dtype);
@@ -1036,7 +1079,8 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
   const bool backward = kernel == VisionKernel::kMaxPool2dBackward ||
                         kernel == VisionKernel::kAvgPool2dBackward ||
                         kernel == VisionKernel::kAdaptiveAvgPool2dBackward ||
-                        kernel == VisionKernel::kUpsample2dBackward;
+                        kernel == VisionKernel::kUpsample2dBackward ||
+                        kernel == VisionKernel::kCol2Im;
   info.flops = per_out * static_cast<uint64_t>(backward ? in.numel() : out.numel());
   info.bytes_read = internal::DistinctBytes(in);
   info.bytes_written = out.nbytes();

@@ -96,6 +96,11 @@ struct Im2ColParams {
   int64_t kernel[2], dilation[2], padding[2], stride[2];
 };
 Status Im2Col(const TensorRef& out, const TensorRef& in, const Im2ColParams& p);
+// Its adjoint, torch's col2im (F.fold, and unfold's backward): in [N,
+// C*KH*KW, OH*OW] (OH, OW from out's H, W and p), out [N, C, H, W] written
+// whole, each element the sum of the columns that read it (float32 per
+// plane, rounded once); floating dtypes.
+Status Col2Im(const TensorRef& out, const TensorRef& in, const Im2ColParams& p);
 
 // torch's grid_sampler_2d (F.grid_sample; deformable attention) for bilinear and
 // nearest modes: in [N, C, H, W], grid [N, HO, WO, 2] of (x, y) in [-1, 1], out
@@ -116,7 +121,7 @@ enum class VisionKernel : uint8_t {
   kMaxPool2d, kAvgPool2d, kAdaptiveAvgPool2d, kUpsampleNearest2d, kUpsampleBilinear2d,
   kUpsampleBicubic2d, kIm2Col, kUpsampleNearestExact2d, kGridSample2d,
   kMaxPool2dBackward, kAvgPool2dBackward, kAdaptiveAvgPool2dBackward, kUpsample2dBackward,
-  kAdaptiveMaxPool2d, kMaxPool3d,
+  kAdaptiveMaxPool2d, kMaxPool3d, kCol2Im,
 };
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op);

@@ -489,6 +489,40 @@ TEST(MaxPool, AdaptiveAnd3dAgainstReference) {
   }
 }
 
+// col2im is im2col's adjoint: <Im2Col(x), c> == <x, Col2Im(c)> in double for
+// random x and c, over strides, padding and dilation (every tap, in and out of
+// the input), and Col2Im writes its whole output.
+TEST(Col2Im, IsTheAdjointOfIm2Col) {
+  struct G {
+    int64_t k[2], d[2], pad[2], s[2];
+  };
+  for (const G& g : {G{{3, 3}, {1, 1}, {1, 1}, {1, 1}}, G{{2, 3}, {2, 1}, {1, 2}, {2, 3}},
+                     G{{4, 4}, {1, 1}, {0, 0}, {4, 4}}, G{{1, 1}, {1, 1}, {0, 0}, {1, 1}}}) {
+    const int64_t h = 9, w = 12;
+    Im2ColParams p{};
+    for (int i = 0; i < 2; ++i) {
+      p.kernel[i] = g.k[i];
+      p.dilation[i] = g.d[i];
+      p.padding[i] = g.pad[i];
+      p.stride[i] = g.s[i];
+    }
+    const int64_t oh = (h + 2 * g.pad[0] - g.d[0] * (g.k[0] - 1) - 1) / g.s[0] + 1;
+    const int64_t ow = (w + 2 * g.pad[1] - g.d[1] * (g.k[1] - 1) - 1) / g.s[1] + 1;
+    const int64_t rows = 3 * g.k[0] * g.k[1];
+    TestTensor x = Make4d(DType::kFloat64, {2, 3, h, w}, 0, 41);
+    TestTensor cols = Empty(DType::kFloat64, {2, rows, oh * ow});
+    TestTensor c = Empty(DType::kFloat64, {2, rows, oh * ow});
+    FillRandom(c, 42, -1.0, 1.0);
+    TestTensor back = Make4d(DType::kFloat64, {2, 3, h, w}, 1, 43);  // overwritten whole
+    ASSERT_TRUE(Im2Col(cols.ref, x.ref, p).ok());
+    ASSERT_TRUE(Col2Im(back.ref, c.ref, p).ok());
+    double lhs = 0, rhs = 0;
+    for (int64_t i = 0; i < cols.numel(); ++i) lhs += cols.At(i) * c.At(i);
+    for (int64_t i = 0; i < x.numel(); ++i) rhs += x.At(i) * back.At(i);
+    EXPECT_NEAR(lhs, rhs, 1e-4 * std::max(1.0, std::fabs(lhs)));
+  }
+}
+
 // The backward is the forward's adjoint: the forward's matrix A is read off
 // by upsampling each unit impulse of the input (float64, exact taps), and
 // grad_in must be A^T grad_out, for every mode, sizes up and down and both
