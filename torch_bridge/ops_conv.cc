@@ -1429,6 +1429,19 @@ at::Tensor UpsampleLinear1d(const at::Tensor& self, c10::SymIntArrayRef output_s
                   std::nullopt, "aten::upsample_linear1d");
 }
 
+// im2col / col2im geometry from the ops' (H, W) argument pairs.
+kernels::Im2ColParams Im2ColParamsOf(at::IntArrayRef kernel_size, at::IntArrayRef dilation,
+                                     at::IntArrayRef padding, at::IntArrayRef stride) {
+  kernels::Im2ColParams p;
+  for (int d = 0; d < 2; ++d) {
+    p.kernel[d] = kernel_size[d];
+    p.dilation[d] = dilation[d];
+    p.padding[d] = padding[d];
+    p.stride[d] = stride[d];
+  }
+  return p;
+}
+
 // ---- im2col (F.unfold) ----------------------------------------------------------------
 // Llama 4's vision patch embedding is nn.Unfold then a linear: one copy kernel.
 at::Tensor& Im2ColOut(const at::Tensor& self, at::IntArrayRef kernel_size, at::IntArrayRef dilation,
@@ -1452,13 +1465,7 @@ at::Tensor& Im2ColOut(const at::Tensor& self, at::IntArrayRef kernel_size, at::I
               "Expected 3D or 4D (batch mode) tensor with possibly 0 batch size and other "
               "non-zero dimensions for input, but got: ", self.sizes());
   const at::Tensor in = self.dim() == 3 ? self.unsqueeze(0) : self;
-  kernels::Im2ColParams p;
-  for (int d = 0; d < 2; ++d) {
-    p.kernel[d] = kernel_size[d];
-    p.dilation[d] = dilation[d];
-    p.padding[d] = padding[d];
-    p.stride[d] = stride[d];
-  }
+  const kernels::Im2ColParams p = Im2ColParamsOf(kernel_size, dilation, padding, stride);
   const int64_t h = in.size(2), w = in.size(3);
   const int64_t oh = (h + 2 * p.padding[0] - p.dilation[0] * (p.kernel[0] - 1) - 1) / p.stride[0] + 1;
   const int64_t ow = (w + 2 * p.padding[1] - p.dilation[1] * (p.kernel[1] - 1) - 1) / p.stride[1] + 1;
@@ -1513,13 +1520,7 @@ at::Tensor& Col2ImOut(const at::Tensor& self, c10::SymIntArrayRef output_size,
   }
   if (out.numel() == 0) return out;
   const at::Tensor o4 = self.dim() == 2 ? out.unsqueeze(0) : out;
-  kernels::Im2ColParams p;
-  for (int d = 0; d < 2; ++d) {
-    p.kernel[d] = kernel_size[d];
-    p.dilation[d] = dilation[d];
-    p.padding[d] = padding[d];
-    p.stride[d] = stride[d];
-  }
+  const kernels::Im2ColParams p = Im2ColParamsOf(kernel_size, dilation, padding, stride);
   const TensorRef ro = Ref(o4, kName), ri = Ref(in, kName);
   Launch(device, kernels::DescribeVision(kernels::VisionKernel::kCol2Im, ro, ri, 1, kName),
          [=] { return kernels::Col2Im(ro, ri, p); });
