@@ -370,6 +370,24 @@ def test_manual_seed_reproducible():
     assert trnscope.fallback_ops() == {}
 
 
+def test_randperm_from_the_trn_generator():
+    """randperm: a permutation of 0..n-1, reproducible from the seed, any dtype, out=."""
+    torch.manual_seed(11)
+    a = torch.randperm(50, device="trn").cpu()
+    torch.manual_seed(11)
+    assert torch.equal(torch.randperm(50, device="trn").cpu(), a)
+    assert sorted(a.tolist()) == list(range(50)) and a.dtype == torch.int64
+    g = torch.Generator(device="trn").manual_seed(2)
+    f = torch.randperm(9, device="trn", dtype=torch.float32, generator=g).cpu()
+    assert sorted(f.tolist()) == list(range(9))
+    out = torch.empty(0, dtype=torch.int32).to("trn")
+    torch.randperm(7, out=out)
+    assert sorted(out.cpu().tolist()) == list(range(7)) and out.dtype == torch.int32
+    with pytest.raises(RuntimeError, match="negative"):  # as CPU's
+        torch.randperm(-1, device="trn")
+    assert trnscope.fallback_ops() == {}
+
+
 # ---- Errors ---------------------------------------------------------------------------------
 def test_kernel_failure_surfaces_at_sync():
     w = torch.randn(10, 4).to("trn")

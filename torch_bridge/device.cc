@@ -5,7 +5,9 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
+#include <ATen/native/Resize.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/randperm.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <torch/library.h>
@@ -399,6 +401,12 @@ at::Tensor& BernoulliTensor(at::Tensor& self, const at::Tensor& p,
   self.copy_(u.lt(p));
   return self;
 }
+// randperm: drawn by the trn generator on the host, as every random op.
+at::Tensor& RandpermOut(int64_t n, std::optional<at::Generator> gen, at::Tensor& out) {
+  TORCH_CHECK(n >= 0, "n must be non-negative, got", n);
+  at::native::resize_output(out, {n});
+  return RandomOnHost(out, gen, [&](at::Tensor& h, at::Generator& g) { at::randperm_out(h, n, g); });
+}
 at::Tensor& Exponential(at::Tensor& self, double lambd, std::optional<at::Generator> gen) {
   return RandomOnHost(self, gen,
                       [&](at::Tensor& h, at::Generator& g) { h.exponential_(lambd, g); });
@@ -412,6 +420,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("random_", Random);
   m.impl("bernoulli_.float", BernoulliFloat);
   m.impl("bernoulli_.Tensor", BernoulliTensor);
+  m.impl("randperm.generator_out", RandpermOut);
   m.impl("exponential_", Exponential);
 }
 
