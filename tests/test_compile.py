@@ -299,18 +299,17 @@ def test_buckets_pad_and_unpad():
 # ---- Fallback, artifacts, float64 ------------------------------------------------------------
 def test_unsupported_node_runs_eagerly_inside_the_program():
     def fn(x, y):
-        h = torch.logcumsumexp(x * 2, -1) + y  # logcumsumexp: not a core op
+        h = torch.hypot(x * 2, y) + y  # hypot: not a core op
         return torch.relu(h) + 1
 
     x, y = torch.randn(3, 5), torch.randn(3, 5)
     compiled = torch.compile(fn, backend="trn", dynamic=False)
-    with torch.inference_mode(), pytest.warns(UserWarning,
-                                              match="aten.logcumsumexp.default runs as an eager"):
+    with torch.inference_mode(), pytest.warns(UserWarning, match="aten.hypot.default runs as an eager"):
         got = compiled(x.to("trn"), y.to("trn"))
     torch.testing.assert_close(got.cpu(), fn(x, y))
     (stats,) = trnscope.compile_stats()
-    assert stats["eager_nodes"] == ["aten.logcumsumexp.default"] and stats["fallback"] is None
-    assert stats["eager_reasons"] == ["no core op for aten.logcumsumexp.default"]
+    assert stats["eager_nodes"] == ["aten.hypot.default"] and stats["fallback"] is None
+    assert stats["eager_reasons"] == ["no core op for aten.hypot.default"]
     assert stats["num_kernels"] == 2  # x * 2 before it, + y, relu, + 1 after it
 
 
@@ -978,12 +977,15 @@ _CORE_OPS = [
     lambda x: torch.exp(-x.abs()),
 ]
 _EAGER_OPS = [
-    lambda x: torch.cummax(x, -1).values,
-    lambda x: torch.cummin(x, 0).values,
+    lambda x: torch.fmax(x, x.flip(0) * 0.5),
+    lambda x: torch.hypot(x, x * 0.5),
     lambda x: x.scatter(-1, torch.argsort(x, -1), x * 2),
-    lambda x: torch.logcumsumexp(x, -1) * 0.1,
+    lambda x: torch.tan(x * 0.5),
 ]
 _OTHER_OPS = _EAGER_OPS + [
+    lambda x: torch.cummax(x, -1).values,
+    lambda x: torch.cummin(x, 0).values,
+    lambda x: torch.logcumsumexp(x, -1) * 0.1,
     lambda x: torch.flip(x, [-1]),
     lambda x: torch.div(x * 3, 0.7, rounding_mode="floor") * 0.1,
     lambda x: torch.cumsum(x, -1) * 0.1,
@@ -1870,3 +1872,25 @@ def test_float_rounding_division_and_flip_are_library_kernels(dtype):
         torch.testing.assert_close(g_.cpu(), w_, rtol=0, atol=0, equal_nan=True)
     assert stats["eager_nodes"] == [], stats
     assert sorted(stats["kernels"]) == ["add", "div", "div", "div", "flip", "flip"], stats
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
+def test_cumulative_extrema_and_logcumsumexp_are_library_kernels(dtype):
+    """cummax / cummin (indices a scan kernel, values gathered) and logcumsumexp:
+    eager's kernels, ties and NaN as CPU."""
+    g = torch.Generator().manual_seed(8)
+    x = torch.randint(-2, 3, (5, 7), generator=g).to(dtype)
+    if dtype.is_floating_point:
+        x[1, 2] = float("nan")
+
+    def fn(a):
+        v, i = torch.cummax(a, 1)
+        w, j = torch.cummin(a, 0)
+        out = (v, i, w, j)
+        return out + (torch.logcumsumexp(a * 3, 1),) if a.is_floating_point() else out
+
+    got, stats = compiled_on_trn(fn, x)
+    for g_, w_ in zip(got, fn(x)):
+        tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
+        torch.testing.assert_close(g_.cpu(), w_, rtol=tol, atol=tol, equal_nan=True)
+    assert stats["eager_nodes"] == [], stats

@@ -84,6 +84,9 @@ const char* OpName(Op op) {
     case Op::kSort: return "sort";
     case Op::kHistc: return "histc";
     case Op::kFlip: return "flip";
+    case Op::kLogcumsumexp: return "logcumsumexp";
+    case Op::kCummax: return "cummax";
+    case Op::kCummin: return "cummin";
     case Op::kArgmax: return "argmax";
     case Op::kArgmin: return "argmin";
     case Op::kPad: return "constant_pad_nd";
@@ -268,7 +271,10 @@ void NodeCheck::Run() {
     case Op::kGather: Gather(); break;
     case Op::kIndexSelect: IndexSelect(); break;
     case Op::kIndex: Index(); break;
-    case Op::kCumsum: Cumsum(); break;
+    case Op::kCumsum:
+    case Op::kLogcumsumexp:
+    case Op::kCummax:
+    case Op::kCummin: Cumsum(); break;
     case Op::kTopk:
     case Op::kSort: TopkSort(); break;
     case Op::kFlip:
@@ -584,7 +590,8 @@ void NodeCheck::Cumsum() {
   const auto& x = InSizes(0);
   const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
   if (d < 0 || d >= static_cast<int64_t>(x.size()) || out_ != x) {
-    Fail(fmt::format("cumsum of {} on dim {} cannot give {}", Shape(x), d, Shape(out_)));
+    Fail(fmt::format("{} of {} on dim {} cannot give {}", OpName(node_.op), Shape(x), d,
+                     Shape(out_)));
   }
 }
 

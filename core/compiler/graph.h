@@ -117,6 +117,9 @@ enum class Op : uint8_t {
   kHistc,
   // torch.flip over the attr dims (LED's attention chunks): out like x.
   kFlip,
+  // Scans on attr dims[0], out of x's sizes: logcumsumexp (floating, x's
+  // dtype), and the int64 indices of cummax / cummin (values gathered, as topk).
+  kLogcumsumexp, kCummax, kCummin,
   kEager,  // anything else: attr target names the aten op
 };
 

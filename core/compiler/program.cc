@@ -389,6 +389,12 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       return kernels::Sort(TensorRef{}, out, in(0), static_cast<int>(ki.lib_dims[0]),
                            ki.lib_dims[1] != 0);
     case Op::kHistc: return kernels::Histc(out, in(0), ki.lib_dims[0], ki.lib_scalar, ki.lib_alpha);
+    case Op::kLogcumsumexp:
+      return kernels::Scan(kernels::ScanOp::kLogSumExp, out, in(0), static_cast<int>(ki.lib_dims[0]));
+    case Op::kCummax:
+    case Op::kCummin:
+      return kernels::ScanExtremum(TensorRef{}, out, in(0), static_cast<int>(ki.lib_dims[0]),
+                                   ki.lib_op == Op::kCummax);
     case Op::kFlip: {
       uint32_t mask = 0;
       for (int64_t d : ki.lib_dims) mask |= 1u << d;

@@ -538,17 +538,19 @@ Status Scan(ScanOp op, const TensorRef& out, const TensorRef& in, int dim) {
 
 Status ScanExtremum(const TensorRef& values, const TensorRef& indices, const TensorRef& in,
                     int dim, bool max) {
-  TRN_ASSERT(values.dtype == in.dtype && indices.dtype == DType::kInt64 &&
-                 values.ndim == in.ndim && indices.ndim == in.ndim,
-             "cummax/cummin: values of in's dtype, int64 indices, one shape");
+  const bool want_values = values.data != nullptr;
+  TRN_ASSERT((!want_values || (values.dtype == in.dtype && values.ndim == in.ndim)) &&
+                 indices.dtype == DType::kInt64 && indices.ndim == in.ndim,
+             "cummax/cummin: values (optional) of in's dtype, int64 indices, one shape");
   if (in.ndim == 0) {
-    std::memcpy(values.data, in.data, ItemSize(in.dtype));
+    if (want_values) std::memcpy(values.data, in.data, ItemSize(in.dtype));
     *static_cast<int64_t*>(indices.data) = 0;
     return Status::Ok();
   }
   int64_t sizes[kMaxDims];
   for (int d = 0; d < in.ndim; ++d) sizes[d] = d == dim ? 1 : in.sizes[d];
-  const int64_t n = in.sizes[dim], vs = values.strides[dim], xs = indices.strides[dim];
+  const int64_t n = in.sizes[dim], vs = want_values ? values.strides[dim] : 0;
+  const int64_t xs = indices.strides[dim];
   const int64_t is = in.strides[dim];
   internal::VisitDType(in.dtype, [&](auto tag) {
     using T = decltype(tag);
@@ -560,9 +562,11 @@ Status ScanExtremum(const TensorRef& values, const TensorRef& indices, const Ten
         return internal::ToF32(*p);
       }
     };
-    ForEachOffset<3>(in.ndim, sizes, {values.strides, indices.strides, in.strides},
+    static const int64_t kZeros[kMaxDims] = {};
+    ForEachOffset<3>(in.ndim, sizes,
+                     {want_values ? values.strides : kZeros, indices.strides, in.strides},
                      [&](const std::array<int64_t, 3>& off, const int64_t*) {
-                       T* v = values.ptr<T>() + off[0];
+                       T* v = want_values ? values.ptr<T>() + off[0] : nullptr;
                        int64_t* ix = indices.ptr<int64_t>() + off[1];
                        const T* x = in.ptr<const T>() + off[2];
                        T best = x[0];
@@ -579,7 +583,7 @@ Status ScanExtremum(const TensorRef& values, const TensorRef& indices, const Ten
                            best = x[i * is];
                            at = i;
                          }
-                         v[i * vs] = best;
+                         if (v != nullptr) v[i * vs] = best;
                          ix[i * xs] = at;
                        }
                      });

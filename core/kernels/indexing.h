@@ -77,7 +77,7 @@ Status Scan(ScanOp op, const TensorRef& out, const TensorRef& in, int dim);
 // cummax / cummin along dim: values[i] = the max (min) of in[0..i] and
 // indices[i] (kInt64) its position. As torch's CPU: a tie moves the index to
 // the later element, a NaN wins and holds until a later NaN. values has in's
-// dtype; all three one shape.
+// dtype (or is absent: the compiler gathers them); all three one shape.
 Status ScanExtremum(const TensorRef& values, const TensorRef& indices, const TensorRef& in,
                     int dim, bool max);
 

@@ -209,8 +209,10 @@ _EXTREMUM_DIM = {
     aten.max.dim: ("amax", "argmax"),
     aten.min.dim: ("amin", "argmin"),
 }
-# topk / sort: the indices a core node, the values gathered by them (_lower_order).
-_ORDER = (aten.topk.default, aten.sort.default, aten.sort.stable)
+# topk / sort / cummax / cummin: the indices a core node, the values gathered by them
+# (_lower_order).
+_ORDER = (aten.topk.default, aten.sort.default, aten.sort.stable, aten.cummax.default,
+          aten.cummin.default)
 # Tensors whose contents are unspecified (MoE's empty_permuted outputs): zeros will do.
 _EMPTY = (aten.empty.memory_format, aten.empty_like.default, aten.empty_permuted.default,
           aten.empty_strided.default)
@@ -520,9 +522,10 @@ class _Lowering:
         return self._add(node, op, [x], target=src.target, dims=[dim], call=(src, [x], idx))
 
     def _lower_order(self, src: fx.Node, idx: int) -> int | None:
-        """getitem idx of topk / sort (MoE routing) -> the indices as the core's topk /
-        sort node (one per call, shared by both outputs), the values as a gather of x
-        by them; None for a 0-dim x or an argument the core does not take."""
+        """getitem idx of topk / sort (MoE routing) / cummax / cummin -> the indices as
+        the core's node of that name (one per call, shared by both outputs), the values
+        as a gather of x by them; None for a 0-dim x or an argument the core does not
+        take."""
         x, a, kw = src.args[0], src.args, src.kwargs
         if not self._tensor(x) or self.vals[x].dim() == 0:
             return None
@@ -532,6 +535,10 @@ class _Lowering:
             dim = int(self._value(kw.get("dim", a[2] if len(a) > 2 else -1))) % nd
             largest = bool(self._value(kw.get("largest", a[3] if len(a) > 3 else True)))
             op, dims = "topk", [dim, k, int(largest)]  # sorted or not: eager's order
+        elif src.target in (aten.cummax.default, aten.cummin.default):
+            dim = int(self._value(kw.get("dim", a[1]))) % nd
+            op = "cummax" if src.target is aten.cummax.default else "cummin"
+            dims = [dim]
         else:  # sort.default(x, dim, descending) / sort.stable(x, *, stable, dim, descending)
             pos = src.target is aten.sort.default
             dim = int(self._value(kw.get("dim", a[1] if pos and len(a) > 1 else -1))) % nd
@@ -998,6 +1005,11 @@ class _Lowering:
                 if x.dim() > 0 and not kw.get("sparse_grad", False):
                     dim = int(self._value(args[1])) % x.dim()
                     return self._add(node, "gather", [args[0], args[2]], dims=[dim])
+            if t is aten.logcumsumexp.default and self._tensor(args[0]):
+                x = self.vals[args[0]]
+                if x.dim() > 0 and x.dtype.is_floating_point:
+                    dim = int(self._value(kw.get("dim", args[1]))) % x.dim()
+                    return self._add(node, "logcumsumexp", [args[0]], dims=[dim])
             if t is aten.cumsum.default and self._tensor(args[0]):
                 x = self.vals[args[0]]
                 if x.dim() > 0 and v.dtype != torch.bool:  # masks' positions (OPT, RoBERTa)
