@@ -526,3 +526,21 @@ def test_unfold_and_fold_backward(kw):
     compare(lambda x: F.unfold(x, **kw), [make((2, 3, 9, 12))], 1e-6)
     cols = F.unfold(make((2, 3, 9, 12)), **kw)
     compare(lambda c: F.fold(c, (9, 12), **kw), [make(tuple(cols.shape), salt="c")], 1e-6)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=2), dict(kernel_size=3, stride=2, padding=1),
+                                dict(kernel_size=(3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 1),
+                                     ceil_mode=True, count_include_pad=False),
+                                dict(kernel_size=2, stride=1, divisor_override=3)])
+def test_avg_pool3d_backward(kw):
+    """The two separable passes' backwards in reverse (Note [Separable 3-D])."""
+    compare(lambda x: F.avg_pool3d(x, **kw), [make((2, 3, 6, 7, 8))], 1e-6)
+    compare(lambda x: F.avg_pool3d(x, **kw), [make((3, 6, 7, 8))], 1e-6)  # unbatched
+
+
+@pytest.mark.parametrize("kw", [dict(scale_factor=2, mode="nearest"),
+                                dict(size=(5, 9, 4), mode="nearest"),
+                                dict(scale_factor=(1.5, 2, 0.5), mode="trilinear"),
+                                dict(size=(5, 9, 4), mode="trilinear", align_corners=True)])
+def test_upsample3d_backward(kw):
+    compare(lambda x: F.interpolate(x, **kw), [make((2, 3, 4, 6, 5))], 1e-5)

@@ -1162,6 +1162,52 @@ at::Tensor& AvgPool3dOut(const at::Tensor& self, at::IntArrayRef kernel, at::Int
                      out, "aten::avg_pool3d");
 }
 
+// avg_pool3d's backward: the two passes' backwards in reverse order (Note
+// [Separable 3-D]); a divisor_override divides the gradient once, first.
+at::Tensor AvgPool3dBackward(const at::Tensor& grad_output, const at::Tensor& self,
+                             at::IntArrayRef kernel, at::IntArrayRef stride,
+                             at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                             std::optional<int64_t> divisor_override) {
+  constexpr const char* kName = "aten::avg_pool3d_backward";
+  CommonDevice(kName, {&grad_output, &self});
+  const auto k = Triple(kernel, kernel, "kernel_size", kName);
+  const auto st = Triple(stride, kernel, "stride", kName);
+  const auto pad = Triple(padding, {0}, "padding", kName);
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, kName,
+              ": divisor must be not zero");
+  const Frames f = AsFrames(self, kName);
+  std::vector<int64_t> want(self.sizes().begin(), self.sizes().end() - 3);
+  for (int i = 0; i < 3; ++i) {
+    want.push_back(at::native::pooling_output_shape<int64_t>(self.size(self.dim() - 3 + i), k[i],
+                                                             pad[i], st[i], 1, ceil_mode));
+  }
+  TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(want), kName,
+              ": expected grad_output of size ", at::IntArrayRef(want), ", got ",
+              grad_output.sizes());
+  const int64_t od = want[want.size() - 3], oh = want[want.size() - 2], ow = want[want.size() - 1];
+  const std::optional<int64_t> pass_divisor =
+      divisor_override.has_value() ? std::optional<int64_t>(1) : std::nullopt;
+  at::Tensor g = grad_output.reshape({f.n, f.c, od, oh * ow});
+  if (divisor_override.has_value()) g = g.div(static_cast<double>(*divisor_override));
+  // Sizes-only stand-ins for the passes' inputs (their values are never read).
+  const auto shaped = [&](at::IntArrayRef sizes) { return g.new_empty({1}).expand(sizes); };
+  const at::Tensor depth = AvgPool2dBackwardNew(g, shaped({f.n, f.c, f.d, oh * ow}), {k[0], 1},
+                                                {st[0], 1}, {pad[0], 0}, ceil_mode,
+                                                count_include_pad, pass_divisor);
+  const at::Tensor frames = AvgPool2dBackwardNew(
+      depth.reshape({f.n, f.c * f.d, oh, ow}), shaped(f.x.sizes()), {k[1], k[2]}, {st[1], st[2]},
+      {pad[1], pad[2]}, ceil_mode, count_include_pad, pass_divisor);
+  return frames.reshape(self.sizes());
+}
+at::Tensor& AvgPool3dBackwardOut(const at::Tensor& grad_output, const at::Tensor& self,
+                                 at::IntArrayRef kernel, at::IntArrayRef stride,
+                                 at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
+                                 std::optional<int64_t> divisor_override, at::Tensor& grad_input) {
+  return CopyIntoOut(AvgPool3dBackward(grad_output, self, kernel, stride, padding, ceil_mode,
+                                       count_include_pad, divisor_override),
+                     grad_input, "aten::avg_pool3d_backward");
+}
+
 at::Tensor AdaptiveAvgPool3d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
   constexpr const char* kName = "aten::_adaptive_avg_pool3d";
   TORCH_CHECK(output_size.size() == 3, kName, ": output_size must be 3, got ",
@@ -1351,6 +1397,69 @@ at::Tensor Upsample3d(const at::Tensor& self, c10::SymIntArrayRef output_size,
   return Volume(f, Upsample(AlongDepth(f, hw), depth, mode, align_corners, sd, std::nullopt, name),
                 hw);
 }
+// The 3-D upsampling backwards: the two passes' backwards in reverse order.
+at::Tensor Upsample3dBackward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
+                              c10::SymIntArrayRef input_size, kernels::UpsampleMode mode,
+                              bool align_corners, std::optional<double> sd,
+                              std::optional<double> sh, std::optional<double> sw,
+                              const char* name) {
+  TORCH_CHECK(output_size.size() == 3 && input_size.size() == 5, name,
+              ": expected 3 output sizes and 5 input sizes, got ", output_size, " and ",
+              input_size);
+  std::vector<int64_t> in, out;
+  for (const c10::SymInt& v : input_size) in.push_back(v.guard_int(__FILE__, __LINE__));
+  for (const c10::SymInt& v : output_size) out.push_back(v.guard_int(__FILE__, __LINE__));
+  const std::vector<int64_t> want = {in[0], in[1], out[0], out[1], out[2]};
+  TORCH_CHECK(grad_output.sizes() == at::IntArrayRef(want), name,
+              ": expected grad_output of size ", at::IntArrayRef(want), ", got ",
+              grad_output.sizes());
+  const int64_t hw = out[1] * out[2];
+  const std::array<c10::SymInt, 2> depth_out = {c10::SymInt(out[0]), c10::SymInt(hw)};
+  const std::array<c10::SymInt, 4> depth_in = {c10::SymInt(in[0]), c10::SymInt(in[1]),
+                                               c10::SymInt(in[2]), c10::SymInt(hw)};
+  const at::Tensor depth =
+      UpsampleBackward(grad_output.reshape({in[0], in[1], out[0], hw}), depth_out, depth_in, mode,
+                       align_corners, sd, std::nullopt);
+  const std::array<c10::SymInt, 4> frames_in = {c10::SymInt(in[0]), c10::SymInt(in[1] * in[2]),
+                                                c10::SymInt(in[3]), c10::SymInt(in[4])};
+  return UpsampleBackward(depth.reshape({in[0], in[1] * in[2], out[1], out[2]}),
+                          output_size.slice(1), frames_in, mode, align_corners, sh, sw)
+      .reshape(in);
+}
+at::Tensor UpsampleNearest3dBackward(const at::Tensor& grad_output,
+                                     c10::SymIntArrayRef output_size,
+                                     c10::SymIntArrayRef input_size, std::optional<double> sd,
+                                     std::optional<double> sh, std::optional<double> sw) {
+  return Upsample3dBackward(grad_output, output_size, input_size, kernels::UpsampleMode::kNearest,
+                            false, sd, sh, sw, "aten::upsample_nearest3d_backward");
+}
+at::Tensor& UpsampleNearest3dBackwardOut(const at::Tensor& grad_output,
+                                         c10::SymIntArrayRef output_size,
+                                         c10::SymIntArrayRef input_size, std::optional<double> sd,
+                                         std::optional<double> sh, std::optional<double> sw,
+                                         at::Tensor& grad_input) {
+  return CopyIntoOut(UpsampleNearest3dBackward(grad_output, output_size, input_size, sd, sh, sw),
+                     grad_input, "aten::upsample_nearest3d_backward");
+}
+at::Tensor UpsampleTrilinear3dBackward(const at::Tensor& grad_output,
+                                       c10::SymIntArrayRef output_size,
+                                       c10::SymIntArrayRef input_size, bool align_corners,
+                                       std::optional<double> sd, std::optional<double> sh,
+                                       std::optional<double> sw) {
+  return Upsample3dBackward(grad_output, output_size, input_size,
+                            kernels::UpsampleMode::kBilinear, align_corners, sd, sh, sw,
+                            "aten::upsample_trilinear3d_backward");
+}
+at::Tensor& UpsampleTrilinear3dBackwardOut(const at::Tensor& grad_output,
+                                           c10::SymIntArrayRef output_size,
+                                           c10::SymIntArrayRef input_size, bool align_corners,
+                                           std::optional<double> sd, std::optional<double> sh,
+                                           std::optional<double> sw, at::Tensor& grad_input) {
+  return CopyIntoOut(UpsampleTrilinear3dBackward(grad_output, output_size, input_size,
+                                                 align_corners, sd, sh, sw),
+                     grad_input, "aten::upsample_trilinear3d_backward");
+}
+
 at::Tensor UpsampleNearest3d(const at::Tensor& self, c10::SymIntArrayRef output_size,
                              std::optional<double> sd, std::optional<double> sh,
                              std::optional<double> sw) {
@@ -1580,6 +1689,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("avg_pool2d", TORCH_FN(AvgPool2d));
   m.impl("avg_pool3d", TORCH_FN(AvgPool3d));
   m.impl("avg_pool3d.out", TORCH_FN(AvgPool3dOut));
+  m.impl("avg_pool3d_backward", TORCH_FN(AvgPool3dBackward));
+  m.impl("avg_pool3d_backward.grad_input", TORCH_FN(AvgPool3dBackwardOut));
+  m.impl("upsample_nearest3d_backward", TORCH_FN(UpsampleNearest3dBackward));
+  m.impl("upsample_nearest3d_backward.grad_input", TORCH_FN(UpsampleNearest3dBackwardOut));
+  m.impl("upsample_trilinear3d_backward", TORCH_FN(UpsampleTrilinear3dBackward));
+  m.impl("upsample_trilinear3d_backward.grad_input", TORCH_FN(UpsampleTrilinear3dBackwardOut));
   m.impl("_adaptive_avg_pool3d", TORCH_FN(AdaptiveAvgPool3d));
   m.impl("upsample_nearest3d", TORCH_FN(UpsampleNearest3d));
   m.impl("upsample_trilinear3d", TORCH_FN(UpsampleTrilinear3d));
