@@ -1134,15 +1134,23 @@ at::Tensor Volume(const Frames& f, const at::Tensor& z, const at::Tensor& frames
   return f.batched ? v : v.squeeze(0);
 }
 
+// avg_pool3d's kernel, stride and padding, (D, H, W), checked as torch.
+std::array<std::array<int64_t, 3>, 3> AvgPool3dGeometry(at::IntArrayRef kernel,
+                                                        at::IntArrayRef stride,
+                                                        at::IntArrayRef padding,
+                                                        std::optional<int64_t> divisor_override,
+                                                        const char* name) {
+  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, name,
+              ": divisor must be not zero");
+  return {Triple(kernel, kernel, "kernel_size", name), Triple(stride, kernel, "stride", name),
+          Triple(padding, {0}, "padding", name)};
+}
+
 at::Tensor AvgPool3d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArrayRef stride,
                      at::IntArrayRef padding, bool ceil_mode, bool count_include_pad,
                      std::optional<int64_t> divisor_override) {
   constexpr const char* kName = "aten::avg_pool3d";
-  const auto k = Triple(kernel, kernel, "kernel_size", kName);
-  const auto st = Triple(stride, kernel, "stride", kName);
-  const auto pad = Triple(padding, {0}, "padding", kName);
-  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, kName,
-              ": divisor must be not zero");
+  const auto [k, st, pad] = AvgPool3dGeometry(kernel, stride, padding, divisor_override, kName);
   const Frames f = AsFrames(self, kName);
   // With divisor_override both passes sum (divisor 1), then one division.
   const std::optional<int64_t> pass_divisor =
@@ -1170,11 +1178,7 @@ at::Tensor AvgPool3dBackward(const at::Tensor& grad_output, const at::Tensor& se
                              std::optional<int64_t> divisor_override) {
   constexpr const char* kName = "aten::avg_pool3d_backward";
   CommonDevice(kName, {&grad_output, &self});
-  const auto k = Triple(kernel, kernel, "kernel_size", kName);
-  const auto st = Triple(stride, kernel, "stride", kName);
-  const auto pad = Triple(padding, {0}, "padding", kName);
-  TORCH_CHECK(!divisor_override.has_value() || *divisor_override != 0, kName,
-              ": divisor must be not zero");
+  const auto [k, st, pad] = AvgPool3dGeometry(kernel, stride, padding, divisor_override, kName);
   const Frames f = AsFrames(self, kName);
   std::vector<int64_t> want(self.sizes().begin(), self.sizes().end() - 3);
   for (int i = 0; i < 3; ++i) {
