@@ -144,55 +144,29 @@ def test_conv_backward_computes_only_what_is_asked(needs):
 
 
 def test_conv_backward_launches():
-    """grad_input one transposed-conv launch; grad_weight an im2col and a GEMM per group
-    (stride 2), or with stride 1 one GEMM per tap and group over shifted views of the
-    padded input, no im2col (Note [Weight gradient by shifted windows])."""
-    x, w, b, kw = conv_operands(1, False)  # stride 2
-    xt, wt = x.to("trn").requires_grad_(), w.to("trn").requires_grad_()
-    y = F.conv2d(xt, wt, **kw)
-    counts = launch_counts(lambda: y.backward(torch.ones_like(y)))
-    assert counts.get("conv_transpose2d_f32") == 1, counts
-    assert counts.get("im2col_f32") == 1, counts
-    x, w, b, kw = conv_operands(3, False)  # stride 1, 3 x 3, groups 2
-    xt, wt = x.to("trn").requires_grad_(), w.to("trn").requires_grad_()
-    y = F.conv2d(xt, wt, **kw)
-    counts = launch_counts(lambda: y.backward(torch.ones_like(y)))
-    assert "im2col_f32" not in counts and counts.get("matmul_f32") == 9 * 2, counts
+    """grad_input one transposed-conv launch, grad_weight an im2col and one GEMM per group."""
+    for case in (1, 3):  # stride 2; stride 1 with 2 groups
+        x, w, b, kw = conv_operands(case, False)
+        xt, wt = x.to("trn").requires_grad_(), w.to("trn").requires_grad_()
+        y = F.conv2d(xt, wt, **kw)
+        counts = launch_counts(lambda: y.backward(torch.ones_like(y)))
+        assert counts.get("conv_transpose2d_f32") == 1, counts
+        assert counts.get("im2col_f32") == 1 and counts.get("matmul_f32") == 1, counts
 
 
-def test_conv_weight_gradient_paths_agree():
-    """The stride-1 weight gradient by shifted windows equals the im2col form
-    (TRN_SHIFTED_WEIGHT_GRAD=0) on every case of CONV with stride 1."""
-    import os
-    import subprocess
-    import sys
-
-    code = """
-import torch, torch.nn.functional as F, trnscope, sys
-sys.path.insert(0, 'tests')
-from test_conv_training import CONV, conv_operands, conv_fn
-grads = []
-for case, (_, _, kw) in enumerate(CONV):
-    if kw.get('stride', 1) != 1:
-        continue
-    x, w, b, kw = conv_operands(case, False)
-    wt = w.to('trn').requires_grad_()
-    conv_fn(x.dim() - 2, False, kw)(x.to('trn'), wt, None).square().sum().backward()
-    grads.append(wt.grad.cpu())
-torch.save(grads, sys.argv[1])
-"""
-    outs = []
-    for flag in ("1", "0"):
-        path = f"/tmp/trn_wgrad_{os.getpid()}_{flag}.pt"
-        env = dict(os.environ, TRN_SHIFTED_WEIGHT_GRAD=flag)
-        r = subprocess.run([sys.executable, "-c", code, path], env=env, capture_output=True,
-                           text=True, cwd=os.path.join(os.path.dirname(__file__), ".."))
-        assert r.returncode == 0, r.stderr
-        outs.append(torch.load(path))
-        os.unlink(path)
-    assert len(outs[0]) == 5  # the stride-1 cases of CONV
-    for a, b in zip(*outs):
-        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-4 * b.abs().max().item())
+def test_conv_weight_gradient_keeps_non_finite_inputs_where_cpu_does():
+    """A NaN or inf pixel reaches only the taps that read it, as on CPU."""
+    for bad in (float("nan"), float("inf")):
+        x = torch.ones(1, 1, 3, 3)
+        x[0, 0, 2, 2] = bad
+        x[0, 0, 0, 2] = -bad if bad != bad else 1.0
+        grads = []
+        for dev in ("cpu", "trn"):
+            w = torch.ones(1, 1, 2, 2, device=dev, requires_grad=True)
+            F.conv2d(x.to(dev), w).sum().backward()
+            grads.append(w.grad.cpu())
+        torch.testing.assert_close(grads[1], grads[0], equal_nan=True)
+        assert torch.isfinite(grads[0]).any()  # the taps that never read the bad pixels
 
 
 @pytest.mark.uses_fallback
@@ -544,3 +518,36 @@ def test_avg_pool3d_backward(kw):
                                 dict(size=(5, 9, 4), mode="trilinear", align_corners=True)])
 def test_upsample3d_backward(kw):
     compare(lambda x: F.interpolate(x, **kw), [make((2, 3, 4, 6, 5))], 1e-5)
+
+
+@pytest.mark.uses_fallback
+def test_integer_max_pools_use_the_cpu_fallback_not_an_error():
+    """max_pool2d / max_pool3d of integers: CPU computes them, so trn hands them to
+    the fallback rather than raising."""
+    x = torch.randint(0, 9, (1, 2, 4, 4, 4))
+    for fn in (lambda t: F.max_pool3d(t, 2), lambda t: F.max_pool2d(t[:, :, 0], 2)):
+        assert torch.equal(fn(x.to("trn")).cpu(), fn(x))
+
+
+def test_frozen_batch_norm_backward_and_nll_loss2d_gradient_layout():
+    """Eval-mode batch norm with frozen parameters: grad_input only; nll_loss2d's
+    gradient is contiguous (CPU's layout) for a channels_last input."""
+    compare(lambda x: F.batch_norm(x, torch.zeros(3, device=x.device),
+                                   torch.ones(3, device=x.device) * 2,
+                                   torch.full((3,), 0.5, device=x.device), None, training=False),
+            [make((2, 3, 4, 4))], 1e-6)
+    logp = make((2, 5, 4, 3)).log_softmax(1)
+    t = torch.randint(0, 5, (2, 4, 3))
+    _, tw = torch.ops.aten.nll_loss2d_forward(logp, t, None, 1, -100)
+    want = torch.ops.aten.nll_loss2d_backward(torch.tensor(1.0), logp, t, None, 1, -100, tw)
+    x = logp.to("trn").contiguous(memory_format=torch.channels_last)
+    got = torch.ops.aten.nll_loss2d_backward(torch.tensor(1.0).to("trn"), x, t.to("trn"), None, 1,
+                                             -100, tw.to("trn"))
+    assert got.is_contiguous()  # CPU's nll_loss2d backward writes only contiguous gradients
+    torch.testing.assert_close(got.cpu(), want)
+
+
+def test_upsample_backward_checks_output_size_rank():
+    go = torch.ones(1, 2, 8).to("trn")
+    with pytest.raises(RuntimeError, match="expected output_size equals to 2, but got size 1"):
+        torch.ops.aten.upsample_nearest2d_backward(go, [8], [1, 2, 4], None, None)

@@ -1076,7 +1076,7 @@ def test_scatter_reduce_nan_out_and_errors():
     torch.scatter_reduce(x.to("trn"), 0, idx.to("trn"), src.to("trn"), "sum", out=out)
     check(out, torch.scatter_reduce(x, 0, idx, src, "sum"))
     with pytest.raises(RuntimeError, match="reduce argument must be either sum, prod, mean, amax"):
-        x.to("trn").scatter_reduce(0, idx.to("trn"), src.to("trn"), "max")
+        x.to("trn").scatter_reduce(0, idx.to("trn"), src.to("trn"), "maximum")
     with pytest.raises(RuntimeError, match="index 4 is out of bounds"):
         x.to("trn").scatter_reduce(0, torch.tensor([4]).to("trn"), src.to("trn"), "sum").cpu()
 
@@ -1259,3 +1259,38 @@ def test_bernoulli_of_probabilities():
     y = torch.empty(3, 4000).to("trn")
     y.bernoulli_(torch.tensor([[0.0], [1.0], [0.5]]).to("trn"))
     assert y[0].sum() == 0 and y[1].sum() == 4000
+
+
+def test_review_edge_cases_match_cpu():
+    """Cases a review of session 26 found: each as CPU PyTorch answers or raises."""
+    z, i = torch.zeros(2), torch.tensor([0, 0])
+    s = torch.tensor([1.0, 3.0])
+    for alias in ("max", "min"):  # CPU's aliases of amax / amin
+        check(z.to("trn").scatter_reduce(0, i.to("trn"), s.to("trn"), alias),
+              z.scatter_reduce(0, i, s, alias))
+    with pytest.raises(RuntimeError, match="index -100"):  # the user's index, not a wrapped one
+        torch.take(torch.arange(6.0).to("trn"), torch.tensor([-100]).to("trn")).cpu()
+    check(torch.take(torch.arange(6.0).to("trn"), torch.tensor([-6, -1]).to("trn")),
+          torch.take(torch.arange(6.0), torch.tensor([-6, -1])))
+    with pytest.raises(RuntimeError, match="Expected p_in >= 0 && p_in <= 1"):
+        torch.bernoulli(torch.tensor([1.5, 0.5]).to("trn")).cpu()
+    with pytest.raises(RuntimeError, match="Expected p_in >= 0 && p_in <= 1"):
+        torch.bernoulli(torch.tensor([float("nan")]).to("trn")).cpu()
+    torch.trn.synchronize()  # the device stays usable
+    with pytest.raises(NotImplementedError, match="not implemented for 'Long'"):
+        torch.bernoulli(torch.tensor([1, 0]).to("trn"))
+    with pytest.raises(RuntimeError, match="expected scalar type Float but found Double"):
+        torch.cdist(torch.randn(3, 4).to("trn"), torch.randn(2, 4).double().to("trn"))
+    with pytest.raises(NotImplementedError, match="not implemented for 'Bool'"):
+        torch.trace(torch.ones(2, 2, dtype=torch.bool).to("trn"))
+    with pytest.raises(IndexError, match="Expected reduction dim 0 to have non-zero size"):
+        torch.aminmax(torch.empty(0, 3).to("trn"), dim=0)
+    with pytest.raises(RuntimeError, match="dimension -1 must have length 3"):
+        torch.linalg.cross(torch.ones(2, 4).to("trn"), torch.ones(2, 4).to("trn"))
+
+
+def test_cdist_in_blocks_matches_cpu():
+    """p != 2 builds the differences a block of rows at a time (bounded memory)."""
+    a, b = make((600, 160), F32), make((200, 160), F32)
+    torch.testing.assert_close(torch.cdist(a.to("trn"), b.to("trn"), p=1).cpu(),
+                               torch.cdist(a, b, p=1), rtol=1e-5, atol=1e-3)

@@ -6,6 +6,8 @@
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/ops/empty.h>
 #include <ATen/native/Resize.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/ops/_assert_async.h>
 #include <ATen/ops/empty_like.h>
 #include <ATen/ops/randperm.h>
 #include <c10/core/DeviceGuard.h>
@@ -391,11 +393,17 @@ at::Tensor& BernoulliFloat(at::Tensor& self, double p, std::optional<at::Generat
   return RandomOnHost(self, gen, [&](at::Tensor& h, at::Generator& g) { h.bernoulli_(p, g); });
 }
 // bernoulli_(p tensor) (torch.bernoulli of probabilities): uniform draws,
-// compared with p on the device, so p is never read back.
-at::Tensor& BernoulliTensor(at::Tensor& self, const at::Tensor& p,
+// compared with p on the device, so p is never read back; p outside [0, 1]
+// (or NaN) fails CPU's check asynchronously, at the next synchronizing call.
+at::Tensor& BernoulliTensor(at::Tensor& self, const at::Tensor& p_in,
                             std::optional<at::Generator> gen) {
-  TORCH_CHECK(at::is_expandable_to(p.sizes(), self.sizes()), "bernoulli_: p of size ", p.sizes(),
-              " does not broadcast to self of size ", self.sizes());
+  TORCH_CHECK_NOT_IMPLEMENTED(at::isFloatingType(p_in.scalar_type()),
+                              "\"bernoulli_tensor_cpu_p_\" not implemented for '",
+                              c10::toString(p_in.scalar_type()), "'");
+  TORCH_CHECK(at::is_expandable_to(p_in.sizes(), self.sizes()), "bernoulli_: p of size ",
+              p_in.sizes(), " does not broadcast to self of size ", self.sizes());
+  const at::Tensor p = p_in.device() == self.device() ? p_in : p_in.to(self.device());
+  at::_assert_async(((p >= 0) & (p <= 1)).all(), "Expected p_in >= 0 && p_in <= 1 to be true");
   at::Tensor u = at::empty(self.sizes(), self.options().dtype(at::kFloat));
   Uniform(u, 0, 1, gen);
   self.copy_(u.lt(p));

@@ -25,7 +25,6 @@
 #include <ATen/ops/bmm.h>
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/empty_like.h>
-#include <ATen/ops/mm.h>
 #include <ATen/ops/convolution_backward_overrideable_ops.h>
 #include <ATen/ops/convolution_overrideable_ops.h>
 #include <ATen/ops/grid_sampler_2d_ops.h>
@@ -88,12 +87,6 @@ void CheckFloating(const at::Tensor& t, const char* name) {
 // Debug switch for tests: TRN_NATIVE_CONV=0 sends every convolution to the CPU fallback.
 bool NativeConvDisabled() {
   const char* v = std::getenv("TRN_NATIVE_CONV");
-  return v != nullptr && std::strcmp(v, "0") == 0;
-}
-
-// Debug switch for comparisons: TRN_SHIFTED_WEIGHT_GRAD=0 takes im2col for stride 1 too.
-bool ShiftedWeightGradDisabled() {
-  const char* v = std::getenv("TRN_SHIFTED_WEIGHT_GRAD");
   return v != nullptr && std::strcmp(v, "0") == 0;
 }
 
@@ -364,43 +357,6 @@ at::Tensor IndexPadNew(const at::Tensor& self, at::IntArrayRef pad) {
   return out;
 }
 
-// Note [Weight gradient by shifted windows]: with stride 1 the im2col column
-// of tap (i, j) is the padded image shifted by i * dh * Wp + j * dw, once the
-// image is stored [C, N * Hp * Wp] (padded, channels first) and grad_output
-// [O, N * Hp * Wp] with zeros at every position no output has (y >= OH or
-// x >= OW: there the shifted window runs past its row, or into the next
-// image). Then each tap's gradient is one GEMM, grad_output against a plain
-// 2-D view of the image, and no im2col is written: the K * K copies of the
-// image become K * K reads by the GEMM's packing. Zero products include 0 *
-// inf where the image holds an infinity: such a gradient is NaN where the
-// im2col form may give inf.
-at::Tensor WeightGradByShifts(const at::Tensor& src, const at::Tensor& other,
-                              const kernels::Im2ColParams& p, int64_t groups,
-                              at::IntArrayRef weight_sizes, int device) {
-  const int64_t n = src.size(0), c = src.size(1), h = src.size(2), w = src.size(3);
-  const int64_t o = other.size(1), oh = other.size(2), ow = other.size(3);
-  const int64_t hp = h + 2 * p.padding[0], wp = w + 2 * p.padding[1], k = n * hp * wp;
-  const int64_t tail = (p.kernel[0] - 1) * p.dilation[0] * wp + (p.kernel[1] - 1) * p.dilation[1];
-  const at::ScalarType dt = src.scalar_type();
-  at::Tensor image = Empty({c, k + tail}, dt, device).zero_();
-  image.narrow(1, 0, k).view({c, n, hp, wp}).narrow(2, p.padding[0], h)
-      .narrow(3, p.padding[1], w).copy_(src.transpose(0, 1));
-  at::Tensor grads = Empty({o, k}, dt, device).zero_();
-  grads.view({o, n, hp, wp}).narrow(2, 0, oh).narrow(3, 0, ow).copy_(other.transpose(0, 1));
-  const int64_t og = o / groups, cg = c / groups;
-  at::Tensor taps = Empty({p.kernel[0], p.kernel[1], o, cg}, dt, device);
-  for (int64_t g = 0; g < groups; ++g) {
-    const at::Tensor a = grads.narrow(0, g * og, og), b = image.narrow(0, g * cg, cg);
-    for (int64_t i = 0; i < p.kernel[0]; ++i) {
-      for (int64_t j = 0; j < p.kernel[1]; ++j) {
-        at::Tensor dst = taps[i][j].narrow(0, g * og, og);
-        at::mm_out(dst, a, b.narrow(1, i * p.dilation[0] * wp + j * p.dilation[1], k).t());
-      }
-    }
-  }
-  return taps.permute({2, 3, 0, 1}).reshape(weight_sizes);
-}
-
 // Note [convolution backward]: 1-D and 2-D convolutions' gradients, native
 // (convolution_backward_overrideable's CompositeExplicitAutograd kernel
 // raises NotImplementedError, so the op must be registered either way):
@@ -411,9 +367,10 @@ at::Tensor WeightGradByShifts(const at::Tensor& src, const at::Tensor& other,
 //  - grad_weight is one GEMM per group, grad_output against the im2col of the
 //    input (roles swapped for a transposed convolution). The im2col launch
 //    writes its columns as [C*KH*KW, N, L], so the sum over the batch is
-//    inside the GEMM's K (float32 accumulation, one rounding, as CPU). With
-//    stride 1, one GEMM per tap and no im2col (Note [Weight gradient by
-//    shifted windows]).
+//    inside the GEMM's K (float32 accumulation, one rounding, as CPU). (One
+//    GEMM per tap over shifted views of the padded image would skip the
+//    im2col for stride 1, but its zero padding multiplies real pixels: an inf
+//    or NaN in the input would spread to taps CPU keeps finite.)
 //  - grad_bias sums grad_output over all dims but the channels.
 // 3-D ones, empty ones, and transposed ones whose output_padding reaches the
 // stride (im2col would see other blocks than the input's positions) go to
@@ -489,11 +446,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> ConvolutionBackwardOverrideable(
                                    true, output_padding, g);
     }
   }
-  if (output_mask[1] && p.stride[0] == 1 && p.stride[1] == 1 && !ShiftedWeightGradDisabled()) {
-    grad_weight = WeightGradByShifts(dims == 1 ? cols_of.unsqueeze(2) : cols_of,
-                                     dims == 1 ? other.unsqueeze(2) : other, p, g,
-                                     weight.sizes(), device);
-  } else if (output_mask[1]) {
+  if (output_mask[1]) {
     const int64_t n = input.size(0), rows = cols_of.size(1) * p.kernel[0] * p.kernel[1];
     const int64_t l = other.numel() / (other.size(0) * other.size(1));
     const at::Tensor cols = Empty({rows, n, l}, input.scalar_type(), device);
@@ -781,6 +734,12 @@ at::Tensor AvgPool2d(const at::Tensor& self, at::IntArrayRef kernel, at::IntArra
   return out;
 }
 
+// The largest bin of an adaptive pool from [H, W] to [OH, OW] (its FLOPs per output).
+uint64_t AdaptiveWindow(int64_t h, int64_t w, int64_t oh, int64_t ow) {
+  return static_cast<uint64_t>(((h + oh - 1) / std::max<int64_t>(oh, 1) + 1) *
+                               ((w + ow - 1) / std::max<int64_t>(ow, 1) + 1));
+}
+
 at::Tensor AdaptiveAvgPool2d(const at::Tensor& self, c10::SymIntArrayRef output_size) {
   constexpr const char* kName = "aten::_adaptive_avg_pool2d";
   const int device = DeviceIndex(self);
@@ -803,9 +762,7 @@ at::Tensor AdaptiveAvgPool2d(const at::Tensor& self, c10::SymIntArrayRef output_
   at::Tensor out = EmptyLikeInput(sizes, self, device);
   if (out.numel() == 0) return out;
   const TensorRef ro = PoolRef(out, kName), ri = PoolRef(self, kName);
-  const uint64_t window = static_cast<uint64_t>(
-      ((self.size(-2) + oh - 1) / std::max<int64_t>(oh, 1) + 1) *
-      ((self.size(-1) + ow - 1) / std::max<int64_t>(ow, 1) + 1));
+  const uint64_t window = AdaptiveWindow(self.size(-2), self.size(-1), oh, ow);
   Launch(device,
          kernels::DescribeVision(kernels::VisionKernel::kAdaptiveAvgPool2d, ro, ri, window, kName),
          [=] { return kernels::AdaptiveAvgPool2d(ro, ri); });
@@ -872,9 +829,8 @@ std::tuple<at::Tensor, at::Tensor> AdaptiveMaxPool2d(const at::Tensor& self,
   if (out.numel() == 0) return {out, indices};
   const TensorRef ro = PoolRef(out, kName), ri = PoolRef(self, kName);
   const TensorRef rx = PoolRef(indices, kName);
-  const uint64_t window = static_cast<uint64_t>(
-      ((self.size(-2) + output_size[0] - 1) / std::max<int64_t>(output_size[0], 1) + 1) *
-      ((self.size(-1) + output_size[1] - 1) / std::max<int64_t>(output_size[1], 1) + 1));
+  const uint64_t window = AdaptiveWindow(self.size(-2), self.size(-1), output_size[0],
+                                         output_size[1]);
   Launch(device,
          kernels::DescribeVision(kernels::VisionKernel::kAdaptiveMaxPool2d, ro, ri, window, kName),
          [=] { return kernels::AdaptiveMaxPool2d(ro, rx, ri); });
@@ -949,17 +905,17 @@ std::tuple<at::Tensor&, at::Tensor&> MaxPool3dWithIndicesOut(
 // overloads (.grad_input) write into a given tensor of the input's dtype.
 enum class PoolGrad { kMax, kAvg, kAdaptiveAvg };
 
-void LaunchPoolBackward(PoolGrad kind, const at::Tensor& grad_output, const at::Tensor& self,
-                        at::IntArrayRef out_sizes, const kernels::PoolParams& p,
-                        const at::Tensor& indices, at::Tensor& grad_input, int device,
-                        const char* name) {
+void LaunchPoolBackward(PoolGrad kind, const at::Tensor& grad_output, at::IntArrayRef self_sizes,
+                        at::ScalarType dtype, at::IntArrayRef out_sizes,
+                        const kernels::PoolParams& p, uint64_t window, const at::Tensor& indices,
+                        at::Tensor& grad_input, int device, const char* name) {
   TORCH_CHECK(grad_output.sizes() == out_sizes, name, ": expected grad_output of size ",
-              out_sizes, " (the pool's output for input ", self.sizes(), "), got ",
+              out_sizes, " (the pool's output for input ", self_sizes, "), got ",
               grad_output.sizes());
-  TORCH_CHECK(grad_output.scalar_type() == self.scalar_type(), name, ": expected grad_output of ",
-              self.scalar_type(), " (the input's dtype), got ", grad_output.scalar_type());
-  TORCH_CHECK(grad_input.scalar_type() == self.scalar_type(), name, ": expected grad_input of ",
-              self.scalar_type(), " (the input's dtype), got ", grad_input.scalar_type());
+  TORCH_CHECK(grad_output.scalar_type() == dtype, name, ": expected grad_output of ", dtype,
+              " (the input's dtype), got ", grad_output.scalar_type());
+  TORCH_CHECK(grad_input.scalar_type() == dtype, name, ": expected grad_input of ", dtype,
+              " (the input's dtype), got ", grad_input.scalar_type());
   if (indices.defined()) {
     TORCH_CHECK(indices.scalar_type() == at::kLong && indices.sizes() == out_sizes, name,
                 ": expected int64 indices of size ", out_sizes, ", got ", indices.scalar_type(),
@@ -968,7 +924,6 @@ void LaunchPoolBackward(PoolGrad kind, const at::Tensor& grad_output, const at::
   if (grad_input.numel() == 0) return;
   const TensorRef rgi = PoolRef(grad_input, name), rgo = PoolRef(grad_output, name);
   const TensorRef rx = indices.defined() ? PoolRef(indices, name) : NoRef();
-  const uint64_t window = kind == PoolGrad::kMax ? 1 : static_cast<uint64_t>(p.kernel[0] * p.kernel[1]);
   const kernels::VisionKernel k = kind == PoolGrad::kMax   ? kernels::VisionKernel::kMaxPool2dBackward
                                   : kind == PoolGrad::kAvg ? kernels::VisionKernel::kAvgPool2dBackward
                                                            : kernels::VisionKernel::kAdaptiveAvgPool2dBackward;
@@ -989,8 +944,8 @@ at::Tensor& MaxPool2dBackwardOut(const at::Tensor& grad_output, const at::Tensor
   const int device = CommonDevice(kName, {&grad_output, &self, &indices, &grad_input});
   const PoolGeometry g = MakePool(self, kernel, stride, padding, dilation, ceil_mode, kName);
   PrepareOut(grad_input, self.sizes(), self.scalar_type(), kName);
-  LaunchPoolBackward(PoolGrad::kMax, grad_output, self, g.out_sizes, g.p, indices, grad_input,
-                     device, kName);
+  LaunchPoolBackward(PoolGrad::kMax, grad_output, self.sizes(), self.scalar_type(), g.out_sizes,
+                     g.p, 1, indices, grad_input, device, kName);
   return grad_input;
 }
 at::Tensor MaxPool2dBackwardNew(const at::Tensor& grad_output, const at::Tensor& self,
@@ -1028,8 +983,8 @@ at::Tensor& IndexedPoolBackwardInto(const at::Tensor& grad_output, const at::Ten
   std::vector<int64_t> out_sizes(gi.sizes().begin(), gi.sizes().end());
   out_sizes[out_sizes.size() - 2] = go.size(-2);
   out_sizes[out_sizes.size() - 1] = go.size(-1);
-  const at::Tensor self_view = spatial == 3 ? self.flatten(-3, -2) : self;
-  LaunchPoolBackward(PoolGrad::kMax, go, self_view, out_sizes, {}, ix, gi, device, name);
+  LaunchPoolBackward(PoolGrad::kMax, go, gi.sizes(), self.scalar_type(), out_sizes, {}, 1, ix, gi,
+                     device, name);
   return grad_input;
 }
 at::Tensor& AdaptiveMaxPool2dBackwardOut(const at::Tensor& grad_output, const at::Tensor& self,
@@ -1070,7 +1025,8 @@ at::Tensor& AvgPool2dBackwardOut(const at::Tensor& grad_output, const at::Tensor
   g.p.count_include_pad = count_include_pad;
   g.p.divisor_override = divisor_override.value_or(0);
   PrepareOut(grad_input, self.sizes(), self.scalar_type(), kName);
-  LaunchPoolBackward(PoolGrad::kAvg, grad_output, self, g.out_sizes, g.p, at::Tensor(),
+  LaunchPoolBackward(PoolGrad::kAvg, grad_output, self.sizes(), self.scalar_type(), g.out_sizes,
+                     g.p, static_cast<uint64_t>(g.p.kernel[0] * g.p.kernel[1]), at::Tensor(),
                      grad_input, device, kName);
   return grad_input;
 }
@@ -1096,7 +1052,11 @@ at::Tensor& AdaptiveAvgPool2dBackwardOut(const at::Tensor& grad_output, const at
   out_sizes[out_sizes.size() - 2] = grad_output.size(-2);
   out_sizes[out_sizes.size() - 1] = grad_output.size(-1);
   PrepareOut(grad_input, self.sizes(), self.scalar_type(), kName);
-  LaunchPoolBackward(PoolGrad::kAdaptiveAvg, grad_output, self, out_sizes, {}, at::Tensor(),
+  LaunchPoolBackward(PoolGrad::kAdaptiveAvg, grad_output, self.sizes(), self.scalar_type(),
+                     out_sizes, {},
+                     AdaptiveWindow(self.size(-2), self.size(-1), grad_output.size(-2),
+                                    grad_output.size(-1)),
+                     at::Tensor(),
                      grad_input, device, kName);
   return grad_input;
 }
@@ -1293,9 +1253,11 @@ const char* UpsampleBackwardName(kernels::UpsampleMode mode, size_t spatial) {
 at::Tensor& UpsampleBackwardInto(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
                                  c10::SymIntArrayRef input_size, kernels::UpsampleMode mode,
                                  bool align_corners, std::optional<double> sh,
-                                 std::optional<double> sw, at::Tensor& grad_input) {
-  const size_t spatial = output_size.size();
+                                 std::optional<double> sw, size_t spatial,
+                                 at::Tensor& grad_input) {
   const char* name = UpsampleBackwardName(mode, spatial);
+  TORCH_CHECK(output_size.size() == spatial, name, ": expected output_size equals to ", spatial,
+              ", but got size ", output_size.size());
   const int device = CommonDevice(name, {&grad_output, &grad_input});
   CheckFloating(grad_output, name);
   TORCH_CHECK(input_size.size() == spatial + 2, name, ": expected input_size of ", spatial + 2,
@@ -1335,57 +1297,57 @@ at::Tensor& UpsampleBackwardInto(const at::Tensor& grad_output, c10::SymIntArray
 at::Tensor UpsampleBackward(const at::Tensor& grad_output, c10::SymIntArrayRef output_size,
                             c10::SymIntArrayRef input_size, kernels::UpsampleMode mode,
                             bool align_corners, std::optional<double> sh,
-                            std::optional<double> sw) {
+                            std::optional<double> sw, size_t spatial) {
   at::Tensor grad_input = Empty({0}, grad_output.scalar_type(), DeviceIndex(grad_output));
   return UpsampleBackwardInto(grad_output, output_size, input_size, mode, align_corners, sh, sw,
-                              grad_input);
+                              spatial, grad_input);
 }
 
 // The schemas' four shapes: nearest / linear modes, 1-D / 2-D.
 template <kernels::UpsampleMode M>
 at::Tensor NearestBackward1d(const at::Tensor& go, c10::SymIntArrayRef os, c10::SymIntArrayRef is,
                              std::optional<double> s) {
-  return UpsampleBackward(go, os, is, M, false, s, std::nullopt);
+  return UpsampleBackward(go, os, is, M, false, s, std::nullopt, 1);
 }
 template <kernels::UpsampleMode M>
 at::Tensor& NearestBackward1dOut(const at::Tensor& go, c10::SymIntArrayRef os,
                                  c10::SymIntArrayRef is, std::optional<double> s, at::Tensor& gi) {
-  return UpsampleBackwardInto(go, os, is, M, false, s, std::nullopt, gi);
+  return UpsampleBackwardInto(go, os, is, M, false, s, std::nullopt, 1, gi);
 }
 template <kernels::UpsampleMode M>
 at::Tensor NearestBackward2d(const at::Tensor& go, c10::SymIntArrayRef os, c10::SymIntArrayRef is,
                              std::optional<double> sh, std::optional<double> sw) {
-  return UpsampleBackward(go, os, is, M, false, sh, sw);
+  return UpsampleBackward(go, os, is, M, false, sh, sw, 2);
 }
 template <kernels::UpsampleMode M>
 at::Tensor& NearestBackward2dOut(const at::Tensor& go, c10::SymIntArrayRef os,
                                  c10::SymIntArrayRef is, std::optional<double> sh,
                                  std::optional<double> sw, at::Tensor& gi) {
-  return UpsampleBackwardInto(go, os, is, M, false, sh, sw, gi);
+  return UpsampleBackwardInto(go, os, is, M, false, sh, sw, 2, gi);
 }
 at::Tensor LinearBackward1d(const at::Tensor& go, c10::SymIntArrayRef os, c10::SymIntArrayRef is,
                             bool align_corners, std::optional<double> s) {
   return UpsampleBackward(go, os, is, kernels::UpsampleMode::kBilinear, align_corners, s,
-                          std::nullopt);
+                          std::nullopt, 1);
 }
 at::Tensor& LinearBackward1dOut(const at::Tensor& go, c10::SymIntArrayRef os,
                                 c10::SymIntArrayRef is, bool align_corners,
                                 std::optional<double> s, at::Tensor& gi) {
   return UpsampleBackwardInto(go, os, is, kernels::UpsampleMode::kBilinear, align_corners, s,
-                              std::nullopt, gi);
+                              std::nullopt, 1, gi);
 }
 template <kernels::UpsampleMode M>
 at::Tensor LinearBackward2d(const at::Tensor& go, c10::SymIntArrayRef os, c10::SymIntArrayRef is,
                             bool align_corners, std::optional<double> sh,
                             std::optional<double> sw) {
-  return UpsampleBackward(go, os, is, M, align_corners, sh, sw);
+  return UpsampleBackward(go, os, is, M, align_corners, sh, sw, 2);
 }
 template <kernels::UpsampleMode M>
 at::Tensor& LinearBackward2dOut(const at::Tensor& go, c10::SymIntArrayRef os,
                                 c10::SymIntArrayRef is, bool align_corners,
                                 std::optional<double> sh, std::optional<double> sw,
                                 at::Tensor& gi) {
-  return UpsampleBackwardInto(go, os, is, M, align_corners, sh, sw, gi);
+  return UpsampleBackwardInto(go, os, is, M, align_corners, sh, sw, 2, gi);
 }
 
 // 3-D: Note [Separable 3-D].
@@ -1423,11 +1385,11 @@ at::Tensor Upsample3dBackward(const at::Tensor& grad_output, c10::SymIntArrayRef
                                                c10::SymInt(in[2]), c10::SymInt(hw)};
   const at::Tensor depth =
       UpsampleBackward(grad_output.reshape({in[0], in[1], out[0], hw}), depth_out, depth_in, mode,
-                       align_corners, sd, std::nullopt);
+                       align_corners, sd, std::nullopt, 2);
   const std::array<c10::SymInt, 4> frames_in = {c10::SymInt(in[0]), c10::SymInt(in[1] * in[2]),
                                                 c10::SymInt(in[3]), c10::SymInt(in[4])};
   return UpsampleBackward(depth.reshape({in[0], in[1] * in[2], out[1], out[2]}),
-                          output_size.slice(1), frames_in, mode, align_corners, sh, sw)
+                          output_size.slice(1), frames_in, mode, align_corners, sh, sw, 2)
       .reshape(in);
 }
 at::Tensor UpsampleNearest3dBackward(const at::Tensor& grad_output,
@@ -1675,13 +1637,13 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_native_batch_norm_legit_no_training", TORCH_FN(BatchNormLegitNoTraining));
   m.impl("_native_batch_norm_legit.no_stats", TORCH_FN(BatchNormLegitNoStats));
   m.impl("_native_batch_norm_legit", TORCH_FN(BatchNormLegit));
-  m.impl("max_pool2d_with_indices", TORCH_FN(MaxPool2dWithIndices));
-  m.impl("adaptive_max_pool2d", TORCH_FN(AdaptiveMaxPool2d));
-  m.impl("adaptive_max_pool2d.out", TORCH_FN(AdaptiveMaxPool2dOut));
+  m.impl_floating("max_pool2d_with_indices", TORCH_FN(MaxPool2dWithIndices));
+  m.impl_floating("adaptive_max_pool2d", TORCH_FN(AdaptiveMaxPool2d));
+  m.impl_floating("adaptive_max_pool2d.out", TORCH_FN(AdaptiveMaxPool2dOut));
   m.impl("adaptive_max_pool2d_backward", TORCH_FN(AdaptiveMaxPool2dBackward));
   m.impl("adaptive_max_pool2d_backward.grad_input", TORCH_FN(AdaptiveMaxPool2dBackwardOut));
-  m.impl("max_pool3d_with_indices", TORCH_FN(MaxPool3dWithIndices));
-  m.impl("max_pool3d_with_indices.out", TORCH_FN(MaxPool3dWithIndicesOut));
+  m.impl_floating("max_pool3d_with_indices", TORCH_FN(MaxPool3dWithIndices));
+  m.impl_floating("max_pool3d_with_indices.out", TORCH_FN(MaxPool3dWithIndicesOut));
   m.impl("max_pool3d_with_indices_backward", TORCH_FN(MaxPool3dBackward));
   m.impl("max_pool3d_with_indices_backward.grad_input", TORCH_FN(MaxPool3dBackwardOut));
   m.impl("max_pool2d_with_indices_backward", TORCH_FN(MaxPool2dBackwardNew));

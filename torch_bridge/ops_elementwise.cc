@@ -1205,7 +1205,7 @@ at::Tensor LinalgCross(const at::Tensor& self, const at::Tensor& other, int64_t 
               "have same dtype, but input has dtype ", self.scalar_type(), " and other has dtype ",
               other.scalar_type());
   const int64_t d = at::maybe_wrap_dim(dim, self.dim());
-  TORCH_CHECK(self.size(d) == 3 && other.size(d) == 3, "linalg.cross: inputs dimension ", d,
+  TORCH_CHECK(self.size(d) == 3 && other.size(d) == 3, "linalg.cross: inputs dimension ", dim,
               " must have length 3. Got ", self.size(d), " and ", other.size(d));
   return self.roll(-1, d) * other.roll(-2, d) - self.roll(-2, d) * other.roll(-1, d);
 }

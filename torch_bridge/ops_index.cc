@@ -273,9 +273,9 @@ at::Tensor& ScatterReduceInto(const at::Tensor& self, int64_t dim, const at::Ten
     mode = ScatterReduce::kAdd;
   } else if (reduce == "prod") {
     mode = ScatterReduce::kMul;
-  } else if (reduce == "amax") {
+  } else if (reduce == "amax" || reduce == "max") {  // max / min: CPU's aliases
     mode = ScatterReduce::kMax;
-  } else if (reduce == "amin") {
+  } else if (reduce == "amin" || reduce == "min") {
     mode = ScatterReduce::kMin;
   } else {
     TORCH_CHECK(false, "reduce argument must be either sum, prod, mean, amax or amin, got ",
@@ -363,15 +363,15 @@ at::Tensor& MaskedScatterInplace(at::Tensor& self, const at::Tensor& mask,
   return self;
 }
 
-// take: self seen flat, negative indices counting from the end (torch's),
-// out of range an error naming the index (index_select's check).
+// take: self seen flat, indices in [-n, 0) counting from the end (torch's);
+// any other index out of range fails index_select's check, which names it.
 at::Tensor Take(const at::Tensor& self, const at::Tensor& index) {
   CommonDevice("aten::take", {&self, &index});
   CheckLongIndex(index, "take");
   const int64_t n = self.numel();
   TORCH_CHECK(n > 0 || index.numel() == 0, "take(): tried to take from an empty tensor");
   const at::Tensor flat = index.reshape({-1});
-  const at::Tensor wrapped = at::where(flat < 0, flat + n, flat);
+  const at::Tensor wrapped = at::where((flat < 0) & (flat >= -n), flat + n, flat);
   return self.reshape({-1}).index_select(0, wrapped).view(index.sizes());
 }
 at::Tensor& TakeOut(const at::Tensor& self, const at::Tensor& index, at::Tensor& out) {

@@ -18,6 +18,7 @@
 #include <ATen/ops/logical_and.h>
 #include <ATen/ops/stack.h>
 #include <ATen/ops/where.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
@@ -174,9 +175,28 @@ at::Tensor& BinaryCrossEntropyBackwardOut(const at::Tensor& grad, const at::Tens
 }
 
 // ---- nll_loss_backward ------------------------------------------------------------------
-// -w[t] grad (over total_weight for a mean) at each row's target class; zero
-// elsewhere and on ignored rows (where, not a product: a mean over only
-// ignored rows divides by a total weight of 0).
+// The gradient of nll_loss (2-D) and nll_loss2d (4-D) with respect to `in`,
+// classes on dim 1 and `t` its shape without that dim: -w[t] grad (over
+// total_weight for a mean) at each target's class, zero elsewhere and where
+// the target is ignored (a fill, not a product: a mean over only ignored
+// targets divides by a total weight of 0). Contiguous, as CPU's.
+at::Tensor ClassGradient(const at::Tensor& grad, const at::Tensor& in, const at::Tensor& t,
+                         const std::optional<at::Tensor>& weight, int64_t reduction,
+                         const c10::SymInt& ignore_index, const at::Tensor& total_weight) {
+  const at::Tensor keep = t != ignore_index.guard_int(__FILE__, __LINE__);
+  const at::Tensor column = t.masked_fill(keep.logical_not(), 0);
+  at::Tensor coef = grad.dim() == 0 ? -grad.expand(t.sizes()) : -grad.reshape(t.sizes());
+  if (reduction == at::Reduction::Mean) coef = coef / total_weight;
+  if (weight.has_value() && weight->defined()) {
+    coef = coef * weight->reshape({-1}).index_select(0, column.reshape({-1})).view(t.sizes());
+  }
+  coef = coef.masked_fill(keep.logical_not(), 0);
+  at::Tensor grad_input = at::zeros(in.sizes(), in.options());
+  grad_input.scatter_(1, column.unsqueeze(1), coef.unsqueeze(1).to(in.scalar_type()));
+  return grad_input;
+}
+
+// A 1-D input is one row.
 at::Tensor NllLossBackward(const at::Tensor& grad, const at::Tensor& self, const at::Tensor& target,
                            const std::optional<at::Tensor>& weight, int64_t reduction,
                            c10::SymInt ignore_index, const at::Tensor& total_weight) {
@@ -185,15 +205,8 @@ at::Tensor NllLossBackward(const at::Tensor& grad, const at::Tensor& self, const
   const at::Tensor in = self.dim() == 1 ? self.unsqueeze(0) : self;
   TORCH_CHECK(t.size(0) == in.size(0), "size mismatch (got input: ", self.sizes(), ", target: ",
               target.sizes(), ")");
-  const at::Tensor keep = t != ignore_index.guard_int(__FILE__, __LINE__);
-  const at::Tensor column = t.masked_fill(keep.logical_not(), 0);
-  at::Tensor coef = -grad.reshape({-1}).expand({t.size(0)});
-  if (reduction == at::Reduction::Mean) coef = coef / total_weight;
-  if (weight.has_value() && weight->defined()) coef = coef * weight->reshape({-1}).index_select(0, column);
-  coef = coef.masked_fill(keep.logical_not(), 0);
-  at::Tensor grad_input = at::zeros_like(in);
-  grad_input.scatter_(1, column.unsqueeze(1), coef.unsqueeze(1).to(in.scalar_type()));
-  return grad_input.view(self.sizes());
+  return ClassGradient(grad, in, t, weight, reduction, ignore_index, total_weight)
+      .view(self.sizes());
 }
 at::Tensor& NllLossBackwardOut(const at::Tensor& grad, const at::Tensor& self,
                                const at::Tensor& target, const std::optional<at::Tensor>& weight,
@@ -205,7 +218,7 @@ at::Tensor& NllLossBackwardOut(const at::Tensor& grad, const at::Tensor& self,
 }
 
 // ---- nll_loss2d: nll_loss over the pixels, input [N, C, H, W] seen as [N*H*W, C] ----------
-at::Tensor PixelRows(const at::Tensor& self, const at::Tensor& target) {
+void CheckSpatial(const at::Tensor& self, const at::Tensor& target) {
   TORCH_CHECK(target.dim() == 3, "only batches of spatial targets supported (3D tensors) but got "
               "targets of dimension: ", target.dim());
   TORCH_CHECK(self.dim() == 4, "only batches of spatial inputs supported (4D tensors), but got "
@@ -213,15 +226,16 @@ at::Tensor PixelRows(const at::Tensor& self, const at::Tensor& target) {
   TORCH_CHECK(self.size(0) == target.size(0) && self.size(2) == target.size(1) &&
                   self.size(3) == target.size(2),
               "size mismatch (got input: ", self.sizes(), " , target: ", target.sizes(), ")");
-  return self.movedim(1, -1).reshape({-1, self.size(1)});
 }
 
 std::tuple<at::Tensor, at::Tensor> NllLoss2dForward(const at::Tensor& self,
                                                     const at::Tensor& target,
                                                     const std::optional<at::Tensor>& weight,
                                                     int64_t reduction, c10::SymInt ignore_index) {
+  CheckSpatial(self, target);
   auto [out, total_weight] = at::nll_loss_forward_symint(
-      PixelRows(self, target), target.reshape({-1}), weight, reduction, std::move(ignore_index));
+      self.movedim(1, -1).reshape({-1, self.size(1)}), target.reshape({-1}), weight, reduction,
+      std::move(ignore_index));
   if (reduction == at::Reduction::None) out = out.view(target.sizes());
   return {out, total_weight};
 }
@@ -238,12 +252,8 @@ at::Tensor NllLoss2dBackward(const at::Tensor& grad, const at::Tensor& self,
                              const at::Tensor& target, const std::optional<at::Tensor>& weight,
                              int64_t reduction, c10::SymInt ignore_index,
                              const at::Tensor& total_weight) {
-  const at::Tensor rows = PixelRows(self, target);
-  const at::Tensor g = reduction == at::Reduction::None ? grad.reshape({-1}) : grad;
-  return NllLossBackward(g, rows, target.reshape({-1}), weight, reduction, std::move(ignore_index),
-                         total_weight)
-      .view({self.size(0), self.size(2), self.size(3), self.size(1)})
-      .movedim(-1, 1);
+  CheckSpatial(self, target);
+  return ClassGradient(grad, self, target, weight, reduction, ignore_index, total_weight);
 }
 at::Tensor& NllLoss2dBackwardOut(const at::Tensor& grad, const at::Tensor& self,
                                  const at::Tensor& target, const std::optional<at::Tensor>& weight,

@@ -8,6 +8,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_euclidean_dist.h>
+#include <ATen/ops/cat.h>
 #include <ATen/ops/isnan.h>
 #include <ATen/ops/linalg_vector_norm.h>
 #include <ATen/ops/where.h>
@@ -522,6 +523,9 @@ std::tuple<at::Tensor, at::Tensor> Aminmax(const at::Tensor& self, std::optional
   TORCH_CHECK(dim.has_value() || self.numel() > 0, "aminmax(): cannot compute aminmax over an "
               "empty dimension as the operation has no identity.");
   if (dim.has_value()) {
+    const int64_t d = at::maybe_wrap_dim(*dim, self.dim());
+    TORCH_CHECK_INDEX(self.dim() == 0 || self.size(d) != 0, "aminmax: Expected reduction dim ",
+                      *dim, " to have non-zero size.");
     return {Amin(self, {*dim}, keepdim), Amax(self, {*dim}, keepdim)};
   }
   if (self.dim() == 0) return {self.clone(), self.clone()};
@@ -557,6 +561,8 @@ at::Tensor& CountNonzeroOut(const at::Tensor& self, at::IntArrayRef dim, at::Ten
 
 at::Tensor Trace(const at::Tensor& self) {
   TORCH_CHECK(self.dim() == 2, "trace: expected a matrix, but got tensor with dim ", self.dim());
+  TORCH_CHECK_NOT_IMPLEMENTED(self.scalar_type() != at::kBool,
+                              "\"trace\" not implemented for 'Bool'");
   return SumDim(self.diagonal(), std::nullopt, false, std::nullopt);
 }
 at::Tensor& TraceOut(const at::Tensor& self, at::Tensor& out) {
@@ -577,14 +583,29 @@ at::Tensor CdistForward(const at::Tensor& x1, const at::Tensor& x2, double p,
               "cdist only supports floating-point dtypes, X2 got: ", x2.scalar_type());
   TORCH_CHECK(x1.size(-1) == x2.size(-1), "X1 and X2 must have the same number of columns. X1: ",
               x1.size(-1), " X2: ", x2.size(-1));
+  TORCH_CHECK(x1.scalar_type() == x2.scalar_type(), "expected scalar type ", x1.scalar_type(),
+              " but found ", x2.scalar_type());
   TORCH_CHECK(p >= 0, "cdist only supports non-negative p values");
   const int64_t mode = compute_mode.value_or(0);
   TORCH_CHECK(mode >= 0 && mode <= 2, "possible modes: 0, 1, 2, but was: ", mode);
   if (p == 2 && (mode == 1 || (mode == 0 && (x1.size(-2) > 25 || x2.size(-2) > 25)))) {
     return at::_euclidean_dist(x1, x2);
   }
-  return at::linalg_vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, {-1}, false,
-                                std::nullopt);
+  // The differences of a block of x1's rows at a time: at most ~16M elements
+  // live, where all of them would be P * R * M.
+  const int64_t rows = x1.size(-2), per_row = std::max<int64_t>(x2.size(-2) * x1.size(-1), 1);
+  const int64_t block = std::max<int64_t>(1, (int64_t{1} << 24) / per_row);
+  if (block >= rows) {
+    return at::linalg_vector_norm(x1.unsqueeze(-2) - x2.unsqueeze(-3), p, {-1}, false,
+                                  std::nullopt);
+  }
+  std::vector<at::Tensor> parts;
+  for (int64_t r = 0; r < rows; r += block) {
+    const at::Tensor a = x1.narrow(-2, r, std::min(block, rows - r));
+    parts.push_back(at::linalg_vector_norm(a.unsqueeze(-2) - x2.unsqueeze(-3), p, {-1}, false,
+                                           std::nullopt));
+  }
+  return at::cat(parts, -2);
 }
 at::Tensor& CdistForwardOut(const at::Tensor& x1, const at::Tensor& x2, double p,
                             std::optional<int64_t> compute_mode, at::Tensor& out) {

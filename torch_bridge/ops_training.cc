@@ -253,13 +253,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> BatchNormBackward(
     if (d != 1) reduce.push_back(d);
   }
   shape[1] = c;
-  const at::Tensor x = OpMath(input), dy = OpMath(grad_out);
-  const at::Tensor mean = OpMath(*mean_t).view(shape);
+  const at::Tensor dy = OpMath(grad_out);
   const at::Tensor invstd =
       (train ? OpMath(*stat_t) : (OpMath(*stat_t) + eps).rsqrt()).view(shape);
-  const at::Tensor x_hat = (x - mean) * invstd;
   const bool has_w = given(weight);
-  const at::Tensor sum_dy = dy.sum(reduce), sum_dy_xhat = (dy * x_hat).sum(reduce);
+  // x_hat and the sums only where asked: a frozen batch norm's grad_input is dy * scale.
+  at::Tensor x_hat, sum_dy, sum_dy_xhat;
+  if (train || output_mask[1]) {
+    x_hat = (OpMath(input) - OpMath(*mean_t).view(shape)) * invstd;
+    sum_dy_xhat = (dy * x_hat).sum(reduce);
+  }
+  if (train || output_mask[2]) sum_dy = dy.sum(reduce);
   at::Tensor dx, dw, db;
   if (output_mask[0]) {
     const at::Tensor scale = has_w ? invstd * OpMath(*weight).view(shape) : invstd;

@@ -1066,7 +1066,9 @@ class _Lowering:
                     bins = int(self._value(kw.get("bins", args[1] if len(args) > 1 else 100)))
                     lo = float(self._value(kw.get("min", args[2] if len(args) > 2 else 0)))
                     hi = float(self._value(kw.get("max", args[3] if len(args) > 3 else 0)))
-                    return self._add(node, "histc", [args[0]], dims=[bins], scalar=lo, alpha=hi)
+                    if bins > 0 and math.isfinite(lo) and math.isfinite(hi) and lo <= hi:
+                        return self._add(node, "histc", [args[0]], dims=[bins], scalar=lo,
+                                         alpha=hi)  # else eager, which raises as CPU
             if t in (aten.argmax.default, aten.argmin.default) and self._tensor(args[0]):
                 x = self.vals[args[0]]  # argmax: CLIP's text pooling
                 dim = kw.get("dim", args[1] if len(args) > 1 else None)
