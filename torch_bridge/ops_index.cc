@@ -292,20 +292,20 @@ at::Tensor& ScatterReduceInto(const at::Tensor& self, int64_t dim, const at::Ten
   if (index.numel() == 0) return out;
   const TensorRef o = Ref(out, name), x = Ref(index, name), sr = Ref(src, name);
   const int di = static_cast<int>(d);
-  auto scatter = [&](ScatterReduce m, bool with_src, double value) {
-    LaunchIndexing(device, IndexingKernel::kScatterReduce, o, nullptr, name, [=] {
-      return kernels::Scatter(o, di, x, with_src ? sr : NoRef(), value, m);
+  auto scatter = [&](const TensorRef& into, ScatterReduce m, bool with_src, double value) {
+    LaunchIndexing(device, IndexingKernel::kScatterReduce, into, nullptr, name, [=] {
+      return kernels::Scatter(into, di, x, with_src ? sr : NoRef(), value, m);
     });
   };
   if (!include_self) {
     const bool extremum = mode == ScatterReduce::kMax || mode == ScatterReduce::kMin;
-    scatter(ScatterReduce::kNone, extremum, mode == ScatterReduce::kMul ? 1.0 : 0.0);
+    scatter(o, ScatterReduce::kNone, extremum, mode == ScatterReduce::kMul ? 1.0 : 0.0);
   }
-  scatter(mode, true, 0.0);
-  if (mean) {
+  scatter(o, mode, true, 0.0);
+  if (mean) {  // the count of values each cell got: a scatter of 1s into ones / zeros
     at::Tensor count = include_self ? at::ones_like(out) : at::zeros_like(out);
-    count.scatter_add_(d, index, at::ones_like(src));
-    count.masked_fill_(count == 0, 1);
+    scatter(Ref(count, name), ScatterReduce::kAdd, false, 1.0);
+    if (!include_self) count.masked_fill_(count == 0, 1);
     if (at::isFloatingType(out.scalar_type())) {
       out.div_(count);
     } else {
