@@ -1851,6 +1851,24 @@ def test_histc_and_empty_are_core_nodes():
     assert stats["kernels"].count("histc") == 2, stats["kernels"]
 
 
+@pytest.mark.parametrize("n,m,dtype", [(16, None, torch.float32), (5, 9, torch.bool),
+                                         (300, 2, torch.int64)], ids=str)
+def test_eye_compiles_without_a_byte_range(n, m, dtype):
+    """torch's reference eye builds uint8 ranges below 256 rows (a dtype trn has
+    no kernels for: the whole graph ran eagerly); trn's decomposition uses int64."""
+    x = torch.ones(n, n if m is None else m, dtype=dtype)
+
+    def fn(a):
+        eye = torch.eye(n, device=a.device, dtype=dtype) if m is None else \
+            torch.eye(n, m, device=a.device, dtype=dtype)
+        return eye, (eye + a) if dtype != torch.bool else eye & a
+
+    got, stats = compiled_on_trn(fn, x)
+    for g_, w_ in zip(got, fn(x)):
+        assert g_.dtype == w_.dtype and torch.equal(g_.cpu(), w_)
+    assert stats["fallback"] is None and stats["eager_nodes"] == [], stats
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64], ids=str)
 def test_float_rounding_division_and_flip_are_library_kernels(dtype):
     """DETR's sine positions (float div with rounding_mode), LED's flip: library

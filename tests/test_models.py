@@ -304,6 +304,13 @@ def _families():
                       T.SegformerForSemanticSegmentation, pixels64, True),
         # repeat viewed as contiguous, group norm, weight norm
         "wavlm": (T.WavLMConfig(**speech), T.WavLMModel, audio, False),
+        # linear attention: the chunked gated delta rule's unit-lower chunk systems
+        # (linalg_solve_triangular), a depthwise causal conv1d
+        "qwen3_5": (T.Qwen3_5TextConfig(vocab_size=256, num_key_value_heads=2, head_dim=16,
+                                        linear_num_value_heads=4, linear_num_key_heads=2,
+                                        linear_key_head_dim=16, linear_value_head_dim=16,
+                                        layer_types=["linear_attention", "full_attention"],
+                                        **layers), T.Qwen3_5ForCausalLM, text, False),
         # transient-global attention: a 5-D unsqueeze(1).repeat (10 dims in ATen's composite)
         "longt5": (T.LongT5Config(vocab_size=256, d_model=64, d_kv=16, d_ff=128, num_layers=2,
                                   num_heads=4, decoder_start_token_id=0, pad_token_id=0,
@@ -316,7 +323,7 @@ def _families():
 FAMILIES = [
     "mistral", "gemma2", "phi", "gpt_neox", "gptj", "bloom", "falcon", "opt", "bart", "deberta-v2",
     "deberta-v2-relative", "speech_to_text", "beit", "siglip-vision", "clip", "swin", "convnext",
-    "efficientnet", "segformer", "wavlm", "longt5",
+    "efficientnet", "segformer", "wavlm", "longt5", "qwen3_5",
 ]
 def _redraw(model):
     """He-scaled weights and non-trivial batch-norm statistics: transformers'

@@ -113,6 +113,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"topk", Op::kTopk},
       {"sort", Op::kSort},
       {"histc", Op::kHistc},
+      {"linalg_solve_triangular", Op::kSolveTriangular},
       {"flip", Op::kFlip},
       {"logcumsumexp", Op::kLogcumsumexp},
       {"cummax", Op::kCummax},

@@ -305,6 +305,7 @@ bool Fuser::RunsAsLibrary(int id) const {
     case Op::kSort: return out == DType::kInt64;
     case Op::kHistc: return in(0) == out && out != DType::kBool;
     case Op::kFlip: return in(0) == out;
+    case Op::kSolveTriangular: return IsFloating(out) && in(0) == out && in(1) == out;
     case Op::kLogcumsumexp: return IsFloating(out) && in(0) == out;
     case Op::kCummax:
     case Op::kCummin: return out == DType::kInt64;

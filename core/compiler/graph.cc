@@ -87,6 +87,7 @@ const char* OpName(Op op) {
     case Op::kLogcumsumexp: return "logcumsumexp";
     case Op::kCummax: return "cummax";
     case Op::kCummin: return "cummin";
+    case Op::kSolveTriangular: return "linalg_solve_triangular";
     case Op::kArgmax: return "argmax";
     case Op::kArgmin: return "argmin";
     case Op::kPad: return "constant_pad_nd";
@@ -188,6 +189,7 @@ class NodeCheck {
   void IndexSelect();
   void Index();
   void Cumsum();
+  void SolveTriangular();
   void TopkSort();
   void Argmax();
   void Pad();
@@ -286,6 +288,7 @@ void NodeCheck::Run() {
         }
       }
       break;
+    case Op::kSolveTriangular: SolveTriangular(); break;
     case Op::kHistc:
       Arity(1);
       if (node_.dims.size() != 1 || out_ != std::vector<int64_t>{node_.dims[0]}) {
@@ -591,6 +594,24 @@ void NodeCheck::Cumsum() {
   const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
   if (d < 0 || d >= static_cast<int64_t>(x.size()) || out_ != x) {
     Fail(fmt::format("{} of {} on dim {} cannot give {}", OpName(node_.op), Shape(x), d,
+                     Shape(out_)));
+  }
+}
+
+void NodeCheck::SolveTriangular() {
+  Arity(2);
+  const auto& a = InSizes(0);
+  const auto& b = InSizes(1);
+  const size_t r = out_.size();
+  bool ok = node_.dims.size() == 2 && a.size() >= 2 && b.size() >= 2 && r >= 2 &&
+            a[a.size() - 1] == a[a.size() - 2] && b[b.size() - 2] == a[a.size() - 1] &&
+            out_[r - 2] == b[b.size() - 2] && out_[r - 1] == b[b.size() - 1];
+  if (ok) {  // batch dims broadcast to out's
+    const std::vector<int64_t> batch(out_.begin(), out_.end() - 2);
+    ok = Broadcasts({a.begin(), a.end() - 2}, batch) && Broadcasts({b.begin(), b.end() - 2}, batch);
+  }
+  if (!ok) {
+    Fail(fmt::format("linalg_solve_triangular of {} and {} cannot give {}", Shape(a), Shape(b),
                      Shape(out_)));
   }
 }

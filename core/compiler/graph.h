@@ -120,6 +120,10 @@ enum class Op : uint8_t {
   // Scans on attr dims[0], out of x's sizes: logcumsumexp (floating, x's
   // dtype), and the int64 indices of cummax / cummin (values gathered, as topk).
   kLogcumsumexp, kCummax, kCummin,
+  // torch.linalg.solve_triangular with left=True (Qwen3-Next's chunk systems):
+  // inputs a [..., n, n], b [..., n, k], their batch dims broadcasting to out's
+  // [..., n, k]; attr dims = {upper, unitriangular}; floating, one dtype.
+  kSolveTriangular,
   kEager,  // anything else: attr target names the aten op
 };
 

@@ -115,6 +115,8 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
       uint64_t pairs = static_cast<uint64_t>(q[0] * q[1] * q[2] * k[2]);
       if (n.causal) pairs /= 2;
       flops += 2 * pairs * static_cast<uint64_t>(q[3] + v[3]);
+    } else if (n.op == Op::kSolveTriangular) {  // n^2 k / 2 multiply-adds per matrix
+      flops += out_n * static_cast<uint64_t>(n.meta.sizes[n.meta.sizes.size() - 2]);
     } else if (n.op != Op::kView && n.op != Op::kClone && n.op != Op::kCast &&
                n.op != Op::kCat && n.op != Op::kEmbedding && n.op != Op::kGather &&
                n.op != Op::kIndexSelect &&

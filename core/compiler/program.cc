@@ -395,6 +395,12 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kCummin:
       return kernels::ScanExtremum(TensorRef{}, out, in(0), static_cast<int>(ki.lib_dims[0]),
                                    ki.lib_op == Op::kCummax);
+    case Op::kSolveTriangular: {  // a and b broadcast over out's batch dims
+      TensorRef a_shape = out, b_shape = out;
+      a_shape.sizes[out.ndim - 1] = out.sizes[out.ndim - 2];
+      return kernels::SolveTriangular(out, Expand(in(0), a_shape), Expand(in(1), b_shape),
+                                      ki.lib_dims[0] != 0, ki.lib_dims[1] != 0);
+    }
     case Op::kFlip: {
       uint32_t mask = 0;
       for (int64_t d : ki.lib_dims) mask |= 1u << d;

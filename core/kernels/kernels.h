@@ -311,6 +311,16 @@ Status GatheredMatmul(const TensorRef& out, const TensorRef& w, const TensorRef&
 KernelInfo DescribeGatheredMatmul(const TensorRef& out, const TensorRef& w, const TensorRef& x,
                                   bool w_first, const char* aten_op);
 
+// torch.linalg.solve_triangular with left=True (the caller transposes for
+// left=False): out = a^-1 b for a triangular a [..., n, n], b and out [..., n, k],
+// batch dims equal (the caller broadcasts with stride 0). Only a's triangle is
+// read (and not its diagonal when unitriangular); a zero diagonal gives inf /
+// NaN, as LAPACK. Floating, one dtype for all, computed in float32 (linalg.cc).
+Status SolveTriangular(const TensorRef& out, const TensorRef& a, const TensorRef& b, bool upper,
+                       bool unitriangular);
+KernelInfo DescribeSolveTriangular(const TensorRef& out, const TensorRef& a, const TensorRef& b,
+                                   const char* aten_op);
+
 // Packed-weight cache (Note [Packed weight cache] in matmul.cc). Thread-safe.
 // Called on the launching thread when the GEMM is enqueued: b is the B
 // operand of a Matmul, `storage` the base of the allocation holding it (what

@@ -88,6 +88,15 @@ def _repeat(x, repeats):
     return y
 
 
+def _eye(n, m=None, *, dtype=None, layout=None, device=None, pin_memory=None):
+    """torch.eye as torch's reference spells it, with int64 ranges: the
+    reference picks uint8 ones below 256 rows, a dtype trn has no kernels for,
+    so every graph holding an eye (the gated delta rule's) ran eagerly."""
+    rows = torch.arange(n, dtype=torch.int64, device=device).unsqueeze(-1)
+    cond = rows == torch.arange(n if m is None else m, dtype=torch.int64, device=device)
+    return cond.to(dtype or torch.get_default_dtype())
+
+
 @functools.cache
 def decomposition_table() -> dict:
     from torch._decomp import core_aten_decompositions, get_decompositions
@@ -107,6 +116,7 @@ def decomposition_table() -> dict:
     # per wav2vec2 forward against the kernel's 347 us).
     table.update(get_decompositions([aten.linalg_vector_norm.default, aten.clamp.Tensor]))
     table[aten.repeat.default] = _repeat
+    table[aten.eye.default] = table[aten.eye.m] = _eye
     return table
 
 
@@ -1061,6 +1071,16 @@ class _Lowering:
                 nd = self.vals[args[0]].dim()  # LED's chunked attention
                 dims = sorted({int(self._value(d)) % nd for d in kw.get("dims", args[1])})
                 return self._add(node, "flip", [args[0]], dims=dims)
+            if t is aten.linalg_solve_triangular.default and self._tensor(args[0]) \
+                    and self._tensor(args[1]):  # Qwen3-Next's chunked gated delta rule
+                a, b = self.vals[args[0]], self.vals[args[1]]
+                left = bool(self._value(kw.get("left", args[3] if len(args) > 3 else True)))
+                if left and a.dtype == b.dtype == v.dtype and v.dtype in (torch.float32, torch.float64):
+                    upper = bool(self._value(kw.get("upper", args[2] if len(args) > 2 else False)))
+                    unit = bool(self._value(kw.get("unitriangular",
+                                                   args[4] if len(args) > 4 else False)))
+                    return self._add(node, "linalg_solve_triangular", [args[0], args[1]],
+                                     dims=[int(upper), int(unit)])
             if t is aten.histc.default and self._tensor(args[0]):  # MoE expert counts
                 if self.vals[args[0]].dtype != torch.bool:
                     bins = int(self._value(kw.get("bins", args[1] if len(args) > 1 else 100)))
