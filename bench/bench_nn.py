@@ -11,7 +11,11 @@ Each line: a forward in eval mode under torch.no_grad of
   torch_bridge/ops_transformer.cc; both sides take torch's fast path), with a
   padding mask (nested tensors between the layers) and without;
 - nn.EmbeddingBag (a recommender's sparse features: one kernel reading indices
-  and offsets on the device), sum and mean over bags of 20 rows.
+  and offsets on the device), sum and mean over bags of 20 rows;
+- torch.linalg.solve_triangular: the gated delta rule's unit-lower chunk systems
+  (Qwen3-Next / Qwen3.5: 64 x 64, batch x heads x chunks of them) and larger
+  systems (Note [Blocked triangular solve] in core/kernels/linalg.cc; CPU
+  PyTorch calls its BLAS's trsm).
 A round times one synchronized trn call and one CPU call back to back; the
 ratio is the median over rounds of trn / cpu (lower is better; target <= 1.0x),
 with the range of the rounds.
@@ -49,6 +53,19 @@ BAGS = [
     (1_000, 128, "sum", 2048, 8),
 ]
 
+SOLVES = [
+    # batch, n, right-hand sides
+    ((2, 8, 4), 64, 128),
+    ((), 512, 512),
+    ((), 1024, 1024),
+    ((16,), 128, 1),
+]
+
+
+class UnitLowerSolve(nn.Module):
+    def forward(self, a, b):
+        return torch.linalg.solve_triangular(a, b, upper=False, unitriangular=True)
+
 
 def cases():
     """(name, CPU module, input tuple, kwargs) per line."""
@@ -77,6 +94,11 @@ def cases():
         offsets = torch.arange(0, bags * per_bag, per_bag)
         name = f"EmbeddingBag({rows}, {dim}, {mode}) {bags} bags x {per_bag}"
         yield name, m, (indices, offsets), {}
+    for batch, n, k in SOLVES:
+        g = torch.Generator().manual_seed(0)
+        a = torch.randn(*batch, n, n, generator=g) / n ** 0.5
+        name = f"solve_triangular {'x'.join(map(str, batch)) or '1'} x [{n}, {n}] \\ [{n}, {k}]"
+        yield name, UnitLowerSolve(), (a, torch.randn(*batch, n, k, generator=g)), {}
 
 
 def main() -> None:

@@ -1,9 +1,12 @@
 // Triangular solves (torch.linalg.solve_triangular): per batch matrix, the
 // triangle is loaded into a float32 scratch (reversed for an upper one, so one
 // forward substitution serves both) and the right-hand sides solved in place.
-// Note [Triangular solve order]: the columns of x are solved in panels of up to
-// four vectors held in registers, panel by panel, so a panel's solved rows stay
-// in L1 while each new row is reduced against them.
+// Note [Blocked triangular solve]: rows go in blocks of kSolveBlock. A block
+// first subtracts the solved rows above it with one GEMM (Matmul accumulating
+// onto the block), then substitutes within itself, the columns in panels of up
+// to four vectors held in registers. One block (n <= 64: the gated delta
+// rule's chunks) is substitution alone; larger systems spend their time in
+// the GEMM, where row-by-row substitution re-read the triangle per panel.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "core/kernels/linalg.cc"
@@ -13,22 +16,29 @@
 
 #include "core/kernels/kernels.h"
 
+#ifndef TRN_KERNELS_LINALG_BLOCK_  // once, though foreach_target re-includes this file
+#define TRN_KERNELS_LINALG_BLOCK_
+namespace trn::kernels {
+inline constexpr int64_t kSolveBlock = 64;  // Note [Blocked triangular solve]
+}  // namespace trn::kernels
+#endif
+
 HWY_BEFORE_NAMESPACE();
 namespace trn::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Columns [c, c + V * lanes) of rows 0..n-1 of x (row stride k): row i becomes
-// (x_i - sum_{j < i} t[i, j] x_j) / t[i, i] (no division when unit).
+// Columns [c, c + V * lanes) of rows r0..r1-1 of x (row stride k): row i becomes
+// (x_i - sum_{r0 <= j < i} t[i, j] x_j) / t[i, i] (no division when unit).
 template <int V, class D>
-HWY_INLINE void SolvePanel(D d, const float* t, float* x, int64_t n, int64_t k, int64_t c,
-                           bool unit) {
+HWY_INLINE void SolvePanel(D d, const float* t, float* x, int64_t n, int64_t k, int64_t r0,
+                           int64_t r1, int64_t c, bool unit) {
   const size_t N = hn::Lanes(d);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t i = r0; i < r1; ++i) {
     float* xi = x + i * k + c;
     hn::Vec<D> acc[V];
     for (int v = 0; v < V; ++v) acc[v] = hn::LoadU(d, xi + v * N);
     const float* ti = t + i * n;
-    for (int64_t j = 0; j < i; ++j) {
+    for (int64_t j = r0; j < i; ++j) {
       const auto a = hn::Set(d, ti[j]);
       const float* xj = x + j * k + c;
       for (int v = 0; v < V; ++v) acc[v] = hn::NegMulAdd(a, hn::LoadU(d, xj + v * N), acc[v]);
@@ -41,20 +51,31 @@ HWY_INLINE void SolvePanel(D d, const float* t, float* x, int64_t n, int64_t k, 
   }
 }
 
-// Forward substitution t x = b for a lower-triangular row-major n x n t, x
-// [n, k] row-major holding b on entry.
-void SolveLowerF32(const float* t, float* x, int64_t n, int64_t k, bool unit) {
+// Forward substitution within rows r0..r1-1 of t x = b, for a lower-triangular
+// row-major n x n t and x [n, k] row-major (rows above r0 already subtracted).
+void SolveLowerBlockF32(const float* t, float* x, int64_t n, int64_t k, int64_t r0, int64_t r1,
+                        bool unit) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t c = 0;
-  for (; c + 4 * N <= k; c += 4 * N) SolvePanel<4>(d, t, x, n, k, c, unit);
-  for (; c + N <= k; c += N) SolvePanel<1>(d, t, x, n, k, c, unit);
-  for (; c < k; ++c) {  // the last columns, fewer than a vector
-    for (int64_t i = 0; i < n; ++i) {
-      float s = x[i * k + c];
-      for (int64_t j = 0; j < i; ++j) s -= t[i * n + j] * x[j * k + c];
-      x[i * k + c] = unit ? s : s / t[i * n + i];
+  for (; c + 4 * N <= k; c += 4 * N) SolvePanel<4>(d, t, x, n, k, r0, r1, c, unit);
+  for (; c + N <= k; c += N) SolvePanel<1>(d, t, x, n, k, r0, r1, c, unit);
+  // The last columns, fewer than a vector (k = 1: a vector solve), one at a
+  // time: copied out contiguous so each row's sum is a vector dot product.
+  HWY_ALIGN float col[kSolveBlock];
+  for (; c < k; ++c) {
+    for (int64_t i = r0; i < r1; ++i) col[i - r0] = x[i * k + c];
+    for (int64_t i = 0; i < r1 - r0; ++i) {
+      const float* ti = t + (r0 + i) * n + r0;
+      auto acc = hn::Zero(d);
+      int64_t j = 0;
+      for (; j + N <= i; j += N) acc = hn::MulAdd(hn::LoadU(d, ti + j), hn::Load(d, col + j), acc);
+      float s = hn::GetLane(hn::SumOfLanes(d, acc));
+      for (; j < i; ++j) s += ti[j] * col[j];
+      const float v = col[i] - s;
+      col[i] = unit ? v : v / ti[i];
     }
+    for (int64_t i = r0; i < r1; ++i) x[i * k + c] = col[i - r0];
   }
 }
 
@@ -73,9 +94,40 @@ HWY_AFTER_NAMESPACE();
 
 namespace trn::kernels {
 
-HWY_EXPORT(SolveLowerF32);
+HWY_EXPORT(SolveLowerBlockF32);
 
 namespace {
+
+// A row-major float32 matrix view of scratch for Matmul.
+TensorRef F32Matrix(float* data, int64_t rows, int64_t cols, int64_t row_stride) {
+  TensorRef r;
+  r.data = data;
+  r.dtype = DType::kFloat32;
+  r.ndim = 2;
+  r.sizes[0] = rows, r.sizes[1] = cols;
+  r.strides[0] = row_stride, r.strides[1] = 1;
+  return r;
+}
+
+// Solves t x = b in place (t lower-triangular n x n, x [n, k], both row-major
+// float32), Note [Blocked triangular solve].
+Status SolveLower(const float* t, float* x, int64_t n, int64_t k, bool unit) {
+  const auto block_fn = HWY_DYNAMIC_DISPATCH(SolveLowerBlockF32);
+  for (int64_t r0 = 0; r0 < n; r0 += kSolveBlock) {
+    const int64_t r1 = std::min(n, r0 + kSolveBlock);
+    if (r0 > 0) {
+      // x[r0:r1] -= t[r0:r1, :r0] @ x[:r0]: float32 rows disjoint from a and b,
+      // so Matmul accumulates straight onto them and takes no float32 scratch
+      // (which would be this kernel's: one ScratchBuffer<float> per thread).
+      const TensorRef rows = F32Matrix(x + r0 * k, r1 - r0, k, k);
+      const Status s = Matmul(rows, F32Matrix(const_cast<float*>(t) + r0 * n, r1 - r0, r0, n),
+                              F32Matrix(x, r0, k, k), rows, -1.0, 1.0);
+      if (!s.ok()) return s;
+    }
+    block_fn(t, x, n, k, r0, r1, unit);
+  }
+  return Status::Ok();
+}
 
 // The batch dims of a [..., rows, cols] view.
 TensorRef BatchOf(const TensorRef& t) {
@@ -106,16 +158,16 @@ Status SolveTriangular(const TensorRef& out, const TensorRef& a, const TensorRef
   float* const t = scratch.Get(n * n + n * k);
   if (t == nullptr) return Status::Error("out of host memory for a triangular solve's scratch");
   float* const x = t + n * n;
-  const auto solve = HWY_DYNAMIC_DISPATCH(SolveLowerF32);
   const int64_t as0 = a.strides[r - 2], as1 = a.strides[r - 1];
   const int64_t bs0 = b.strides[r - 2], bs1 = b.strides[r - 1];
   const int64_t os0 = out.strides[r - 2], os1 = out.strides[r - 1];
   const size_t ai = ItemSize(a.dtype), bi = ItemSize(b.dtype), oi = ItemSize(out.dtype);
   const TensorRef ob = BatchOf(out), ab = BatchOf(a), bb = BatchOf(b);
+  Status status = Status::Ok();
   internal::ForEachRun<3>(
       {&ob, &ab, &bb},
       [&](const std::array<char*, 3>& p, int64_t count, const std::array<int64_t, 3>& s) {
-        for (int64_t m = 0; m < count; ++m) {
+        for (int64_t m = 0; m < count && status.ok(); ++m) {
           char* const o = p[0] + m * s[0] * static_cast<int64_t>(oi);
           const char* const am = p[1] + m * s[1] * static_cast<int64_t>(ai);
           const char* const bm = p[2] + m * s[2] * static_cast<int64_t>(bi);
@@ -130,7 +182,8 @@ Status SolveTriangular(const TensorRef& out, const TensorRef& a, const TensorRef
             internal::LoadAsF32(b.dtype, bm + row * bs0 * static_cast<int64_t>(bi), bs1, k,
                                 x + i * k);
           }
-          solve(t, x, n, k, unitriangular);
+          status = SolveLower(t, x, n, k, unitriangular);
+          if (!status.ok()) return;
           for (int64_t i = 0; i < n; ++i) {
             const int64_t row = upper ? n - 1 - i : i;
             internal::StoreFromF32(out.dtype, o + row * os0 * static_cast<int64_t>(oi), os1, k,
@@ -138,7 +191,7 @@ Status SolveTriangular(const TensorRef& out, const TensorRef& a, const TensorRef
           }
         }
       });
-  return Status::Ok();
+  return status;
 }
 
 KernelInfo DescribeSolveTriangular(const TensorRef& out, const TensorRef& a, const TensorRef& b,

@@ -91,6 +91,9 @@ TEST(SolveTriangular, MatchesSubstitution) {
       {{2, 3}, 8, 8, Layout::kContiguous, Layout::kTransposed, Layout::kMisaligned},
       {{4}, 9, 70, Layout::kBroadcast, Layout::kContiguous, Layout::kStep2},
       {{2}, 70, 1, Layout::kMisaligned, Layout::kBroadcast, Layout::kContiguous},
+      // Note [Blocked triangular solve]: three row blocks, the GEMM between them
+      {{}, 150, 5, Layout::kContiguous, Layout::kContiguous, Layout::kContiguous},
+      {{2}, 130, 40, Layout::kTransposed, Layout::kStep2, Layout::kMisaligned},
   };
   ForEachTarget([&](const char*) {
     for (const Case& c : cases) {
