@@ -19,6 +19,7 @@
 #include "core/kernels/kernels.h"
 #include "torch_bridge/bridge.h"
 #include "torch_bridge/device.h"
+#include "torch_bridge/ops_complex.h"
 
 namespace trn::bridge {
 namespace {
@@ -95,6 +96,11 @@ void DeviceToHost(const at::Tensor& dst, const at::Tensor& src) {
 void DeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
   const int index = DeviceIndex(dst);
   const int src_index = DeviceIndex(src);
+  if (index == src_index && dst.scalar_type() == at::kComplexFloat && !dst.is_conj() &&
+      !dst.is_neg() && (src.scalar_type() == at::kComplexFloat || KernelDType(src))) {
+    ops::CopyComplex(dst, src);
+    return;
+  }
   if (index == src_index && KernelDType(dst) && KernelDType(src)) {
     const TensorRef out = Ref(dst, kOp);
     const TensorRef in = RefExpanded(src, dst.sizes(), kOp);

@@ -111,6 +111,30 @@ OpName& OpOf() {
   return op;
 }
 
+// Note [Complex kernels]: a few ops (arithmetic, abs) have a second kernel for
+// complex64 (ops_complex.cc). It runs when every tensor is complex64 (no
+// negative bit) or a native dtype, or a 0-dim CPU scalar of any complex dtype.
+inline bool ComplexNative(const at::Tensor& t) {
+  if (!t.defined() || Native(t)) return true;
+  if (t.dim() == 0 && t.is_cpu() && at::isComplexType(t.scalar_type())) return true;
+  return t.scalar_type() == at::kComplexFloat && !t.is_neg();
+}
+inline bool ComplexNative(const at::Scalar& s) { return !s.isIntegral(false) || InInt32(s.toLong()); }
+template <class T>
+bool ComplexNative(const T&) {
+  return true;
+}
+
+// The op on the CPU, through the boxed fallback.
+template <auto fn, class R, class... A>
+R ToFallback(A... args) {
+  static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(
+      OpOf<fn>().name.c_str(), OpOf<fn>().overload.c_str());
+  return c10::impl::BoxedKernelWrapper<R(A...)>::call(
+      c10::BoxedKernel::makeFromFunction<&CpuFallback>(), op, c10::DispatchKeySet(),
+      std::forward<A>(args)...);
+}
+
 template <auto fn, bool floating, class Sig>
 struct Guarded;
 template <auto fn, bool floating, class R, class... A>
@@ -119,11 +143,18 @@ struct Guarded<fn, floating, R(A...)> {
     if ((Native(args) && ...) && (!floating || (Floating(args) && ...))) {
       return fn(std::forward<A>(args)...);
     }
-    static const c10::OperatorHandle op = c10::Dispatcher::singleton().findSchemaOrThrow(
-        OpOf<fn>().name.c_str(), OpOf<fn>().overload.c_str());
-    return c10::impl::BoxedKernelWrapper<R(A...)>::call(
-        c10::BoxedKernel::makeFromFunction<&CpuFallback>(), op, c10::DispatchKeySet(),
-        std::forward<A>(args)...);
+    return ToFallback<fn, R, A...>(std::forward<A>(args)...);
+  }
+};
+
+template <auto fn, auto complex_fn, class Sig>
+struct GuardedComplex;
+template <auto fn, auto complex_fn, class R, class... A>
+struct GuardedComplex<fn, complex_fn, R(A...)> {
+  static R call(A... args) {
+    if ((Native(args) && ...)) return fn(std::forward<A>(args)...);
+    if ((ComplexNative(args) && ...)) return complex_fn(std::forward<A>(args)...);
+    return ToFallback<fn, R, A...>(std::forward<A>(args)...);
   }
 };
 
@@ -149,6 +180,14 @@ class NativeKernels {
     lib_.impl(schema_name, kernel);
     return *this;
   }
+  // A kernel with a complex64 twin (Note [Complex kernels]).
+  template <class F, F* fn, F* complex_fn>
+  NativeKernels& impl_complex(const char* schema_name, c10::CompileTimeFunctionPointer<F, fn>,
+                              c10::CompileTimeFunctionPointer<F, complex_fn>) {
+    NameOp<fn>(schema_name);
+    lib_.impl(schema_name, TORCH_FN((dtypes::GuardedComplex<fn, complex_fn, F>::call)));
+    return *this;
+  }
   // A kernel whose tensors must all be floating (matmul, convolution).
   template <class F, F* fn>
   NativeKernels& impl_floating(const char* schema_name, c10::CompileTimeFunctionPointer<F, fn>) {
@@ -156,16 +195,21 @@ class NativeKernels {
   }
 
  private:
-  template <class F, F* fn, bool floating>
-  NativeKernels& Register(const char* schema_name) {
+  // The op fn's fallback runs. A function registered for several ops
+  // (aliases such as __lshift__ and bitwise_left_shift) computes one thing:
+  // the first op stands for all.
+  template <auto fn>
+  static void NameOp(const char* schema_name) {
     const std::string full(schema_name);
     const size_t dot = full.find('.');
-    const std::string name = "aten::" + full.substr(0, dot);
-    const std::string overload = dot == std::string::npos ? "" : full.substr(dot + 1);
-    // A function registered for several ops (aliases such as __lshift__ and
-    // bitwise_left_shift) computes one thing: the first op stands for all.
     dtypes::OpName& op = dtypes::OpOf<fn>();
-    if (op.name.empty()) op = {name, overload};
+    if (op.name.empty()) {
+      op = {"aten::" + full.substr(0, dot), dot == std::string::npos ? "" : full.substr(dot + 1)};
+    }
+  }
+  template <class F, F* fn, bool floating>
+  NativeKernels& Register(const char* schema_name) {
+    NameOp<fn>(schema_name);
     lib_.impl(schema_name, TORCH_FN((dtypes::Guarded<fn, floating, F>::call)));
     return *this;
   }

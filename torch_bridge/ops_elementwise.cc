@@ -32,6 +32,7 @@
 #include <optional>
 
 #include "torch_bridge/fallback.h"
+#include "torch_bridge/ops_complex.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -1220,17 +1221,17 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeKernels m(lib);  // Note [dtypes the kernels do not take]
   m.impl("linalg_cross", TORCH_FN(LinalgCross));
   m.impl("linalg_cross.out", TORCH_FN(LinalgCrossOut));
-  m.impl("add.Tensor", TORCH_FN(Add));
+  m.impl_complex("add.Tensor", TORCH_FN(Add), TORCH_FN(ComplexAdd));
   m.impl("add_.Tensor", TORCH_FN(Add_));
   m.impl("add.out", TORCH_FN(AddOut));
-  m.impl("sub.Tensor", TORCH_FN(Sub));
+  m.impl_complex("sub.Tensor", TORCH_FN(Sub), TORCH_FN(ComplexSub));
   m.impl("sub_.Tensor", TORCH_FN(Sub_));
   m.impl("sub.out", TORCH_FN(SubOut));
   m.impl("rsub.Tensor", TORCH_FN(Rsub));
-  m.impl("mul.Tensor", TORCH_FN(Mul));
+  m.impl_complex("mul.Tensor", TORCH_FN(Mul), TORCH_FN(ComplexMul));
   m.impl("mul_.Tensor", TORCH_FN(Mul_));
   m.impl("mul.out", TORCH_FN(MulOut));
-  m.impl("div.Tensor", TORCH_FN(Div));
+  m.impl_complex("div.Tensor", TORCH_FN(Div), TORCH_FN(ComplexDiv));
   m.impl("div_.Tensor", TORCH_FN(Div_));
   m.impl("div.out", TORCH_FN(DivOut));
   m.impl("maximum", TORCH_FN(Maximum));
@@ -1384,7 +1385,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl(NAME "_", TORCH_FN(Fn##_));       \
   m.impl(NAME ".out", TORCH_FN(Fn##Out));
   TRN_REGISTER_UNARY("neg", Neg)
-  TRN_REGISTER_UNARY("abs", Abs)
+  m.impl_complex("abs", TORCH_FN(Abs), TORCH_FN(ComplexAbs));
+  m.impl("abs_", TORCH_FN(Abs_));
+  m.impl("abs.out", TORCH_FN(AbsOut));
   TRN_REGISTER_UNARY("relu", Relu)
   TRN_REGISTER_UNARY("exp", Exp)
   TRN_REGISTER_UNARY("log", Log)

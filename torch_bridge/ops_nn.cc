@@ -27,6 +27,7 @@
 
 #include "torch_bridge/device.h"
 #include "torch_bridge/fallback.h"
+#include "torch_bridge/ops_complex.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -877,6 +878,10 @@ at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_
     out = Empty(self.sizes(), self.scalar_type(), device);
   } else {  // channels_last needs 4-D, channels_last_3d 5-D: torch's own check names it
     out = at::empty(self.sizes(), self.options().memory_format(fmt));
+  }
+  if (self.scalar_type() == at::kComplexFloat) {  // conj / negative bits resolved
+    CopyComplex(out, self);
+    return out;
   }
   if (!dtypes::Native(self)) {
     SyncCurrentStream(device);

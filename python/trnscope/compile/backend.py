@@ -270,6 +270,10 @@ def _is_number(x) -> bool:
 
 
 _INDEX_DTYPES = (torch.int32, torch.int64)
+
+
+def _is_complex(v) -> bool:
+    return isinstance(v, torch.Tensor) and v.dtype.is_complex
 # Rounding divisions and remainders -> their library kernel (None: by rounding_mode).
 _DIVISIONS = {
     aten.div.Tensor_mode: None, aten.div.Scalar_mode: None, aten.floor_divide.default: "div_floor",
@@ -314,6 +318,10 @@ class _Lowering:
         # bad data (an index out of range) reports its own error first.
         self.asserts: list[tuple[fx.Node, str]] = []
         self.order_ids: dict[fx.Node, int] = {}  # topk / sort call -> its indices node
+        # Note [Complex values]: positions in tensor_inputs of complex64 inputs, and
+        # eager steps' complex64 inputs (positions) and output, keyed by core node.
+        self.complex_inputs: list[int] = []
+        self.complex_steps: dict[int, tuple[list[int], bool]] = {}
 
     # Meta of a FakeTensor as add_input/add_node take it.
     def _meta(self, v: torch.Tensor, cpu_scalar_ok: bool = False) -> dict:
@@ -323,6 +331,13 @@ class _Lowering:
             and not (cpu_scalar_ok and v.dim() == 0 and v.device.type == "cpu")
         ):
             raise _Unsupported(f"a value lives on {v.device}, not on trn")
+        if v.dtype == torch.complex64:  # Note [Complex values]: the (re, im) pairs
+            return dict(
+                dtype=torch.float32,
+                sizes=[int(s) for s in v.shape] + [2],
+                strides=[2 * int(s) for s in v.stride()] + [1],
+                storage_offset=2 * int(v.storage_offset()),
+            )
         return dict(
             dtype=v.dtype,
             sizes=[int(s) for s in v.shape],
@@ -382,6 +397,9 @@ class _Lowering:
         )
         self.calls[gid] = (node, tensors, index)
         self.reasons[gid] = reason or f"no core op for {node.target}"
+        complex_in = [i for i, t in enumerate(tensors) if _is_complex(self.vals[t])]
+        if complex_in or _is_complex(out):
+            self.complex_steps[gid] = (complex_in, _is_complex(out))
         return gid
 
     def _host_inputs(self) -> set[fx.Node]:
@@ -430,6 +448,8 @@ class _Lowering:
                 # it and the host inputs (Note [Host inputs]) are copied to the
                 # device when the program runs.
                 self.ids[node] = self.g.add_input(**self._meta(v, cpu_scalar_ok=True))
+                if v.dtype == torch.complex64:
+                    self.complex_inputs.append(len(self.tensor_inputs))
                 if v.device.type != "trn":
                     self.cpu_inputs.append(len(self.tensor_inputs))
                 elif self.device is None:
@@ -453,7 +473,8 @@ class _Lowering:
                 outs = []
                 for a in pytree.tree_leaves(node.args[0]):
                     if self._tensor(a):
-                        self.output_template.append(("t", len(outs)))
+                        kind = "z" if _is_complex(self.vals[a]) else "t"  # Note [Complex values]
+                        self.output_template.append((kind, len(outs)))
                         outs.append(self.ids[a])
                     else:
                         self.output_template.append(("c", self._value(a)))
@@ -514,7 +535,26 @@ class _Lowering:
         if (node, None) in self.refused:
             self.ids[node] = self._add_eager(node, reason=self.refused[(node, None)])
             return
+        if _is_complex(v) or any(
+            self._tensor(a) and _is_complex(self.vals[a]) for a in pytree.tree_leaves((args, kw))
+        ):
+            self.ids[node] = self._lower_complex(node, t, args)
+            return
         self.ids[node] = self._lower_tensor(node, t, args, kw)
+
+    def _lower_complex(self, node: fx.Node, t, args) -> int:
+        """Note [Complex values]: the core has no complex dtype. A complex64 value is
+        its (re, im) pairs, a float32 tensor with a trailing dim of 2 (view_as_real's
+        layout), so views of it (and view_as_real / view_as_complex) are core views;
+        every other op on a complex value is an eager step, run on complex views of
+        its buffers (trn's complex kernels: ops_complex.cc)."""
+        v = self.vals[node]
+        src = args[0] if args else None
+        if self._tensor(src) and t in (aten.view_as_real.default, aten.view_as_complex.default):
+            return self._add(node, "view", [src])
+        if self._tensor(src) and _is_view_op(t) and v.dtype == self.vals[src].dtype:
+            return self._add(node, "view", [src])
+        return self._add_eager(node, reason="complex values run as eager steps")
 
     def _lower_extremum_dim(self, node: fx.Node, src: fx.Node, idx: int) -> int | None:
         """getitem idx of max.dim / min.dim(x, dim, keepdim) -> the values as amax /
@@ -1242,8 +1282,8 @@ def _overlaps(out: torch.Tensor, tensors) -> bool:
 
 
 def _eager_step(
-    calls: dict, consts: dict, step_nodes: list[int], outs: dict, i: int, inputs: list,
-    out: torch.Tensor,
+    calls: dict, consts: dict, step_nodes: list[int], outs: dict, complex_steps: dict, i: int,
+    inputs: list, out: torch.Tensor,
 ) -> None:
     """Runs eager step i (Note [Eager nodes]) as its aten op on trn tensors, writes `out`.
 
@@ -1252,6 +1292,11 @@ def _eager_step(
     memory with an input."""
     gid = step_nodes[i]
     node, tensor_nodes, item = calls[gid]
+    complex_in, complex_out = complex_steps.get(gid, ((), False))
+    if complex_in:  # Note [Complex values]: the program holds the pairs
+        inputs = list(inputs)
+        for k in complex_in:
+            inputs[k] = torch.view_as_complex(inputs[k])
     tensors = dict(zip(tensor_nodes, inputs))  # one input per core input of the node
 
     def sub(a):
@@ -1263,11 +1308,12 @@ def _eager_step(
         args = fx.node.map_aggregate(node.args, sub)
         kwargs = fx.node.map_aggregate(node.kwargs, sub)
         op = outs.get(gid)
-        if op is not None and not _overlaps(out, inputs):
+        if op is not None and not complex_out and not _overlaps(out, inputs):
             op(*args, **kwargs, out=out)
             return
         res = node.target(*args, **kwargs)
-        out.copy_(res if item is None else res[item])
+        res = res if item is None else res[item]
+        out.copy_(torch.view_as_real(res.resolve_conj()) if complex_out else res)
 
 
 class _Compiled:
@@ -1287,16 +1333,21 @@ class _Compiled:
         self.program = program
         self.tensor_inputs = lowering.tensor_inputs
         self.cpu_inputs = lowering.cpu_inputs
-        self.attrs = [getattr(gm, a) for a in lowering.attr_inputs]
+        self.attrs = [  # a complex constant is held as its pairs (Note [Complex values])
+            torch.view_as_real(a.resolve_conj()) if a.is_complex() else a
+            for a in (getattr(gm, a) for a in lowering.attr_inputs)
+        ]
         self.device = lowering.device
         # The graph's constant tensors, on the inputs' device already.
         self.attrs_bound = self.device is not None and all(a.device == self.device for a in self.attrs)
         self.template = lowering.output_template
+        self.complex_inputs = lowering.complex_inputs
         self.assert_msgs = [msg for _, msg in lowering.asserts]
         n = len(self.template)
         self.plain_outputs = self.template == [("t", i) for i in range(n)]
         self.all_args = (
             not self.cpu_inputs
+            and not self.complex_inputs
             and not self.attrs
             and self.tensor_inputs == list(range(lowering.num_placeholders))
         )
@@ -1310,7 +1361,8 @@ class _Compiled:
                 outs[gid] = op
         self._eager = (
             functools.partial(
-                _eager_step, calls, dict(lowering.consts), list(program.eager_nodes), outs
+                _eager_step, calls, dict(lowering.consts), list(program.eager_nodes), outs,
+                dict(lowering.complex_steps),
             )
             if len(program.eager_nodes)
             else None
@@ -1321,12 +1373,14 @@ class _Compiled:
         if self.all_args:
             return args
         tensors = [args[i] for i in self.tensor_inputs]
-        if self.attrs_bound and not self.cpu_inputs:
+        if self.attrs_bound and not self.cpu_inputs and not self.complex_inputs:
             return tensors + self.attrs
         dev = next((t.device for t in tensors if t.device.type == "trn"), None)
         dev = dev or torch.device("trn")
         for i in self.cpu_inputs:
             tensors[i] = tensors[i].to(dev)
+        for i in self.complex_inputs:  # Note [Complex values]
+            tensors[i] = torch.view_as_real(tensors[i].resolve_conj())
         return tensors + [a.to(dev) for a in self.attrs]
 
     def __call__(self, args: list) -> list:
@@ -1339,7 +1393,13 @@ class _Compiled:
             outs = outs[:n]
         if self.plain_outputs:
             return outs
-        return [outs[x] if k == "t" else x(args) if k == "f" else x for k, x in self.template]
+        return [
+            outs[x] if k == "t"
+            else torch.view_as_complex(outs[x]) if k == "z"
+            else x(args) if k == "f"
+            else x
+            for k, x in self.template
+        ]
 
 
 def _ancestors(node: fx.Node) -> set[fx.Node]:

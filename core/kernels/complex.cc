@@ -1,0 +1,136 @@
+// Complex64 kernels over (re, im) float pairs (Note [Complex as pairs] in
+// complex.h): elementwise arithmetic, polar, abs / angle (the FFTs: fft.cc).
+// Scalar loops: complex models are rare and these ops memory- or
+// dispatch-bound at their sizes (a rotary embedding's [B, S, H, D / 2]).
+#include "core/kernels/complex.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "core/common/assert.h"
+#include "core/kernels/scratch.h"
+#include "core/kernels/strided.h"
+
+namespace trn::kernels {
+namespace {
+
+struct C {
+  float re, im;
+};
+inline C Mul(C a, C b) { return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re}; }
+inline C Add(C a, C b) { return {a.re + b.re, a.im + b.im}; }
+
+// c10::complex's division (numpy's: Smith's scaling), so results match CPU's.
+inline C Div(C x, C y) {
+  const float a = x.re, b = x.im, c = y.re, d = y.im;
+  const float abs_c = std::fabs(c), abs_d = std::fabs(d);
+  if (abs_c >= abs_d) {
+    if (abs_c == 0 && abs_d == 0) return {a / abs_c, b / abs_d};  // inf / NaN, as torch
+    const float rat = d / c, scl = 1.0f / (c + d * rat);
+    return {(a + b * rat) * scl, (b - a * rat) * scl};
+  }
+  const float rat = c / d, scl = 1.0f / (d + c * rat);
+  return {(a * rat + b) * scl, (b * rat - a) * scl};
+}
+
+// An operand's element at p (floats).
+inline C Read(const float* p, bool real, bool conj) {
+  if (real) return {p[0], 0.0f};
+  return {p[0], conj ? -p[1] : p[1]};
+}
+
+// A scalar operand as a stride-0 view of out's sizes over `pair`.
+TensorRef ScalarView(const TensorRef& out, float* pair) {
+  TensorRef r = out;
+  r.data = pair;
+  r.dtype = DType::kFloat32;
+  for (int d = 0; d < r.ndim; ++d) r.strides[d] = 0;
+  return r;
+}
+
+}  // namespace
+
+Status ComplexBinary(ComplexBinaryOp op, const TensorRef& out, const ComplexOperand& a_in,
+                     const ComplexOperand& b_in, double alpha) {
+  TRN_ASSERT(out.dtype == DType::kFloat32, "ComplexBinary: out must be float32 pairs");
+  float a_pair[2] = {static_cast<float>(a_in.re), static_cast<float>(a_in.im)};
+  float b_pair[2] = {static_cast<float>(b_in.re), static_cast<float>(b_in.im)};
+  const bool a_scalar = a_in.t.data == nullptr, b_scalar = b_in.t.data == nullptr;
+  const TensorRef a = a_scalar ? ScalarView(out, a_pair) : a_in.t;
+  const TensorRef b = b_scalar ? ScalarView(out, b_pair) : b_in.t;
+  TRN_ASSERT(a.dtype == DType::kFloat32 && b.dtype == DType::kFloat32,
+             "ComplexBinary: operands must be float32 pairs or values");
+  const bool a_real = a_in.real && !a_scalar, b_real = b_in.real && !b_scalar;
+  const bool a_conj = a_in.conj, b_conj = b_in.conj;
+  const float s = static_cast<float>(op == ComplexBinaryOp::kSub ? -alpha : alpha);
+  internal::ForEachRun<3>(
+      {&out, &a, &b},
+      [&](const std::array<char*, 3>& p, int64_t count, const std::array<int64_t, 3>& st) {
+        float* o = reinterpret_cast<float*>(p[0]);
+        const float* x = reinterpret_cast<const float*>(p[1]);
+        const float* y = reinterpret_cast<const float*>(p[2]);
+        for (int64_t i = 0; i < count; ++i, o += st[0], x += st[1], y += st[2]) {
+          const C u = Read(x, a_real, a_conj), v = Read(y, b_real, b_conj);
+          C r;
+          switch (op) {
+            case ComplexBinaryOp::kAdd:
+            case ComplexBinaryOp::kSub: r = {u.re + s * v.re, u.im + s * v.im}; break;
+            case ComplexBinaryOp::kMul: r = Mul(u, v); break;
+            case ComplexBinaryOp::kDiv: r = Div(u, v); break;
+          }
+          o[0] = r.re;
+          o[1] = r.im;
+        }
+      });
+  return Status::Ok();
+}
+
+Status Polar(const TensorRef& out, const TensorRef& abs, const TensorRef& angle) {
+  TRN_ASSERT(out.dtype == DType::kFloat32 && abs.dtype == DType::kFloat32 &&
+                 angle.dtype == DType::kFloat32,
+             "Polar: float32 abs and angle, out pairs");
+  internal::ForEachRun<3>(
+      {&out, &abs, &angle},
+      [&](const std::array<char*, 3>& p, int64_t count, const std::array<int64_t, 3>& st) {
+        float* o = reinterpret_cast<float*>(p[0]);
+        const float* r = reinterpret_cast<const float*>(p[1]);
+        const float* t = reinterpret_cast<const float*>(p[2]);
+        for (int64_t i = 0; i < count; ++i, o += st[0], r += st[1], t += st[2]) {
+          o[0] = *r * std::cos(*t);
+          o[1] = *r * std::sin(*t);
+        }
+      });
+  return Status::Ok();
+}
+
+Status ComplexAbs(const TensorRef& out, const ComplexOperand& in, bool angle) {
+  TRN_ASSERT(out.dtype == DType::kFloat32 && in.t.dtype == DType::kFloat32 && !in.real,
+             "ComplexAbs: pairs in, float32 out");
+  const bool conj = in.conj;
+  internal::ForEachRun<2>(
+      {&out, &in.t},
+      [&](const std::array<char*, 2>& p, int64_t count, const std::array<int64_t, 2>& st) {
+        float* o = reinterpret_cast<float*>(p[0]);
+        const float* x = reinterpret_cast<const float*>(p[1]);
+        for (int64_t i = 0; i < count; ++i, o += st[0], x += st[1]) {
+          const C u = Read(x, false, conj);
+          *o = angle ? std::atan2(u.im, u.re) : std::hypot(u.re, u.im);
+        }
+      });
+  return Status::Ok();
+}
+
+KernelInfo DescribeComplex(const char* name, const TensorRef& out, uint64_t flops_per_elem,
+                           const char* aten_op) {
+  KernelInfo info;
+  info.name = name;
+  info.op = aten_op;
+  info.engine = rt::Engine::kVector;
+  info.flops = static_cast<uint64_t>(out.numel()) * flops_per_elem;
+  info.bytes_read = out.nbytes();
+  info.bytes_written = out.nbytes();
+  return info;
+}
+
+}  // namespace trn::kernels

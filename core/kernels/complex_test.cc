@@ -1,0 +1,219 @@
+// The complex kernels against double-precision references: FFTs (every kind,
+// lengths with every radix path and large primes, strided lines, conjugated
+// input) against a plain DFT; arithmetic, polar and abs against std::complex.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <complex>
+#include <numbers>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/kernels/complex.h"
+#include "core/kernels/kernels_test_util.h"
+
+namespace trn::kernels {
+namespace {
+
+using cd = std::complex<double>;
+
+// A float32 TensorRef over `data` with sizes and element strides (pairs: the
+// strides count floats, Note [Complex as pairs]).
+TensorRef View(std::vector<float>& data, std::vector<int64_t> sizes, std::vector<int64_t> strides) {
+  TensorRef r;
+  r.data = data.data();
+  r.dtype = DType::kFloat32;
+  r.ndim = static_cast<int>(sizes.size());
+  for (int d = 0; d < r.ndim; ++d) r.sizes[d] = sizes[d], r.strides[d] = strides[d];
+  return r;
+}
+
+std::vector<float> Random(size_t n, unsigned seed) {
+  std::mt19937 g(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(g);
+  return v;
+}
+
+std::vector<cd> Dft(const std::vector<cd>& x, bool forward) {
+  const size_t n = x.size();
+  std::vector<cd> y(n);
+  for (size_t k = 0; k < n; ++k) {
+    for (size_t j = 0; j < n; ++j) {
+      const double a = (forward ? -2 : 2) * std::numbers::pi * static_cast<double>(j * k % n) / n;
+      y[k] += x[j] * cd(std::cos(a), std::sin(a));
+    }
+  }
+  return y;
+}
+
+// Lines of length n along dim 0 of a [n, 19] tensor (19 pairs apart): groups
+// of full and partial SIMD lanes (Note [FFT across lines]), every line strided.
+TEST(Fft, C2CMatchesDftOverLengths) {
+  constexpr int64_t kLines = 19;
+  testing::ForEachTarget([&](const char*) {
+    for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 30, 49, 64, 97, 100, 128, 210, 243, 400}) {
+      for (bool forward : {true, false}) {
+        for (bool conj : {false, true}) {
+          SCOPED_TRACE("n " + std::to_string(n) + (forward ? " forward" : " backward") +
+                       (conj ? " conj" : ""));
+          std::vector<float> in = Random(static_cast<size_t>(n * kLines * 2), n);
+          std::vector<float> out(in.size());
+          ComplexOperand op;
+          op.t = View(in, {n, kLines}, {2 * kLines, 2});
+          op.conj = conj;
+          ASSERT_TRUE(Fft(FftKind::kC2C, View(out, {n, kLines}, {2 * kLines, 2}), op, 0,
+                          forward, 0.5).ok());
+          const double tol = 2e-6 * std::sqrt(static_cast<double>(n)) * std::log2(n + 1.0) + 1e-6;
+          for (int64_t line = 0; line < kLines; ++line) {
+            std::vector<cd> x(n);
+            for (int64_t j = 0; j < n; ++j) {
+              const int64_t e = (j * kLines + line) * 2;
+              x[j] = cd(in[e], (conj ? -1 : 1) * in[e + 1]);
+            }
+            const std::vector<cd> y = Dft(x, forward);
+            for (int64_t k = 0; k < n; ++k) {
+              const int64_t e = (k * kLines + line) * 2;
+              ASSERT_NEAR(out[e], 0.5 * y[k].real(), tol * std::sqrt(n)) << "line " << line;
+              ASSERT_NEAR(out[e + 1], 0.5 * y[k].imag(), tol * std::sqrt(n)) << "line " << line;
+            }
+          }
+        }
+      }
+    }
+  });
+}
+
+TEST(Fft, C2CInPlace) {
+  std::vector<float> data = Random(2 * 24, 3);
+  std::vector<cd> x(24);
+  for (int j = 0; j < 24; ++j) x[j] = cd(data[2 * j], data[2 * j + 1]);
+  ComplexOperand op;
+  op.t = View(data, {24}, {2});
+  ASSERT_TRUE(Fft(FftKind::kC2C, op.t, op, 0, true, 1.0).ok());
+  const std::vector<cd> y = Dft(x, true);
+  for (int k = 0; k < 24; ++k) {
+    EXPECT_NEAR(data[2 * k], y[k].real(), 1e-5);
+    EXPECT_NEAR(data[2 * k + 1], y[k].imag(), 1e-5);
+  }
+}
+
+// 19 lines: two real lines per lane (Note [Real FFTs in pairs]), an odd one out.
+TEST(Fft, R2CAndC2RMatchDft) {
+  constexpr int64_t kLines = 19;
+  testing::ForEachTarget([&](const char*) {
+    for (int64_t n : {1, 2, 5, 8, 9, 14, 64, 81, 100}) {
+      SCOPED_TRACE("n " + std::to_string(n));
+      // r2c along the last dim of [kLines, n], onesided.
+      std::vector<float> in = Random(static_cast<size_t>(kLines * n), 7);
+      const int64_t bins = n / 2 + 1;
+      std::vector<float> spec(static_cast<size_t>(kLines * bins * 2));
+      ComplexOperand op;
+      op.t = View(in, {kLines, n}, {n, 1});
+      op.real = true;
+      ASSERT_TRUE(
+          Fft(FftKind::kR2C, View(spec, {kLines, bins}, {2 * bins, 2}), op, 1, true, 1.0).ok());
+      for (int64_t r = 0; r < kLines; ++r) {
+        std::vector<cd> x(n);
+        for (int64_t j = 0; j < n; ++j) x[j] = in[r * n + j];
+        const std::vector<cd> y = Dft(x, true);
+        for (int64_t k = 0; k < bins; ++k) {
+          ASSERT_NEAR(spec[(r * bins + k) * 2], y[k].real(), 1e-5 * n) << "line " << r;
+          ASSERT_NEAR(spec[(r * bins + k) * 2 + 1], y[k].imag(), 1e-5 * n) << "line " << r;
+        }
+      }
+      // c2r of those bins with the self-conjugate bins' imaginary parts set:
+      // they must be ignored (torch's irfft), giving back n * in.
+      for (int64_t r = 0; r < kLines; ++r) {
+        spec[r * bins * 2 + 1] = 5.0f + r;
+        if (n % 2 == 0) spec[(r * bins + bins - 1) * 2 + 1] = -3.0f - r;
+      }
+      std::vector<float> back(static_cast<size_t>(kLines * n));
+      ComplexOperand sp;
+      sp.t = View(spec, {kLines, bins}, {2 * bins, 2});
+      ASSERT_TRUE(
+          Fft(FftKind::kC2R, View(back, {kLines, n}, {n, 1}), sp, 1, false, 1.0 / n).ok());
+      for (int64_t j = 0; j < kLines * n; ++j) ASSERT_NEAR(back[j], in[j], 1e-5) << "value " << j;
+    }
+  });
+}
+
+TEST(ComplexBinary, MatchesStdComplex) {
+  // a [3, 4] pairs; b broadcast along dim 0 ([1, 4] stride 0), conjugated; c real.
+  std::vector<float> a = Random(24, 1), b = Random(8, 2), c = Random(12, 4);
+  b[0] = 0, b[1] = 0;  // a division by zero
+  for (ComplexBinaryOp op : {ComplexBinaryOp::kAdd, ComplexBinaryOp::kSub, ComplexBinaryOp::kMul,
+                             ComplexBinaryOp::kDiv}) {
+    for (bool real_b : {false, true}) {
+      SCOPED_TRACE(std::to_string(static_cast<int>(op)) + (real_b ? " real" : ""));
+      std::vector<float> out(24);
+      ComplexOperand x, y;
+      x.t = View(a, {3, 4}, {8, 2});
+      if (real_b) {
+        y.t = View(c, {3, 4}, {4, 1});
+        y.real = true;
+      } else {
+        y.t = View(b, {3, 4}, {0, 2});
+        y.conj = true;
+      }
+      ASSERT_TRUE(ComplexBinary(op, View(out, {3, 4}, {8, 2}), x, y, 2.0).ok());
+      for (int i = 0; i < 3; ++i) {
+        for (int j = 0; j < 4; ++j) {
+          const std::complex<float> u(a[i * 8 + 2 * j], a[i * 8 + 2 * j + 1]);
+          const std::complex<float> v = real_b ? std::complex<float>(c[i * 4 + j], 0)
+                                               : std::conj(std::complex<float>(b[2 * j], b[2 * j + 1]));
+          std::complex<float> want;
+          switch (op) {
+            case ComplexBinaryOp::kAdd: want = u + 2.0f * v; break;
+            case ComplexBinaryOp::kSub: want = u - 2.0f * v; break;
+            case ComplexBinaryOp::kMul: want = u * v; break;
+            case ComplexBinaryOp::kDiv: want = u / v; break;
+          }
+          const float re = out[i * 8 + 2 * j], im = out[i * 8 + 2 * j + 1];
+          if (op == ComplexBinaryOp::kDiv && v == std::complex<float>(0, 0)) {
+            EXPECT_TRUE(!std::isfinite(re) && !std::isfinite(im));
+            continue;
+          }
+          EXPECT_NEAR(re, want.real(), 1e-5f * (1 + std::abs(want)));
+          EXPECT_NEAR(im, want.imag(), 1e-5f * (1 + std::abs(want)));
+        }
+      }
+    }
+  }
+}
+
+TEST(ComplexBinary, ScalarOperand) {
+  std::vector<float> a = Random(6, 9), out(6);
+  ComplexOperand x, s;
+  x.t = View(a, {3}, {2});
+  s.re = 0.5, s.im = -2.0;
+  ASSERT_TRUE(ComplexBinary(ComplexBinaryOp::kMul, View(out, {3}, {2}), x, s).ok());
+  for (int i = 0; i < 3; ++i) {
+    const std::complex<float> want = std::complex<float>(a[2 * i], a[2 * i + 1]) *
+                                     std::complex<float>(0.5f, -2.0f);
+    EXPECT_NEAR(out[2 * i], want.real(), 1e-6);
+    EXPECT_NEAR(out[2 * i + 1], want.imag(), 1e-6);
+  }
+}
+
+TEST(Polar, AbsAndAngleRoundTrip) {
+  std::vector<float> r = Random(5, 3), t = Random(5, 4), pairs(10), back(5), ang(5);
+  for (float& x : r) x = std::fabs(x) + 0.1f;
+  for (float& x : t) x *= 3.0f;
+  ASSERT_TRUE(Polar(View(pairs, {5}, {2}), View(r, {5}, {1}), View(t, {5}, {1})).ok());
+  ComplexOperand p;
+  p.t = View(pairs, {5}, {2});
+  ASSERT_TRUE(ComplexAbs(View(back, {5}, {1}), p, false).ok());
+  ASSERT_TRUE(ComplexAbs(View(ang, {5}, {1}), p, true).ok());
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_NEAR(pairs[2 * i], r[i] * std::cos(t[i]), 1e-6);
+    EXPECT_NEAR(pairs[2 * i + 1], r[i] * std::sin(t[i]), 1e-6);
+    EXPECT_NEAR(back[i], r[i], 1e-6);
+    EXPECT_NEAR(ang[i], t[i], 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace trn::kernels

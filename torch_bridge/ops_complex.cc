@@ -1,0 +1,354 @@
+// Complex64 on the trn device (core/kernels/complex.h, Note [Complex as pairs]):
+// add / sub / mul / div with complex operands (Meta's rotary embedding,
+// view_as_complex(x) * freqs_cis), abs and angle of complex tensors, polar and
+// complex, device-to-device copies, and the FFTs (_fft_r2c / _fft_c2r /
+// _fft_c2c: torch.fft.*, FNet's fftn, Autoformer's rfft / irfft). complex128
+// (and complex32) keep the CPU fallback, as do float64 FFTs.
+#include <ATen/ExpandUtils.h>
+#include <ATen/WrapDimUtils.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/native/CPUFallback.h>
+#include <ATen/native/Resize.h>
+#include <ATen/ops/_fft_c2c.h>
+#include <ATen/ops/_fft_c2r.h>
+#include <ATen/ops/_fft_r2c.h>
+#include <ATen/ops/add.h>
+#include <ATen/ops/div.h>
+#include <ATen/ops/mul.h>
+#include <ATen/ops/sub.h>
+#include <ATen/ops/view_as_real.h>
+#include <ATen/ops/complex.h>
+#include <ATen/ops/polar.h>
+#include <c10/util/complex.h>
+#include <torch/library.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/kernels/complex.h"
+#include "torch_bridge/fallback.h"
+#include "torch_bridge/ops_complex.h"
+#include "torch_bridge/ops_util.h"
+
+namespace trn::bridge::ops {
+
+using kernels::ComplexBinaryOp;
+using kernels::ComplexOperand;
+using kernels::FftKind;
+
+namespace {
+
+// Note [Complex as pairs]: a complex64 tensor's sizes, its strides in floats.
+TensorRef Pairs(const at::Tensor& t) {
+  TORCH_CHECK(t.dim() <= kMaxDims, "trn: complex tensors support at most ", kMaxDims,
+              " dimensions, got ", t.dim());
+  TensorRef r;
+  r.data = t.numel() == 0 ? nullptr : t.data_ptr();
+  r.dtype = DType::kFloat32;
+  r.ndim = static_cast<int>(t.dim());
+  for (int d = 0; d < r.ndim; ++d) {
+    r.sizes[d] = t.size(d);
+    r.strides[d] = 2 * t.stride(d);
+  }
+  return r;
+}
+
+// An operand of a complex op broadcast to `sizes`: a CPU scalar, a complex64
+// tensor (its conj bit read by the kernel) or a real one (cast to float32).
+ComplexOperand OperandOf(const at::Tensor& t, at::IntArrayRef sizes, const char* op) {
+  ComplexOperand o;
+  if (IsCpuScalar(t)) {
+    const c10::complex<double> v = t.item().toComplexDouble();
+    o.re = v.real(), o.im = v.imag();
+    return o;
+  }
+  if (t.scalar_type() == at::kComplexFloat) {
+    o.t = Pairs(t.expand(sizes));
+    o.conj = t.is_conj();
+    return o;
+  }
+  o.t = RefExpanded(CastTo(t, at::kFloat, op), sizes, op);
+  o.real = true;
+  return o;
+}
+
+std::vector<int64_t> BroadcastSizes(const at::Tensor& a, const at::Tensor& b) {
+  if (IsCpuScalar(b)) return a.sizes().vec();
+  if (IsCpuScalar(a)) return b.sizes().vec();
+  return at::infer_size(a.sizes(), b.sizes());
+}
+
+at::Tensor Binary(ComplexBinaryOp op, const at::Tensor& a, const at::Tensor& b, double alpha,
+                  const char* name) {
+  const int device = CommonDevice(name, {IsCpuScalar(a) ? nullptr : &a,
+                                         IsCpuScalar(b) ? nullptr : &b});
+  const std::vector<int64_t> sizes = BroadcastSizes(a, b);
+  at::Tensor out = Empty(sizes, at::kComplexFloat, device);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Pairs(out);
+  const ComplexOperand x = OperandOf(a, sizes, name), y = OperandOf(b, sizes, name);
+  Launch(device, kernels::DescribeComplex("complex_binary_c64", o, 6, name),
+         [=] { return kernels::ComplexBinary(op, o, x, y, alpha); });
+  return out;
+}
+
+// The dtype a complex op computes in: complex64, or the fallback's (complex128).
+bool TakesComplex64(const at::Tensor& a, const at::Tensor& b) {
+  const at::ScalarType t = at::result_type(a, b);
+  return t == at::kComplexFloat;
+}
+
+}  // namespace
+
+at::Tensor ComplexAdd(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  if (!TakesComplex64(a, b) || alpha.isComplex()) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::add_Tensor>::call(a, b, alpha);
+  }
+  return Binary(ComplexBinaryOp::kAdd, a, b, alpha.toDouble(), "aten::add");
+}
+at::Tensor ComplexSub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
+  if (!TakesComplex64(a, b) || alpha.isComplex()) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::sub_Tensor>::call(a, b, alpha);
+  }
+  return Binary(ComplexBinaryOp::kSub, a, b, alpha.toDouble(), "aten::sub");
+}
+at::Tensor ComplexMul(const at::Tensor& a, const at::Tensor& b) {
+  if (!TakesComplex64(a, b)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::mul_Tensor>::call(a, b);
+  }
+  return Binary(ComplexBinaryOp::kMul, a, b, 1.0, "aten::mul");
+}
+at::Tensor ComplexDiv(const at::Tensor& a, const at::Tensor& b) {
+  if (!TakesComplex64(a, b)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::div_Tensor>::call(a, b);
+  }
+  return Binary(ComplexBinaryOp::kDiv, a, b, 1.0, "aten::div");
+}
+
+at::Tensor ComplexAbs(const at::Tensor& self) {
+  constexpr const char* kName = "aten::abs";
+  const int device = DeviceIndex(self);
+  at::Tensor out = Empty(self.sizes(), at::kFloat, device);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Ref(out, kName);
+  ComplexOperand in;
+  in.t = Pairs(self);
+  in.conj = self.is_conj();
+  Launch(device, kernels::DescribeComplex("abs_c64", o, 4, kName),
+         [=] { return kernels::ComplexAbs(o, in, false); });
+  return out;
+}
+
+void CopyComplex(const at::Tensor& dst, const at::Tensor& src) {
+  constexpr const char* kName = "aten::copy_";
+  const int device = DeviceIndex(dst);
+  if (dst.numel() == 0) return;
+  const TensorRef o = Pairs(dst);
+  const ComplexOperand in = OperandOf(src, dst.sizes(), kName);
+  ComplexOperand one;
+  one.re = src.is_neg() ? -1.0 : 1.0;
+  Launch(device, kernels::DescribeComplex("copy_c64", o, 0, kName),
+         [=] { return kernels::ComplexBinary(ComplexBinaryOp::kMul, o, in, one); });
+}
+
+namespace {
+
+// torch.polar / torch.complex: float32 parts (float64 ones: the fallback).
+template <bool kPolar>
+at::Tensor& FromPartsOut(const at::Tensor& x, const at::Tensor& y, at::Tensor& out) {
+  constexpr const char* kName = kPolar ? "aten::polar" : "aten::complex";
+  const int device = CommonDevice(kName, {&x, &y, &out});
+  if (x.scalar_type() != at::kFloat || y.scalar_type() != at::kFloat ||
+      out.scalar_type() != at::kComplexFloat) {
+    if constexpr (kPolar) {
+      return at::native::call_fallback_fn<&CpuFallback, at::_ops::polar_out>::call(x, y, out);
+    } else {
+      return at::native::call_fallback_fn<&CpuFallback, at::_ops::complex_out>::call(x, y, out);
+    }
+  }
+  const std::vector<int64_t> sizes = at::infer_size(x.sizes(), y.sizes());
+  at::native::resize_output(out, sizes);
+  if (out.numel() == 0) return out;
+  if constexpr (kPolar) {
+    const TensorRef o = Pairs(out);
+    const TensorRef a = RefExpanded(x, sizes, kName), b = RefExpanded(y, sizes, kName);
+    Launch(device, kernels::DescribeComplex("polar_c64", o, 30, kName),
+           [=] { return kernels::Polar(o, a, b); });
+  } else {  // re and im copied into the pairs' two float32 columns
+    const at::Tensor columns = at::view_as_real(out);
+    columns.select(-1, 0).copy_(x.expand(sizes));
+    columns.select(-1, 1).copy_(y.expand(sizes));
+  }
+  return out;
+}
+template <bool kPolar>
+at::Tensor FromParts(const at::Tensor& x, const at::Tensor& y) {
+  const at::ScalarType t = x.scalar_type() == at::kDouble || y.scalar_type() == at::kDouble
+                               ? at::kComplexDouble
+                               : at::kComplexFloat;
+  at::Tensor out = at::empty({0}, x.options().dtype(t));
+  return FromPartsOut<kPolar>(x, y, out);
+}
+
+// ---- FFTs --------------------------------------------------------------------
+// Note [FFT passes]: an n-dimensional transform is one 1-D pass per dim, each a
+// launch of kernels::Fft: r2c first along the last dim (the onesided one), then
+// c2c in place along the others; c2r the c2c passes first (into a scratch copy:
+// the input is not written), then c2r along the last dim. The normalization
+// scales the last pass.
+double FftScale(int64_t normalization, double n) {
+  switch (normalization) {
+    case 0: return 1.0;
+    case 1: return 1.0 / std::sqrt(n);
+    case 2: return 1.0 / n;
+  }
+  TORCH_CHECK(false, "trn: fft normalization must be 0, 1 or 2, got ", normalization);
+}
+
+std::vector<int64_t> WrapDims(at::IntArrayRef dim, int64_t ndim) {
+  std::vector<int64_t> dims;
+  for (int64_t d : dim) dims.push_back(at::maybe_wrap_dim(d, ndim));
+  return dims;
+}
+
+void LaunchFft(int device, FftKind kind, const TensorRef& out, const ComplexOperand& in,
+               int64_t dim, bool forward, double scale, const char* name) {
+  Launch(device, kernels::DescribeFft(kind, out, in.t, static_cast<int>(dim), name),
+         [=] { return kernels::Fft(kind, out, in, static_cast<int>(dim), forward, scale); });
+}
+
+ComplexOperand PairsOperand(const at::Tensor& t) {
+  ComplexOperand o;
+  o.t = Pairs(t);
+  o.conj = t.is_conj();
+  return o;
+}
+
+// c2c passes along `dims` from `in` into out (then in place), the last scaled.
+void C2CPasses(int device, const at::Tensor& out, ComplexOperand in,
+               const std::vector<int64_t>& dims, bool forward, double scale, const char* name) {
+  const TensorRef o = Pairs(out);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    LaunchFft(device, FftKind::kC2C, o, in, dims[i], forward, i + 1 == dims.size() ? scale : 1.0,
+              name);
+    in = ComplexOperand{};
+    in.t = o;
+  }
+}
+
+at::Tensor FftR2C(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                  bool onesided) {
+  constexpr const char* kName = "aten::_fft_r2c";
+  if (self.scalar_type() != at::kFloat || dim.empty()) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::_fft_r2c>::call(
+        self, dim, normalization, onesided);
+  }
+  const int device = DeviceIndex(self);
+  const std::vector<int64_t> dims = WrapDims(dim, self.dim());
+  const int64_t last = dims.back(), n = self.size(last);
+  std::vector<int64_t> sizes = self.sizes().vec();
+  if (onesided) sizes[last] = n / 2 + 1;
+  at::Tensor out = Empty(sizes, at::kComplexFloat, device);
+  if (out.numel() == 0) return out;
+  double total = 1;
+  for (int64_t d : dims) total *= static_cast<double>(self.size(d));
+  const double scale = FftScale(normalization, total);
+  ComplexOperand in;
+  in.t = Ref(self, kName);
+  in.real = true;
+  LaunchFft(device, FftKind::kR2C, Pairs(out), in, last, true, dims.size() == 1 ? scale : 1.0,
+            kName);
+  if (dims.size() > 1) {
+    ComplexOperand again;
+    again.t = Pairs(out);
+    C2CPasses(device, out, again, {dims.begin(), dims.end() - 1}, true, scale, kName);
+  }
+  return out;
+}
+
+at::Tensor FftC2R(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                  c10::SymInt last_dim_size) {
+  constexpr const char* kName = "aten::_fft_c2r";
+  if (self.scalar_type() != at::kComplexFloat || dim.empty() || self.is_neg()) {
+    return at::native::call_fallback_fn_symint<&CpuFallback, at::_ops::_fft_c2r>::call(
+        self, dim, normalization, last_dim_size);
+  }
+  const int device = DeviceIndex(self);
+  const std::vector<int64_t> dims = WrapDims(dim, self.dim());
+  const int64_t last = dims.back(), n = last_dim_size.guard_int(__FILE__, __LINE__);
+  TORCH_CHECK(n >= 1, "Invalid number of data points (", n, ") specified");
+  std::vector<int64_t> sizes = self.sizes().vec();
+  sizes[last] = n;
+  at::Tensor out = Empty(sizes, at::kFloat, device);
+  if (out.numel() == 0) return out;
+  double total = static_cast<double>(n);
+  for (size_t i = 0; i + 1 < dims.size(); ++i) total *= static_cast<double>(self.size(dims[i]));
+  const double scale = FftScale(normalization, total);
+  ComplexOperand in = PairsOperand(self);
+  if (dims.size() > 1) {  // the other dims first, into a scratch copy
+    at::Tensor work = Empty(self.sizes(), at::kComplexFloat, device);
+    C2CPasses(device, work, in, {dims.begin(), dims.end() - 1}, false, 1.0, kName);
+    in = ComplexOperand{};
+    in.t = Pairs(work);
+  }
+  LaunchFft(device, FftKind::kC2R, Ref(out, kName), in, last, false, scale, kName);
+  return out;
+}
+
+at::Tensor FftC2C(const at::Tensor& self, c10::SymIntArrayRef dim, int64_t normalization,
+                  bool forward) {
+  constexpr const char* kName = "aten::_fft_c2c";
+  if (self.scalar_type() != at::kComplexFloat || self.is_neg()) {
+    return at::native::call_fallback_fn_symint<&CpuFallback, at::_ops::_fft_c2c>::call(
+        self, dim, normalization, forward);
+  }
+  const int device = DeviceIndex(self);
+  std::vector<int64_t> dims;
+  for (const c10::SymInt& d : dim) {
+    dims.push_back(at::maybe_wrap_dim(d.guard_int(__FILE__, __LINE__), self.dim()));
+  }
+  at::Tensor out = Empty(self.sizes(), at::kComplexFloat, device);
+  if (out.numel() == 0) return out;
+  if (dims.empty()) {  // no transform: a copy
+    CopyComplex(out, self);
+    return out;
+  }
+  double total = 1;
+  for (int64_t d : dims) total *= static_cast<double>(self.size(d));
+  C2CPasses(device, out, PairsOperand(self), dims, forward, FftScale(normalization, total), kName);
+  return out;
+}
+
+// The out= forms: computed, then moved into out (resized as CPU does).
+at::Tensor& FftR2COut(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                      bool onesided, at::Tensor& out) {
+  return CopyIntoOut(FftR2C(self, dim, normalization, onesided), out, "aten::_fft_r2c");
+}
+at::Tensor& FftC2ROut(const at::Tensor& self, at::IntArrayRef dim, int64_t normalization,
+                      c10::SymInt last_dim_size, at::Tensor& out) {
+  return CopyIntoOut(FftC2R(self, dim, normalization, std::move(last_dim_size)), out,
+                     "aten::_fft_c2r");
+}
+at::Tensor& FftC2COut(const at::Tensor& self, c10::SymIntArrayRef dim, int64_t normalization,
+                      bool forward, at::Tensor& out) {
+  return CopyIntoOut(FftC2C(self, dim, normalization, forward), out, "aten::_fft_c2c");
+}
+
+}  // namespace
+
+TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
+  // Complex in or out: no dtype guard (Note [dtypes the kernels do not take]);
+  // each sends what it does not take to the fallback itself.
+  m.impl("polar", TORCH_FN(FromParts<true>));
+  m.impl("polar.out", TORCH_FN(FromPartsOut<true>));
+  m.impl("complex", TORCH_FN(FromParts<false>));
+  m.impl("complex.out", TORCH_FN(FromPartsOut<false>));
+  m.impl("_fft_r2c", TORCH_FN(FftR2C));
+  m.impl("_fft_r2c.out", TORCH_FN(FftR2COut));
+  m.impl("_fft_c2r", TORCH_FN(FftC2R));
+  m.impl("_fft_c2r.out", TORCH_FN(FftC2ROut));
+  m.impl("_fft_c2c", TORCH_FN(FftC2C));
+  m.impl("_fft_c2c.out", TORCH_FN(FftC2COut));
+}
+
+}  // namespace trn::bridge::ops

@@ -1,0 +1,22 @@
+// Complex64 kernels other files register or call (ops_complex.cc, Note
+// [Complex kernels] in fallback.h).
+#pragma once
+
+#include <ATen/core/Tensor.h>
+
+namespace trn::bridge::ops {
+
+// The complex64 twins of add / sub / mul / div.Tensor and abs: a complex64
+// result (complex128 and complex alpha go to the CPU fallback).
+at::Tensor ComplexAdd(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha);
+at::Tensor ComplexSub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha);
+at::Tensor ComplexMul(const at::Tensor& a, const at::Tensor& b);
+at::Tensor ComplexDiv(const at::Tensor& a, const at::Tensor& b);
+at::Tensor ComplexAbs(const at::Tensor& self);
+
+// dst = src on one device: dst complex64, src complex64 or of a native real
+// dtype (a cast: imaginary part 0), broadcast to dst; src's conj and negative
+// bits resolved.
+void CopyComplex(const at::Tensor& dst, const at::Tensor& src);
+
+}  // namespace trn::bridge::ops
