@@ -15,7 +15,11 @@ Each line: a forward in eval mode under torch.no_grad of
 - torch.linalg.solve_triangular: the gated delta rule's unit-lower chunk systems
   (Qwen3-Next / Qwen3.5: 64 x 64, batch x heads x chunks of them) and larger
   systems (Note [Blocked triangular solve] in core/kernels/linalg.cc; CPU
-  PyTorch calls its BLAS's trsm).
+  PyTorch calls its BLAS's trsm);
+- complex64 and torch.fft (Note [Complex kernels] in docs/device.md): FNet's
+  token mixing (fftn over sequence and hidden, .real), rfft / irfft lines, a
+  complex FFT of length 400, Whisper's |stft|^2 features, Meta's complex rotary
+  product (CPU PyTorch runs pocketfft / MKL).
 A round times one synchronized trn call and one CPU call back to back; the
 ratio is the median over rounds of trn / cpu (lower is better; target <= 1.0x),
 with the range of the rounds.
@@ -62,6 +66,39 @@ SOLVES = [
 ]
 
 
+class Fn(nn.Module):
+    """A function of the inputs as a module (the FFT lines)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *x):
+        return self.fn(*x)
+
+
+def _stft_power(x):
+    window = torch.hann_window(400, device=x.device)
+    return torch.stft(x, 400, 160, window=window, return_complex=True).abs() ** 2
+
+
+def _rope(x, freqs):
+    xc = torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
+    return torch.view_as_real(xc * freqs).flatten(3)
+
+
+FFTS = [
+    # name, function, input shapes (the second, when given, is a complex64 rotary table)
+    ("FNet fftn(dim=(1, 2)).real [4, 128, 256]", lambda x: torch.fft.fftn(x, dim=(1, 2)).real,
+     [(4, 128, 256)]),
+    ("rfft [64, 512]", torch.fft.rfft, [(64, 512)]),
+    ("irfft(rfft) [32, 1024]", lambda x: torch.fft.irfft(torch.fft.rfft(x)), [(32, 1024)]),
+    ("fft complex [256, 400]", lambda x: torch.fft.fft(x.to(torch.complex64)), [(256, 400)]),
+    ("|stft|^2 400/160 of 120000 samples", _stft_power, [(1, 120000)]),
+    ("Meta rotary x * freqs_cis [2, 128, 8, 64]", _rope, [(2, 128, 8, 64), (128, 1, 32)]),
+]
+
+
 class UnitLowerSolve(nn.Module):
     def forward(self, a, b):
         return torch.linalg.solve_triangular(a, b, upper=False, unitriangular=True)
@@ -99,6 +136,12 @@ def cases():
         a = torch.randn(*batch, n, n, generator=g) / n ** 0.5
         name = f"solve_triangular {'x'.join(map(str, batch)) or '1'} x [{n}, {n}] \\ [{n}, {k}]"
         yield name, UnitLowerSolve(), (a, torch.randn(*batch, n, k, generator=g)), {}
+    for name, fn, shapes in FFTS:
+        g = torch.Generator().manual_seed(0)
+        x = [torch.randn(*shapes[0], generator=g)]
+        if len(shapes) > 1:
+            x.append(torch.polar(torch.ones(*shapes[1]), torch.randn(*shapes[1], generator=g)))
+        yield name, Fn(fn), tuple(x), {}
 
 
 def main() -> None:

@@ -98,7 +98,7 @@ OPS = {
 
 EVERY_DTYPE = {"clone_permuted"}  # clone copies any dtype on the device (host copy)
 # complex64's own kernels (tests/test_complex.py): no fallback.
-COMPLEX64 = {"add", "mul_scalar", "abs"}
+COMPLEX64 = {"add", "mul_scalar", "abs", "neg"}
 
 
 @pytest.mark.uses_fallback

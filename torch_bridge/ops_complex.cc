@@ -17,6 +17,11 @@
 #include <ATen/ops/mul.h>
 #include <ATen/ops/sub.h>
 #include <ATen/ops/view_as_real.h>
+#include <ATen/ops/view_as_complex.h>
+#include <ATen/ops/reciprocal.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/roll.h>
+#include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/complex.h>
 #include <ATen/ops/polar.h>
 #include <c10/util/complex.h>
@@ -137,6 +142,61 @@ at::Tensor ComplexAbs(const at::Tensor& self) {
   Launch(device, kernels::DescribeComplex("abs_c64", o, 4, kName),
          [=] { return kernels::ComplexAbs(o, in, false); });
   return out;
+}
+
+at::Tensor ComplexReciprocal(const at::Tensor& self) {
+  if (self.scalar_type() != at::kComplexFloat) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::reciprocal>::call(self);
+  }
+  return Binary(ComplexBinaryOp::kDiv, at::scalar_tensor(1.0), self, 1.0, "aten::reciprocal");
+}
+
+namespace {
+
+// self's values without conj / negative bits, as a complex64 trn tensor whose
+// pairs view_as_real can take.
+at::Tensor Resolved(const at::Tensor& self) {
+  if (!self.is_conj() && !self.is_neg()) return self;
+  at::Tensor out = Empty(self.sizes(), at::kComplexFloat, DeviceIndex(self));
+  CopyComplex(out, self);
+  return out;
+}
+
+}  // namespace
+
+at::Tensor ComplexNeg(const at::Tensor& self) {
+  if (self.scalar_type() != at::kComplexFloat) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::neg>::call(self);
+  }
+  // 0 - z, as CPU's complex neg (so -(0 + 0j) is +0, not -0).
+  return Binary(ComplexBinaryOp::kSub, at::scalar_tensor(0.0), self, 1.0, "aten::neg");
+}
+
+at::Tensor ComplexConstantPadNd(const at::Tensor& self, c10::SymIntArrayRef pad,
+                                const at::Scalar& value) {
+  if (self.scalar_type() != at::kComplexFloat || value.toComplexDouble() != 0.0) {
+    return at::native::call_fallback_fn_symint<&CpuFallback, at::_ops::constant_pad_nd>::call(
+        self, pad, value);
+  }
+  std::vector<c10::SymInt> pairs_pad(pad.begin(), pad.end());
+  TORCH_CHECK(pairs_pad.size() % 2 == 0, "Padding length must be divisible by 2");
+  TORCH_CHECK(static_cast<int64_t>(pairs_pad.size()) <= 2 * self.dim(),
+              "Padding length should be less than or equal to two times the input dimension "
+              "but got padding length ", pairs_pad.size(), " and input of dimension ",
+              self.dim());
+  pairs_pad.insert(pairs_pad.begin(), {c10::SymInt(0), c10::SymInt(0)});  // the pair dim
+  return at::view_as_complex(
+      at::constant_pad_nd_symint(at::view_as_real(Resolved(self)), pairs_pad, 0.0).contiguous());
+}
+
+at::Tensor ComplexRoll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArrayRef dims) {
+  if (self.scalar_type() != at::kComplexFloat || dims.empty()) {
+    return at::native::call_fallback_fn_symint<&CpuFallback, at::_ops::roll>::call(self, shifts,
+                                                                                   dims);
+  }
+  std::vector<int64_t> wrapped;
+  for (int64_t d : dims) wrapped.push_back(at::maybe_wrap_dim(d, self.dim()));
+  return at::view_as_complex(at::roll_symint(at::view_as_real(Resolved(self)), shifts, wrapped));
 }
 
 void CopyComplex(const at::Tensor& dst, const at::Tensor& src) {

@@ -45,6 +45,7 @@
 #include "core/kernels/kernels.h"
 #include "core/kernels/vision.h"
 #include "torch_bridge/fallback.h"
+#include "torch_bridge/ops_complex.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -1610,7 +1611,7 @@ at::Tensor Col2Im(const at::Tensor& self, c10::SymIntArrayRef output_size,
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeKernels m(lib);  // Note [dtypes the kernels do not take]
-  m.impl("constant_pad_nd", TORCH_FN(ConstantPadNd));
+  m.impl_complex("constant_pad_nd", TORCH_FN(ConstantPadNd), TORCH_FN(ComplexConstantPadNd));
   m.impl_all_dtypes("channel_shuffle", TORCH_FN(ChannelShuffle));
   m.impl_all_dtypes("channel_shuffle.out", TORCH_FN(ChannelShuffleOut));
   m.impl_all_dtypes("native_channel_shuffle", TORCH_FN(ChannelShuffle));

@@ -1384,7 +1384,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl(NAME, TORCH_FN(Fn));              \
   m.impl(NAME "_", TORCH_FN(Fn##_));       \
   m.impl(NAME ".out", TORCH_FN(Fn##Out));
-  TRN_REGISTER_UNARY("neg", Neg)
+  m.impl_complex("neg", TORCH_FN(Neg), TORCH_FN(ComplexNeg));
+  m.impl("neg_", TORCH_FN(Neg_));
+  m.impl("neg.out", TORCH_FN(NegOut));
   m.impl_complex("abs", TORCH_FN(Abs), TORCH_FN(ComplexAbs));
   m.impl("abs_", TORCH_FN(Abs_));
   m.impl("abs.out", TORCH_FN(AbsOut));
@@ -1393,7 +1395,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   TRN_REGISTER_UNARY("log", Log)
   TRN_REGISTER_UNARY("sqrt", Sqrt)
   TRN_REGISTER_UNARY("rsqrt", Rsqrt)
-  TRN_REGISTER_UNARY("reciprocal", Reciprocal)
+  m.impl_complex("reciprocal", TORCH_FN(Reciprocal), TORCH_FN(ComplexReciprocal));
+  m.impl("reciprocal_", TORCH_FN(Reciprocal_));
+  m.impl("reciprocal.out", TORCH_FN(ReciprocalOut));
   TRN_REGISTER_UNARY("sigmoid", Sigmoid)
   TRN_REGISTER_UNARY("tanh", Tanh)
   TRN_REGISTER_UNARY("silu", Silu)

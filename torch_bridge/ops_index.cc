@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "torch_bridge/fallback.h"
+#include "torch_bridge/ops_complex.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -1386,7 +1387,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("topk", TORCH_FN(TopK));
   m.impl("topk.values", TORCH_FN(TopKOut));
   m.impl("flip", TORCH_FN(Flip));
-  m.impl("roll", TORCH_FN(Roll));
+  m.impl_complex("roll", TORCH_FN(Roll), TORCH_FN(ComplexRoll));
   m.impl("repeat_interleave.Tensor", TORCH_FN(RepeatInterleaveIndex));
   m.impl("isin.Tensor_Tensor", TORCH_FN(IsIn));
   m.impl("isin.Tensor_Tensor_out", TORCH_FN(IsInOut));

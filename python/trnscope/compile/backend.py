@@ -552,7 +552,10 @@ class _Lowering:
         src = args[0] if args else None
         if self._tensor(src) and t in (aten.view_as_real.default, aten.view_as_complex.default):
             return self._add(node, "view", [src])
-        if self._tensor(src) and _is_view_op(t) and v.dtype == self.vals[src].dtype:
+        # _conj / _neg_view are views that flip a bit the pairs cannot carry: as
+        # eager steps they write the resolved values.
+        if (self._tensor(src) and _is_view_op(t) and v.dtype == self.vals[src].dtype
+                and t not in (aten._conj.default, aten._neg_view.default)):
             return self._add(node, "view", [src])
         return self._add_eager(node, reason="complex values run as eager steps")
 
