@@ -200,15 +200,24 @@ at::Tensor ComplexRoll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::I
 }
 
 void CopyComplex(const at::Tensor& dst, const at::Tensor& src) {
-  constexpr const char* kName = "aten::copy_";
-  const int device = DeviceIndex(dst);
   if (dst.numel() == 0) return;
-  const TensorRef o = Pairs(dst);
-  const ComplexOperand in = OperandOf(src, dst.sizes(), kName);
-  ComplexOperand one;
-  one.re = src.is_neg() ? -1.0 : 1.0;
-  Launch(device, kernels::DescribeComplex("copy_c64", o, 0, kName),
-         [=] { return kernels::ComplexBinary(ComplexBinaryOp::kMul, o, in, one); });
+  // Float copies of the pairs, the bits applied as sign flips: bit-exact (-0
+  // and NaN payloads kept), as CPU's copy.
+  at::Tensor raw = src;
+  const bool conj = raw.is_conj(), neg = raw.is_neg();
+  if (conj) raw = raw.conj();  // the stored values, the bit cleared
+  if (neg) raw = raw._neg_view();
+  raw = raw.expand(dst.sizes());
+  const at::Tensor pairs = at::view_as_real(dst);
+  if (raw.scalar_type() == at::kComplexFloat) {
+    pairs.copy_(at::view_as_real(raw));
+    if (neg) pairs.neg_();
+  } else {  // a real dtype: the real parts, imaginary parts 0
+    pairs.select(-1, 0).copy_(raw);
+    pairs.select(-1, 1).zero_();
+    if (neg) pairs.select(-1, 0).neg_();
+  }
+  if (conj) pairs.select(-1, 1).neg_();
 }
 
 namespace {

@@ -23,7 +23,7 @@ at::Tensor ComplexRoll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::I
 
 // dst = src on one device: dst complex64, src complex64 or of a native real
 // dtype (a cast: imaginary part 0), broadcast to dst; src's conj and negative
-// bits resolved.
+// bits resolved, bit-exact.
 void CopyComplex(const at::Tensor& dst, const at::Tensor& src);
 
 }  // namespace trn::bridge::ops

@@ -1,8 +1,77 @@
 // Complex64 kernels over (re, im) float pairs (Note [Complex as pairs] in
 // complex.h): elementwise arithmetic, polar, abs / angle (the FFTs: fft.cc).
-// Scalar loops: complex models are rare and these ops memory- or
-// dispatch-bound at their sizes (a rotary embedding's [B, S, H, D / 2]).
+// Additions and products over unit-stride runs are vector code; the rest
+// (division, polar, abs) scalar loops: complex models use them rarely.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "core/kernels/complex.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+
 #include "core/kernels/complex.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace trn::kernels::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Operand layouts of a run: pairs at stride 2, real values at stride 1, or
+// one value (stride 0, a broadcast).
+enum RunOperand : int { kPairs = 0, kPairsConj = 1, kReal = 2, kOnePair = 3, kOneReal = 4 };
+
+// o[0 .. 2 count) = x op y (add / sub: x + s y) for kAdd / kSub / kMul, over
+// the first count - count % lanes elements; returns how many it did. Products
+// round as CPU's (a separate multiply and add: no fused multiply-add), so
+// results equal CPU PyTorch's bit for bit.
+int64_t ComplexBinaryRun(int op, float* o, const float* x, int xm, const float* y, int ym,
+                         int64_t count, float s) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto load = [&](const float* p, int mode, int64_t i, V& re, V& im) {
+    switch (mode) {
+      case kPairs:
+      case kPairsConj:
+        hn::LoadInterleaved2(d, p + 2 * i, re, im);
+        if (mode == kPairsConj) im = hn::Neg(im);
+        return;
+      case kReal:
+        re = hn::LoadU(d, p + i);
+        im = hn::Zero(d);
+        return;
+      case kOnePair:
+        re = hn::Set(d, p[0]);
+        im = hn::Set(d, p[1]);
+        return;
+      default:
+        re = hn::Set(d, p[0]);
+        im = hn::Zero(d);
+        return;
+    }
+  };
+  const V vs = hn::Set(d, s);
+  int64_t i = 0;
+  for (; i + N <= count; i += N) {
+    V ar, ai, br, bi;
+    load(x, xm, i, ar, ai);
+    load(y, ym, i, br, bi);
+    V rr, ri;
+    if (op == 2) {  // kMul
+      rr = hn::Sub(hn::Mul(ar, br), hn::Mul(ai, bi));
+      ri = hn::Add(hn::Mul(ar, bi), hn::Mul(ai, br));
+    } else {
+      rr = hn::Add(ar, hn::Mul(vs, br));
+      ri = hn::Add(ai, hn::Mul(vs, bi));
+    }
+    hn::StoreInterleaved2(rr, ri, d, o + 2 * i);
+  }
+  return i;
+}
+
+}  // namespace trn::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 
 #include <algorithm>
 #include <array>
@@ -13,6 +82,9 @@
 #include "core/kernels/strided.h"
 
 namespace trn::kernels {
+
+HWY_EXPORT(ComplexBinaryRun);
+
 namespace {
 
 struct C {
@@ -38,6 +110,13 @@ inline C Div(C x, C y) {
 inline C Read(const float* p, bool real, bool conj) {
   if (real) return {p[0], 0.0f};
   return {p[0], conj ? -p[1] : p[1]};
+}
+
+// A run operand's layout for ComplexBinaryRun, or -1 when its stride has none.
+int RunMode(int64_t stride, bool real, bool conj) {
+  if (stride == 0) return real ? 4 : conj ? -1 : 3;  // kOneReal, kOnePair
+  if (real) return stride == 1 ? 2 : -1;             // kReal
+  return stride == 2 ? (conj ? 1 : 0) : -1;          // kPairsConj, kPairs
 }
 
 // A scalar operand as a stride-0 view of out's sizes over `pair`.
@@ -70,7 +149,16 @@ Status ComplexBinary(ComplexBinaryOp op, const TensorRef& out, const ComplexOper
         float* o = reinterpret_cast<float*>(p[0]);
         const float* x = reinterpret_cast<const float*>(p[1]);
         const float* y = reinterpret_cast<const float*>(p[2]);
-        for (int64_t i = 0; i < count; ++i, o += st[0], x += st[1], y += st[2]) {
+        int64_t i = 0;
+        if (op != ComplexBinaryOp::kDiv && st[0] == 2) {  // unit-stride runs: vector code
+          const int xm = RunMode(st[1], a_real, a_conj), ym = RunMode(st[2], b_real, b_conj);
+          if (xm >= 0 && ym >= 0) {
+            i = HWY_DYNAMIC_DISPATCH(ComplexBinaryRun)(op == ComplexBinaryOp::kMul ? 2 : 0, o, x,
+                                                       xm, y, ym, count, s);
+            o += i * st[0], x += i * st[1], y += i * st[2];
+          }
+        }
+        for (; i < count; ++i, o += st[0], x += st[1], y += st[2]) {
           const C u = Read(x, a_real, a_conj), v = Read(y, b_real, b_conj);
           C r;
           switch (op) {
@@ -134,3 +222,4 @@ KernelInfo DescribeComplex(const char* name, const TensorRef& out, uint64_t flop
 }
 
 }  // namespace trn::kernels
+#endif  // HWY_ONCE

@@ -140,48 +140,108 @@ TEST(Fft, R2CAndC2RMatchDft) {
   });
 }
 
-TEST(ComplexBinary, MatchesStdComplex) {
-  // a [3, 4] pairs; b broadcast along dim 0 ([1, 4] stride 0), conjugated; c real.
-  std::vector<float> a = Random(24, 1), b = Random(8, 2), c = Random(12, 4);
-  b[0] = 0, b[1] = 0;  // a division by zero
-  for (ComplexBinaryOp op : {ComplexBinaryOp::kAdd, ComplexBinaryOp::kSub, ComplexBinaryOp::kMul,
-                             ComplexBinaryOp::kDiv}) {
-    for (bool real_b : {false, true}) {
-      SCOPED_TRACE(std::to_string(static_cast<int>(op)) + (real_b ? " real" : ""));
-      std::vector<float> out(24);
-      ComplexOperand x, y;
-      x.t = View(a, {3, 4}, {8, 2});
-      if (real_b) {
-        y.t = View(c, {3, 4}, {4, 1});
-        y.real = true;
-      } else {
-        y.t = View(b, {3, 4}, {0, 2});
-        y.conj = true;
+// Along dim 0 of [n, 37]: the lines lie side by side (Note [Adjacent lines]),
+// full groups of 2N real lines and a partial one.
+TEST(Fft, R2CAndC2RAlongAdjacentLines) {
+  constexpr int64_t kLines = 37;
+  testing::ForEachTarget([&](const char*) {
+    for (int64_t n : {1, 2, 6, 9, 16, 25}) {
+      SCOPED_TRACE("n " + std::to_string(n));
+      std::vector<float> in = Random(static_cast<size_t>(kLines * n), 11);
+      const int64_t bins = n / 2 + 1;
+      std::vector<float> spec(static_cast<size_t>(kLines * bins * 2));
+      ComplexOperand op;
+      op.t = View(in, {n, kLines}, {kLines, 1});
+      op.real = true;
+      ASSERT_TRUE(Fft(FftKind::kR2C, View(spec, {bins, kLines}, {2 * kLines, 2}), op, 0, true,
+                      2.0).ok());
+      for (int64_t r = 0; r < kLines; ++r) {
+        std::vector<cd> x(n);
+        for (int64_t j = 0; j < n; ++j) x[j] = in[j * kLines + r];
+        const std::vector<cd> y = Dft(x, true);
+        for (int64_t k = 0; k < bins; ++k) {
+          ASSERT_NEAR(spec[(k * kLines + r) * 2], 2 * y[k].real(), 2e-5 * n) << "line " << r;
+          ASSERT_NEAR(spec[(k * kLines + r) * 2 + 1], 2 * y[k].imag(), 2e-5 * n) << "line " << r;
+        }
       }
-      ASSERT_TRUE(ComplexBinary(op, View(out, {3, 4}, {8, 2}), x, y, 2.0).ok());
-      for (int i = 0; i < 3; ++i) {
-        for (int j = 0; j < 4; ++j) {
-          const std::complex<float> u(a[i * 8 + 2 * j], a[i * 8 + 2 * j + 1]);
-          const std::complex<float> v = real_b ? std::complex<float>(c[i * 4 + j], 0)
-                                               : std::conj(std::complex<float>(b[2 * j], b[2 * j + 1]));
-          std::complex<float> want;
-          switch (op) {
-            case ComplexBinaryOp::kAdd: want = u + 2.0f * v; break;
-            case ComplexBinaryOp::kSub: want = u - 2.0f * v; break;
-            case ComplexBinaryOp::kMul: want = u * v; break;
-            case ComplexBinaryOp::kDiv: want = u / v; break;
+      for (int64_t r = 0; r < kLines; ++r) {  // ignored: the self-conjugate bins' imaginary parts
+        spec[r * 2 + 1] = 1.0f + r;
+        if (n % 2 == 0) spec[((bins - 1) * kLines + r) * 2 + 1] = -2.0f - r;
+      }
+      std::vector<float> back(static_cast<size_t>(kLines * n));
+      ComplexOperand sp;
+      sp.t = View(spec, {bins, kLines}, {2 * kLines, 2});
+      ASSERT_TRUE(Fft(FftKind::kC2R, View(back, {n, kLines}, {kLines, 1}), sp, 0, false,
+                      0.5 / n).ok());
+      for (int64_t j = 0; j < kLines * n; ++j) ASSERT_NEAR(back[j], in[j], 1e-5) << "value " << j;
+    }
+  });
+}
+
+// Rows of 37: vector runs and a scalar tail (and the scalar path for division
+// and a conjugated broadcast), on every target. Sums and products equal
+// std::complex's naive formulas bit for bit (CPU PyTorch's rounding).
+TEST(ComplexBinary, MatchesStdComplex) {
+  constexpr int64_t kCols = 37;
+  std::vector<float> a = Random(3 * kCols * 2, 1), b = Random(kCols * 2, 2),
+                     c = Random(3 * kCols, 4);
+  b[0] = 0, b[1] = 0;  // a division by zero
+  testing::ForEachTarget([&](const char*) {
+    for (ComplexBinaryOp op : {ComplexBinaryOp::kAdd, ComplexBinaryOp::kSub,
+                               ComplexBinaryOp::kMul, ComplexBinaryOp::kDiv}) {
+      for (int other : {0, 1, 2}) {  // conj broadcast row, real tensor, plain row
+        SCOPED_TRACE(std::to_string(static_cast<int>(op)) + " other " + std::to_string(other));
+        std::vector<float> out(3 * kCols * 2);
+        ComplexOperand x, y;
+        x.t = View(a, {3, kCols}, {2 * kCols, 2});
+        if (other == 1) {
+          y.t = View(c, {3, kCols}, {kCols, 1});
+          y.real = true;
+        } else {
+          y.t = View(b, {3, kCols}, {0, 2});
+          y.conj = other == 0;
+        }
+        ASSERT_TRUE(ComplexBinary(op, View(out, {3, kCols}, {2 * kCols, 2}), x, y, 2.0).ok());
+        for (int64_t i = 0; i < 3; ++i) {
+          for (int64_t j = 0; j < kCols; ++j) {
+            const float ar = a[(i * kCols + j) * 2], ai = a[(i * kCols + j) * 2 + 1];
+            float br = other == 1 ? c[i * kCols + j] : b[2 * j];
+            float bi = other == 1 ? 0.0f : b[2 * j + 1];
+            if (other == 0) bi = -bi;
+            float wr, wi;
+            switch (op) {
+              case ComplexBinaryOp::kAdd: wr = ar + 2.0f * br, wi = ai + 2.0f * bi; break;
+              case ComplexBinaryOp::kSub: wr = ar + -2.0f * br, wi = ai + -2.0f * bi; break;
+              case ComplexBinaryOp::kMul: {
+                const float p1 = ar * br, p2 = ai * bi, p3 = ar * bi, p4 = ai * br;
+                wr = p1 - p2, wi = p3 + p4;
+                break;
+              }
+              case ComplexBinaryOp::kDiv: {
+                const std::complex<float> q =
+                    std::complex<float>(ar, ai) / std::complex<float>(br, bi);
+                wr = q.real(), wi = q.imag();
+                break;
+              }
+            }
+            const float re = out[(i * kCols + j) * 2], im = out[(i * kCols + j) * 2 + 1];
+            if (op == ComplexBinaryOp::kDiv) {
+              if (br == 0 && bi == 0) {
+                EXPECT_TRUE(!std::isfinite(re) && !std::isfinite(im));
+              } else {
+                const double tol = 1e-5 * (1 + std::hypot(wr, wi));
+                EXPECT_NEAR(re, wr, tol);
+                EXPECT_NEAR(im, wi, tol);
+              }
+              continue;
+            }
+            EXPECT_EQ(re, wr) << i << " " << j;  // bit for bit (no fused multiply-add)
+            EXPECT_EQ(im, wi) << i << " " << j;
           }
-          const float re = out[i * 8 + 2 * j], im = out[i * 8 + 2 * j + 1];
-          if (op == ComplexBinaryOp::kDiv && v == std::complex<float>(0, 0)) {
-            EXPECT_TRUE(!std::isfinite(re) && !std::isfinite(im));
-            continue;
-          }
-          EXPECT_NEAR(re, want.real(), 1e-5f * (1 + std::abs(want)));
-          EXPECT_NEAR(im, want.imag(), 1e-5f * (1 + std::abs(want)));
         }
       }
     }
-  }
+  });
 }
 
 TEST(ComplexBinary, ScalarOperand) {

@@ -169,6 +169,85 @@ class LaneFft {
 
 int64_t FftLanes() { return static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>())); }
 
+// Note [Adjacent lines]: when a group's lines lie side by side in memory (a
+// transform along any dim but the last: line g + 1 starts where line g's first
+// element ends), element j of all of them is one run of floats, moved to and
+// from the lane buffers with interleaved loads and stores instead of a float at
+// a time. Pairs: (re, im) per line; real pairs (Note [Real FFTs in pairs]):
+// lines 2g and 2g + 1 are lane g's real and imaginary parts.
+
+// Lane buffers from a run of 2N floats per element j at x + j * step: N
+// adjacent complex lines (c2c; im_sign -1 conjugates) or 2N adjacent real
+// lines (r2c: lines 2g and 2g + 1 are lane g's re and im).
+void GatherAdjacentPairs(const float* x, int64_t step, int64_t n, float im_sign, float* re,
+                         float* im) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto sign = hn::Set(d, im_sign);
+  for (int64_t j = 0; j < n; ++j) {
+    hn::Vec<decltype(d)> r, i;
+    hn::LoadInterleaved2(d, x + j * step, r, i);
+    hn::Store(r, d, re + j * N);
+    hn::Store(hn::Mul(i, sign), d, im + j * N);
+  }
+}
+
+// C2R: lane buffers Z = A + i B from 2N adjacent complex lines holding the
+// first `given` bins of Hermitian lines of n points, extended and with the
+// self-conjugate bins made real.
+void GatherAdjacentC2R(const float* x, int64_t step, int64_t n, int64_t given, float im_sign,
+                       float* re, float* im) {
+  const hn::ScalableTag<float> d;
+  using V = hn::Vec<decltype(d)>;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t half = n / 2 + 1;
+  const V sign = hn::Set(d, im_sign), zero = hn::Zero(d);
+  for (int64_t j = 0; j < half; ++j) {
+    V ar = zero, ai = zero, br = zero, bi = zero;
+    if (j < given) {
+      hn::LoadInterleaved4(d, x + j * step, ar, ai, br, bi);
+      const bool self_conjugate = j == 0 || 2 * j == n;
+      ai = self_conjugate ? zero : hn::Mul(ai, sign);
+      bi = self_conjugate ? zero : hn::Mul(bi, sign);
+    }
+    hn::Store(hn::Sub(ar, bi), d, re + j * N);  // A + i B
+    hn::Store(hn::Add(ai, br), d, im + j * N);
+    if (j > 0 && n - j >= half) {  // bin n - j: conj A + i conj B
+      hn::Store(hn::Add(ar, bi), d, re + (n - j) * N);
+      hn::Store(hn::Sub(br, ai), d, im + (n - j) * N);
+    }
+  }
+}
+
+// Elements 0..len-1 of the lane buffers, scaled, as runs of 2N floats at
+// o + j * step: N adjacent complex lines (c2c) or 2N adjacent real ones (c2r).
+void ScatterAdjacentPairs(const float* re, const float* im, int64_t len, float scale, float* o,
+                          int64_t step) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto sc = hn::Set(d, scale);
+  for (int64_t j = 0; j < len; ++j) {
+    hn::StoreInterleaved2(hn::Mul(hn::Load(d, re + j * N), sc), hn::Mul(hn::Load(d, im + j * N), sc),
+                          d, o + j * step);
+  }
+}
+
+// R2C: the lanes' spectra Z of real pairs separated into 2N adjacent complex
+// lines (bins 0..len-1): A = (Z[j] + conj Z[n-j]) / 2, B = (Z[j] - conj Z[n-j]) / 2i.
+void ScatterAdjacentR2C(const float* re, const float* im, int64_t n, int64_t len, float scale,
+                        float* o, int64_t step) {
+  const hn::ScalableTag<float> d;
+  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
+  const auto h = hn::Set(d, 0.5f * scale);
+  for (int64_t j = 0; j < len; ++j) {
+    const int64_t m = j == 0 ? 0 : n - j;
+    const auto zr = hn::Load(d, re + j * N), zi = hn::Load(d, im + j * N);
+    const auto wr = hn::Load(d, re + m * N), wi = hn::Neg(hn::Load(d, im + m * N));
+    hn::StoreInterleaved4(hn::Mul(h, hn::Add(zr, wr)), hn::Mul(h, hn::Add(zi, wi)),
+                          hn::Mul(h, hn::Sub(zi, wi)), hn::Mul(h, hn::Sub(wr, zr)), d, o + j * step);
+  }
+}
+
 // One group of lines: line_* hold the gathered input elements (SoA), out_* receive the DFT.
 void FftGroup(const Plan& plan, const float* line_re, const float* line_im, float* out_re,
               float* out_im, float* tmp_re, float* tmp_im) {
@@ -196,6 +275,10 @@ namespace trn::kernels {
 
 HWY_EXPORT(FftLanes);
 HWY_EXPORT(FftGroup);
+HWY_EXPORT(GatherAdjacentPairs);
+HWY_EXPORT(GatherAdjacentC2R);
+HWY_EXPORT(ScatterAdjacentPairs);
+HWY_EXPORT(ScatterAdjacentR2C);
 
 namespace {
 
@@ -299,7 +382,25 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
             std::fill(lre, lre + n * N, 0.0f);
             std::fill(lim, lim + n * N, 0.0f);
           }
-          for (int64_t g = 0; g < lanes; ++g) {
+          // Note [Adjacent lines]: a full group of side-by-side lines.
+          const bool full = lines == N * per_lane;
+          const bool in_adjacent = full && st[1] == (kind == FftKind::kR2C ? 1 : 2);
+          const bool out_adjacent = full && st[0] == (kind == FftKind::kC2R ? 1 : 2);
+          if (in_adjacent) {
+            const float* x = in_line(r0);
+            switch (kind) {
+              case FftKind::kC2C:
+                HWY_DYNAMIC_DISPATCH(GatherAdjacentPairs)(x, in_step, n, im_sign, lre, lim);
+                break;
+              case FftKind::kR2C:
+                HWY_DYNAMIC_DISPATCH(GatherAdjacentPairs)(x, in_step, n, 1.0f, lre, lim);
+                break;
+              case FftKind::kC2R:
+                HWY_DYNAMIC_DISPATCH(GatherAdjacentC2R)(x, in_step, n, given, im_sign, lre, lim);
+                break;
+            }
+          }
+          for (int64_t g = 0; g < (in_adjacent ? 0 : lanes); ++g) {
             const int64_t ra = r0 + per_lane * g;
             const bool has_b = paired && ra + 1 < r0 + lines;
             const float* xa = in_line(ra);
@@ -343,7 +444,21 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
             group_fn(plan, lre, lim, ore, oim, tre, tim);
             rre = ore, rim = oim;
           }
-          for (int64_t g = 0; g < lanes; ++g) {
+          if (out_adjacent) {
+            float* o = out_line(r0);
+            switch (kind) {
+              case FftKind::kC2C:
+                HWY_DYNAMIC_DISPATCH(ScatterAdjacentPairs)(rre, rim, out_len, sc, o, out_step);
+                break;
+              case FftKind::kR2C:
+                HWY_DYNAMIC_DISPATCH(ScatterAdjacentR2C)(rre, rim, n, out_len, sc, o, out_step);
+                break;
+              case FftKind::kC2R:
+                HWY_DYNAMIC_DISPATCH(ScatterAdjacentPairs)(rre, rim, n, sc, o, out_step);
+                break;
+            }
+          }
+          for (int64_t g = 0; g < (out_adjacent ? 0 : lanes); ++g) {
             const int64_t ra = r0 + per_lane * g;
             const bool has_b = paired && ra + 1 < r0 + lines;
             float* oa = out_line(ra);
