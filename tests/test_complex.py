@@ -1,6 +1,7 @@
 """complex64 on trn against CPU PyTorch (core/kernels/complex.h, torch_bridge/ops_complex.cc):
 arithmetic with complex, real and scalar operands (broadcast, conjugate views),
-abs, polar, complex, copies and casts, every torch.fft transform the three
+neg, reciprocal, abs, angle, exp, polar, complex, conj_physical, cat, zero
+padding, roll, copies and casts, every torch.fft transform the three
 _fft_* ops reach (norms, lengths, dims, non-contiguous inputs), stft, Meta's
 complex rotary embedding and Hugging Face's FNet, eagerly and compiled, with no
 CPU fallback. Arithmetic is exact or within an ulp of CPU's; FFTs within
@@ -73,6 +74,19 @@ def test_neg_reciprocal_pad_and_roll():
     close(1 / zt[1:], 1 / z[1:])
     close(torch.nn.functional.pad(zt, (1, 2, 0, 3)), torch.nn.functional.pad(z, (1, 2, 0, 3)), 0, 0)
     close(torch.roll(zt.conj(), (2, -1), (0, -1)), torch.roll(z.conj(), (2, -1), (0, -1)), 0, 0)
+
+
+def test_angle_exp_conj_physical_and_cat():
+    z = cplx(4, 6)
+    zt = z.to("trn")
+    close(torch.angle(zt), torch.angle(z))
+    close(torch.angle(zt.conj()), torch.angle(z.conj()))
+    close(torch.exp(zt), torch.exp(z))
+    close(torch.exp(zt.conj()), torch.exp(z.conj()))
+    close(torch.conj_physical(zt), torch.conj_physical(z), 0, 0)
+    w = cplx(4, 3, seed=1)
+    close(torch.cat([zt, w.to("trn").conj()], -1), torch.cat([z, w.conj()], -1), 0, 0)
+    close(torch.stack([zt, zt * 2]), torch.stack([z, z * 2]), 0, 0)
 
 
 def test_abs_polar_complex_and_copies():

@@ -120,6 +120,12 @@ inline bool ComplexNative(const at::Tensor& t) {
   return t.scalar_type() == at::kComplexFloat && !t.is_neg();
 }
 inline bool ComplexNative(const at::Scalar& s) { return !s.isIntegral(false) || InInt32(s.toLong()); }
+inline bool ComplexNative(const at::ITensorListRef& list) {
+  for (const at::Tensor& t : list) {
+    if (!ComplexNative(t)) return false;
+  }
+  return true;
+}
 template <class T>
 bool ComplexNative(const T&) {
   return true;

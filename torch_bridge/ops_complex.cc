@@ -21,6 +21,12 @@
 #include <ATen/ops/reciprocal.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/roll.h>
+#include <ATen/ops/angle.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/exp.h>
+#include <ATen/ops/imag.h>
+#include <ATen/ops/real.h>
+#include <ATen/ops/_conj_physical.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/complex.h>
 #include <ATen/ops/polar.h>
@@ -130,19 +136,26 @@ at::Tensor ComplexDiv(const at::Tensor& a, const at::Tensor& b) {
   return Binary(ComplexBinaryOp::kDiv, a, b, 1.0, "aten::div");
 }
 
-at::Tensor ComplexAbs(const at::Tensor& self) {
-  constexpr const char* kName = "aten::abs";
+namespace {
+
+// |z| or arg z of a complex64 tensor, float32.
+at::Tensor AbsOrAngle(const at::Tensor& self, bool angle) {
+  const char* name = angle ? "aten::angle" : "aten::abs";
   const int device = DeviceIndex(self);
   at::Tensor out = Empty(self.sizes(), at::kFloat, device);
   if (out.numel() == 0) return out;
-  const TensorRef o = Ref(out, kName);
+  const TensorRef o = Ref(out, name);
   ComplexOperand in;
   in.t = Pairs(self);
   in.conj = self.is_conj();
-  Launch(device, kernels::DescribeComplex("abs_c64", o, 4, kName),
-         [=] { return kernels::ComplexAbs(o, in, false); });
+  Launch(device, kernels::DescribeComplex(angle ? "angle_c64" : "abs_c64", o, angle ? 20 : 4, name),
+         [=] { return kernels::ComplexAbs(o, in, angle); });
   return out;
 }
+
+}  // namespace
+
+at::Tensor ComplexAbs(const at::Tensor& self) { return AbsOrAngle(self, false); }
 
 at::Tensor ComplexReciprocal(const at::Tensor& self) {
   if (self.scalar_type() != at::kComplexFloat) {
@@ -198,6 +211,53 @@ at::Tensor ComplexRoll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::I
   for (int64_t d : dims) wrapped.push_back(at::maybe_wrap_dim(d, self.dim()));
   return at::view_as_complex(at::roll_symint(at::view_as_real(Resolved(self)), shifts, wrapped));
 }
+
+at::Tensor ComplexCat(const at::ITensorListRef& tensors, int64_t dim) {
+  std::vector<at::Tensor> pairs;
+  int64_t ndim = -1;
+  for (const at::Tensor& t : tensors) {
+    if (t.scalar_type() != at::kComplexFloat || t.dim() == 0) {  // CPU's promotion, its errors
+      return at::native::call_fallback_fn<&CpuFallback, at::_ops::cat>::call(tensors, dim);
+    }
+    if (t.dim() == 1 && t.size(0) == 0) continue;  // torch's legacy empty operand
+    ndim = t.dim();
+    pairs.push_back(at::view_as_real(Resolved(t)));
+  }
+  if (pairs.empty()) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::cat>::call(tensors, dim);
+  }
+  return at::view_as_complex(at::cat(pairs, at::maybe_wrap_dim(dim, ndim)));
+}
+
+// torch.exp of complex: e^re (cos im + i sin im), as polar(exp(re), im).
+at::Tensor ComplexExp(const at::Tensor& self) {
+  if (self.scalar_type() != at::kComplexFloat) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::exp>::call(self);
+  }
+  const at::Tensor z = Resolved(self);
+  return at::polar(at::exp(at::real(z)), at::imag(z));
+}
+
+namespace {
+
+at::Tensor Angle(const at::Tensor& self) {
+  if (self.scalar_type() != at::kComplexFloat || self.is_neg()) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::angle>::call(self);
+  }
+  return AbsOrAngle(self, true);
+}
+
+// conj_physical: the conjugate values, materialized.
+at::Tensor ConjPhysical(const at::Tensor& self) {
+  if (self.scalar_type() != at::kComplexFloat) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::_conj_physical>::call(self);
+  }
+  at::Tensor out = Empty(self.sizes(), at::kComplexFloat, DeviceIndex(self));
+  CopyComplex(out, self.conj());
+  return out;
+}
+
+}  // namespace
 
 void CopyComplex(const at::Tensor& dst, const at::Tensor& src) {
   if (dst.numel() == 0) return;
@@ -408,6 +468,8 @@ at::Tensor& FftC2COut(const at::Tensor& self, c10::SymIntArrayRef dim, int64_t n
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // Complex in or out: no dtype guard (Note [dtypes the kernels do not take]);
   // each sends what it does not take to the fallback itself.
+  m.impl("angle", TORCH_FN(Angle));
+  m.impl("_conj_physical", TORCH_FN(ConjPhysical));
   m.impl("polar", TORCH_FN(FromParts<true>));
   m.impl("polar.out", TORCH_FN(FromPartsOut<true>));
   m.impl("complex", TORCH_FN(FromParts<false>));

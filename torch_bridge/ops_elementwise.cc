@@ -1391,7 +1391,9 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("abs_", TORCH_FN(Abs_));
   m.impl("abs.out", TORCH_FN(AbsOut));
   TRN_REGISTER_UNARY("relu", Relu)
-  TRN_REGISTER_UNARY("exp", Exp)
+  m.impl_complex("exp", TORCH_FN(Exp), TORCH_FN(ComplexExp));
+  m.impl("exp_", TORCH_FN(Exp_));
+  m.impl("exp.out", TORCH_FN(ExpOut));
   TRN_REGISTER_UNARY("log", Log)
   TRN_REGISTER_UNARY("sqrt", Sqrt)
   TRN_REGISTER_UNARY("rsqrt", Rsqrt)

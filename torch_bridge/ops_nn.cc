@@ -927,7 +927,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("_embedding_bag", TORCH_FN(EmbeddingBag<false>));
   m.impl("_embedding_bag_forward_only", TORCH_FN(EmbeddingBag<true>));
   m.impl("repeat", TORCH_FN(Repeat));
-  m.impl("cat", TORCH_FN(Cat));
+  m.impl_complex("cat", TORCH_FN(Cat), TORCH_FN(ComplexCat));
   m.impl("cat.out", TORCH_FN(CatOut));
   m.impl_all_dtypes("clone", TORCH_FN(Clone));
 }
