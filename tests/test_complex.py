@@ -89,6 +89,64 @@ def test_angle_exp_conj_physical_and_cat():
     close(torch.stack([zt, zt * 2]), torch.stack([z, z * 2]), 0, 0)
 
 
+@pytest.mark.uses_fallback  # in-place mul, an 8-D cat and CPU's bool error take the fallback
+def test_review_cases_match_cpu():
+    """Session 27's review: negative views (z.conj().imag) keep their sign eagerly,
+    compiled and through solve_triangular; writes through conjugate views land;
+    exp's overflow keeps a zero imaginary part; add of infinite components is
+    CPU's a + alpha * b; complex minus bool raises; 8-D complex tensors copy;
+    zero_ and conj_physical_ in place."""
+    z = torch.tensor([1 + 2j, 3 - 4j])
+    zt = z.to("trn")
+    assert torch.equal(zt.conj().imag.cpu(), z.conj().imag)
+    assert torch.equal((zt.conj().imag + 1).cpu(), z.conj().imag + 1)
+    assert torch.equal(torch.compile(lambda a: a.conj().imag + 1, backend="trn")(zt).cpu(),
+                       z.conj().imag + 1)
+    a = torch.tensor([[2.0, 0.0], [1.0, 4.0]])
+    b = torch.tensor([[1 + 2j, 3 - 1j], [2 + 2j, -1 + 1j]])
+    want = torch.linalg.solve_triangular(a, b.conj().imag, upper=False)
+    got = torch.linalg.solve_triangular(a.to("trn"), b.to("trn").conj().imag, upper=False)
+    torch.testing.assert_close(got.cpu(), want)
+    t = zt.clone()
+    t.conj().copy_(torch.tensor([5 + 6j, 7 + 8j]))
+    assert torch.equal(t.cpu(), torch.tensor([5 - 6j, 7 - 8j]))
+    t.conj().mul_(2)
+    assert torch.equal(t.cpu(), torch.tensor([10 - 12j, 14 - 16j]))
+    big = torch.tensor([100 + 0j, 89 + 0j])
+    assert torch.equal(big.to("trn").exp().cpu(), big.exp())
+    inf = torch.tensor([complex(0, float("inf")), 1 + 1j])
+    got = (torch.zeros(2, dtype=C64).to("trn") + inf.to("trn")).cpu()
+    want = torch.zeros(2, dtype=C64) + inf
+    assert torch.equal(torch.isnan(torch.view_as_real(got)), torch.isnan(torch.view_as_real(want)))
+    with pytest.raises(RuntimeError, match="bool tensor is not supported"):
+        zt - torch.tensor([True, False]).to("trn")
+    z8 = cplx(*[2] * 8)
+    close(z8.to("trn").conj().clone(), z8.conj().resolve_conj(), 0, 0)
+    close(torch.cat([z8.to("trn"), z8.to("trn")]), torch.cat([z8, z8]), 0, 0)
+    u = zt.clone()
+    u.conj_physical_()
+    assert torch.equal(u.cpu(), z.conj_physical())
+    assert torch.equal(torch.zeros(2, dtype=C64, device="trn").cpu(), torch.zeros(2, dtype=C64))
+
+
+@pytest.mark.parametrize("rows", [[float("nan")], [1e4]])
+def test_rfft_lines_do_not_mix(rows):
+    """A NaN or a huge value in one row reaches no other row (each line its own FFT)."""
+    x = real(4, 256)
+    x[0, 3] = rows[0]
+    for fn in (torch.fft.rfft, lambda v: torch.fft.irfft(torch.fft.rfft(v))):
+        got, want = fn(x.to("trn")).cpu(), fn(x)
+        torch.testing.assert_close(got[1:], want[1:], rtol=1e-4, atol=1e-4)
+        assert torch.equal(got[0].isnan(), want[0].isnan())
+
+
+def test_one_long_signal():
+    """Fewer lines than SIMD lanes run one line at a time (Note [Few lines])."""
+    x = real(1, 65536)
+    close(torch.fft.rfft(x.to("trn")), torch.fft.rfft(x), 1e-4, 1e-4)
+    close(torch.fft.fft(x[0].to("trn").to(C64)), torch.fft.fft(x[0].to(C64)), 1e-4, 1e-4)
+
+
 def test_abs_polar_complex_and_copies():
     z = cplx(4, 7)
     close(z.to("trn").abs(), z.abs())

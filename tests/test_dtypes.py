@@ -99,7 +99,7 @@ OPS = {
 EVERY_DTYPE = {"clone_permuted"}  # clone copies any dtype on the device (host copy)
 # complex64's own kernels (tests/test_complex.py): no fallback, CPU's bits; exp
 # (polar of exp and the angle) within float32 rounding of CPU's.
-COMPLEX64 = {"add", "mul_scalar", "abs", "neg", "cat"}
+COMPLEX64 = {"add", "mul_scalar", "abs", "neg", "cat", "zeros_like"}
 
 
 @pytest.mark.uses_fallback
@@ -130,7 +130,8 @@ def test_complex_scalars_and_dtype_arguments_run_on_the_cpu():
     same_as_cpu(lambda a: a.masked_fill(a > 0, 1j), x)  # CPU's error
     same_as_cpu(lambda a: a.sum(dtype=C64), x)
     same_as_cpu(lambda a: torch.cumsum(a, 0, dtype=C128), x)
-    same_as_cpu(lambda a: torch.zeros(3, dtype=C64, device=a.device) + a[0, :3], x)
+    same_as_cpu(lambda a: torch.zeros(3, dtype=C64, device=a.device) + a[0, :3], x,
+                fallback=False)  # complex64 zero_ and add: its own kernels
 
 
 @pytest.mark.uses_fallback

@@ -97,7 +97,8 @@ void DeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
   const int index = DeviceIndex(dst);
   const int src_index = DeviceIndex(src);
   if (index == src_index && dst.scalar_type() == at::kComplexFloat && !dst.is_conj() &&
-      !dst.is_neg() && (src.scalar_type() == at::kComplexFloat || KernelDType(src))) {
+      !dst.is_neg() && ops::PairsViewFits(dst) &&
+      (src.scalar_type() == at::kComplexFloat || KernelDType(src))) {
     ops::CopyComplex(dst, src);
     return;
   }
@@ -117,6 +118,23 @@ void DeviceToDevice(const at::Tensor& dst, const at::Tensor& src) {
 at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_blocking) {
   TORCH_CHECK(self.defined() && dst.defined(), "trn: copy_ of an undefined tensor");
   if (dst.numel() == 0) return dst;
+  // Note [Copies into conjugate views]: _copy_from passes the Conjugate and
+  // Negative keys through (below), so a conj / negative view of a trn tensor
+  // is written itself (t.conj().copy_(x), t.conj()[0] = v): its memory takes
+  // conj(x) / -x. Before, the math-bit fallback wrote a temporary resolved copy.
+  if (dst.is_conj() || dst.is_neg()) {
+    at::Tensor raw = dst, src = self;
+    if (dst.is_conj()) raw = raw.conj(), src = src.conj();
+    if (dst.is_neg()) raw = raw._neg_view(), src = src._neg_view();
+    CopyFrom(src, raw, non_blocking);
+    return dst;
+  }
+  if (self.is_conj() || self.is_neg()) {  // the values, bits applied (a clone on their side)
+    if (self.is_cpu() || !dst.device().is_privateuseone() ||
+        self.scalar_type() != at::kComplexFloat || dst.scalar_type() != at::kComplexFloat) {
+      return CopyFrom(self.resolve_conj().resolve_neg(), dst, non_blocking);
+    }
+  }
   const bool src_trn = self.device().is_privateuseone();
   const bool dst_trn = dst.device().is_privateuseone();
   if (src_trn && dst_trn) {
@@ -151,6 +169,13 @@ at::Tensor CopyFromAndResize(const at::Tensor& self, const at::Tensor& dst) {
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   m.impl("_copy_from", CopyFrom);
   m.impl("_copy_from_and_resize", CopyFromAndResize);
+}
+// Note [Copies into conjugate views]: CopyFrom handles the bits itself.
+TORCH_LIBRARY_IMPL(aten, Conjugate, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
+}
+TORCH_LIBRARY_IMPL(aten, Negative, m) {
+  m.impl("_copy_from", torch::CppFunction::makeFallthrough());
 }
 
 }  // namespace

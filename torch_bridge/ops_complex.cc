@@ -118,7 +118,8 @@ at::Tensor ComplexAdd(const at::Tensor& a, const at::Tensor& b, const at::Scalar
   return Binary(ComplexBinaryOp::kAdd, a, b, alpha.toDouble(), "aten::add");
 }
 at::Tensor ComplexSub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha) {
-  if (!TakesComplex64(a, b) || alpha.isComplex()) {
+  if (!TakesComplex64(a, b) || alpha.isComplex() || a.scalar_type() == at::kBool ||
+      b.scalar_type() == at::kBool) {  // CPU's error for a bool operand
     return at::native::call_fallback_fn<&CpuFallback, at::_ops::sub_Tensor>::call(a, b, alpha);
   }
   return Binary(ComplexBinaryOp::kSub, a, b, alpha.toDouble(), "aten::sub");
@@ -149,7 +150,10 @@ at::Tensor AbsOrAngle(const at::Tensor& self, bool angle) {
   in.t = Pairs(self);
   in.conj = self.is_conj();
   Launch(device, kernels::DescribeComplex(angle ? "angle_c64" : "abs_c64", o, angle ? 20 : 4, name),
-         [=] { return kernels::ComplexAbs(o, in, angle); });
+         [=] {
+           return kernels::ComplexUnary(
+               angle ? kernels::ComplexUnaryOp::kAngle : kernels::ComplexUnaryOp::kAbs, o, in);
+         });
   return out;
 }
 
@@ -163,6 +167,8 @@ at::Tensor ComplexReciprocal(const at::Tensor& self) {
   }
   return Binary(ComplexBinaryOp::kDiv, at::scalar_tensor(1.0), self, 1.0, "aten::reciprocal");
 }
+
+bool PairsViewFits(const at::Tensor& t) { return t.dim() < kMaxDims; }
 
 namespace {
 
@@ -187,7 +193,8 @@ at::Tensor ComplexNeg(const at::Tensor& self) {
 
 at::Tensor ComplexConstantPadNd(const at::Tensor& self, c10::SymIntArrayRef pad,
                                 const at::Scalar& value) {
-  if (self.scalar_type() != at::kComplexFloat || value.toComplexDouble() != 0.0) {
+  if (self.scalar_type() != at::kComplexFloat || value.toComplexDouble() != 0.0 ||
+      !PairsViewFits(self)) {
     return at::native::call_fallback_fn_symint<&CpuFallback, at::_ops::constant_pad_nd>::call(
         self, pad, value);
   }
@@ -203,7 +210,7 @@ at::Tensor ComplexConstantPadNd(const at::Tensor& self, c10::SymIntArrayRef pad,
 }
 
 at::Tensor ComplexRoll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArrayRef dims) {
-  if (self.scalar_type() != at::kComplexFloat || dims.empty()) {
+  if (self.scalar_type() != at::kComplexFloat || dims.empty() || !PairsViewFits(self)) {
     return at::native::call_fallback_fn_symint<&CpuFallback, at::_ops::roll>::call(self, shifts,
                                                                                    dims);
   }
@@ -216,7 +223,8 @@ at::Tensor ComplexCat(const at::ITensorListRef& tensors, int64_t dim) {
   std::vector<at::Tensor> pairs;
   int64_t ndim = -1;
   for (const at::Tensor& t : tensors) {
-    if (t.scalar_type() != at::kComplexFloat || t.dim() == 0) {  // CPU's promotion, its errors
+    if (t.scalar_type() != at::kComplexFloat || t.dim() == 0 || !PairsViewFits(t)) {
+      // CPU's promotion and errors; an 8-D operand (its pairs view: 9 dims)
       return at::native::call_fallback_fn<&CpuFallback, at::_ops::cat>::call(tensors, dim);
     }
     if (t.dim() == 1 && t.size(0) == 0) continue;  // torch's legacy empty operand
@@ -229,13 +237,29 @@ at::Tensor ComplexCat(const at::ITensorListRef& tensors, int64_t dim) {
   return at::view_as_complex(at::cat(pairs, at::maybe_wrap_dim(dim, ndim)));
 }
 
-// torch.exp of complex: e^re (cos im + i sin im), as polar(exp(re), im).
 at::Tensor ComplexExp(const at::Tensor& self) {
+  constexpr const char* kName = "aten::exp";
   if (self.scalar_type() != at::kComplexFloat) {
     return at::native::call_fallback_fn<&CpuFallback, at::_ops::exp>::call(self);
   }
-  const at::Tensor z = Resolved(self);
-  return at::polar(at::exp(at::real(z)), at::imag(z));
+  const int device = DeviceIndex(self);
+  at::Tensor out = Empty(self.sizes(), at::kComplexFloat, device);
+  if (out.numel() == 0) return out;
+  const TensorRef o = Pairs(out);
+  ComplexOperand in;
+  in.t = Pairs(self);
+  in.conj = self.is_conj();
+  Launch(device, kernels::DescribeComplex("exp_c64", o, 30, kName),
+         [=] { return kernels::ComplexUnary(kernels::ComplexUnaryOp::kExp, o, in); });
+  return out;
+}
+
+at::Tensor& ComplexZero_(at::Tensor& self) {
+  if (self.scalar_type() != at::kComplexFloat || !PairsViewFits(self)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::zero_>::call(self);
+  }
+  at::view_as_real(self).zero_();
+  return self;
 }
 
 namespace {
@@ -247,9 +271,20 @@ at::Tensor Angle(const at::Tensor& self) {
   return AbsOrAngle(self, true);
 }
 
+// conj_physical_: the imaginary parts negated in place (a real tensor: unchanged).
+at::Tensor& ConjPhysical_(at::Tensor& self) {
+  if (!self.is_complex()) return self;
+  if (self.scalar_type() != at::kComplexFloat || self.is_conj() || self.is_neg() ||
+      !PairsViewFits(self)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::conj_physical_>::call(self);
+  }
+  at::view_as_real(self).select(-1, 1).neg_();
+  return self;
+}
+
 // conj_physical: the conjugate values, materialized.
 at::Tensor ConjPhysical(const at::Tensor& self) {
-  if (self.scalar_type() != at::kComplexFloat) {
+  if (self.scalar_type() != at::kComplexFloat || !PairsViewFits(self)) {
     return at::native::call_fallback_fn<&CpuFallback, at::_ops::_conj_physical>::call(self);
   }
   at::Tensor out = Empty(self.sizes(), at::kComplexFloat, DeviceIndex(self));
@@ -438,10 +473,7 @@ at::Tensor FftC2C(const at::Tensor& self, c10::SymIntArrayRef dim, int64_t norma
   }
   at::Tensor out = Empty(self.sizes(), at::kComplexFloat, device);
   if (out.numel() == 0) return out;
-  if (dims.empty()) {  // no transform: a copy
-    CopyComplex(out, self);
-    return out;
-  }
+  if (dims.empty()) return self.clone();  // no transform: a copy
   double total = 1;
   for (int64_t d : dims) total *= static_cast<double>(self.size(d));
   C2CPasses(device, out, PairsOperand(self), dims, forward, FftScale(normalization, total), kName);
@@ -470,6 +502,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, m) {
   // each sends what it does not take to the fallback itself.
   m.impl("angle", TORCH_FN(Angle));
   m.impl("_conj_physical", TORCH_FN(ConjPhysical));
+  m.impl("conj_physical_", TORCH_FN(ConjPhysical_));
   m.impl("polar", TORCH_FN(FromParts<true>));
   m.impl("polar.out", TORCH_FN(FromPartsOut<true>));
   m.impl("complex", TORCH_FN(FromParts<false>));

@@ -15,6 +15,7 @@ at::Tensor ComplexDiv(const at::Tensor& a, const at::Tensor& b);
 at::Tensor ComplexAbs(const at::Tensor& self);
 at::Tensor ComplexNeg(const at::Tensor& self);
 at::Tensor ComplexExp(const at::Tensor& self);
+at::Tensor& ComplexZero_(at::Tensor& self);
 at::Tensor ComplexReciprocal(const at::Tensor& self);
 // Data movement on the (re, im) pairs (view_as_real): padding with 0 (another
 // value, or a complex one, and a roll without dims: the fallback).
@@ -22,6 +23,9 @@ at::Tensor ComplexConstantPadNd(const at::Tensor& self, c10::SymIntArrayRef pad,
                                 const at::Scalar& value);
 at::Tensor ComplexCat(const at::ITensorListRef& tensors, int64_t dim);
 at::Tensor ComplexRoll(const at::Tensor& self, c10::SymIntArrayRef shifts, at::IntArrayRef dims);
+
+// Whether t's pairs view (view_as_real: one more dim) fits the kernels' dims.
+bool PairsViewFits(const at::Tensor& t);
 
 // dst = src on one device: dst complex64, src complex64 or of a native real
 // dtype (a cast: imaginary part 0), broadcast to dst; src's conj and negative

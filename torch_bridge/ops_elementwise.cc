@@ -1456,7 +1456,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("softplus.out", TORCH_FN(SoftplusOut));
   m.impl("fill_.Scalar", TORCH_FN(FillS_));
   m.impl("fill_.Tensor", TORCH_FN(FillT_));
-  m.impl("zero_", TORCH_FN(Zero_));
+  m.impl_complex("zero_", TORCH_FN(Zero_), TORCH_FN(ComplexZero_));
 }
 
 }  // namespace trn::bridge::ops

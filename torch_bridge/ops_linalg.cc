@@ -9,6 +9,7 @@
 #include <ATen/ops/linalg_solve_triangular.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "torch_bridge/fallback.h"
@@ -34,10 +35,23 @@ void CheckSolveInputs(const at::Tensor& a, const at::Tensor& b, bool left) {
               "x", b.size(-1), ")");
 }
 
+// Whether the shapes pass CheckSolveInputs (so the result's sizes are known).
+bool CheckedSizes(const at::Tensor& a, const at::Tensor& b, bool left) {
+  if (a.size(-1) != a.size(-2) || (left ? a.size(-1) != b.size(-2) : a.size(-2) != b.size(-1))) {
+    return false;
+  }
+  for (int64_t i = 3; i <= std::max(a.dim(), b.dim()); ++i) {  // batch dims broadcast
+    const int64_t x = i <= a.dim() ? a.size(-i) : 1, y = i <= b.dim() ? b.size(-i) : 1;
+    if (x != y && x != 1 && y != 1) return false;
+  }
+  return true;
+}
+
 at::Tensor& SolveTriangularOut(const at::Tensor& a_in, const at::Tensor& b_in, bool upper,
                                bool left, bool unitriangular, at::Tensor& out) {
   const int device = CommonDevice(kSolveName, {&a_in, &b_in, &out});
   CheckSolveInputs(a_in, b_in, left);
+  at::assert_no_internal_overlap(out);  // an expanded out=, as CPU
   const at::ScalarType dtype = a_in.scalar_type();  // CPU casts B to A's dtype
   if (dtype != at::kFloat && dtype != at::kDouble) {  // CPU's result, or its error (int, bf16)
     return at::native::call_fallback_fn<&CpuFallback, at::_ops::linalg_solve_triangular_out>::
@@ -59,7 +73,9 @@ at::Tensor& SolveTriangularOut(const at::Tensor& a_in, const at::Tensor& b_in, b
   const bool overlap = at::get_overlap_status(out, a_in) != at::MemOverlapStatus::No ||
                        at::get_overlap_status(out, b_in) != at::MemOverlapStatus::No;
   at::Tensor result = overlap ? Empty(sizes, dtype, DeviceIndex(out)) : out;
-  at::Tensor a = CastTo(a_in, dtype, kSolveName), b = CastTo(b_in, dtype, kSolveName);
+  // Negative views (z.conj().imag) reach this op unresolved: the kernel reads raw memory.
+  at::Tensor a = CastTo(a_in.is_neg() ? a_in.resolve_neg() : a_in, dtype, kSolveName);
+  at::Tensor b = CastTo(b_in.is_neg() ? b_in.resolve_neg() : b_in, dtype, kSolveName);
   at::Tensor x = result;
   bool lower_form_upper = upper;
   if (!left) {  // X A = B  <=>  A^T X^T = B^T, the triangle flipped
@@ -81,7 +97,16 @@ at::Tensor& SolveTriangularOut(const at::Tensor& a_in, const at::Tensor& b_in, b
 
 at::Tensor SolveTriangular(const at::Tensor& a, const at::Tensor& b, bool upper, bool left,
                            bool unitriangular) {
+  // Column-major matrices, as CPU's (LAPACK's layout): the empty out of the
+  // right sizes is laid out so before the out= form writes it.
   at::Tensor out = Empty({0}, a.scalar_type(), DeviceIndex(a));
+  if (a.dim() >= 2 && b.dim() >= 2 && CheckedSizes(a, b, left)) {
+    std::vector<int64_t> sizes = at::infer_size(b.sizes().slice(0, b.dim() - 2),
+                                                a.sizes().slice(0, a.dim() - 2));
+    sizes.push_back(b.size(-1));
+    sizes.push_back(b.size(-2));
+    out = Empty(sizes, a.scalar_type(), DeviceIndex(a)).mT();
+  }
   return SolveTriangularOut(a, b, upper, left, unitriangular, out);
 }
 

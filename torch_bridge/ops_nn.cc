@@ -879,9 +879,13 @@ at::Tensor Clone(const at::Tensor& self, std::optional<at::MemoryFormat> memory_
   } else {  // channels_last needs 4-D, channels_last_3d 5-D: torch's own check names it
     out = at::empty(self.sizes(), self.options().memory_format(fmt));
   }
-  if (self.scalar_type() == at::kComplexFloat) {  // conj / negative bits resolved
+  if (self.scalar_type() == at::kComplexFloat && PairsViewFits(self)) {  // bits resolved
     CopyComplex(out, self);
     return out;
+  }
+  if (self.is_neg() && dtypes::Native(self)) {  // a negative view (z.conj().imag): resolved
+    LaunchCopy(device, out, self, name);
+    return out.neg_();
   }
   if (!dtypes::Native(self)) {
     SyncCurrentStream(device);

@@ -19,7 +19,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 // one value (stride 0, a broadcast).
 enum RunOperand : int { kPairs = 0, kPairsConj = 1, kReal = 2, kOnePair = 3, kOneReal = 4 };
 
-// o[0 .. 2 count) = x op y (add / sub: x + s y) for kAdd / kSub / kMul, over
+// o[0 .. 2 count) = x op y (add / sub: x + y (s + 0i)) for kAdd / kSub / kMul, over
 // the first count - count % lanes elements; returns how many it did. Products
 // round as CPU's (a separate multiply and add: no fused multiply-add), so
 // results equal CPU PyTorch's bit for bit.
@@ -59,9 +59,10 @@ int64_t ComplexBinaryRun(int op, float* o, const float* x, int xm, const float* 
     if (op == 2) {  // kMul
       rr = hn::Sub(hn::Mul(ar, br), hn::Mul(ai, bi));
       ri = hn::Add(hn::Mul(ar, bi), hn::Mul(ai, br));
-    } else {
-      rr = hn::Add(ar, hn::Mul(vs, br));
-      ri = hn::Add(ai, hn::Mul(vs, bi));
+    } else {  // x + y * (s + 0i): CPU's a + alpha * b, a complex product (inf * 0 is NaN)
+      const V zero = hn::Zero(d);
+      rr = hn::Add(ar, hn::Sub(hn::Mul(br, vs), hn::Mul(bi, zero)));
+      ri = hn::Add(ai, hn::Add(hn::Mul(br, zero), hn::Mul(bi, vs)));
     }
     hn::StoreInterleaved2(rr, ri, d, o + 2 * i);
   }
@@ -76,6 +77,7 @@ HWY_AFTER_NAMESPACE();
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <complex>
 
 #include "core/common/assert.h"
 #include "core/kernels/scratch.h"
@@ -163,7 +165,7 @@ Status ComplexBinary(ComplexBinaryOp op, const TensorRef& out, const ComplexOper
           C r;
           switch (op) {
             case ComplexBinaryOp::kAdd:
-            case ComplexBinaryOp::kSub: r = {u.re + s * v.re, u.im + s * v.im}; break;
+            case ComplexBinaryOp::kSub: r = Add(u, Mul(v, C{s, 0.0f})); break;
             case ComplexBinaryOp::kMul: r = Mul(u, v); break;
             case ComplexBinaryOp::kDiv: r = Div(u, v); break;
           }
@@ -192,9 +194,9 @@ Status Polar(const TensorRef& out, const TensorRef& abs, const TensorRef& angle)
   return Status::Ok();
 }
 
-Status ComplexAbs(const TensorRef& out, const ComplexOperand& in, bool angle) {
+Status ComplexUnary(ComplexUnaryOp op, const TensorRef& out, const ComplexOperand& in) {
   TRN_ASSERT(out.dtype == DType::kFloat32 && in.t.dtype == DType::kFloat32 && !in.real,
-             "ComplexAbs: pairs in, float32 out");
+             "ComplexUnary: pairs in, float32 pairs or values out");
   const bool conj = in.conj;
   internal::ForEachRun<2>(
       {&out, &in.t},
@@ -203,7 +205,16 @@ Status ComplexAbs(const TensorRef& out, const ComplexOperand& in, bool angle) {
         const float* x = reinterpret_cast<const float*>(p[1]);
         for (int64_t i = 0; i < count; ++i, o += st[0], x += st[1]) {
           const C u = Read(x, false, conj);
-          *o = angle ? std::atan2(u.im, u.re) : std::hypot(u.re, u.im);
+          switch (op) {
+            case ComplexUnaryOp::kAbs: *o = std::hypot(u.re, u.im); break;
+            case ComplexUnaryOp::kAngle: *o = std::atan2(u.im, u.re); break;
+            case ComplexUnaryOp::kExp: {
+              const std::complex<float> e = std::exp(std::complex<float>(u.re, u.im));
+              o[0] = e.real();
+              o[1] = e.imag();
+              break;
+            }
+          }
         }
       });
   return Status::Ok();

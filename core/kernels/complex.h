@@ -36,9 +36,12 @@ Status ComplexBinary(ComplexBinaryOp op, const TensorRef& out, const ComplexOper
 // broadcast to out's sizes; out pairs.
 Status Polar(const TensorRef& out, const TensorRef& abs, const TensorRef& angle);
 
-// out = |in| (hypot of the pair) or its angle (atan2(im, re)); in pairs, out
-// float32 of in's sizes.
-Status ComplexAbs(const TensorRef& out, const ComplexOperand& in, bool angle);
+// Elementwise functions of complex in (pairs): kAbs |z| (the pair's hypot) and
+// kAngle arg z (atan2(im, re)) into float32 values of in's sizes; kExp into
+// pairs, std::exp of std::complex<float> as CPU PyTorch's (exp(x + 0i) is
+// exp(x) + 0i also where exp(x) overflows).
+enum class ComplexUnaryOp : uint8_t { kAbs, kAngle, kExp };
+Status ComplexUnary(ComplexUnaryOp op, const TensorRef& out, const ComplexOperand& in);
 
 // One-dimensional FFTs along `dim` of every line of in, written to out
 // (sizes equal but at dim), scaled by `scale`:

@@ -100,7 +100,7 @@ TEST(Fft, C2CInPlace) {
   }
 }
 
-// 19 lines: two real lines per lane (Note [Real FFTs in pairs]), an odd one out.
+// 19 lines: full groups of lanes and a partial one.
 TEST(Fft, R2CAndC2RMatchDft) {
   constexpr int64_t kLines = 19;
   testing::ForEachTarget([&](const char*) {
@@ -141,7 +141,7 @@ TEST(Fft, R2CAndC2RMatchDft) {
 }
 
 // Along dim 0 of [n, 37]: the lines lie side by side (Note [Adjacent lines]),
-// full groups of 2N real lines and a partial one.
+// full groups of lanes and a partial one.
 TEST(Fft, R2CAndC2RAlongAdjacentLines) {
   constexpr int64_t kLines = 37;
   testing::ForEachTarget([&](const char*) {
@@ -181,6 +181,56 @@ TEST(Fft, R2CAndC2RAlongAdjacentLines) {
 // Rows of 37: vector runs and a scalar tail (and the scalar path for division
 // and a conjugated broadcast), on every target. Sums and products equal
 // std::complex's naive formulas bit for bit (CPU PyTorch's rounding).
+// Each line is transformed on its own: a NaN or a huge value in one line does
+// not reach the others (lines share SIMD vectors, never arithmetic).
+TEST(Fft, LinesAreIndependent) {
+  testing::ForEachTarget([&](const char*) {
+    for (FftKind kind : {FftKind::kR2C, FftKind::kC2C}) {
+      const bool real = kind == FftKind::kR2C;
+      constexpr int64_t kLines = 16, n = 16;
+      std::vector<float> in = Random(static_cast<size_t>(kLines * n * 2), 5);
+      in[0] = std::nanf("");
+      for (int64_t j = 0; j < n; ++j) in[(real ? 1 : 2) * (n + j)] *= 1e6f;  // line 1: huge
+      std::vector<float> out(static_cast<size_t>(kLines * n * 2));
+      ComplexOperand op;
+      op.t = real ? View(in, {kLines, n}, {n, 1}) : View(in, {kLines, n}, {2 * n, 2});
+      op.real = real;
+      const int64_t bins = real ? n / 2 + 1 : n;
+      ASSERT_TRUE(Fft(kind, View(out, {kLines, bins}, {2 * bins, 2}), op, 1, true, 1.0).ok());
+      for (int64_t r = 2; r < kLines; ++r) {
+        std::vector<cd> x(n);
+        for (int64_t j = 0; j < n; ++j) {
+          x[j] = real ? cd(in[r * n + j], 0) : cd(in[(r * n + j) * 2], in[(r * n + j) * 2 + 1]);
+        }
+        const std::vector<cd> y = Dft(x, true);
+        for (int64_t k = 0; k < bins; ++k) {
+          ASSERT_NEAR(out[(r * bins + k) * 2], y[k].real(), 1e-5 * n) << "line " << r;
+          ASSERT_NEAR(out[(r * bins + k) * 2 + 1], y[k].imag(), 1e-5 * n) << "line " << r;
+        }
+      }
+      EXPECT_TRUE(std::isnan(out[0]));
+    }
+  });
+}
+
+// One long line (Note [Few lines]): one-lane vectors, checked against the DFT.
+TEST(Fft, OneLongLine) {
+  testing::ForEachTarget([&](const char*) {
+    constexpr int64_t n = 1000;
+    std::vector<float> in = Random(2 * n, 8), out(2 * n);
+    ComplexOperand op;
+    op.t = View(in, {n}, {2});
+    ASSERT_TRUE(Fft(FftKind::kC2C, View(out, {n}, {2}), op, 0, false, 1.0).ok());
+    std::vector<cd> x(n);
+    for (int64_t j = 0; j < n; ++j) x[j] = cd(in[2 * j], in[2 * j + 1]);
+    const std::vector<cd> y = Dft(x, false);
+    for (int64_t k = 0; k < n; ++k) {
+      ASSERT_NEAR(out[2 * k], y[k].real(), 1e-4) << "bin " << k;
+      ASSERT_NEAR(out[2 * k + 1], y[k].imag(), 1e-4) << "bin " << k;
+    }
+  });
+}
+
 TEST(ComplexBinary, MatchesStdComplex) {
   constexpr int64_t kCols = 37;
   std::vector<float> a = Random(3 * kCols * 2, 1), b = Random(kCols * 2, 2),
@@ -258,20 +308,25 @@ TEST(ComplexBinary, ScalarOperand) {
   }
 }
 
-TEST(Polar, AbsAndAngleRoundTrip) {
+TEST(Polar, AbsAngleAndExp) {
   std::vector<float> r = Random(5, 3), t = Random(5, 4), pairs(10), back(5), ang(5);
   for (float& x : r) x = std::fabs(x) + 0.1f;
   for (float& x : t) x *= 3.0f;
   ASSERT_TRUE(Polar(View(pairs, {5}, {2}), View(r, {5}, {1}), View(t, {5}, {1})).ok());
   ComplexOperand p;
   p.t = View(pairs, {5}, {2});
-  ASSERT_TRUE(ComplexAbs(View(back, {5}, {1}), p, false).ok());
-  ASSERT_TRUE(ComplexAbs(View(ang, {5}, {1}), p, true).ok());
+  ASSERT_TRUE(ComplexUnary(ComplexUnaryOp::kAbs, View(back, {5}, {1}), p).ok());
+  ASSERT_TRUE(ComplexUnary(ComplexUnaryOp::kAngle, View(ang, {5}, {1}), p).ok());
+  std::vector<float> e(10);  // exp of the pairs, against std::exp
+  ASSERT_TRUE(ComplexUnary(ComplexUnaryOp::kExp, View(e, {5}, {2}), p).ok());
   for (int i = 0; i < 5; ++i) {
     EXPECT_NEAR(pairs[2 * i], r[i] * std::cos(t[i]), 1e-6);
     EXPECT_NEAR(pairs[2 * i + 1], r[i] * std::sin(t[i]), 1e-6);
     EXPECT_NEAR(back[i], r[i], 1e-6);
     EXPECT_NEAR(ang[i], t[i], 1e-5);
+    const std::complex<float> want = std::exp(std::complex<float>(pairs[2 * i], pairs[2 * i + 1]));
+    EXPECT_EQ(e[2 * i], want.real());
+    EXPECT_EQ(e[2 * i + 1], want.imag());
   }
 }
 

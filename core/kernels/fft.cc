@@ -49,9 +49,9 @@ using fft::Plan;
 
 // Split re / im buffers of lane-interleaved elements: element e of the group
 // is re[e * N .. e * N + N) (one lane per line).
+template <class D>
 class LaneFft {
  public:
-  using D = hn::ScalableTag<float>;
   using V = hn::Vec<D>;
 
   LaneFft(const Plan& plan, float* tmp_re, float* tmp_im)
@@ -172,19 +172,22 @@ int64_t FftLanes() { return static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float
 // Note [Adjacent lines]: when a group's lines lie side by side in memory (a
 // transform along any dim but the last: line g + 1 starts where line g's first
 // element ends), element j of all of them is one run of floats, moved to and
-// from the lane buffers with interleaved loads and stores instead of a float at
-// a time. Pairs: (re, im) per line; real pairs (Note [Real FFTs in pairs]):
-// lines 2g and 2g + 1 are lane g's real and imaginary parts.
+// from the lane buffers with vector (interleaved) loads and stores instead of
+// a float at a time.
 
-// Lane buffers from a run of 2N floats per element j at x + j * step: N
-// adjacent complex lines (c2c; im_sign -1 conjugates) or 2N adjacent real
-// lines (r2c: lines 2g and 2g + 1 are lane g's re and im).
-void GatherAdjacentPairs(const float* x, int64_t step, int64_t n, float im_sign, float* re,
-                         float* im) {
+// Lane buffers from N adjacent lines, element j at x + j * step: complex ones
+// (c2c; im_sign -1 conjugates) or real ones (r2c: imaginary parts 0).
+void GatherAdjacent(bool real, const float* x, int64_t step, int64_t n, float im_sign, float* re,
+                    float* im) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto sign = hn::Set(d, im_sign);
   for (int64_t j = 0; j < n; ++j) {
+    if (real) {
+      hn::Store(hn::LoadU(d, x + j * step), d, re + j * N);
+      hn::Store(hn::Zero(d), d, im + j * N);
+      continue;
+    }
     hn::Vec<decltype(d)> r, i;
     hn::LoadInterleaved2(d, x + j * step, r, i);
     hn::Store(r, d, re + j * N);
@@ -192,9 +195,9 @@ void GatherAdjacentPairs(const float* x, int64_t step, int64_t n, float im_sign,
   }
 }
 
-// C2R: lane buffers Z = A + i B from 2N adjacent complex lines holding the
-// first `given` bins of Hermitian lines of n points, extended and with the
-// self-conjugate bins made real.
+// C2R: lane buffers from N adjacent complex lines holding the first `given`
+// bins of Hermitian lines of n points, extended (bin n - j = conj bin j), the
+// self-conjugate bins (0 and n / 2) made real as torch's irfft reads them.
 void GatherAdjacentC2R(const float* x, int64_t step, int64_t n, int64_t given, float im_sign,
                        float* re, float* im) {
   const hn::ScalableTag<float> d;
@@ -203,55 +206,50 @@ void GatherAdjacentC2R(const float* x, int64_t step, int64_t n, int64_t given, f
   const int64_t half = n / 2 + 1;
   const V sign = hn::Set(d, im_sign), zero = hn::Zero(d);
   for (int64_t j = 0; j < half; ++j) {
-    V ar = zero, ai = zero, br = zero, bi = zero;
+    V ar = zero, ai = zero;
     if (j < given) {
-      hn::LoadInterleaved4(d, x + j * step, ar, ai, br, bi);
-      const bool self_conjugate = j == 0 || 2 * j == n;
-      ai = self_conjugate ? zero : hn::Mul(ai, sign);
-      bi = self_conjugate ? zero : hn::Mul(bi, sign);
+      hn::LoadInterleaved2(d, x + j * step, ar, ai);
+      ai = j == 0 || 2 * j == n ? zero : hn::Mul(ai, sign);
     }
-    hn::Store(hn::Sub(ar, bi), d, re + j * N);  // A + i B
-    hn::Store(hn::Add(ai, br), d, im + j * N);
-    if (j > 0 && n - j >= half) {  // bin n - j: conj A + i conj B
-      hn::Store(hn::Add(ar, bi), d, re + (n - j) * N);
-      hn::Store(hn::Sub(br, ai), d, im + (n - j) * N);
+    hn::Store(ar, d, re + j * N);
+    hn::Store(ai, d, im + j * N);
+    if (j > 0 && n - j >= half) {
+      hn::Store(ar, d, re + (n - j) * N);
+      hn::Store(hn::Neg(ai), d, im + (n - j) * N);
     }
   }
 }
 
-// Elements 0..len-1 of the lane buffers, scaled, as runs of 2N floats at
-// o + j * step: N adjacent complex lines (c2c) or 2N adjacent real ones (c2r).
-void ScatterAdjacentPairs(const float* re, const float* im, int64_t len, float scale, float* o,
-                          int64_t step) {
+// Elements 0..len-1 of the lane buffers, scaled, to N adjacent lines at
+// o + j * step: complex (c2c, r2c) or the real parts alone (c2r).
+void ScatterAdjacent(bool real, const float* re, const float* im, int64_t len, float scale,
+                     float* o, int64_t step) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto sc = hn::Set(d, scale);
   for (int64_t j = 0; j < len; ++j) {
-    hn::StoreInterleaved2(hn::Mul(hn::Load(d, re + j * N), sc), hn::Mul(hn::Load(d, im + j * N), sc),
-                          d, o + j * step);
-  }
-}
-
-// R2C: the lanes' spectra Z of real pairs separated into 2N adjacent complex
-// lines (bins 0..len-1): A = (Z[j] + conj Z[n-j]) / 2, B = (Z[j] - conj Z[n-j]) / 2i.
-void ScatterAdjacentR2C(const float* re, const float* im, int64_t n, int64_t len, float scale,
-                        float* o, int64_t step) {
-  const hn::ScalableTag<float> d;
-  const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto h = hn::Set(d, 0.5f * scale);
-  for (int64_t j = 0; j < len; ++j) {
-    const int64_t m = j == 0 ? 0 : n - j;
-    const auto zr = hn::Load(d, re + j * N), zi = hn::Load(d, im + j * N);
-    const auto wr = hn::Load(d, re + m * N), wi = hn::Neg(hn::Load(d, im + m * N));
-    hn::StoreInterleaved4(hn::Mul(h, hn::Add(zr, wr)), hn::Mul(h, hn::Add(zi, wi)),
-                          hn::Mul(h, hn::Sub(zi, wi)), hn::Mul(h, hn::Sub(wr, zr)), d, o + j * step);
+    const auto r = hn::Mul(hn::Load(d, re + j * N), sc);
+    if (real) {
+      hn::StoreU(r, d, o + j * step);
+    } else {
+      hn::StoreInterleaved2(r, hn::Mul(hn::Load(d, im + j * N), sc), d, o + j * step);
+    }
   }
 }
 
 // One group of lines: line_* hold the gathered input elements (SoA), out_* receive the DFT.
 void FftGroup(const Plan& plan, const float* line_re, const float* line_im, float* out_re,
               float* out_im, float* tmp_re, float* tmp_im) {
-  const LaneFft f(plan, tmp_re, tmp_im);
+  const LaneFft<hn::ScalableTag<float>> f(plan, tmp_re, tmp_im);
+  f.Run(line_re, line_im, 1, out_re, out_im, plan.n, 0);
+}
+
+// Note [Few lines]: a transform of fewer lines than lanes runs one line at a
+// time, in one-lane vectors: a full-width group would transform zeros in the
+// other lanes (a single long signal: N times the work and the scratch).
+void FftLine(const Plan& plan, const float* line_re, const float* line_im, float* out_re,
+             float* out_im, float* tmp_re, float* tmp_im) {
+  const LaneFft<hn::CappedTag<float, 1>> f(plan, tmp_re, tmp_im);
   f.Run(line_re, line_im, 1, out_re, out_im, plan.n, 0);
 }
 
@@ -275,10 +273,10 @@ namespace trn::kernels {
 
 HWY_EXPORT(FftLanes);
 HWY_EXPORT(FftGroup);
-HWY_EXPORT(GatherAdjacentPairs);
+HWY_EXPORT(FftLine);
+HWY_EXPORT(GatherAdjacent);
 HWY_EXPORT(GatherAdjacentC2R);
-HWY_EXPORT(ScatterAdjacentPairs);
-HWY_EXPORT(ScatterAdjacentR2C);
+HWY_EXPORT(ScatterAdjacent);
 
 namespace {
 
@@ -342,9 +340,24 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
   TRN_ASSERT(kind != FftKind::kR2C || out_len <= n, "Fft: r2c keeps at most n bins");
   if (out.numel() == 0) return Status::Ok();
   TRN_ASSERT(n >= 1, "Fft: an empty transform with a nonempty output");
-  thread_local fft::Plan plan;
-  if (plan.n != n || plan.forward != forward) MakePlan(plan, n, forward);
-  const int64_t N = HWY_DYNAMIC_DISPATCH(FftLanes)();
+  // Note [FFT plans]: a few plans per thread, so a 2-D transform of unequal
+  // sides or alternating rfft / irfft does not recompute its twiddles per pass.
+  thread_local std::array<fft::Plan, 4> plans;
+  thread_local size_t next_plan = 0;
+  fft::Plan* found = nullptr;
+  for (fft::Plan& p : plans) {
+    if (p.n == n && p.forward == forward) found = &p;
+  }
+  if (found == nullptr) {
+    found = &plans[next_plan];
+    next_plan = (next_plan + 1) % plans.size();
+    MakePlan(*found, n, forward);
+  }
+  const fft::Plan& plan = *found;
+  const int64_t total_lines = out.numel() / out_len;
+  const int64_t full_lanes = HWY_DYNAMIC_DISPATCH(FftLanes)();
+  const int64_t N = total_lines < full_lanes ? 1 : full_lanes;  // Note [Few lines]
+  const auto group_fn = N == 1 ? HWY_DYNAMIC_DISPATCH(FftLine) : HWY_DYNAMIC_DISPATCH(FftGroup);
   // Four SoA line buffers (input and output, re and im) and the generic radix's scratch.
   internal::ScratchBuffer<float> scratch;
   float* const buf = scratch.Get(4 * n * N + 2 * plan.max_radix * N);
@@ -355,86 +368,64 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
   float* const oim = ore + n * N;
   float* const tre = oim + n * N;
   float* const tim = tre + plan.max_radix * N;
-  const auto group_fn = HWY_DYNAMIC_DISPATCH(FftGroup);
   const int64_t in_step = in.strides[dim], out_step = out.strides[dim];
   const float sc = static_cast<float>(scale);
   const float im_sign = in_op.conj ? -1.0f : 1.0f;
   const int64_t half = n / 2 + 1, given = std::min(in_len, half);  // kC2R
+  const bool real_in = kind == FftKind::kR2C, real_out = kind == FftKind::kC2R;
   TensorRef out_lines = out, in_lines = in;
   out_lines.sizes[dim] = in_lines.sizes[dim] = 1;
-  // Note [Real FFTs in pairs]: r2c and c2r transform two real lines per lane,
-  // as one complex line z = a + i b: r2c separates A[k] = (Z[k] + conj Z[n-k]) / 2
-  // and B[k] = (Z[k] - conj Z[n-k]) / 2i; c2r transforms Z = A + i B (each
-  // extended Hermitian, its self-conjugate bins made real), whose inverse is a + i b.
-  const bool paired = kind != FftKind::kC2C;
-  const int64_t per_lane = paired ? 2 : 1;
   internal::ForEachRun<2>(
       {&out_lines, &in_lines},
       [&](const std::array<char*, 2>& p, int64_t count, const std::array<int64_t, 2>& st) {
-        const auto in_line = [&](int64_t r) {
-          return reinterpret_cast<const float*>(p[1]) + r * st[1];
-        };
-        const auto out_line = [&](int64_t r) { return reinterpret_cast<float*>(p[0]) + r * st[0]; };
-        for (int64_t r0 = 0; r0 < count; r0 += N * per_lane) {
-          const int64_t lines = std::min(N * per_lane, count - r0);
-          const int64_t lanes = (lines + per_lane - 1) / per_lane;
-          if (lanes < N) {  // unused lanes transform zeros (Note [FFT across lines])
-            std::fill(lre, lre + n * N, 0.0f);
-            std::fill(lim, lim + n * N, 0.0f);
-          }
+        for (int64_t r0 = 0; r0 < count; r0 += N) {
+          const int64_t lanes = std::min(N, count - r0);
+          const float* x0 = reinterpret_cast<const float*>(p[1]) + r0 * st[1];
+          float* o0 = reinterpret_cast<float*>(p[0]) + r0 * st[0];
           // Note [Adjacent lines]: a full group of side-by-side lines.
-          const bool full = lines == N * per_lane;
-          const bool in_adjacent = full && st[1] == (kind == FftKind::kR2C ? 1 : 2);
-          const bool out_adjacent = full && st[0] == (kind == FftKind::kC2R ? 1 : 2);
+          const bool in_adjacent = N > 1 && lanes == N && st[1] == (real_in ? 1 : 2);
+          const bool out_adjacent = N > 1 && lanes == N && st[0] == (real_out ? 1 : 2);
           if (in_adjacent) {
-            const float* x = in_line(r0);
-            switch (kind) {
-              case FftKind::kC2C:
-                HWY_DYNAMIC_DISPATCH(GatherAdjacentPairs)(x, in_step, n, im_sign, lre, lim);
-                break;
-              case FftKind::kR2C:
-                HWY_DYNAMIC_DISPATCH(GatherAdjacentPairs)(x, in_step, n, 1.0f, lre, lim);
-                break;
-              case FftKind::kC2R:
-                HWY_DYNAMIC_DISPATCH(GatherAdjacentC2R)(x, in_step, n, given, im_sign, lre, lim);
-                break;
+            if (kind == FftKind::kC2R) {
+              HWY_DYNAMIC_DISPATCH(GatherAdjacentC2R)(x0, in_step, n, given, im_sign, lre, lim);
+            } else {
+              HWY_DYNAMIC_DISPATCH(GatherAdjacent)(real_in, x0, in_step, n, im_sign, lre, lim);
             }
-          }
-          for (int64_t g = 0; g < (in_adjacent ? 0 : lanes); ++g) {
-            const int64_t ra = r0 + per_lane * g;
-            const bool has_b = paired && ra + 1 < r0 + lines;
-            const float* xa = in_line(ra);
-            const float* xb = has_b ? in_line(ra + 1) : nullptr;
-            switch (kind) {
-              case FftKind::kC2C:
-                for (int64_t j = 0; j < n; ++j) {
-                  lre[j * N + g] = xa[j * in_step];
-                  lim[j * N + g] = im_sign * xa[j * in_step + 1];
-                }
-                break;
-              case FftKind::kR2C:
-                for (int64_t j = 0; j < n; ++j) {
-                  lre[j * N + g] = xa[j * in_step];
-                  lim[j * N + g] = has_b ? xb[j * in_step] : 0.0f;
-                }
-                break;
-              case FftKind::kC2R: {
-                // Bin j of a line: given, or 0 past the input; real at 0 and n / 2.
-                const auto bin = [&](const float* x, int64_t j, float& re, float& im) {
-                  const bool have = x != nullptr && j < given;
-                  re = have ? x[j * in_step] : 0.0f;
-                  im = have && j != 0 && 2 * j != n ? im_sign * x[j * in_step + 1] : 0.0f;
-                };
-                for (int64_t j = 0; j < n; ++j) {
-                  const int64_t k = j < half ? j : n - j;  // bins past n / 2: mirrored, conjugated
-                  const float c = j < half ? 1.0f : -1.0f;
-                  float ar, ai, br, bi;
-                  bin(xa, k, ar, ai);
-                  bin(xb, k, br, bi);
-                  lre[j * N + g] = ar - c * bi;  // A + i B
-                  lim[j * N + g] = c * ai + br;
-                }
-                break;
+          } else {
+            if (lanes < N) {  // unused lanes transform zeros (Note [FFT across lines])
+              std::fill(lre, lre + n * N, 0.0f);
+              std::fill(lim, lim + n * N, 0.0f);
+            }
+            for (int64_t g = 0; g < lanes; ++g) {
+              const float* x = x0 + g * st[1];
+              switch (kind) {
+                case FftKind::kC2C:
+                  for (int64_t j = 0; j < n; ++j) {
+                    lre[j * N + g] = x[j * in_step];
+                    lim[j * N + g] = im_sign * x[j * in_step + 1];
+                  }
+                  break;
+                case FftKind::kR2C:
+                  for (int64_t j = 0; j < n; ++j) {
+                    lre[j * N + g] = x[j * in_step];
+                    lim[j * N + g] = 0.0f;
+                  }
+                  break;
+                case FftKind::kC2R:  // the Hermitian line, as GatherAdjacentC2R
+                  for (int64_t j = 0; j < half; ++j) {
+                    const bool have = j < given;
+                    const bool self_conjugate = j == 0 || 2 * j == n;
+                    const float re = have ? x[j * in_step] : 0.0f;
+                    const float im =
+                        have && !self_conjugate ? im_sign * x[j * in_step + 1] : 0.0f;
+                    lre[j * N + g] = re;
+                    lim[j * N + g] = im;
+                    if (j > 0 && n - j >= half) {
+                      lre[(n - j) * N + g] = re;
+                      lim[(n - j) * N + g] = -im;
+                    }
+                  }
+                  break;
               }
             }
           }
@@ -444,51 +435,16 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
             group_fn(plan, lre, lim, ore, oim, tre, tim);
             rre = ore, rim = oim;
           }
+          const int64_t len = real_out ? n : out_len;
           if (out_adjacent) {
-            float* o = out_line(r0);
-            switch (kind) {
-              case FftKind::kC2C:
-                HWY_DYNAMIC_DISPATCH(ScatterAdjacentPairs)(rre, rim, out_len, sc, o, out_step);
-                break;
-              case FftKind::kR2C:
-                HWY_DYNAMIC_DISPATCH(ScatterAdjacentR2C)(rre, rim, n, out_len, sc, o, out_step);
-                break;
-              case FftKind::kC2R:
-                HWY_DYNAMIC_DISPATCH(ScatterAdjacentPairs)(rre, rim, n, sc, o, out_step);
-                break;
-            }
+            HWY_DYNAMIC_DISPATCH(ScatterAdjacent)(real_out, rre, rim, len, sc, o0, out_step);
+            continue;
           }
-          for (int64_t g = 0; g < (out_adjacent ? 0 : lanes); ++g) {
-            const int64_t ra = r0 + per_lane * g;
-            const bool has_b = paired && ra + 1 < r0 + lines;
-            float* oa = out_line(ra);
-            float* ob = has_b ? out_line(ra + 1) : nullptr;
-            switch (kind) {
-              case FftKind::kC2C:
-                for (int64_t j = 0; j < out_len; ++j) {
-                  oa[j * out_step] = rre[j * N + g] * sc;
-                  oa[j * out_step + 1] = rim[j * N + g] * sc;
-                }
-                break;
-              case FftKind::kR2C:
-                for (int64_t j = 0; j < out_len; ++j) {
-                  const int64_t m = j == 0 ? 0 : n - j;
-                  const float zr = rre[j * N + g], zi = rim[j * N + g];
-                  const float wr = rre[m * N + g], wi = -rim[m * N + g];  // conj Z[n - j]
-                  oa[j * out_step] = 0.5f * (zr + wr) * sc;
-                  oa[j * out_step + 1] = 0.5f * (zi + wi) * sc;
-                  if (ob != nullptr) {
-                    ob[j * out_step] = 0.5f * (zi - wi) * sc;
-                    ob[j * out_step + 1] = -0.5f * (zr - wr) * sc;
-                  }
-                }
-                break;
-              case FftKind::kC2R:
-                for (int64_t j = 0; j < n; ++j) {
-                  oa[j * out_step] = rre[j * N + g] * sc;
-                  if (ob != nullptr) ob[j * out_step] = rim[j * N + g] * sc;
-                }
-                break;
+          for (int64_t g = 0; g < lanes; ++g) {
+            float* o = o0 + g * st[0];
+            for (int64_t j = 0; j < len; ++j) {
+              o[j * out_step] = rre[j * N + g] * sc;
+              if (!real_out) o[j * out_step + 1] = rim[j * N + g] * sc;
             }
           }
         }

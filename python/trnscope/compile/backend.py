@@ -1200,6 +1200,10 @@ class _Lowering:
                 else:
                     value = self._value(args[1])
                 return self._add(node, "full", [], scalar=float(value))
+            if t is aten._neg_view.default and self._tensor(args[0]):
+                # A view whose values are negated (z.conj().imag): the program
+                # holds no bits, so it is the negation.
+                return self._add(node, "neg", [args[0]])
             if _is_view_op(t) and self._tensor(args[0]) and v.dtype == self.vals[args[0]].dtype:
                 return self._add(node, "view", [args[0]])
         except (KeyError, TypeError, ValueError) as e:
@@ -1336,10 +1340,13 @@ class _Compiled:
         self.program = program
         self.tensor_inputs = lowering.tensor_inputs
         self.cpu_inputs = lowering.cpu_inputs
-        self.attrs = [  # a complex constant is held as its pairs (Note [Complex values])
-            torch.view_as_real(a.resolve_conj()) if a.is_complex() else a
-            for a in (getattr(gm, a) for a in lowering.attr_inputs)
-        ]
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        with unset_fake_temporarily():  # compiled under aot_autograd's fake mode
+            self.attrs = [  # a complex constant is held as its pairs (Note [Complex values])
+                torch.view_as_real(a.resolve_conj()) if a.is_complex() else a
+                for a in (getattr(gm, a) for a in lowering.attr_inputs)
+            ]
         self.device = lowering.device
         # The graph's constant tensors, on the inputs' device already.
         self.attrs_bound = self.device is not None and all(a.device == self.device for a in self.attrs)
@@ -1359,7 +1366,9 @@ class _Compiled:
         outs = {}
         for gid in program.eager_nodes:
             node, _, item = calls[gid]
-            op = _out_overload(node.target) if item is None else None
+            # Complex steps write their pairs (Note [Complex values]): no out= overload.
+            op = _out_overload(node.target) if item is None and gid not in lowering.complex_steps \
+                else None
             if op is not None:
                 outs[gid] = op
         self._eager = (
