@@ -64,6 +64,14 @@ TensorRef Pairs(const at::Tensor& t) {
   return r;
 }
 
+// A complex64 tensor as a kernel operand (its conj bit read by the kernel).
+ComplexOperand PairsOperand(const at::Tensor& t) {
+  ComplexOperand o;
+  o.t = Pairs(t);
+  o.conj = t.is_conj();
+  return o;
+}
+
 // An operand of a complex op broadcast to `sizes`: a CPU scalar, a complex64
 // tensor (its conj bit read by the kernel) or a real one (cast to float32).
 ComplexOperand OperandOf(const at::Tensor& t, at::IntArrayRef sizes, const char* op) {
@@ -73,11 +81,7 @@ ComplexOperand OperandOf(const at::Tensor& t, at::IntArrayRef sizes, const char*
     o.re = v.real(), o.im = v.imag();
     return o;
   }
-  if (t.scalar_type() == at::kComplexFloat) {
-    o.t = Pairs(t.expand(sizes));
-    o.conj = t.is_conj();
-    return o;
-  }
+  if (t.scalar_type() == at::kComplexFloat) return PairsOperand(t.expand(sizes));
   o.t = RefExpanded(CastTo(t, at::kFloat, op), sizes, op);
   o.real = true;
   return o;
@@ -146,9 +150,7 @@ at::Tensor AbsOrAngle(const at::Tensor& self, bool angle) {
   at::Tensor out = Empty(self.sizes(), at::kFloat, device);
   if (out.numel() == 0) return out;
   const TensorRef o = Ref(out, name);
-  ComplexOperand in;
-  in.t = Pairs(self);
-  in.conj = self.is_conj();
+  const ComplexOperand in = PairsOperand(self);
   Launch(device, kernels::DescribeComplex(angle ? "angle_c64" : "abs_c64", o, angle ? 20 : 4, name),
          [=] {
            return kernels::ComplexUnary(
@@ -246,9 +248,7 @@ at::Tensor ComplexExp(const at::Tensor& self) {
   at::Tensor out = Empty(self.sizes(), at::kComplexFloat, device);
   if (out.numel() == 0) return out;
   const TensorRef o = Pairs(out);
-  ComplexOperand in;
-  in.t = Pairs(self);
-  in.conj = self.is_conj();
+  const ComplexOperand in = PairsOperand(self);
   Launch(device, kernels::DescribeComplex("exp_c64", o, 30, kName),
          [=] { return kernels::ComplexUnary(kernels::ComplexUnaryOp::kExp, o, in); });
   return out;
@@ -379,13 +379,6 @@ void LaunchFft(int device, FftKind kind, const TensorRef& out, const ComplexOper
                int64_t dim, bool forward, double scale, const char* name) {
   Launch(device, kernels::DescribeFft(kind, out, in.t, static_cast<int>(dim), name),
          [=] { return kernels::Fft(kind, out, in, static_cast<int>(dim), forward, scale); });
-}
-
-ComplexOperand PairsOperand(const at::Tensor& t) {
-  ComplexOperand o;
-  o.t = Pairs(t);
-  o.conj = t.is_conj();
-  return o;
 }
 
 // c2c passes along `dims` from `in` into out (then in place), the last scaled.

@@ -9,7 +9,7 @@
 #include <ATen/ops/linalg_solve_triangular.h>
 #include <torch/library.h>
 
-#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "torch_bridge/fallback.h"
@@ -35,22 +35,21 @@ void CheckSolveInputs(const at::Tensor& a, const at::Tensor& b, bool left) {
               "x", b.size(-1), ")");
 }
 
-// Whether the shapes pass CheckSolveInputs (so the result's sizes are known).
-bool CheckedSizes(const at::Tensor& a, const at::Tensor& b, bool left) {
-  if (a.size(-1) != a.size(-2) || (left ? a.size(-1) != b.size(-2) : a.size(-2) != b.size(-1))) {
-    return false;
-  }
-  for (int64_t i = 3; i <= std::max(a.dim(), b.dim()); ++i) {  // batch dims broadcast
-    const int64_t x = i <= a.dim() ? a.size(-i) : 1, y = i <= b.dim() ? b.size(-i) : 1;
-    if (x != y && x != 1 && y != 1) return false;
-  }
-  return true;
+// The solution's sizes (b's matrices over the broadcast batch), after CPU's
+// checks, which raise CPU's messages.
+std::vector<int64_t> SolveSizes(const at::Tensor& a, const at::Tensor& b, bool left) {
+  CheckSolveInputs(a, b, left);
+  std::vector<int64_t> sizes =
+      at::infer_size(b.sizes().slice(0, b.dim() - 2), a.sizes().slice(0, a.dim() - 2));
+  sizes.push_back(b.size(-2));
+  sizes.push_back(b.size(-1));
+  return sizes;
 }
 
 at::Tensor& SolveTriangularOut(const at::Tensor& a_in, const at::Tensor& b_in, bool upper,
                                bool left, bool unitriangular, at::Tensor& out) {
   const int device = CommonDevice(kSolveName, {&a_in, &b_in, &out});
-  CheckSolveInputs(a_in, b_in, left);
+  const std::vector<int64_t> sizes = SolveSizes(a_in, b_in, left);
   at::assert_no_internal_overlap(out);  // an expanded out=, as CPU
   const at::ScalarType dtype = a_in.scalar_type();  // CPU casts B to A's dtype
   if (dtype != at::kFloat && dtype != at::kDouble) {  // CPU's result, or its error (int, bf16)
@@ -59,11 +58,7 @@ at::Tensor& SolveTriangularOut(const at::Tensor& a_in, const at::Tensor& b_in, b
   }
   TORCH_CHECK(out.scalar_type() == dtype, "expected scalar type ", dtype, " but found ",
               out.scalar_type());
-  const std::vector<int64_t> batch = at::infer_size(b_in.sizes().slice(0, b_in.dim() - 2),
-                                                    a_in.sizes().slice(0, a_in.dim() - 2));
-  std::vector<int64_t> sizes = batch;
-  sizes.push_back(b_in.size(-2));
-  sizes.push_back(b_in.size(-1));
+  const std::vector<int64_t> batch(sizes.begin(), sizes.end() - 2);
   PrepareOut(out, sizes, dtype, kSolveName);
   if (out.numel() == 0) return out;
   ComputeDType(dtype, kSolveName);  // Note [float64 policy]
@@ -99,14 +94,9 @@ at::Tensor SolveTriangular(const at::Tensor& a, const at::Tensor& b, bool upper,
                            bool unitriangular) {
   // Column-major matrices, as CPU's (LAPACK's layout): the empty out of the
   // right sizes is laid out so before the out= form writes it.
-  at::Tensor out = Empty({0}, a.scalar_type(), DeviceIndex(a));
-  if (a.dim() >= 2 && b.dim() >= 2 && CheckedSizes(a, b, left)) {
-    std::vector<int64_t> sizes = at::infer_size(b.sizes().slice(0, b.dim() - 2),
-                                                a.sizes().slice(0, a.dim() - 2));
-    sizes.push_back(b.size(-1));
-    sizes.push_back(b.size(-2));
-    out = Empty(sizes, a.scalar_type(), DeviceIndex(a)).mT();
-  }
+  std::vector<int64_t> sizes = SolveSizes(a, b, left);
+  std::swap(sizes[sizes.size() - 2], sizes[sizes.size() - 1]);
+  at::Tensor out = Empty(sizes, a.scalar_type(), DeviceIndex(a)).mT();
   return SolveTriangularOut(a, b, upper, left, unitriangular, out);
 }
 
