@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -210,6 +211,38 @@ TEST_F(RuntimeTest, WaitEventAcrossDevicesWakesTheWaitingCore) {
   s1.Synchronize();  // hangs if completing the event does not wake dev1's worker
   EXPECT_EQ(observed, 1);
   EXPECT_TRUE(e.Query());
+}
+
+// Note [Host spin] (runtime.cc): a waiting host thread polls for a bounded
+// while, then sleeps. A wait far longer than the poll must cost little CPU,
+// and each kind of synchronize still returns once the work is done.
+TEST_F(RuntimeTest, LongHostWaitsSleepAfterPolling) {
+  Stream& s = dev0().DefaultStream();
+  BlockWorker(s);
+  Event e;
+  e.Record(s);
+  std::atomic<int> returned{0};
+  double cpu_ms[3] = {};
+  auto waiter = [&](int which) {
+    return std::thread([&, which] {
+      timespec t0{}, t1{};
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+      if (which == 0) s.Synchronize();
+      if (which == 1) e.Synchronize();
+      if (which == 2) dev0().Synchronize();
+      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+      cpu_ms[which] = (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) * 1e-6;
+      returned.fetch_add(1);
+    });
+  };
+  std::thread w[3] = {waiter(0), waiter(1), waiter(2)};
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(returned.load(), 0) << "a synchronize returned while the stream's work was blocked";
+  gate_.Open();
+  for (auto& t : w) t.join();
+  EXPECT_EQ(returned.load(), 3);
+  // The poll lasts 20 ms; a busy wait would have used about 400 ms.
+  for (double ms : cpu_ms) EXPECT_LT(ms, 200.0);
 }
 
 TEST_F(RuntimeTest, WaitOnNeverRecordedOrCompletedEventDoesNotBlock) {
