@@ -104,7 +104,7 @@ TEST(Fft, C2CInPlace) {
 TEST(Fft, R2CAndC2RMatchDft) {
   constexpr int64_t kLines = 19;
   testing::ForEachTarget([&](const char*) {
-    for (int64_t n : {1, 2, 5, 8, 9, 14, 64, 81, 100}) {
+    for (int64_t n : {1, 2, 5, 6, 8, 9, 10, 14, 22, 64, 81, 100, 400}) {
       SCOPED_TRACE("n " + std::to_string(n));
       // r2c along the last dim of [kLines, n], onesided.
       std::vector<float> in = Random(static_cast<size_t>(kLines * n), 7);
@@ -136,6 +136,33 @@ TEST(Fft, R2CAndC2RMatchDft) {
       ASSERT_TRUE(
           Fft(FftKind::kC2R, View(back, {kLines, n}, {n, 1}), sp, 1, false, 1.0 / n).ok());
       for (int64_t j = 0; j < kLines * n; ++j) ASSERT_NEAR(back[j], in[j], 1e-5) << "value " << j;
+    }
+  });
+}
+
+// All n bins of a real line (torch.fft.fft of a real tensor: onesided=False):
+// bins past n / 2 are the conjugates of their mirrors, for even n (the
+// half-length transform, Note [Real transforms]) and odd n.
+TEST(Fft, R2CAllBins) {
+  constexpr int64_t kLines = 11;
+  testing::ForEachTarget([&](const char*) {
+    for (int64_t n : {2, 7, 12, 30, 64}) {
+      SCOPED_TRACE("n " + std::to_string(n));
+      std::vector<float> in = Random(static_cast<size_t>(kLines * n), 9);
+      std::vector<float> spec(static_cast<size_t>(kLines * n * 2));
+      ComplexOperand op;
+      op.t = View(in, {kLines, n}, {n, 1});
+      op.real = true;
+      ASSERT_TRUE(Fft(FftKind::kR2C, View(spec, {kLines, n}, {2 * n, 2}), op, 1, true, 1.0).ok());
+      for (int64_t r = 0; r < kLines; ++r) {
+        std::vector<cd> x(n);
+        for (int64_t j = 0; j < n; ++j) x[j] = in[r * n + j];
+        const std::vector<cd> y = Dft(x, true);
+        for (int64_t k = 0; k < n; ++k) {
+          ASSERT_NEAR(spec[(r * n + k) * 2], y[k].real(), 1e-5 * n) << "line " << r << " bin " << k;
+          ASSERT_NEAR(spec[(r * n + k) * 2 + 1], y[k].imag(), 1e-5 * n) << "line " << r << " bin " << k;
+        }
+      }
     }
   });
 }

@@ -1,17 +1,16 @@
 // One-dimensional FFTs of every line of a tensor (kernels::Fft, complex.h).
 //
-// Note [Mixed-radix FFT]: a recursive decimation in time. A length-n DFT of a
-// strided line splits into p DFTs of length m = n / p over the p interleaved
-// subsequences, written one after another, then combined in place: for each
-// k < m the p values at q m + k, times the twiddles W_n^(q k), go through a
-// length-p DFT into the same p slots (k + s m). Radices 4 and 2 first, then 3,
-// 5 and any other prime factor (a plain DFT: O(n p) for a prime n). Twiddles
-// are tabulated per level in double, stored as float.
+// Note [Mixed-radix FFT]: a length-n DFT factored into radices 4 and 2 first,
+// then 3, 5 and any other prime factor (a plain DFT: O(n p) for a prime n),
+// one Stockham level per radix (Note [Stockham levels]; butterflies written
+// out for 2, 3, 4 and 5). Twiddles are tabulated per level in double, stored
+// as float. A real line of even length is a complex one of half its length
+// (Note [Real transforms]).
 //
 // Note [FFT across lines]: the transform runs on a vector of lines at once,
 // one line per SIMD lane: a group of lines is gathered into split re / im
 // buffers, element j of every line in one vector, so every butterfly is
-// vector arithmetic without shuffles, and the recursion's bookkeeping is
+// vector arithmetic without shuffles, and the levels' bookkeeping is
 // shared by the lanes. A tensor's FFT has many lines (a batch, FNet's
 // sequence x hidden planes, an STFT's frames).
 
@@ -36,6 +35,9 @@ struct Plan {
   std::vector<float> tw_re, tw_im;  // level i: W_{n_i}^(q k) at [k (p_i - 1) + q - 1]
   std::vector<float> w_re, w_im;    // W_n^j, j < n (the generic radices' W_p)
   int64_t max_radix = 1;
+  // A real transform of real_n = 2 n points (Note [Real transforms]); 0: complex.
+  int64_t real_n = 0;
+  std::vector<float> real_re, real_im;  // W_real_n^k, k <= n
 };
 
 }  // namespace trn::kernels::fft
@@ -57,25 +59,79 @@ class LaneFft {
   LaneFft(const Plan& plan, float* tmp_re, float* tmp_im)
       : plan_(plan), N_(static_cast<int64_t>(hn::Lanes(D()))), tmp_re_(tmp_re), tmp_im_(tmp_im) {}
 
-  // out = DFT of in[0], in[s], ..., in[(n - 1) s] (elements).
-  void Run(const float* in_re, const float* in_im, int64_t s, float* out_re, float* out_im,
-           int64_t n, size_t level) const {
-    const int64_t p = plan_.radices[level], m = n / p;
-    if (m == 1) {
-      Butterfly(p, in_re, in_im, s, out_re, out_im, 1, nullptr, nullptr);
-      return;
+  // Note [Stockham levels]: the DFT of the plan.n elements in (xr, xi), with
+  // (yr, yi) as the other buffer of a ping-pong pair. Level i (radix p, n_i
+  // points in s interleaved sequences, m = n_i / p) writes, for each k < m and
+  // each sequence t < s, the p-point DFT of the elements t + s (k + r m),
+  // output j times W_{n_i}^(j k), to t + s (p k + j). The output is in
+  // natural order after the last level (the Stockham autosort), each level is
+  // one tight loop per radix, and a level's twiddles are shared by its s
+  // sequences. True when the result is in (yr, yi).
+  bool Run(float* xr, float* xi, float* yr, float* yi) const {
+    int64_t n = plan_.n, s = 1;
+    bool swapped = false;
+    for (size_t level = 0; level < plan_.radices.size(); ++level) {
+      const int64_t p = plan_.radices[level], m = n / p;
+      const float* twr = plan_.tw_re.data() + plan_.tw_offset[level];
+      const float* twi = plan_.tw_im.data() + plan_.tw_offset[level];
+      switch (p) {
+        case 2: Level<2>(xr, xi, yr, yi, m, s, twr, twi); break;
+        case 3: Level<3>(xr, xi, yr, yi, m, s, twr, twi); break;
+        case 4: Level<4>(xr, xi, yr, yi, m, s, twr, twi); break;
+        case 5: Level<5>(xr, xi, yr, yi, m, s, twr, twi); break;
+        default: Level<0>(xr, xi, yr, yi, m, s, twr, twi, p); break;
+      }
+      std::swap(xr, yr);
+      std::swap(xi, yi);
+      swapped = !swapped;
+      n = m;
+      s *= p;
     }
-    for (int64_t q = 0; q < p; ++q) {
-      Run(in_re + q * s * N_, in_im + q * s * N_, s * p, out_re + q * m * N_,
-          out_im + q * m * N_, m, level + 1);
+    return swapped;
+  }
+
+  // Note [Real transforms]: a real line of even length n is the complex line
+  // z_t = x_2t + i x_2t+1 of h = n / 2 points; the plan transforms h points.
+  // R2C: its spectrum Z gives bin k <= h of x's as
+  //   X_k = (Z_k + conj Z_(h-k)) / 2 - i W_n^k (Z_k - conj Z_(h-k)) / 2
+  // (indices of Z mod h), bins past h as conj X_(n-k): half the work of an
+  // n-point complex transform with zero imaginary parts.
+  void SplitR2C(const float* zr, const float* zi, int64_t bins, float* xr, float* xi) const {
+    const D d;
+    const int64_t N = N_, h = plan_.n;
+    const V half = hn::Set(d, 0.5f);
+    for (int64_t k = 0; k < bins && k <= h; ++k) {
+      const int64_t a = k == h ? 0 : k, b = k == 0 ? 0 : h - k;
+      const V ar = hn::Load(d, zr + a * N), ai = hn::Load(d, zi + a * N);
+      const V br = hn::Load(d, zr + b * N), bi = hn::Neg(hn::Load(d, zi + b * N));
+      const V er = hn::Mul(half, hn::Add(ar, br)), ei = hn::Mul(half, hn::Add(ai, bi));
+      // O = (A - B) / (2 i)
+      const V orr = hn::Mul(half, hn::Sub(ai, bi)), oi = hn::Mul(half, hn::Sub(br, ar));
+      const V wr = hn::Set(d, plan_.real_re[k]), wi = hn::Set(d, plan_.real_im[k]);
+      hn::Store(hn::Add(er, MulRe(orr, oi, wr, wi)), d, xr + k * N);
+      hn::Store(hn::Add(ei, MulIm(orr, oi, wr, wi)), d, xi + k * N);
     }
-    const float* twr = plan_.tw_re.data() + plan_.tw_offset[level];
-    const float* twi = plan_.tw_im.data() + plan_.tw_offset[level];
-    for (int64_t k = 0; k < m; ++k) {
-      float* xr = out_re + k * N_;
-      float* xi = out_im + k * N_;
-      Butterfly(p, xr, xi, m, xr, xi, m, k == 0 ? nullptr : twr + k * (p - 1),
-                twi + k * (p - 1));
+    for (int64_t k = h + 1; k < bins; ++k) {
+      hn::Store(hn::Load(d, xr + (2 * h - k) * N), d, xr + k * N);
+      hn::Store(hn::Neg(hn::Load(d, xi + (2 * h - k) * N)), d, xi + k * N);
+    }
+  }
+
+  // C2R (Note [Real transforms]): from bins 0..h of a Hermitian line (bins
+  // k + h = conj H_(h-k)), the spectrum of z:
+  //   Z_k = (H_k + conj H_(h-k)) + i W_n^-k (H_k - conj H_(h-k)),
+  // whose unnormalized inverse is n (x_2t + i x_2t+1), as the n-point one's.
+  void MergeC2R(const float* hr, const float* hi, float* zr, float* zi) const {
+    const D d;
+    const int64_t N = N_, h = plan_.n;
+    for (int64_t k = 0; k < h; ++k) {
+      const V ar = hn::Load(d, hr + k * N), ai = hn::Load(d, hi + k * N);
+      const V br = hn::Load(d, hr + (h - k) * N), bi = hn::Neg(hn::Load(d, hi + (h - k) * N));
+      const V wr = hn::Set(d, plan_.real_re[k]), wi = hn::Set(d, plan_.real_im[k]);
+      const V dr = hn::Sub(ar, br), di = hn::Sub(ai, bi);
+      const V orr = MulRe(dr, di, wr, wi), oi = MulIm(dr, di, wr, wi);
+      hn::Store(hn::Sub(hn::Add(ar, br), oi), d, zr + k * N);  // E + i O
+      hn::Store(hn::Add(hn::Add(ai, bi), orr), d, zi + k * N);
     }
   }
 
@@ -83,81 +139,125 @@ class LaneFft {
   static V MulRe(V ar, V ai, V br, V bi) { return hn::NegMulAdd(ai, bi, hn::Mul(ar, br)); }
   static V MulIm(V ar, V ai, V br, V bi) { return hn::MulAdd(ar, bi, hn::Mul(ai, br)); }
 
-  // Length-p DFT of the elements at in + q is (q < p) into out + j os, each
-  // input q >= 1 first multiplied by the twiddle (twr, twi)[q - 1] (none when
-  // twr is null); in may be out.
-  void Butterfly(int64_t p, const float* in_re, const float* in_im, int64_t is, float* out_re,
-                 float* out_im, int64_t os, const float* twr, const float* twi) const {
+  // One level of Note [Stockham levels]; P = 0: any radix p, a plain DFT
+  // through the scratch elements.
+  template <int P>
+  void Level(const float* HWY_RESTRICT xr, const float* HWY_RESTRICT xi, float* HWY_RESTRICT yr,
+             float* HWY_RESTRICT yi, int64_t m, int64_t s, const float* twr, const float* twi,
+             int64_t p = P) const {
     const D d;
     const int64_t N = N_;
-    const auto load = [&](int64_t q, V& r, V& i) {
-      r = hn::Load(d, in_re + q * is * N);
-      i = hn::Load(d, in_im + q * is * N);
-      if (twr != nullptr && q > 0) {
-        const V wr = hn::Set(d, twr[q - 1]), wi = hn::Set(d, twi[q - 1]);
-        const V nr = MulRe(r, i, wr, wi);
-        i = MulIm(r, i, wr, wi);
-        r = nr;
-      }
-    };
-    const auto store = [&](int64_t j, V r, V i) {
-      hn::Store(r, d, out_re + j * os * N);
-      hn::Store(i, d, out_im + j * os * N);
-    };
     // sigma: the sign of the exponent (-1 forward).
     const float sigma = plan_.forward ? -1.0f : 1.0f;
-    if (p == 2) {
-      V ar, ai, br, bi;
-      load(0, ar, ai), load(1, br, bi);
-      store(0, hn::Add(ar, br), hn::Add(ai, bi));
-      store(1, hn::Sub(ar, br), hn::Sub(ai, bi));
-      return;
-    }
-    if (p == 4) {  // W_4 = sigma i
-      V ar, ai, br, bi, cr, ci, dr, di;
-      load(0, ar, ai), load(1, br, bi), load(2, cr, ci), load(3, dr, di);
-      const V t0r = hn::Add(ar, cr), t0i = hn::Add(ai, ci);
-      const V t1r = hn::Sub(ar, cr), t1i = hn::Sub(ai, ci);
-      const V t2r = hn::Add(br, dr), t2i = hn::Add(bi, di);
-      const V s = hn::Set(d, sigma);
-      const V t3r = hn::Mul(s, hn::Sub(di, bi)), t3i = hn::Mul(s, hn::Sub(br, dr));  // W_4 (b - d)
-      store(0, hn::Add(t0r, t2r), hn::Add(t0i, t2i));
-      store(1, hn::Add(t1r, t3r), hn::Add(t1i, t3i));
-      store(2, hn::Sub(t0r, t2r), hn::Sub(t0i, t2i));
-      store(3, hn::Sub(t1r, t3r), hn::Sub(t1i, t3i));
-      return;
-    }
-    if (p == 3) {  // W_3 = -1/2 + sigma i sqrt(3)/2
-      V ar, ai, br, bi, cr, ci;
-      load(0, ar, ai), load(1, br, bi), load(2, cr, ci);
-      const V sr = hn::Add(br, cr), si = hn::Add(bi, ci);
-      const V mr = hn::NegMulAdd(hn::Set(d, 0.5f), sr, ar);
-      const V mi = hn::NegMulAdd(hn::Set(d, 0.5f), si, ai);
-      const V h = hn::Set(d, sigma * 0.86602540378443864676f);
-      const V er = hn::Mul(h, hn::Sub(ci, bi)), ei = hn::Mul(h, hn::Sub(br, cr));  // h i (b - c)
-      store(0, hn::Add(ar, sr), hn::Add(ai, si));
-      store(1, hn::Add(mr, er), hn::Add(mi, ei));
-      store(2, hn::Sub(mr, er), hn::Sub(mi, ei));
-      return;
-    }
-    // Any other radix: a plain DFT through the scratch elements.
-    for (int64_t q = 0; q < p; ++q) {
-      V r, i;
-      load(q, r, i);
-      hn::Store(r, d, tmp_re_ + q * N);
-      hn::Store(i, d, tmp_im_ + q * N);
-    }
-    const int64_t step = plan_.n / p;
-    for (int64_t j = 0; j < p; ++j) {
-      V accr = hn::Load(d, tmp_re_), acci = hn::Load(d, tmp_im_);
-      for (int64_t q = 1; q < p; ++q) {
-        const int64_t e = (q * j % p) * step;
-        const V wr = hn::Set(d, plan_.w_re[e]), wi = hn::Set(d, plan_.w_im[e]);
-        const V xr = hn::Load(d, tmp_re_ + q * N), xi = hn::Load(d, tmp_im_ + q * N);
-        accr = hn::Add(accr, MulRe(xr, xi, wr, wi));
-        acci = hn::Add(acci, MulIm(xr, xi, wr, wi));
+    const int64_t in_step = s * m * N, out_step = s * N;
+    for (int64_t k = 0; k < m; ++k) {
+      const float* wr = k == 0 ? nullptr : twr + k * (p - 1);
+      const float* wi = twi + k * (p - 1);
+      const float* inr = xr + k * s * N;
+      const float* ini = xi + k * s * N;
+      float* outr = yr + p * k * s * N;
+      float* outi = yi + p * k * s * N;
+      // The twiddles of a fixed radix in registers for the whole loop over t.
+      V vwr[P > 1 ? P - 1 : 1], vwi[P > 1 ? P - 1 : 1];
+      if constexpr (P > 1) {
+        for (int64_t j = 0; j < P - 1 && wr != nullptr; ++j) {
+          vwr[j] = hn::Set(d, wr[j]);
+          vwi[j] = hn::Set(d, wi[j]);
+        }
       }
-      store(j, accr, acci);
+      const auto store = [&](int64_t j, int64_t t, V r, V i) {
+        if (j > 0 && wr != nullptr) {
+          const V w_r = P > 1 ? vwr[j - 1] : hn::Set(d, wr[j - 1]);
+          const V w_i = P > 1 ? vwi[j - 1] : hn::Set(d, wi[j - 1]);
+          const V nr = MulRe(r, i, w_r, w_i);
+          i = MulIm(r, i, w_r, w_i);
+          r = nr;
+        }
+        hn::Store(r, d, outr + j * out_step + t);
+        hn::Store(i, d, outi + j * out_step + t);
+      };
+      for (int64_t t = 0; t < s * N; t += N) {
+        const auto load = [&](int64_t r, V& re, V& im) {
+          re = hn::Load(d, inr + r * in_step + t);
+          im = hn::Load(d, ini + r * in_step + t);
+        };
+        if constexpr (P == 2) {
+          V ar, ai, br, bi;
+          load(0, ar, ai), load(1, br, bi);
+          store(0, t, hn::Add(ar, br), hn::Add(ai, bi));
+          store(1, t, hn::Sub(ar, br), hn::Sub(ai, bi));
+        } else if constexpr (P == 4) {  // W_4 = sigma i
+          V ar, ai, br, bi, cr, ci, dr, di;
+          load(0, ar, ai), load(1, br, bi), load(2, cr, ci), load(3, dr, di);
+          const V t0r = hn::Add(ar, cr), t0i = hn::Add(ai, ci);
+          const V t1r = hn::Sub(ar, cr), t1i = hn::Sub(ai, ci);
+          const V t2r = hn::Add(br, dr), t2i = hn::Add(bi, di);
+          const V sg = hn::Set(d, sigma);
+          const V t3r = hn::Mul(sg, hn::Sub(di, bi)), t3i = hn::Mul(sg, hn::Sub(br, dr));
+          store(0, t, hn::Add(t0r, t2r), hn::Add(t0i, t2i));
+          store(1, t, hn::Add(t1r, t3r), hn::Add(t1i, t3i));
+          store(2, t, hn::Sub(t0r, t2r), hn::Sub(t0i, t2i));
+          store(3, t, hn::Sub(t1r, t3r), hn::Sub(t1i, t3i));
+        } else if constexpr (P == 3) {  // W_3 = -1/2 + sigma i sqrt(3)/2
+          V ar, ai, br, bi, cr, ci;
+          load(0, ar, ai), load(1, br, bi), load(2, cr, ci);
+          const V sr = hn::Add(br, cr), si = hn::Add(bi, ci);
+          const V mr = hn::NegMulAdd(hn::Set(d, 0.5f), sr, ar);
+          const V mi = hn::NegMulAdd(hn::Set(d, 0.5f), si, ai);
+          const V hh = hn::Set(d, sigma * 0.86602540378443864676f);
+          const V er = hn::Mul(hh, hn::Sub(ci, bi)), ei = hn::Mul(hh, hn::Sub(br, cr));
+          store(0, t, hn::Add(ar, sr), hn::Add(ai, si));
+          store(1, t, hn::Add(mr, er), hn::Add(mi, ei));
+          store(2, t, hn::Sub(mr, er), hn::Sub(mi, ei));
+        } else if constexpr (P == 5) {
+          // With t1 = a1 + a4, t2 = a2 + a3, t3 = a1 - a4, t4 = a2 - a3 and
+          // W_5^j = cos + sigma i sin: outputs j and 5 - j share their real
+          // combination and differ in the sign of sigma i times the other.
+          V a0r, a0i, a1r, a1i, a2r, a2i, a3r, a3i, a4r, a4i;
+          load(0, a0r, a0i), load(1, a1r, a1i), load(2, a2r, a2i), load(3, a3r, a3i);
+          load(4, a4r, a4i);
+          const V t1r = hn::Add(a1r, a4r), t1i = hn::Add(a1i, a4i);
+          const V t2r = hn::Add(a2r, a3r), t2i = hn::Add(a2i, a3i);
+          const V t3r = hn::Sub(a1r, a4r), t3i = hn::Sub(a1i, a4i);
+          const V t4r = hn::Sub(a2r, a3r), t4i = hn::Sub(a2i, a3i);
+          const V c1 = hn::Set(d, 0.30901699437494742410f), c2 = hn::Set(d, -0.80901699437494742410f);
+          const V s1 = hn::Set(d, sigma * 0.95105651629515357212f);
+          const V s2 = hn::Set(d, sigma * 0.58778525229247312917f);
+          const V p1r = hn::MulAdd(c2, t2r, hn::MulAdd(c1, t1r, a0r));
+          const V p1i = hn::MulAdd(c2, t2i, hn::MulAdd(c1, t1i, a0i));
+          const V p2r = hn::MulAdd(c1, t2r, hn::MulAdd(c2, t1r, a0r));
+          const V p2i = hn::MulAdd(c1, t2i, hn::MulAdd(c2, t1i, a0i));
+          // sigma i u = -sigma u_i + i sigma u_r (sigma folded into s1, s2).
+          const V q1r = hn::MulAdd(s2, t4r, hn::Mul(s1, t3r));
+          const V q1i = hn::MulAdd(s2, t4i, hn::Mul(s1, t3i));
+          const V q2r = hn::NegMulAdd(s1, t4r, hn::Mul(s2, t3r));
+          const V q2i = hn::NegMulAdd(s1, t4i, hn::Mul(s2, t3i));
+          store(0, t, hn::Add(a0r, hn::Add(t1r, t2r)), hn::Add(a0i, hn::Add(t1i, t2i)));
+          store(1, t, hn::Sub(p1r, q1i), hn::Add(p1i, q1r));
+          store(4, t, hn::Add(p1r, q1i), hn::Sub(p1i, q1r));
+          store(2, t, hn::Sub(p2r, q2i), hn::Add(p2i, q2r));
+          store(3, t, hn::Add(p2r, q2i), hn::Sub(p2i, q2r));
+        } else {
+          for (int64_t r = 0; r < p; ++r) {
+            V re, im;
+            load(r, re, im);
+            hn::Store(re, d, tmp_re_ + r * N);
+            hn::Store(im, d, tmp_im_ + r * N);
+          }
+          const int64_t step = plan_.n / p;  // W_p = W_n^(n / p)
+          for (int64_t j = 0; j < p; ++j) {
+            V accr = hn::Load(d, tmp_re_), acci = hn::Load(d, tmp_im_);
+            for (int64_t r = 1; r < p; ++r) {
+              const int64_t e = (r * j % p) * step;
+              const V w_r = hn::Set(d, plan_.w_re[e]), w_i = hn::Set(d, plan_.w_im[e]);
+              const V x_r = hn::Load(d, tmp_re_ + r * N), x_i = hn::Load(d, tmp_im_ + r * N);
+              accr = hn::Add(accr, MulRe(x_r, x_i, w_r, w_i));
+              acci = hn::Add(acci, MulIm(x_r, x_i, w_r, w_i));
+            }
+            store(j, t, accr, acci);
+          }
+        }
+      }
     }
   }
 
@@ -176,13 +276,19 @@ int64_t FftLanes() { return static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float
 // a float at a time.
 
 // Lane buffers from N adjacent lines, element j at x + j * step: complex ones
-// (c2c; im_sign -1 conjugates) or real ones (r2c: imaginary parts 0).
-void GatherAdjacent(bool real, const float* x, int64_t step, int64_t n, float im_sign, float* re,
-                    float* im) {
+// (c2c; im_sign -1 conjugates), real ones with imaginary parts 0 (r2c of odd
+// length) or real ones as z_t = x_2t + i x_2t+1 (`split`: Note [Real
+// transforms]).
+void GatherAdjacent(bool real, bool split, const float* x, int64_t step, int64_t n,
+                    float im_sign, float* re, float* im) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto sign = hn::Set(d, im_sign);
   for (int64_t j = 0; j < n; ++j) {
+    if (split) {
+      hn::Store(hn::LoadU(d, x + j * step), d, (j % 2 == 0 ? re : im) + j / 2 * N);
+      continue;
+    }
     if (real) {
       hn::Store(hn::LoadU(d, x + j * step), d, re + j * N);
       hn::Store(hn::Zero(d), d, im + j * N);
@@ -196,10 +302,11 @@ void GatherAdjacent(bool real, const float* x, int64_t step, int64_t n, float im
 }
 
 // C2R: lane buffers from N adjacent complex lines holding the first `given`
-// bins of Hermitian lines of n points, extended (bin n - j = conj bin j), the
-// self-conjugate bins (0 and n / 2) made real as torch's irfft reads them.
+// bins of Hermitian lines of n points, the self-conjugate bins (0 and n / 2)
+// made real as torch's irfft reads them; bins 0..n/2 alone when `half_only`
+// (Note [Real transforms]), else extended to n (bin n - j = conj bin j).
 void GatherAdjacentC2R(const float* x, int64_t step, int64_t n, int64_t given, float im_sign,
-                       float* re, float* im) {
+                       bool half_only, float* re, float* im) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
@@ -213,7 +320,7 @@ void GatherAdjacentC2R(const float* x, int64_t step, int64_t n, int64_t given, f
     }
     hn::Store(ar, d, re + j * N);
     hn::Store(ai, d, im + j * N);
-    if (j > 0 && n - j >= half) {
+    if (!half_only && j > 0 && n - j >= half) {
       hn::Store(ar, d, re + (n - j) * N);
       hn::Store(hn::Neg(ai), d, im + (n - j) * N);
     }
@@ -221,13 +328,18 @@ void GatherAdjacentC2R(const float* x, int64_t step, int64_t n, int64_t given, f
 }
 
 // Elements 0..len-1 of the lane buffers, scaled, to N adjacent lines at
-// o + j * step: complex (c2c, r2c) or the real parts alone (c2r).
-void ScatterAdjacent(bool real, const float* re, const float* im, int64_t len, float scale,
-                     float* o, int64_t step) {
+// o + j * step: complex (c2c, r2c), the real parts alone (c2r of odd length)
+// or z_t's parts as values 2t and 2t + 1 (`split`: c2r of even length).
+void ScatterAdjacent(bool real, bool split, const float* re, const float* im, int64_t len,
+                     float scale, float* o, int64_t step) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   const auto sc = hn::Set(d, scale);
   for (int64_t j = 0; j < len; ++j) {
+    if (split) {
+      hn::StoreU(hn::Mul(hn::Load(d, (j % 2 == 0 ? re : im) + j / 2 * N), sc), d, o + j * step);
+      continue;
+    }
     const auto r = hn::Mul(hn::Load(d, re + j * N), sc);
     if (real) {
       hn::StoreU(r, d, o + j * step);
@@ -237,20 +349,36 @@ void ScatterAdjacent(bool real, const float* re, const float* im, int64_t len, f
   }
 }
 
-// One group of lines: line_* hold the gathered input elements (SoA), out_* receive the DFT.
-void FftGroup(const Plan& plan, const float* line_re, const float* line_im, float* out_re,
-              float* out_im, float* tmp_re, float* tmp_im) {
-  const LaneFft<hn::ScalableTag<float>> f(plan, tmp_re, tmp_im);
-  f.Run(line_re, line_im, 1, out_re, out_im, plan.n, 0);
+// One group's transform on its lane buffers b[0..3] (the gathered input in
+// b[0], b[1]; b[2], b[3] the other pair) with the real split's steps around
+// it (Note [Real transforms]; `bins`: R2C's output length). Returns the index
+// of the pair holding the result (0 or 2).
+template <class D>
+int TransformLanes(const Plan& plan, float* const* b, int64_t bins, float* tmp_re,
+                   float* tmp_im) {
+  const LaneFft<D> f(plan, tmp_re, tmp_im);
+  int at = 0;
+  if (plan.real_n != 0 && !plan.forward) {
+    f.MergeC2R(b[0], b[1], b[2], b[3]);
+    at = 2;
+  }
+  if (plan.n > 1 && f.Run(b[at], b[at + 1], b[2 - at], b[3 - at])) at = 2 - at;
+  if (plan.real_n != 0 && plan.forward) {
+    f.SplitR2C(b[at], b[at + 1], bins, b[2 - at], b[3 - at]);
+    at = 2 - at;
+  }
+  return at;
+}
+
+int FftGroup(const Plan& plan, float* const* b, int64_t bins, float* tmp_re, float* tmp_im) {
+  return TransformLanes<hn::ScalableTag<float>>(plan, b, bins, tmp_re, tmp_im);
 }
 
 // Note [Few lines]: a transform of fewer lines than lanes runs one line at a
 // time, in one-lane vectors: a full-width group would transform zeros in the
 // other lanes (a single long signal: N times the work and the scratch).
-void FftLine(const Plan& plan, const float* line_re, const float* line_im, float* out_re,
-             float* out_im, float* tmp_re, float* tmp_im) {
-  const LaneFft<hn::CappedTag<float, 1>> f(plan, tmp_re, tmp_im);
-  f.Run(line_re, line_im, 1, out_re, out_im, plan.n, 0);
+int FftLine(const Plan& plan, float* const* b, int64_t bins, float* tmp_re, float* tmp_im) {
+  return TransformLanes<hn::CappedTag<float, 1>>(plan, b, bins, tmp_re, tmp_im);
 }
 
 }  // namespace trn::kernels::HWY_NAMESPACE
@@ -280,9 +408,12 @@ HWY_EXPORT(ScatterAdjacent);
 
 namespace {
 
-void MakePlan(fft::Plan& plan, int64_t n, bool forward) {
+// The plan of an n-point transform; real_n = 2 n for the half-length
+// transform of a real line (Note [Real transforms]), else 0.
+void MakePlan(fft::Plan& plan, int64_t n, bool forward, int64_t real_n) {
   plan.n = n;
   plan.forward = forward;
+  plan.real_n = real_n;
   plan.radices.clear();
   int64_t rest = n;
   for (int64_t p : {int64_t{4}, int64_t{2}, int64_t{3}, int64_t{5}}) {
@@ -321,6 +452,13 @@ void MakePlan(fft::Plan& plan, int64_t n, bool forward) {
     ni = m;
     step *= p;
   }
+  plan.real_re.clear();
+  plan.real_im.clear();
+  for (int64_t k = 0; real_n != 0 && k <= n; ++k) {
+    const double a = 2.0 * std::numbers::pi * static_cast<double>(k) / static_cast<double>(real_n);
+    plan.real_re.push_back(static_cast<float>(std::cos(a)));
+    plan.real_im.push_back(static_cast<float>(sign * std::sin(a)));
+  }
 }
 
 }  // namespace
@@ -340,33 +478,35 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
   TRN_ASSERT(kind != FftKind::kR2C || out_len <= n, "Fft: r2c keeps at most n bins");
   if (out.numel() == 0) return Status::Ok();
   TRN_ASSERT(n >= 1, "Fft: an empty transform with a nonempty output");
+  // Note [Real transforms]: a real line of even length is a complex one of half.
+  const bool split = kind != FftKind::kC2C && n % 2 == 0;
+  const int64_t fft_n = split ? n / 2 : n, real_n = split ? n : 0;
   // Note [FFT plans]: a few plans per thread, so a 2-D transform of unequal
   // sides or alternating rfft / irfft does not recompute its twiddles per pass.
   thread_local std::array<fft::Plan, 4> plans;
   thread_local size_t next_plan = 0;
   fft::Plan* found = nullptr;
   for (fft::Plan& p : plans) {
-    if (p.n == n && p.forward == forward) found = &p;
+    if (p.n == fft_n && p.forward == forward && p.real_n == real_n) found = &p;
   }
   if (found == nullptr) {
     found = &plans[next_plan];
     next_plan = (next_plan + 1) % plans.size();
-    MakePlan(*found, n, forward);
+    MakePlan(*found, fft_n, forward, real_n);
   }
   const fft::Plan& plan = *found;
   const int64_t total_lines = out.numel() / out_len;
   const int64_t full_lanes = HWY_DYNAMIC_DISPATCH(FftLanes)();
   const int64_t N = total_lines < full_lanes ? 1 : full_lanes;  // Note [Few lines]
   const auto group_fn = N == 1 ? HWY_DYNAMIC_DISPATCH(FftLine) : HWY_DYNAMIC_DISPATCH(FftGroup);
-  // Four SoA line buffers (input and output, re and im) and the generic radix's scratch.
+  // Four SoA line buffers (two pairs of re and im) and the generic radix's scratch.
   internal::ScratchBuffer<float> scratch;
   float* const buf = scratch.Get(4 * n * N + 2 * plan.max_radix * N);
   if (buf == nullptr) return Status::Error("fft: no host memory for lines of " + std::to_string(n));
-  float* const lre = buf;
-  float* const lim = lre + n * N;
-  float* const ore = lim + n * N;
-  float* const oim = ore + n * N;
-  float* const tre = oim + n * N;
+  float* const bufs[4] = {buf, buf + n * N, buf + 2 * n * N, buf + 3 * n * N};
+  float* const lre = bufs[0];
+  float* const lim = bufs[1];
+  float* const tre = buf + 4 * n * N;
   float* const tim = tre + plan.max_radix * N;
   const int64_t in_step = in.strides[dim], out_step = out.strides[dim];
   const float sc = static_cast<float>(scale);
@@ -387,9 +527,11 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
           const bool out_adjacent = N > 1 && lanes == N && st[0] == (real_out ? 1 : 2);
           if (in_adjacent) {
             if (kind == FftKind::kC2R) {
-              HWY_DYNAMIC_DISPATCH(GatherAdjacentC2R)(x0, in_step, n, given, im_sign, lre, lim);
+              HWY_DYNAMIC_DISPATCH(GatherAdjacentC2R)(x0, in_step, n, given, im_sign, split, lre,
+                                                      lim);
             } else {
-              HWY_DYNAMIC_DISPATCH(GatherAdjacent)(real_in, x0, in_step, n, im_sign, lre, lim);
+              HWY_DYNAMIC_DISPATCH(GatherAdjacent)(real_in, split, x0, in_step, n, im_sign, lre,
+                                                   lim);
             }
           } else {
             if (lanes < N) {  // unused lanes transform zeros (Note [FFT across lines])
@@ -406,6 +548,13 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
                   }
                   break;
                 case FftKind::kR2C:
+                  if (split) {  // z_t = x_2t + i x_2t+1
+                    for (int64_t t = 0; t < n / 2; ++t) {
+                      lre[t * N + g] = x[2 * t * in_step];
+                      lim[t * N + g] = x[(2 * t + 1) * in_step];
+                    }
+                    break;
+                  }
                   for (int64_t j = 0; j < n; ++j) {
                     lre[j * N + g] = x[j * in_step];
                     lim[j * N + g] = 0.0f;
@@ -420,7 +569,7 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
                         have && !self_conjugate ? im_sign * x[j * in_step + 1] : 0.0f;
                     lre[j * N + g] = re;
                     lim[j * N + g] = im;
-                    if (j > 0 && n - j >= half) {
+                    if (!split && j > 0 && n - j >= half) {
                       lre[(n - j) * N + g] = re;
                       lim[(n - j) * N + g] = -im;
                     }
@@ -429,19 +578,24 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
               }
             }
           }
-          const float* rre = lre;
-          const float* rim = lim;
-          if (n > 1) {
-            group_fn(plan, lre, lim, ore, oim, tre, tim);
-            rre = ore, rim = oim;
-          }
+          const int at = group_fn(plan, bufs, out_len, tre, tim);
+          const float* rre = bufs[at];
+          const float* rim = bufs[at + 1];
           const int64_t len = real_out ? n : out_len;
           if (out_adjacent) {
-            HWY_DYNAMIC_DISPATCH(ScatterAdjacent)(real_out, rre, rim, len, sc, o0, out_step);
+            HWY_DYNAMIC_DISPATCH(ScatterAdjacent)(real_out, split && real_out, rre, rim, len, sc,
+                                                  o0, out_step);
             continue;
           }
           for (int64_t g = 0; g < lanes; ++g) {
             float* o = o0 + g * st[0];
+            if (split && real_out) {  // values 2t and 2t + 1 are z_t's parts
+              for (int64_t t = 0; t < n / 2; ++t) {
+                o[2 * t * out_step] = rre[t * N + g] * sc;
+                o[(2 * t + 1) * out_step] = rim[t * N + g] * sc;
+              }
+              continue;
+            }
             for (int64_t j = 0; j < len; ++j) {
               o[j * out_step] = rre[j * N + g] * sc;
               if (!real_out) o[j * out_step + 1] = rim[j * N + g] * sc;
