@@ -86,6 +86,40 @@ TEST(Fft, C2CMatchesDftOverLengths) {
   });
 }
 
+// Along the last dim: rows of pairs, moved through 8 x 8 blocks where the
+// target has them (Note [Last-dim lines]), the rest of a row and the last
+// lines a float at a time.
+TEST(Fft, C2CAlongLastDim) {
+  constexpr int64_t kLines = 19;
+  testing::ForEachTarget([&](const char*) {
+    for (int64_t n : {3, 8, 12, 30, 64, 100}) {
+      for (bool conj : {false, true}) {
+        SCOPED_TRACE("n " + std::to_string(n) + (conj ? " conj" : ""));
+        std::vector<float> in = Random(static_cast<size_t>(n * kLines * 2), n + 1);
+        std::vector<float> out(in.size());
+        ComplexOperand op;
+        op.t = View(in, {kLines, n}, {2 * n, 2});
+        op.conj = conj;
+        ASSERT_TRUE(
+            Fft(FftKind::kC2C, View(out, {kLines, n}, {2 * n, 2}), op, 1, true, 2.0).ok());
+        for (int64_t line = 0; line < kLines; ++line) {
+          std::vector<cd> x(n);
+          for (int64_t j = 0; j < n; ++j) {
+            const int64_t e = (line * n + j) * 2;
+            x[j] = cd(in[e], (conj ? -1 : 1) * in[e + 1]);
+          }
+          const std::vector<cd> y = Dft(x, true);
+          for (int64_t k = 0; k < n; ++k) {
+            const int64_t e = (line * n + k) * 2;
+            ASSERT_NEAR(out[e], 2.0 * y[k].real(), 1e-5 * n) << "line " << line << " bin " << k;
+            ASSERT_NEAR(out[e + 1], 2.0 * y[k].imag(), 1e-5 * n) << "line " << line << " bin " << k;
+          }
+        }
+      }
+    }
+  });
+}
+
 TEST(Fft, C2CInPlace) {
   std::vector<float> data = Random(2 * 24, 3);
   std::vector<cd> x(24);

@@ -349,6 +349,111 @@ void ScatterAdjacent(bool real, bool split, const float* re, const float* im, in
   }
 }
 
+// Note [Last-dim lines]: along the last dim a group's lines are rows apart
+// and element j of all of them lies in N places. Blocks of 8 lines x 8
+// (re, im) elements are loaded a row at a time (deinterleaved), transposed in
+// registers and stored as 8 lanes of 8 elements, and back the same way; where
+// the target has no 8-float vectors, and for the last elements of a row, a
+// float at a time. (AVX2 gathers measured slower on Zen 3.)
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+using D8 = hn::FixedTag<float, 8>;
+using V8 = hn::Vec<D8>;
+constexpr int64_t kBlock8 = 8;
+
+// Rows r[0..7] to columns: r[c] lane l = row l's lane c.
+HWY_INLINE void Transpose8(V8* r) {
+  const D8 d;
+  const hn::Repartition<double, D8> dd;
+  const auto lo64 = [&](V8 a, V8 b) {
+    return hn::BitCast(d, hn::InterleaveLower(dd, hn::BitCast(dd, a), hn::BitCast(dd, b)));
+  };
+  const auto hi64 = [&](V8 a, V8 b) {
+    return hn::BitCast(d, hn::InterleaveUpper(dd, hn::BitCast(dd, a), hn::BitCast(dd, b)));
+  };
+  V8 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {  // a0 b0 a1 b1 | a4 b4 a5 b5 and a2 b2 a3 b3 | a6 b6 a7 b7
+    t[2 * i] = hn::InterleaveLower(d, r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = hn::InterleaveUpper(d, r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {  // a0 b0 c0 d0 | a4 b4 c4 d4 ...
+    u[4 * i] = lo64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 1] = hi64(t[4 * i], t[4 * i + 2]);
+    u[4 * i + 2] = lo64(t[4 * i + 1], t[4 * i + 3]);
+    u[4 * i + 3] = hi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = hn::ConcatLowerLower(d, u[4 + c], u[c]);
+    r[c + 4] = hn::ConcatUpperUpper(d, u[4 + c], u[c]);
+  }
+}
+#endif
+
+// Lane buffers (N lanes) from N lines `stride` floats apart whose elements
+// are (re, im) pairs side by side: `count` elements, im times im_sign.
+void GatherPairs(const float* x, int64_t stride, int64_t count, float im_sign, float* re,
+                 float* im) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  int64_t done = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  const D8 d;
+  const V8 sign = hn::Set(d, im_sign);
+  done = count / kBlock8 * kBlock8;
+  for (int64_t g0 = 0; g0 < N; g0 += kBlock8) {
+    for (int64_t j0 = 0; j0 < done; j0 += kBlock8) {
+      V8 r[8], i[8];
+      for (int64_t l = 0; l < kBlock8; ++l) {
+        hn::LoadInterleaved2(d, x + (g0 + l) * stride + 2 * j0, r[l], i[l]);
+      }
+      Transpose8(r);
+      Transpose8(i);
+      for (int64_t c = 0; c < kBlock8; ++c) {
+        hn::StoreU(r[c], d, re + (j0 + c) * N + g0);
+        hn::StoreU(hn::Mul(i[c], sign), d, im + (j0 + c) * N + g0);
+      }
+    }
+  }
+#endif
+  for (int64_t g = 0; g < N; ++g) {
+    for (int64_t j = done; j < count; ++j) {
+      re[j * N + g] = x[g * stride + 2 * j];
+      im[j * N + g] = im_sign * x[g * stride + 2 * j + 1];
+    }
+  }
+}
+
+// The inverse: `count` elements of the lane buffers, scaled, to N lines
+// `stride` floats apart as (re, im) pairs side by side.
+void ScatterPairs(const float* re, const float* im, int64_t count, float scale, float* o,
+                  int64_t stride) {
+  const int64_t N = static_cast<int64_t>(hn::Lanes(hn::ScalableTag<float>()));
+  int64_t done = 0;
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX2
+  const D8 d;
+  const V8 sc = hn::Set(d, scale);
+  done = count / kBlock8 * kBlock8;
+  for (int64_t g0 = 0; g0 < N; g0 += kBlock8) {
+    for (int64_t j0 = 0; j0 < done; j0 += kBlock8) {
+      V8 r[8], i[8];
+      for (int64_t c = 0; c < kBlock8; ++c) {
+        r[c] = hn::Mul(hn::LoadU(d, re + (j0 + c) * N + g0), sc);
+        i[c] = hn::Mul(hn::LoadU(d, im + (j0 + c) * N + g0), sc);
+      }
+      Transpose8(r);
+      Transpose8(i);
+      for (int64_t l = 0; l < kBlock8; ++l) {
+        hn::StoreInterleaved2(r[l], i[l], d, o + (g0 + l) * stride + 2 * j0);
+      }
+    }
+  }
+#endif
+  for (int64_t g = 0; g < N; ++g) {
+    for (int64_t j = done; j < count; ++j) {
+      o[g * stride + 2 * j] = re[j * N + g] * scale;
+      o[g * stride + 2 * j + 1] = im[j * N + g] * scale;
+    }
+  }
+}
+
 // One group's transform on its lane buffers b[0..3] (the gathered input in
 // b[0], b[1]; b[2], b[3] the other pair) with the real split's steps around
 // it (Note [Real transforms]; `bins`: R2C's output length). Returns the index
@@ -405,6 +510,8 @@ HWY_EXPORT(FftLine);
 HWY_EXPORT(GatherAdjacent);
 HWY_EXPORT(GatherAdjacentC2R);
 HWY_EXPORT(ScatterAdjacent);
+HWY_EXPORT(GatherPairs);
+HWY_EXPORT(ScatterPairs);
 
 namespace {
 
@@ -513,6 +620,13 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
   const float im_sign = in_op.conj ? -1.0f : 1.0f;
   const int64_t half = n / 2 + 1, given = std::min(in_len, half);  // kC2R
   const bool real_in = kind == FftKind::kR2C, real_out = kind == FftKind::kC2R;
+  // Note [Last-dim lines]: elements as (re, im) pairs side by side in each line
+  // (complex ones, or a real line's z_t of Note [Real transforms]). Not for
+  // C2R of odd n, whose line buffers hold the extended Hermitian line.
+  const bool pairs_in = N > 1 && (kind == FftKind::kC2C ? in_step == 2
+                                  : split               ? in_step == (real_in ? 1 : 2)
+                                                        : false);
+  const bool pairs_out = N > 1 && (real_out ? split && out_step == 1 : out_step == 2);
   TensorRef out_lines = out, in_lines = in;
   out_lines.sizes[dim] = in_lines.sizes[dim] = 1;
   internal::ForEachRun<2>(
@@ -532,6 +646,15 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
             } else {
               HWY_DYNAMIC_DISPATCH(GatherAdjacent)(real_in, split, x0, in_step, n, im_sign, lre,
                                                    lim);
+            }
+          } else if (pairs_in && lanes == N) {  // Note [Last-dim lines]
+            const int64_t count = kind == FftKind::kC2R ? given : split ? n / 2 : n;
+            HWY_DYNAMIC_DISPATCH(GatherPairs)(x0, st[1], count, im_sign, lre, lim);
+            if (kind == FftKind::kC2R) {  // as GatherAdjacentC2R (split: bins 0..n/2 alone)
+              std::fill(lim, lim + N, 0.0f);
+              std::fill(lre + given * N, lre + half * N, 0.0f);
+              std::fill(lim + given * N, lim + half * N, 0.0f);
+              if (n % 2 == 0) std::fill(lim + (n / 2) * N, lim + (n / 2 + 1) * N, 0.0f);
             }
           } else {
             if (lanes < N) {  // unused lanes transform zeros (Note [FFT across lines])
@@ -585,6 +708,10 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
           if (out_adjacent) {
             HWY_DYNAMIC_DISPATCH(ScatterAdjacent)(real_out, split && real_out, rre, rim, len, sc,
                                                   o0, out_step);
+            continue;
+          }
+          if (pairs_out && lanes == N) {  // Note [Last-dim lines]
+            HWY_DYNAMIC_DISPATCH(ScatterPairs)(rre, rim, real_out ? n / 2 : len, sc, o0, st[0]);
             continue;
           }
           for (int64_t g = 0; g < lanes; ++g) {
