@@ -53,7 +53,8 @@ Status ComplexUnary(ComplexUnaryOp op, const TensorRef& out, const ComplexOperan
 //         as the conjugates of their mirrors, imaginary parts of the
 //         self-conjugate bins ignored, missing bins 0).
 // forward: exp(-2 pi i j k / n), else exp(+...). Any n >= 1: mixed radix 4, 2,
-// 3, 5, then the other prime factors as plain DFTs (O(n p) per line).
+// 3, 5, then the other prime factors as plain DFTs (O(n p) per line), or the
+// whole line as a convolution where a prime factor is large (Bluestein).
 enum class FftKind : uint8_t { kC2C, kR2C, kC2R };
 Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in, int dim, bool forward,
            double scale);

@@ -54,7 +54,8 @@ std::vector<cd> Dft(const std::vector<cd>& x, bool forward) {
 TEST(Fft, C2CMatchesDftOverLengths) {
   constexpr int64_t kLines = 19;
   testing::ForEachTarget([&](const char*) {
-    for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 30, 49, 64, 97, 100, 128, 210, 243, 400}) {
+    for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 30, 49, 64, 97, 100, 128, 210, 243, 400,
+                      2 * 101, 3 * 211}) {
       for (bool forward : {true, false}) {
         for (bool conj : {false, true}) {
           SCOPED_TRACE("n " + std::to_string(n) + (forward ? " forward" : " backward") +
@@ -138,7 +139,7 @@ TEST(Fft, C2CInPlace) {
 TEST(Fft, R2CAndC2RMatchDft) {
   constexpr int64_t kLines = 19;
   testing::ForEachTarget([&](const char*) {
-    for (int64_t n : {1, 2, 5, 6, 8, 9, 10, 14, 22, 64, 81, 100, 400}) {
+    for (int64_t n : {1, 2, 5, 6, 8, 9, 10, 14, 22, 64, 81, 100, 101, 202, 400}) {
       SCOPED_TRACE("n " + std::to_string(n));
       // r2c along the last dim of [kLines, n], onesided.
       std::vector<float> in = Random(static_cast<size_t>(kLines * n), 7);

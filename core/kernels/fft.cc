@@ -1,7 +1,8 @@
 // One-dimensional FFTs of every line of a tensor (kernels::Fft, complex.h).
 //
 // Note [Mixed-radix FFT]: a length-n DFT factored into radices 4 and 2 first,
-// then 3, 5 and any other prime factor (a plain DFT: O(n p) for a prime n),
+// then 3, 5 and any other prime factor (a plain DFT: O(n p); a large one
+// makes the whole line a convolution instead, Note [Bluestein]),
 // one Stockham level per radix (Note [Stockham levels]; butterflies written
 // out for 2, 3, 4 and 5). Twiddles are tabulated per level in double, stored
 // as float. A real line of even length is a complex one of half its length
@@ -22,7 +23,9 @@
 
 #ifndef TRN_KERNELS_FFT_PLAN_
 #define TRN_KERNELS_FFT_PLAN_
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 namespace trn::kernels::fft {
@@ -38,6 +41,13 @@ struct Plan {
   // A real transform of real_n = 2 n points (Note [Real transforms]); 0: complex.
   int64_t real_n = 0;
   std::vector<float> real_re, real_im;  // W_real_n^k, k <= n
+  // Note [Bluestein]: set when n is transformed as a convolution of sub->n
+  // points (sub: their forward plan): chirp w_j = exp(sigma pi i j^2 / n), j < n,
+  // kernel = the sub->n-point DFT of conj(w) wrapped around, over sub->n.
+  std::shared_ptr<const Plan> sub;
+  std::vector<float> chirp_re, chirp_im, kernel_re, kernel_im;
+  // Elements of each lane buffer the transform needs.
+  int64_t lane_elems() const { return sub != nullptr ? std::max(n, sub->n) : n; }
 };
 
 }  // namespace trn::kernels::fft
@@ -68,6 +78,7 @@ class LaneFft {
   // one tight loop per radix, and a level's twiddles are shared by its s
   // sequences. True when the result is in (yr, yi).
   bool Run(float* xr, float* xi, float* yr, float* yi) const {
+    if (plan_.sub != nullptr) return Bluestein(xr, xi, yr, yi);
     int64_t n = plan_.n, s = 1;
     bool swapped = false;
     for (size_t level = 0; level < plan_.radices.size(); ++level) {
@@ -88,6 +99,44 @@ class LaneFft {
       s *= p;
     }
     return swapped;
+  }
+
+  // Note [Bluestein]: with j k = (j^2 + k^2 - (k - j)^2) / 2, the DFT is
+  //   X_k = w_k sum_j (x_j w_j) conj(w_(k-j)),  w_j = exp(sigma pi i j^2 / n),
+  // a convolution, done as a cyclic one of M >= 2n - 1 points (a power of 2)
+  // by two M-point FFTs (the inverse as conj FFT conj) and the tabulated
+  // transform of conj(w): O(M log M) where the plain DFT of a large prime
+  // factor p costs O(n p). Same contract as Run; both pairs hold M elements.
+  bool Bluestein(float* xr, float* xi, float* yr, float* yi) const {
+    const D d;
+    const int64_t N = N_, n = plan_.n, M = plan_.sub->n;
+    const float* cr = plan_.chirp_re.data();
+    const float* ci = plan_.chirp_im.data();
+    for (int64_t j = 0; j < n; ++j) {
+      const V ar = hn::Load(d, xr + j * N), ai = hn::Load(d, xi + j * N);
+      const V wr = hn::Set(d, cr[j]), wi = hn::Set(d, ci[j]);
+      hn::Store(MulRe(ar, ai, wr, wi), d, yr + j * N);
+      hn::Store(MulIm(ar, ai, wr, wi), d, yi + j * N);
+    }
+    std::fill(yr + n * N, yr + M * N, 0.0f);
+    std::fill(yi + n * N, yi + M * N, 0.0f);
+    const LaneFft<D> conv(*plan_.sub, tmp_re_, tmp_im_);
+    float *pr = yr, *pi = yi, *qr = xr, *qi = xi;
+    if (conv.Run(pr, pi, qr, qi)) std::swap(pr, qr), std::swap(pi, qi);
+    for (int64_t k = 0; k < M; ++k) {  // times the kernel, conjugated
+      const V ar = hn::Load(d, pr + k * N), ai = hn::Load(d, pi + k * N);
+      const V kr = hn::Set(d, plan_.kernel_re[k]), ki = hn::Set(d, plan_.kernel_im[k]);
+      hn::Store(MulRe(ar, ai, kr, ki), d, pr + k * N);
+      hn::Store(hn::Neg(MulIm(ar, ai, kr, ki)), d, pi + k * N);
+    }
+    if (conv.Run(pr, pi, qr, qi)) std::swap(pr, qr), std::swap(pi, qi);
+    for (int64_t k = 0; k < n; ++k) {  // w_k times the convolution (conjugated back)
+      const V ar = hn::Load(d, pr + k * N), ai = hn::Neg(hn::Load(d, pi + k * N));
+      const V wr = hn::Set(d, cr[k]), wi = hn::Set(d, ci[k]);
+      hn::Store(MulRe(ar, ai, wr, wi), d, pr + k * N);
+      hn::Store(MulIm(ar, ai, wr, wi), d, pi + k * N);
+    }
+    return pr == yr;
   }
 
   // Note [Real transforms]: a real line of even length n is the complex line
@@ -494,6 +543,7 @@ HWY_AFTER_NAMESPACE();
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <complex>
 #include <numbers>
 #include <string>
 
@@ -514,6 +564,33 @@ HWY_EXPORT(GatherPairs);
 HWY_EXPORT(ScatterPairs);
 
 namespace {
+
+// In-place forward DFT of a power-of-2 length in double (Note [Bluestein]'s
+// kernel, once per plan): iterative radix 2, twiddles from one table.
+void ForwardFftDouble(std::vector<std::complex<double>>& a) {
+  const size_t n = a.size();
+  for (size_t i = 1, j = 0; i < n; ++i) {  // bit-reversal permutation
+    size_t bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) std::swap(a[i], a[j]);
+  }
+  std::vector<std::complex<double>> w(n / 2);
+  for (size_t k = 0; k < n / 2; ++k) {
+    w[k] = std::polar(1.0, -2.0 * std::numbers::pi * static_cast<double>(k) /
+                               static_cast<double>(n));
+  }
+  for (size_t len = 2; len <= n; len <<= 1) {
+    const size_t stride = n / len;
+    for (size_t i = 0; i < n; i += len) {
+      for (size_t k = 0; k < len / 2; ++k) {
+        const std::complex<double> u = a[i + k], v = a[i + k + len / 2] * w[k * stride];
+        a[i + k] = u + v;
+        a[i + k + len / 2] = u - v;
+      }
+    }
+  }
+}
 
 // The plan of an n-point transform; real_n = 2 n for the half-length
 // transform of a real line (Note [Real transforms]), else 0.
@@ -536,9 +613,38 @@ void MakePlan(fft::Plan& plan, int64_t n, bool forward, int64_t real_n) {
   const auto angle = [n](int64_t j) {
     return 2.0 * std::numbers::pi * static_cast<double>(j % n) / static_cast<double>(n);
   };
-  plan.w_re.resize(static_cast<size_t>(n));
-  plan.w_im.resize(static_cast<size_t>(n));
-  for (int64_t j = 0; j < n; ++j) {
+  // Note [Bluestein]: where its cost model wins. A plain level of a prime p
+  // costs ~8 n p flops; the convolution two M-point FFTs and three products.
+  plan.sub.reset();
+  plan.chirp_re.clear(), plan.chirp_im.clear(), plan.kernel_re.clear(), plan.kernel_im.clear();
+  int64_t conv = 1;
+  while (conv < 2 * n - 1) conv *= 2;
+  const double conv_cost = 10.0 * static_cast<double>(conv) * std::log2(conv) + 20.0 * conv;
+  if (plan.max_radix > 5 && conv_cost < 8.0 * static_cast<double>(n) * plan.max_radix) {
+    auto sub = std::make_shared<fft::Plan>();
+    MakePlan(*sub, conv, true, 0);
+    std::vector<std::complex<double>> b(static_cast<size_t>(conv));
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t sq = j * j % (2 * n);  // the angle mod 2 pi, exactly
+      const double a = std::numbers::pi * static_cast<double>(sq) / static_cast<double>(n);
+      plan.chirp_re.push_back(static_cast<float>(std::cos(a)));
+      plan.chirp_im.push_back(static_cast<float>(sign * std::sin(a)));
+      b[static_cast<size_t>(j)] = std::polar(1.0, -sign * a);  // conj(w_j)
+      if (j > 0) b[static_cast<size_t>(conv - j)] = b[static_cast<size_t>(j)];
+    }
+    ForwardFftDouble(b);
+    for (const auto& v : b) {
+      plan.kernel_re.push_back(static_cast<float>(v.real() / static_cast<double>(conv)));
+      plan.kernel_im.push_back(static_cast<float>(v.imag() / static_cast<double>(conv)));
+    }
+    plan.sub = std::move(sub);
+    plan.radices.clear();
+    plan.max_radix = 1;
+  }
+  // W_n^j for the plain DFT levels (radices above 5).
+  plan.w_re.resize(plan.max_radix > 5 ? static_cast<size_t>(n) : 0);
+  plan.w_im.resize(plan.w_re.size());
+  for (int64_t j = 0; j < static_cast<int64_t>(plan.w_re.size()); ++j) {
     plan.w_re[j] = static_cast<float>(std::cos(angle(j)));
     plan.w_im[j] = static_cast<float>(sign * std::sin(angle(j)));
   }
@@ -607,13 +713,14 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
   const int64_t N = total_lines < full_lanes ? 1 : full_lanes;  // Note [Few lines]
   const auto group_fn = N == 1 ? HWY_DYNAMIC_DISPATCH(FftLine) : HWY_DYNAMIC_DISPATCH(FftGroup);
   // Four SoA line buffers (two pairs of re and im) and the generic radix's scratch.
+  const int64_t elems = std::max(n, plan.lane_elems()) * N;
   internal::ScratchBuffer<float> scratch;
-  float* const buf = scratch.Get(4 * n * N + 2 * plan.max_radix * N);
+  float* const buf = scratch.Get(4 * elems + 2 * plan.max_radix * N);
   if (buf == nullptr) return Status::Error("fft: no host memory for lines of " + std::to_string(n));
-  float* const bufs[4] = {buf, buf + n * N, buf + 2 * n * N, buf + 3 * n * N};
+  float* const bufs[4] = {buf, buf + elems, buf + 2 * elems, buf + 3 * elems};
   float* const lre = bufs[0];
   float* const lim = bufs[1];
-  float* const tre = buf + 4 * n * N;
+  float* const tre = buf + 4 * elems;
   float* const tim = tre + plan.max_radix * N;
   const int64_t in_step = in.strides[dim], out_step = out.strides[dim];
   const float sc = static_cast<float>(scale);
