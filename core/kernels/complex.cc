@@ -7,6 +7,10 @@
 #define HWY_TARGET_INCLUDE "core/kernels/complex.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
+#include <array>
+#include <type_traits>
+#include <utility>
+
 #include "hwy/highway.h"
 
 #include "core/kernels/complex.h"
@@ -19,54 +23,67 @@ namespace hn = hwy::HWY_NAMESPACE;
 // one value (stride 0, a broadcast).
 enum RunOperand : int { kPairs = 0, kPairsConj = 1, kReal = 2, kOnePair = 3, kOneReal = 4 };
 
-// o[0 .. 2 count) = x op y (add / sub: x + y (s + 0i)) for kAdd / kSub / kMul, over
-// the first count - count % lanes elements; returns how many it did. Products
-// round as CPU's (a separate multiply and add: no fused multiply-add), so
-// results equal CPU PyTorch's bit for bit.
-int64_t ComplexBinaryRun(int op, float* o, const float* x, int xm, const float* y, int ym,
-                         int64_t count, float s) {
+// o[0 .. 2 count) = x op y (add / sub: x + y (s + 0i)) for kAdd / kSub / kMul
+// (Mul: true), over the first count - count % lanes elements; returns how many
+// it did. Products round as CPU's (a separate multiply and add: no fused
+// multiply-add), so results equal CPU PyTorch's bit for bit. One instance per
+// op and operand layouts: a broadcast's runs are short (Meta's rotary table:
+// 32 pairs), so the loop carries no per-element dispatch.
+template <bool Mul, int XM, int YM>
+int64_t BinaryRun(float* o, const float* x, const float* y, int64_t count, float s) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
-  const auto load = [&](const float* p, int mode, int64_t i, V& re, V& im) {
-    switch (mode) {
-      case kPairs:
-      case kPairsConj:
-        hn::LoadInterleaved2(d, p + 2 * i, re, im);
-        if (mode == kPairsConj) im = hn::Neg(im);
-        return;
-      case kReal:
-        re = hn::LoadU(d, p + i);
-        im = hn::Zero(d);
-        return;
-      case kOnePair:
-        re = hn::Set(d, p[0]);
-        im = hn::Set(d, p[1]);
-        return;
-      default:
-        re = hn::Set(d, p[0]);
-        im = hn::Zero(d);
-        return;
+  const auto load = [&](const float* p, auto mode, int64_t i, V& re, V& im) {
+    constexpr int kMode = decltype(mode)::value;
+    if constexpr (kMode == kPairs || kMode == kPairsConj) {
+      hn::LoadInterleaved2(d, p + 2 * i, re, im);
+      if constexpr (kMode == kPairsConj) im = hn::Neg(im);
+    } else if constexpr (kMode == kReal) {
+      re = hn::LoadU(d, p + i);
+      im = hn::Zero(d);
+    } else if constexpr (kMode == kOnePair) {
+      re = hn::Set(d, p[0]);
+      im = hn::Set(d, p[1]);
+    } else {
+      re = hn::Set(d, p[0]);
+      im = hn::Zero(d);
     }
   };
-  const V vs = hn::Set(d, s);
+  const V vs = hn::Set(d, s), zero = hn::Zero(d);
   int64_t i = 0;
   for (; i + N <= count; i += N) {
     V ar, ai, br, bi;
-    load(x, xm, i, ar, ai);
-    load(y, ym, i, br, bi);
+    load(x, std::integral_constant<int, XM>(), i, ar, ai);
+    load(y, std::integral_constant<int, YM>(), i, br, bi);
     V rr, ri;
-    if (op == 2) {  // kMul
+    if constexpr (Mul) {
       rr = hn::Sub(hn::Mul(ar, br), hn::Mul(ai, bi));
       ri = hn::Add(hn::Mul(ar, bi), hn::Mul(ai, br));
     } else {  // x + y * (s + 0i): CPU's a + alpha * b, a complex product (inf * 0 is NaN)
-      const V zero = hn::Zero(d);
       rr = hn::Add(ar, hn::Sub(hn::Mul(br, vs), hn::Mul(bi, zero)));
       ri = hn::Add(ai, hn::Add(hn::Mul(br, zero), hn::Mul(bi, vs)));
     }
     hn::StoreInterleaved2(rr, ri, d, o + 2 * i);
   }
   return i;
+}
+
+using BinaryRunFn = int64_t (*)(float*, const float*, const float*, int64_t, float);
+template <bool Mul, int XM, int... YM>
+constexpr std::array<BinaryRunFn, sizeof...(YM)> RunsFor(std::integer_sequence<int, YM...>) {
+  return {&BinaryRun<Mul, XM, YM>...};
+}
+
+// The run function of an op and operand layouts (RunOperand), for this target.
+BinaryRunFn ComplexBinaryRunFor(bool mul, int xm, int ym) {
+  using Modes = std::make_integer_sequence<int, 5>;
+  static constexpr std::array<BinaryRunFn, 5> kRuns[2][5] = {
+      {RunsFor<false, 0>(Modes()), RunsFor<false, 1>(Modes()), RunsFor<false, 2>(Modes()),
+       RunsFor<false, 3>(Modes()), RunsFor<false, 4>(Modes())},
+      {RunsFor<true, 0>(Modes()), RunsFor<true, 1>(Modes()), RunsFor<true, 2>(Modes()),
+       RunsFor<true, 3>(Modes()), RunsFor<true, 4>(Modes())}};
+  return kRuns[mul][xm][ym];
 }
 
 }  // namespace trn::kernels::HWY_NAMESPACE
@@ -85,7 +102,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace trn::kernels {
 
-HWY_EXPORT(ComplexBinaryRun);
+HWY_EXPORT(ComplexBinaryRunFor);
 
 namespace {
 
@@ -145,6 +162,8 @@ Status ComplexBinary(ComplexBinaryOp op, const TensorRef& out, const ComplexOper
   const bool a_real = a_in.real && !a_scalar, b_real = b_in.real && !b_scalar;
   const bool a_conj = a_in.conj, b_conj = b_in.conj;
   const float s = static_cast<float>(op == ComplexBinaryOp::kSub ? -alpha : alpha);
+  int64_t (*run)(float*, const float*, const float*, int64_t, float) = nullptr;
+  int run_xm = -1, run_ym = -1;
   internal::ForEachRun<3>(
       {&out, &a, &b},
       [&](const std::array<char*, 3>& p, int64_t count, const std::array<int64_t, 3>& st) {
@@ -155,8 +174,11 @@ Status ComplexBinary(ComplexBinaryOp op, const TensorRef& out, const ComplexOper
         if (op != ComplexBinaryOp::kDiv && st[0] == 2) {  // unit-stride runs: vector code
           const int xm = RunMode(st[1], a_real, a_conj), ym = RunMode(st[2], b_real, b_conj);
           if (xm >= 0 && ym >= 0) {
-            i = HWY_DYNAMIC_DISPATCH(ComplexBinaryRun)(op == ComplexBinaryOp::kMul ? 2 : 0, o, x,
-                                                       xm, y, ym, count, s);
+            if (xm != run_xm || ym != run_ym) {  // the runs' strides rarely change
+              run = HWY_DYNAMIC_DISPATCH(ComplexBinaryRunFor)(op == ComplexBinaryOp::kMul, xm, ym);
+              run_xm = xm, run_ym = ym;
+            }
+            i = run(o, x, y, count, s);
             o += i * st[0], x += i * st[1], y += i * st[2];
           }
         }
