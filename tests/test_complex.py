@@ -1,5 +1,6 @@
 """complex64 on trn against CPU PyTorch (core/kernels/complex.h, torch_bridge/ops_complex.cc):
-arithmetic with complex, real and scalar operands (broadcast, conjugate views),
+arithmetic with complex, real and scalar operands (broadcast, conjugate views), in place too,
+sum and mean,
 neg, reciprocal, abs, angle, exp, polar, complex, conj_physical, cat, zero
 padding, roll, copies and casts, every torch.fft transform the three
 _fft_* ops reach (norms, lengths, dims, non-contiguous inputs), stft, Meta's
@@ -50,6 +51,86 @@ def test_arithmetic_matches_cpu(op, other):
     tb = b.to("trn") if isinstance(b, torch.Tensor) else b
     close(fn(a.to("trn"), tb), fn(a, b))
     close(fn(tb, a.to("trn")), fn(b, a))  # the other operand first
+
+
+@pytest.mark.parametrize("op", ["add_", "sub_", "mul_", "div_", "add_alpha_"])
+@pytest.mark.parametrize("other", ["complex", "broadcast", "conj", "real", "real_scalar",
+                                   "complex_scalar", "transposed", "itself", "its_conj"])
+def test_in_place_arithmetic_matches_cpu(op, other):
+    def run(a):
+        b = {"complex": cplx(3, 4, 5, seed=1), "broadcast": cplx(4, 1, seed=1),
+             "conj": cplx(4, 5, seed=1).conj(), "real": real(3, 4, 5, seed=1),
+             "real_scalar": 2.5, "complex_scalar": 0.5 - 2j,
+             "transposed": cplx(5, 4, 3, seed=1).permute(2, 1, 0), "itself": a,
+             "its_conj": a.conj()}[other]
+        if isinstance(b, torch.Tensor) and b.device != a.device:
+            b = b.to(a.device)
+        if op == "add_alpha_":
+            return a.add_(b, alpha=3)
+        return getattr(a, op)(b)
+
+    want = run(cplx(3, 4, 5))
+    got_self = cplx(3, 4, 5).to("trn")
+    got = run(got_self)
+    assert got.data_ptr() == got_self.data_ptr()
+    close(got, want)
+
+
+@pytest.mark.uses_fallback
+def test_in_place_cases_the_kernel_leaves_to_the_fallback():
+    """Overlapping operands, a conjugate view as self, a complex128 operand and
+    a bool one: CPU's results and errors, through the fallback."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for fn in (lambda t: t[1:].add_(t[:-1]),            # partial overlap
+                   lambda t: t.conj().mul_(2j),             # writes through a conj view
+                   lambda t: t.mul_(torch.ones(5, dtype=torch.complex128, device=t.device))):
+            want, got = cplx(6, 5), cplx(6, 5).to("trn")
+            raised = None
+            try:
+                fn(want)
+            except RuntimeError as e:
+                raised = type(e)
+            if raised:
+                with pytest.raises(raised):
+                    fn(got)
+            else:
+                fn(got)
+                close(got, want)
+        with pytest.raises(RuntimeError):
+            cplx(3).to("trn").sub_(torch.ones(3, dtype=torch.bool, device="trn"))
+        with pytest.raises(RuntimeError):  # complex into a real tensor
+            real(3).to("trn").mul_(cplx(3).to("trn"))
+
+
+@pytest.mark.parametrize("case", ["all", "dims", "neg_dim_keepdim", "empty_dims", "conj",
+                                  "transposed", "empty"])
+@pytest.mark.parametrize("mean", [False, True])
+def test_sum_and_mean_match_cpu(case, mean):
+    def run(x):
+        f = torch.mean if mean else torch.sum
+        return {"all": lambda: f(x), "dims": lambda: f(x, (0, 2)),
+                "neg_dim_keepdim": lambda: f(x, -1, keepdim=True),
+                "empty_dims": lambda: f(x, []) if not mean else f(x, (1,)),
+                "conj": lambda: f(x.conj(), 1), "transposed": lambda: f(x.transpose(0, 2), 0),
+                "empty": lambda: f(x[:, :0], 1)}[case]()
+
+    x = cplx(6, 7, 9)
+    got, want = run(x.to("trn")), run(x)
+    assert not got.is_conj() and got.shape == want.shape
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5, equal_nan=True)
+
+
+@pytest.mark.uses_fallback
+def test_sum_of_a_0d_tensor_and_in_complex128_take_the_fallback():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        z = cplx(1)[0]
+        close(z.to("trn").sum(), z.sum())
+        want = cplx(4).sum(dtype=torch.complex128)
+        got = cplx(4).to("trn").sum(dtype=torch.complex128)
+        assert got.dtype == torch.complex128
+        torch.testing.assert_close(got.cpu(), want)
 
 
 def test_real_tensor_times_complex_scalar_and_division_by_zero():

@@ -1986,3 +1986,31 @@ def test_a_transposed_attention_output_views_as_on_cpu():
         if dev == "cpu":
             want = merged
     check(merged, want)
+
+
+OVERLAPS = {
+    "partial": lambda t: t[1:].add_(t[:-1]),
+    "transposed_self": lambda t: t[:5].mul_(t[:5].T),
+    "expanded_self": lambda t: t[:1].expand(3, 5).sub_(1.0),
+    "out_aliases_input": lambda t: torch.add(t[1:], t[1:], out=t[:-1]),
+    "itself": lambda t: t.mul_(t),
+    "disjoint_halves": lambda t: t[:3].add_(t[3:]),
+}
+
+
+@pytest.mark.parametrize("case", list(OVERLAPS))
+def test_in_place_and_out_overlaps_raise_or_compute_as_cpu(case):
+    """TensorIterator's memory-overlap rules: a written tensor that overlaps an
+    input partially, or itself, raises CPU's error; full or no overlap computes."""
+    fn = OVERLAPS[case]
+    want = torch.randn(6, 5, generator=torch.Generator().manual_seed(0))
+    got = want.to("trn")
+    try:
+        fn(want)
+    except RuntimeError as e:
+        with pytest.raises(RuntimeError, match="unsupported operation"):
+            fn(got)
+        assert "unsupported operation" in str(e)
+        return
+    fn(got)
+    torch.testing.assert_close(got.cpu(), want)

@@ -16,6 +16,10 @@
 #include <ATen/ops/div.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/sub.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/ops/conj_physical.h>
+#include <ATen/ops/mean.h>
+#include <ATen/ops/sum.h>
 #include <ATen/ops/view_as_real.h>
 #include <ATen/ops/view_as_complex.h>
 #include <ATen/ops/reciprocal.h>
@@ -139,6 +143,124 @@ at::Tensor ComplexDiv(const at::Tensor& a, const at::Tensor& b) {
     return at::native::call_fallback_fn<&CpuFallback, at::_ops::div_Tensor>::call(a, b);
   }
   return Binary(ComplexBinaryOp::kDiv, a, b, 1.0, "aten::div");
+}
+
+namespace {
+
+// Whether self op= other runs on the complex kernel: self complex64 without
+// conj / negative bits, the result complex64, other broadcast to self's sizes.
+// Anything else takes the fallback (CPU's promotion and errors). Overlaps
+// raise CPU's errors first: other may be self itself (or a conj view of it),
+// whose elements the kernel reads at the index it writes.
+bool InPlaceNative(const at::Tensor& self, const at::Tensor& other) {
+  at::assert_no_internal_overlap(self);  // CPU's errors (the fallback's copies lose the aliasing)
+  if (!IsCpuScalar(other)) at::assert_no_partial_overlap(self, other);
+  if (self.scalar_type() != at::kComplexFloat || self.is_conj() || self.is_neg() ||
+      !TakesComplex64(self, other)) {
+    return false;
+  }
+  if (IsCpuScalar(other)) return true;
+  if (other.device() != self.device() || other.is_neg() ||
+      !at::is_expandable_to(other.sizes(), self.sizes())) {
+    return false;
+  }
+  return true;
+}
+
+at::Tensor& InPlace(ComplexBinaryOp op, at::Tensor& self, const at::Tensor& other, double alpha,
+                    const char* name) {
+  if (self.numel() == 0) return self;
+  const TensorRef o = Pairs(self);
+  const ComplexOperand x = PairsOperand(self), y = OperandOf(other, self.sizes(), name);
+  Launch(DeviceIndex(self), kernels::DescribeComplex("complex_binary_c64", o, 6, name),
+         [=] { return kernels::ComplexBinary(op, o, x, y, alpha); });
+  return self;
+}
+
+}  // namespace
+
+at::Tensor& ComplexAdd_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (!InPlaceNative(self, other) || alpha.isComplex()) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::add__Tensor>::call(self, other,
+                                                                                    alpha);
+  }
+  return InPlace(ComplexBinaryOp::kAdd, self, other, alpha.toDouble(), "aten::add_");
+}
+at::Tensor& ComplexSub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha) {
+  if (!InPlaceNative(self, other) || alpha.isComplex() || other.scalar_type() == at::kBool) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::sub__Tensor>::call(self, other,
+                                                                                    alpha);
+  }
+  return InPlace(ComplexBinaryOp::kSub, self, other, alpha.toDouble(), "aten::sub_");
+}
+at::Tensor& ComplexMul_(at::Tensor& self, const at::Tensor& other) {
+  if (!InPlaceNative(self, other)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::mul__Tensor>::call(self, other);
+  }
+  return InPlace(ComplexBinaryOp::kMul, self, other, 1.0, "aten::mul_");
+}
+at::Tensor& ComplexDiv_(at::Tensor& self, const at::Tensor& other) {
+  if (!InPlaceNative(self, other)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::div__Tensor>::call(self, other);
+  }
+  return InPlace(ComplexBinaryOp::kDiv, self, other, 1.0, "aten::div_");
+}
+
+namespace {
+
+// Note [Complex reductions]: a sum (mean) of complex values is the sums
+// (means) of their parts: the real kernels over the pairs (view_as_real) with
+// the pair dim kept, viewed as complex again. A conj bit is taken off before
+// and applied after. 0-dim tensors (whose reduced dims would be the pair
+// dim's), other dtypes and complex128 results take the fallback.
+bool Reducible(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  return self.scalar_type() == at::kComplexFloat && !self.is_neg() && self.dim() > 0 &&
+         PairsViewFits(self) && (!dtype.has_value() || *dtype == at::kComplexFloat);
+}
+
+at::Tensor ReduceParts(bool mean, const at::Tensor& self, at::OptionalIntArrayRef dim,
+                       bool keepdim) {
+  std::vector<int64_t> dims;
+  if (dim.has_value() && !dim->empty()) {
+    for (int64_t d : *dim) dims.push_back(at::maybe_wrap_dim(d, self.dim()));
+  } else {
+    for (int64_t d = 0; d < self.dim(); ++d) dims.push_back(d);
+  }
+  const at::Tensor parts = at::view_as_real(self.is_conj() ? self.conj() : self);
+  const at::Tensor r =
+      at::view_as_complex(mean ? at::mean(parts, dims, keepdim) : at::sum(parts, dims, keepdim));
+  return self.is_conj() ? at::conj_physical(r) : r;
+}
+
+}  // namespace
+
+at::Tensor ComplexSum(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  if (!Reducible(self, dtype)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::sum>::call(self, dtype);
+  }
+  return ReduceParts(false, self, std::nullopt, false);
+}
+at::Tensor ComplexSumDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                         std::optional<at::ScalarType> dtype) {
+  if (!Reducible(self, dtype)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::sum_dim_IntList>::call(
+        self, dim, keepdim, dtype);
+  }
+  return ReduceParts(false, self, dim, keepdim);
+}
+at::Tensor ComplexMean(const at::Tensor& self, std::optional<at::ScalarType> dtype) {
+  if (!Reducible(self, dtype)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::mean>::call(self, dtype);
+  }
+  return ReduceParts(true, self, std::nullopt, false);
+}
+at::Tensor ComplexMeanDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                          std::optional<at::ScalarType> dtype) {
+  if (!Reducible(self, dtype)) {
+    return at::native::call_fallback_fn<&CpuFallback, at::_ops::mean_dim>::call(self, dim,
+                                                                                keepdim, dtype);
+  }
+  return ReduceParts(true, self, dim, keepdim);
 }
 
 namespace {

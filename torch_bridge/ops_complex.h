@@ -12,6 +12,18 @@ at::Tensor ComplexAdd(const at::Tensor& a, const at::Tensor& b, const at::Scalar
 at::Tensor ComplexSub(const at::Tensor& a, const at::Tensor& b, const at::Scalar& alpha);
 at::Tensor ComplexMul(const at::Tensor& a, const at::Tensor& b);
 at::Tensor ComplexDiv(const at::Tensor& a, const at::Tensor& b);
+// In place: self complex64 (anything else, overlapping operands too: the fallback).
+at::Tensor& ComplexAdd_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
+at::Tensor& ComplexSub_(at::Tensor& self, const at::Tensor& other, const at::Scalar& alpha);
+at::Tensor& ComplexMul_(at::Tensor& self, const at::Tensor& other);
+at::Tensor& ComplexDiv_(at::Tensor& self, const at::Tensor& other);
+// sum / mean of complex64 (Note [Complex reductions]).
+at::Tensor ComplexSum(const at::Tensor& self, std::optional<at::ScalarType> dtype);
+at::Tensor ComplexSumDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                         std::optional<at::ScalarType> dtype);
+at::Tensor ComplexMean(const at::Tensor& self, std::optional<at::ScalarType> dtype);
+at::Tensor ComplexMeanDim(const at::Tensor& self, at::OptionalIntArrayRef dim, bool keepdim,
+                          std::optional<at::ScalarType> dtype);
 at::Tensor ComplexAbs(const at::Tensor& self);
 at::Tensor ComplexNeg(const at::Tensor& self);
 at::Tensor ComplexExp(const at::Tensor& self);

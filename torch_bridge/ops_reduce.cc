@@ -19,6 +19,7 @@
 #include <tuple>
 
 #include "torch_bridge/fallback.h"
+#include "torch_bridge/ops_complex.h"
 #include "torch_bridge/ops_util.h"
 
 namespace trn::bridge::ops {
@@ -616,15 +617,15 @@ at::Tensor& CdistForwardOut(const at::Tensor& x1, const at::Tensor& x2, double p
 
 TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   NativeKernels m(lib);  // Note [dtypes the kernels do not take]
-  m.impl("sum", TORCH_FN(Sum));
+  m.impl_complex("sum", TORCH_FN(Sum), TORCH_FN(ComplexSum));
   m.impl("prod", TORCH_FN(Prod));
   m.impl("prod.out", TORCH_FN(ProdOut));
   m.impl("prod.dim_int", TORCH_FN(ProdDim));
   m.impl("prod.int_out", TORCH_FN(ProdDimOut));
-  m.impl("sum.dim_IntList", TORCH_FN(SumDim));
+  m.impl_complex("sum.dim_IntList", TORCH_FN(SumDim), TORCH_FN(ComplexSumDim));
   m.impl("sum.IntList_out", TORCH_FN(SumDimOut));
-  m.impl("mean", TORCH_FN(Mean));
-  m.impl("mean.dim", TORCH_FN(MeanDim));
+  m.impl_complex("mean", TORCH_FN(Mean), TORCH_FN(ComplexMean));
+  m.impl_complex("mean.dim", TORCH_FN(MeanDim), TORCH_FN(ComplexMeanDim));
   m.impl("mean.out", TORCH_FN(MeanDimOut));
   m.impl("amax", TORCH_FN(Amax));
   m.impl("amax.out", TORCH_FN(AmaxOut));
