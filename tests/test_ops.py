@@ -1995,6 +1995,14 @@ OVERLAPS = {
     "out_aliases_input": lambda t: torch.add(t[1:], t[1:], out=t[:-1]),
     "itself": lambda t: t.mul_(t),
     "disjoint_halves": lambda t: t[:3].add_(t[3:]),
+    "unary_expanded_self": lambda t: t[:1].expand(3, 5).exp_(),
+    "unary_out_aliases_input": lambda t: torch.exp(t[1:], out=t[:-1]),
+    "clamp_expanded_self": lambda t: t[:1].expand(3, 5).clamp_(0, 1),
+    "clamp_tensor_bounds_overlap": lambda t: t[1:].clamp_(t[:-1], t[:-1] + 1),
+    "lerp_overlap": lambda t: t[1:].lerp_(t[:-1], 0.5),
+    "copy_into_expanded": lambda t: t[:1].expand(3, 5).copy_(torch.ones(3, 5, device=t.device)),
+    "copy_partial_overlap": lambda t: t[1:].copy_(t[:-1]),
+    "fill_expanded": lambda t: t[:1].expand(3, 5).fill_(2.0),
 }
 
 
