@@ -50,7 +50,8 @@ def test_solve_triangular_matches_cpu(upper, left, unit, a_batch, b_batch, n, k)
     torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("layout", ["a_transposed", "b_strided", "b_transposed", "expanded"])
+@pytest.mark.parametrize("layout", ["a_transposed", "a_rows_strided", "b_strided", "b_transposed",
+                                    "expanded", "large_one_column"])
 def test_solve_triangular_non_contiguous(layout):
     a = _triangular((3,), 16, False, False)
     b = _rhs((3, 16, 8))
@@ -63,8 +64,16 @@ def test_solve_triangular_non_contiguous(layout):
     if layout == "b_transposed":
         b = _rhs((3, 8, 16)).mT
         tb = b.mT.contiguous().to("trn").mT
+    if layout == "a_rows_strided":  # read in place: rows 40 floats apart, the batch 700 apart
+        wide = torch.randn(3, 17, 40)
+        wide[..., :16, 3:19] = a
+        a, ta = wide[..., :16, 3:19], wide.to("trn")[..., :16, 3:19]
     if layout == "expanded":
         a, ta = a[:1].expand(3, 16, 16), ta[:1].expand(3, 16, 16)
+    if layout == "large_one_column":  # several row blocks, a vector right-hand side
+        a = _triangular((), 300, False, False)
+        b = _rhs((300, 1))
+        ta, tb = a.to("trn"), b.to("trn")
     want = torch.linalg.solve_triangular(a, b, upper=False)
     got = torch.linalg.solve_triangular(ta, tb, upper=False)
     torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)

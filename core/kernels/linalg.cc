@@ -1,6 +1,7 @@
 // Triangular solves (torch.linalg.solve_triangular): per batch matrix, the
 // triangle is loaded into a float32 scratch (reversed for an upper one, so one
-// forward substitution serves both) and the right-hand sides solved in place.
+// forward substitution serves both; a lower float32 one with unit column
+// stride is read in place) and the right-hand sides solved in place.
 // Note [Blocked triangular solve]: rows go in blocks of kSolveBlock. A block
 // first subtracts the solved rows above it with one GEMM (Matmul accumulating
 // onto the block), then substitutes within itself, the columns in panels of up
@@ -28,16 +29,17 @@ namespace trn::kernels::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 // Columns [c, c + V * lanes) of rows r0..r1-1 of x (row stride k): row i becomes
-// (x_i - sum_{r0 <= j < i} t[i, j] x_j) / t[i, i] (no division when unit).
+// (x_i - sum_{r0 <= j < i} t[i, j] x_j) / t[i, i] (no division when unit; t's
+// rows ldt apart).
 template <int V, class D>
-HWY_INLINE void SolvePanel(D d, const float* t, float* x, int64_t n, int64_t k, int64_t r0,
+HWY_INLINE void SolvePanel(D d, const float* t, int64_t ldt, float* x, int64_t k, int64_t r0,
                            int64_t r1, int64_t c, bool unit) {
   const size_t N = hn::Lanes(d);
   for (int64_t i = r0; i < r1; ++i) {
     float* xi = x + i * k + c;
     hn::Vec<D> acc[V];
     for (int v = 0; v < V; ++v) acc[v] = hn::LoadU(d, xi + v * N);
-    const float* ti = t + i * n;
+    const float* ti = t + i * ldt;
     for (int64_t j = r0; j < i; ++j) {
       const auto a = hn::Set(d, ti[j]);
       const float* xj = x + j * k + c;
@@ -52,21 +54,22 @@ HWY_INLINE void SolvePanel(D d, const float* t, float* x, int64_t n, int64_t k, 
 }
 
 // Forward substitution within rows r0..r1-1 of t x = b, for a lower-triangular
-// row-major n x n t and x [n, k] row-major (rows above r0 already subtracted).
-void SolveLowerBlockF32(const float* t, float* x, int64_t n, int64_t k, int64_t r0, int64_t r1,
+// n x n t (rows ldt apart) and x [n, k] row-major (rows above r0 already
+// subtracted).
+void SolveLowerBlockF32(const float* t, int64_t ldt, float* x, int64_t k, int64_t r0, int64_t r1,
                         bool unit) {
   const hn::ScalableTag<float> d;
   const int64_t N = static_cast<int64_t>(hn::Lanes(d));
   int64_t c = 0;
-  for (; c + 4 * N <= k; c += 4 * N) SolvePanel<4>(d, t, x, n, k, r0, r1, c, unit);
-  for (; c + N <= k; c += N) SolvePanel<1>(d, t, x, n, k, r0, r1, c, unit);
+  for (; c + 4 * N <= k; c += 4 * N) SolvePanel<4>(d, t, ldt, x, k, r0, r1, c, unit);
+  for (; c + N <= k; c += N) SolvePanel<1>(d, t, ldt, x, k, r0, r1, c, unit);
   // The last columns, fewer than a vector (k = 1: a vector solve), one at a
   // time: copied out contiguous so each row's sum is a vector dot product.
   HWY_ALIGN float col[kSolveBlock];
   for (; c < k; ++c) {
     for (int64_t i = r0; i < r1; ++i) col[i - r0] = x[i * k + c];
     for (int64_t i = 0; i < r1 - r0; ++i) {
-      const float* ti = t + (r0 + i) * n + r0;
+      const float* ti = t + (r0 + i) * ldt + r0;
       auto acc = hn::Zero(d);
       int64_t j = 0;
       for (; j + N <= i; j += N) acc = hn::MulAdd(hn::LoadU(d, ti + j), hn::Load(d, col + j), acc);
@@ -109,9 +112,9 @@ TensorRef F32Matrix(float* data, int64_t rows, int64_t cols, int64_t row_stride)
   return r;
 }
 
-// Solves t x = b in place (t lower-triangular n x n, x [n, k], both row-major
-// float32), Note [Blocked triangular solve].
-Status SolveLower(const float* t, float* x, int64_t n, int64_t k, bool unit) {
+// Solves t x = b in place (t lower-triangular n x n with rows ldt apart, x
+// [n, k] row-major, both float32), Note [Blocked triangular solve].
+Status SolveLower(const float* t, int64_t ldt, float* x, int64_t n, int64_t k, bool unit) {
   const auto block_fn = HWY_DYNAMIC_DISPATCH(SolveLowerBlockF32);
   for (int64_t r0 = 0; r0 < n; r0 += kSolveBlock) {
     const int64_t r1 = std::min(n, r0 + kSolveBlock);
@@ -120,11 +123,11 @@ Status SolveLower(const float* t, float* x, int64_t n, int64_t k, bool unit) {
       // so Matmul accumulates straight onto them and takes no float32 scratch
       // (which would be this kernel's: one ScratchBuffer<float> per thread).
       const TensorRef rows = F32Matrix(x + r0 * k, r1 - r0, k, k);
-      const Status s = Matmul(rows, F32Matrix(const_cast<float*>(t) + r0 * n, r1 - r0, r0, n),
+      const Status s = Matmul(rows, F32Matrix(const_cast<float*>(t) + r0 * ldt, r1 - r0, r0, ldt),
                               F32Matrix(x, r0, k, k), rows, -1.0, 1.0);
       if (!s.ok()) return s;
     }
-    block_fn(t, x, n, k, r0, r1, unit);
+    block_fn(t, ldt, x, k, r0, r1, unit);
   }
   return Status::Ok();
 }
@@ -154,11 +157,14 @@ Status SolveTriangular(const TensorRef& out, const TensorRef& a, const TensorRef
                "SolveTriangular: batch sizes must match (the caller broadcasts)");
   }
   if (out.numel() == 0) return Status::Ok();
-  internal::ScratchBuffer<float> scratch;
-  float* const t = scratch.Get(n * n + n * k);
-  if (t == nullptr) return Status::Error("out of host memory for a triangular solve's scratch");
-  float* const x = t + n * n;
   const int64_t as0 = a.strides[r - 2], as1 = a.strides[r - 1];
+  // A lower float32 triangle with unit column stride is read where it is; any
+  // other is loaded (an upper one reversed) into scratch.
+  const bool in_place = !upper && a.dtype == DType::kFloat32 && as1 == 1;
+  internal::ScratchBuffer<float> scratch;
+  float* const t = scratch.Get((in_place ? 0 : n * n) + n * k);
+  if (t == nullptr) return Status::Error("out of host memory for a triangular solve's scratch");
+  float* const x = t + (in_place ? 0 : n * n);
   const int64_t bs0 = b.strides[r - 2], bs1 = b.strides[r - 1];
   const int64_t os0 = out.strides[r - 2], os1 = out.strides[r - 1];
   const size_t ai = ItemSize(a.dtype), bi = ItemSize(b.dtype), oi = ItemSize(out.dtype);
@@ -176,13 +182,18 @@ Status SolveTriangular(const TensorRef& out, const TensorRef& a, const TensorRef
           for (int64_t i = 0; i < n; ++i) {
             const int64_t row = upper ? n - 1 - i : i;
             const int64_t col0 = upper ? row : 0;  // the triangle's columns col0..col0+i
-            internal::LoadAsF32(a.dtype, am + (row * as0 + col0 * as1) * static_cast<int64_t>(ai),
-                                as1, i + 1, t + i * n);
-            if (upper) std::reverse(t + i * n, t + i * n + i + 1);
+            if (!in_place) {
+              internal::LoadAsF32(a.dtype,
+                                  am + (row * as0 + col0 * as1) * static_cast<int64_t>(ai), as1,
+                                  i + 1, t + i * n);
+              if (upper) std::reverse(t + i * n, t + i * n + i + 1);
+            }
             internal::LoadAsF32(b.dtype, bm + row * bs0 * static_cast<int64_t>(bi), bs1, k,
                                 x + i * k);
           }
-          status = SolveLower(t, x, n, k, unitriangular);
+          status = in_place ? SolveLower(reinterpret_cast<const float*>(am), as0, x, n, k,
+                                         unitriangular)
+                            : SolveLower(t, n, x, n, k, unitriangular);
           if (!status.ok()) return;
           for (int64_t i = 0; i < n; ++i) {
             const int64_t row = upper ? n - 1 - i : i;
