@@ -583,18 +583,81 @@ def test_upsample_dtypes_1d(dtype, mode):
     check(F.interpolate(to_trn(x, "channels_last"), scale_factor=3, mode=mode, **kwargs), want)
 
 
-@pytest.mark.uses_fallback
-def test_bicubic_position_embedding_interpolation_and_the_antialias_fallback():
+def test_bicubic_position_embedding_interpolation():
     # ViT's interpolate_pos_encoding: a 4x4 grid of patch embeddings to 6x5, as
-    # transformers does for an image larger than the config's; also the
-    # antialiased form, which takes the CPU fallback.
+    # transformers does for an image larger than the config's.
     x = make((1, 32, 4, 4))
     want = F.interpolate(x, size=(6, 5), mode="bicubic", align_corners=False)
     check(F.interpolate(x.to("trn"), size=(6, 5), mode="bicubic", align_corners=False), want)
-    before = trnscope.fallback_ops().get("aten::_upsample_bicubic2d_aa.out", 0)
-    want = F.interpolate(x, size=(2, 3), mode="bicubic", antialias=True)
-    check(F.interpolate(x.to("trn"), size=(2, 3), mode="bicubic", antialias=True), want)
-    assert trnscope.fallback_ops().get("aten::_upsample_bicubic2d_aa.out", 0) == before + 1
+
+
+ANTIALIAS = [
+    dict(size=(2, 3)),       # Siglip2's position-embedding resize: down on both dims
+    dict(size=(3, 5)),       # one dim unchanged (that pass is skipped, as CPU's)
+    dict(size=(13, 2)),      # up on H, down on W
+    dict(size=(1, 1)),
+    dict(scale_factor=0.45),  # the user's scale sets the filter's width
+    dict(scale_factor=(2.0, 0.5)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(ANTIALIAS)))
+@pytest.mark.parametrize("mode", ["bilinear", "bilinear_ac", "bicubic", "bicubic_ac"])
+@pytest.mark.parametrize("layout", ["contiguous", "strided"])
+def test_antialiased_interpolate(case, mode, layout):
+    """F.interpolate(antialias=True), torch's (PIL's) separable filters: one kernel
+    (Note [Antialiased resize]) where it took the CPU fallback."""
+    kwargs = dict(ANTIALIAS[case], align_corners=mode.endswith("_ac"), antialias=True)
+    m = mode.removesuffix("_ac")
+    x = make((2, 3, 9, 5))
+    want = F.interpolate(x, mode=m, **kwargs)
+    check(F.interpolate(to_trn(x, layout), mode=m, **kwargs), want)
+
+
+def _antialias_reference(x, oh, ow):
+    """torch's (PIL's) antialiased bilinear resize in float64, scalar loops:
+    W, then H (Note [Antialiased resize])."""
+    def taps(n_in, n_out):
+        scale = n_in / n_out
+        support, inv = (scale, 1 / scale) if scale >= 1 else (1.0, 1.0)
+        rows = []
+        for o in range(n_out):
+            c = scale * (o + 0.5)
+            lo, hi = max(int(c - support + 0.5), 0), min(int(c + support + 0.5), n_in)
+            w = [max(0.0, 1 - abs((j - c + 0.5) * inv)) for j in range(lo, hi)]
+            rows.append((lo, [v / sum(w) for v in w]))
+        return rows
+    h, w = x.shape[-2:]
+    out = torch.zeros(*x.shape[:-2], oh, ow, dtype=torch.float64)
+    x = x.double()
+    tmp = torch.stack([sum(v * x[..., lo + j] for j, v in enumerate(ws)) for lo, ws in taps(w, ow)], -1)
+    for y, (lo, ws) in enumerate(taps(h, oh)):
+        out[..., y, :] = sum(v * tmp[..., lo + j, :] for j, v in enumerate(ws))
+    return out
+
+
+def test_antialiased_interpolate_to_one_column():
+    """An output one column wide: CPU PyTorch 2.13 gives every output row the
+    first row's value there (its vertical pass); trn computes each row, checked
+    against a float64 reference of the same filter."""
+    x = make((2, 3, 9, 5))
+    got = F.interpolate(x.to("trn"), size=(2, 1), mode="bilinear", antialias=True).cpu()
+    torch.testing.assert_close(got.double(), _antialias_reference(x, 2, 1), rtol=1e-5, atol=1e-5)
+    cpu = F.interpolate(x, size=(2, 1), mode="bilinear", antialias=True)
+    assert torch.equal(cpu[..., 0, :], cpu[..., 1, :])  # the CPU defect this works around
+    wide = F.interpolate(x.to("trn"), size=(2, 3), mode="bilinear", antialias=True).cpu()
+    torch.testing.assert_close(wide.double(), _antialias_reference(x, 2, 3), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [BF16, F16])
+def test_antialiased_interpolate_dtypes_and_out(dtype):
+    x = make((1, 4, 16, 12), dtype)
+    want = F.interpolate(x.float(), size=(5, 7), mode="bilinear", antialias=True).to(dtype)
+    check(F.interpolate(to_trn(x, "channels_last"), size=(5, 7), mode="bilinear", antialias=True),
+          want)
+    out = torch.empty(1, 4, 5, 7, device="trn")
+    torch._C._nn._upsample_bicubic2d_aa(x.float().to("trn"), (5, 7), False, out=out)
+    check(out, torch._C._nn._upsample_bicubic2d_aa(x.float(), (5, 7), False))
 
 
 UNFOLD = [

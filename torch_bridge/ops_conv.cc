@@ -1214,11 +1214,22 @@ at::Tensor Upsample(const at::Tensor& self, c10::SymIntArrayRef output_size,
     scale_h = 0.0;
   }
   using kernels::UpsampleMode, kernels::VisionKernel;
+  const bool antialias =
+      mode == UpsampleMode::kBilinearAntialias || mode == UpsampleMode::kBicubicAntialias;
   const VisionKernel k = mode == UpsampleMode::kNearest        ? VisionKernel::kUpsampleNearest2d
                          : mode == UpsampleMode::kNearestExact ? VisionKernel::kUpsampleNearestExact2d
                          : mode == UpsampleMode::kBilinear     ? VisionKernel::kUpsampleBilinear2d
+                         : antialias                           ? VisionKernel::kUpsampleAntialias2d
                                                                : VisionKernel::kUpsampleBicubic2d;
-  Launch(device, kernels::DescribeVision(k, ro, ri, 1, name), [=] {
+  uint64_t taps = 1;  // antialiased: about the filter's taps per output, both passes
+  if (antialias) {
+    const double per = mode == UpsampleMode::kBicubicAntialias ? 4.0 : 2.0;
+    const auto along = [&](int d) {
+      return per * std::max(1.0, static_cast<double>(ri.sizes[d]) / static_cast<double>(ro.sizes[d]));
+    };
+    taps = static_cast<uint64_t>(std::ceil(along(2) + along(3)));
+  }
+  Launch(device, kernels::DescribeVision(k, ro, ri, taps, name), [=] {
     return kernels::Upsample2d(ro, ri, mode, align_corners, scale_h, scale_w, spatial == 1);
   });
   return out;
@@ -1234,6 +1245,24 @@ at::Tensor UpsampleBilinear2d(const at::Tensor& self, c10::SymIntArrayRef output
                               std::optional<double> sw) {
   return Upsample(self, output_size, kernels::UpsampleMode::kBilinear, align_corners, sh, sw,
                   "aten::upsample_bilinear2d");
+}
+// F.interpolate(..., antialias=True): Siglip2's position-embedding resize.
+template <kernels::UpsampleMode kMode>
+at::Tensor UpsampleAntialias2d(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                               bool align_corners, std::optional<double> sh,
+                               std::optional<double> sw) {
+  return Upsample(self, output_size, kMode, align_corners, sh, sw,
+                  kMode == kernels::UpsampleMode::kBilinearAntialias ? "aten::_upsample_bilinear2d_aa"
+                                                                     : "aten::_upsample_bicubic2d_aa");
+}
+template <kernels::UpsampleMode kMode>
+at::Tensor& UpsampleAntialias2dOut(const at::Tensor& self, c10::SymIntArrayRef output_size,
+                                   bool align_corners, std::optional<double> sh,
+                                   std::optional<double> sw, at::Tensor& out) {
+  return CopyIntoOut(UpsampleAntialias2d<kMode>(self, output_size, align_corners, sh, sw), out,
+                     kMode == kernels::UpsampleMode::kBilinearAntialias
+                         ? "aten::_upsample_bilinear2d_aa"
+                         : "aten::_upsample_bicubic2d_aa");
 }
 // ---- upsample backwards (training): one Upsample2dBackward launch --------------------
 const char* UpsampleBackwardName(kernels::UpsampleMode mode, size_t spatial) {
@@ -1669,6 +1698,14 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl("upsample_nearest2d", TORCH_FN(UpsampleNearest2d));
   m.impl("upsample_bilinear2d", TORCH_FN(UpsampleBilinear2d));
   m.impl("upsample_bicubic2d", TORCH_FN(UpsampleBicubic2d));
+  m.impl("_upsample_bilinear2d_aa",
+         TORCH_FN(UpsampleAntialias2d<kernels::UpsampleMode::kBilinearAntialias>));
+  m.impl("_upsample_bilinear2d_aa.out",
+         TORCH_FN(UpsampleAntialias2dOut<kernels::UpsampleMode::kBilinearAntialias>));
+  m.impl("_upsample_bicubic2d_aa",
+         TORCH_FN(UpsampleAntialias2d<kernels::UpsampleMode::kBicubicAntialias>));
+  m.impl("_upsample_bicubic2d_aa.out",
+         TORCH_FN(UpsampleAntialias2dOut<kernels::UpsampleMode::kBicubicAntialias>));
   m.impl("upsample_nearest1d", TORCH_FN(UpsampleNearest1d));
   m.impl("_upsample_nearest_exact2d", TORCH_FN(UpsampleNearestExact2d));
   m.impl("grid_sampler_2d", TORCH_FN(GridSampler2d));

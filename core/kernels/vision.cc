@@ -640,11 +640,111 @@ CubicTap CubicTapOf(int64_t o, int64_t in, int64_t out, bool align_corners, doub
 
 }  // namespace
 
+namespace {
+
+// Note [Antialiased resize]: torch's (PIL's) filters for F.interpolate(...,
+// antialias=True). Output o of a dim of `in` inputs reads [start, start +
+// count), weights normalized to sum 1: with scale = in / out (or 1 / the
+// user's factor; align_corners: (in - 1) / (out - 1)), center = scale (o +
+// 0.5), support = taps / 2 (2 taps bilinear, 4 bicubic) times the scale when
+// it is >= 1, the weight of input j is filter((j - center + 0.5) / max(scale,
+// 1)). In float, as CPU's float path.
+struct AntialiasTaps {
+  std::vector<int64_t> start, count;
+  std::vector<float> w;  // `width` per output
+  int64_t width = 0;
+};
+
+AntialiasTaps AntialiasTapsOf(int64_t in, int64_t out, bool align_corners, double user_scale,
+                              bool cubic) {
+  float scale;
+  if (align_corners) {
+    scale = out > 1 ? static_cast<float>(in - 1) / static_cast<float>(out - 1) : 0.0f;
+  } else {
+    scale = user_scale > 0 ? static_cast<float>(1.0 / user_scale)
+                           : static_cast<float>(in) / static_cast<float>(out);
+  }
+  const auto filter = [cubic](float x) {
+    x = std::fabs(x);
+    if (!cubic) return x < 1.0f ? 1.0f - x : 0.0f;
+    constexpr float a = -0.5f;  // PIL's bicubic
+    if (x < 1.0f) return ((a + 2.0f) * x - (a + 3.0f)) * x * x + 1.0f;
+    if (x < 2.0f) return (((x - 5.0f) * x + 8.0f) * x - 4.0f) * a;
+    return 0.0f;
+  };
+  const float taps = cubic ? 4.0f : 2.0f;
+  const float support = scale >= 1.0f ? taps * 0.5f * scale : taps * 0.5f;
+  const float invscale = scale >= 1.0f ? 1.0f / scale : 1.0f;
+  AntialiasTaps t;
+  t.width = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  t.start.resize(static_cast<size_t>(out));
+  t.count.resize(static_cast<size_t>(out));
+  t.w.assign(static_cast<size_t>(out * t.width), 0.0f);
+  for (int64_t o = 0; o < out; ++o) {
+    const float center = scale * (static_cast<float>(o) + 0.5f);
+    const int64_t lo = std::max(static_cast<int64_t>(center - support + 0.5f), int64_t{0});
+    const int64_t n = std::min(static_cast<int64_t>(center + support + 0.5f), in) - lo;
+    float* wo = t.w.data() + o * t.width;
+    float total = 0.0f;
+    for (int64_t j = 0; j < n; ++j) {
+      wo[j] = filter((static_cast<float>(j + lo) - center + 0.5f) * invscale);
+      total += wo[j];
+    }
+    for (int64_t j = 0; j < n && total != 0.0f; ++j) wo[j] /= total;
+    t.start[o] = lo;
+    t.count[o] = n;
+  }
+  return t;
+}
+
+// dst[o] = sum_j taps.w[o][j] * src[(taps.start[o] + j) * stride] for o < out.
+void AntialiasPass(const AntialiasTaps& t, const float* src, int64_t stride, float* dst,
+                   int64_t out) {
+  for (int64_t o = 0; o < out; ++o) {
+    const float* wo = t.w.data() + o * t.width;
+    const float* s = src + t.start[o] * stride;
+    float acc = wo[0] * s[0];
+    for (int64_t j = 1; j < t.count[o]; ++j) acc += wo[j] * s[j * stride];
+    dst[o] = acc;
+  }
+}
+
+}  // namespace
+
 Status Upsample2d(const TensorRef& out, const TensorRef& in, UpsampleMode mode,
                   bool align_corners, double scale_h, double scale_w, bool one_dim) {
   CheckPlanes(out, in);
   const int64_t h = in.sizes[2], w = in.sizes[3], oh = out.sizes[2], ow = out.sizes[3];
   if (out.numel() == 0) return Status::Ok();
+  if (mode == UpsampleMode::kBilinearAntialias || mode == UpsampleMode::kBicubicAntialias) {
+    // Note [Antialiased resize]: every input row along W once per plane, then
+    // each output row along H (columns: a row of W taps per tap).
+    const bool cubic = mode == UpsampleMode::kBicubicAntialias;
+    const AntialiasTaps xs = AntialiasTapsOf(w, ow, align_corners, scale_w, cubic);
+    const AntialiasTaps ys = AntialiasTapsOf(h, oh, align_corners, scale_h, cubic);
+    float* rows = Scratch(2, h * ow);
+    ForEachPlane(out, in, [&](const float* plane, int64_t, int64_t, int64_t y, float* row) {
+      const float* src = plane;  // [h][ow] once W is done
+      if (w != ow) {
+        if (y == 0) {
+          for (int64_t iy = 0; iy < h; ++iy) AntialiasPass(xs, plane + iy * w, 1, rows + iy * ow, ow);
+        }
+        src = rows;
+      }
+      if (h == oh) {
+        std::copy(src + y * ow, src + (y + 1) * ow, row);
+        return;
+      }
+      const float* wy = ys.w.data() + y * ys.width;
+      const float* r0 = src + ys.start[y] * ow;
+      for (int64_t x = 0; x < ow; ++x) row[x] = wy[0] * r0[x];
+      for (int64_t j = 1; j < ys.count[y]; ++j) {
+        const float* r = r0 + j * ow;
+        for (int64_t x = 0; x < ow; ++x) row[x] += wy[j] * r[x];
+      }
+    });
+    return Status::Ok();
+  }
   if (mode == UpsampleMode::kNearest || mode == UpsampleMode::kNearestExact) {
     const bool exact = mode == UpsampleMode::kNearestExact, by_size = !exact && !one_dim;
     TRN_ASSERT(w <= std::numeric_limits<int32_t>::max(), "upsample_nearest2d: W fits int32");
@@ -1036,7 +1136,7 @@ rt::KernelInfo DescribeBatchNorm(const TensorRef& out, const TensorRef& in, cons
 
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op) {
-  static const char* const kNames[16][4] = {
+  static const char* const kNames[17][4] = {
       {"max_pool2d_f32", "max_pool2d_f64", "max_pool2d_bf16", "max_pool2d_f16"},
       {"avg_pool2d_f32", "avg_pool2d_f64", "avg_pool2d_bf16", "avg_pool2d_f16"},
       {"adaptive_avg_pool2d_f32", "adaptive_avg_pool2d_f64", "adaptive_avg_pool2d_bf16",
@@ -1064,6 +1164,7 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
        "adaptive_max_pool2d_f16"},
       {"max_pool3d_f32", "max_pool3d_f64", "max_pool3d_bf16", "max_pool3d_f16"},
       {"col2im_f32", "col2im_f64", "col2im_bf16", "col2im_f16"},
+      {"upsample_aa2d_f32", "upsample_aa2d_f64", "upsample_aa2d_bf16", "upsample_aa2d_f16"},
   };
   rt::KernelInfo info;
   info.name = DTypeSuffixed(kNames[static_cast<int>(kernel)], in.dtype);
@@ -1075,6 +1176,8 @@ rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const T
   if (kernel == VisionKernel::kGridSample2d) per_out = 12;  // coordinates + 4 taps
   if (kernel == VisionKernel::kUpsampleBilinear2d) per_out = 7;
   if (kernel == VisionKernel::kUpsampleBicubic2d) per_out = 15;  // 4 + 4 taps, one per FMA pair
+  // Antialiased: the caller passes the taps of both passes (W and H) as `window`.
+  if (kernel == VisionKernel::kUpsampleAntialias2d) per_out = 2 * window;
   if (kernel == VisionKernel::kIm2Col) per_out = 0;                // a copy
   const bool backward = kernel == VisionKernel::kMaxPool2dBackward ||
                         kernel == VisionKernel::kAvgPool2dBackward ||

@@ -71,11 +71,18 @@ Status MaxPool2dBackward(const TensorRef& grad_in, const TensorRef& grad_out,
 Status AvgPool2dBackward(const TensorRef& grad_in, const TensorRef& grad_out, const PoolParams& p);
 Status AdaptiveAvgPool2dBackward(const TensorRef& grad_in, const TensorRef& grad_out);
 
-enum class UpsampleMode : uint8_t { kNearest, kBilinear, kBicubic, kNearestExact };
+enum class UpsampleMode : uint8_t {
+  kNearest, kBilinear, kBicubic, kNearestExact, kBilinearAntialias, kBicubicAntialias
+};
 // torch's upsample_nearest2d / upsample_bilinear2d / upsample_bicubic2d (no
 // antialias) / _upsample_nearest_exact2d (source floor((o + 0.5) * scale), where
 // nearest takes floor(o * scale)); scale_h/scale_w are the user's scale factors or <= 0 when
 // output sizes were given (then in/out). align_corners: bilinear and bicubic.
+// The antialias modes are torch's _upsample_bilinear2d_aa / _upsample_bicubic2d_aa
+// (F.interpolate(antialias=True), PIL's filters): separable, W then H (a dim
+// whose size does not change is left as it is), each output the normalized
+// filter-weighted sum of the inputs within its support, widened by the scale
+// when downsampling (Note [Antialiased resize] in vision.cc).
 // one_dim: a 1-D op seen with H = 1. torch's 2-D nearest maps out == in and
 // out == 2 * in by size whatever the scale (o, o / 2); its 1-D nearest and
 // nearest-exact always use the scale.
@@ -121,7 +128,7 @@ enum class VisionKernel : uint8_t {
   kMaxPool2d, kAvgPool2d, kAdaptiveAvgPool2d, kUpsampleNearest2d, kUpsampleBilinear2d,
   kUpsampleBicubic2d, kIm2Col, kUpsampleNearestExact2d, kGridSample2d,
   kMaxPool2dBackward, kAvgPool2dBackward, kAdaptiveAvgPool2dBackward, kUpsample2dBackward,
-  kAdaptiveMaxPool2d, kMaxPool3d, kCol2Im,
+  kAdaptiveMaxPool2d, kMaxPool3d, kCol2Im, kUpsampleAntialias2d,
 };
 rt::KernelInfo DescribeVision(VisionKernel kernel, const TensorRef& out, const TensorRef& in,
                               uint64_t window, const char* aten_op);
