@@ -1912,3 +1912,47 @@ def test_cumulative_extrema_and_logcumsumexp_are_library_kernels(dtype):
         tol = 1e-2 if dtype == torch.bfloat16 else 1e-5
         torch.testing.assert_close(g_.cpu(), w_, rtol=tol, atol=tol, equal_nan=True)
     assert stats["eager_nodes"] == [], stats
+
+
+def test_cpu_constant_output_runs_in_the_host_prelude():
+    """Note [Host prelude]: a torch.tensor literal returned by the graph (DeBERTa's
+    attention span, read with .item() after it) stays a CPU tensor, computed per
+    call, and the rest of the graph is one program (it ran the whole graph eagerly)."""
+    def fn(x):
+        span = torch.tensor(4)
+        return (x @ x.T).relu() * 2, span
+
+    x = torch.randn(8, 8, generator=torch.Generator().manual_seed(0))
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    with torch.no_grad():
+        y, span = compiled(x.to("trn"))
+        y2, span2 = compiled(x.to("trn"))
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None and stats["eager_nodes"] == [], stats
+    torch.testing.assert_close(y.cpu(), fn(x)[0])
+    assert span.device.type == "cpu" and span.item() == 4
+    span.add_(1)  # a fresh tensor per call, as eagerly
+    assert span2.item() == 4 and span2.data_ptr() != span.data_ptr()
+
+
+def test_cpu_random_index_runs_in_the_host_prelude():
+    """Note [Host prelude]: torch.randint without a device (Informer's ProbSparse
+    key sample) draws from the CPU generator per call, in eager's order, and the
+    trn tensor it indexes stays in the program."""
+    def fn(k):
+        idx = torch.randint(8, (4,))
+        j = torch.randint(3, (2,))
+        return (k[:, idx] * 2).sum(-1) + j.sum()
+
+    k = torch.randn(3, 8, generator=torch.Generator().manual_seed(1))
+    compiled = torch.compile(fn, backend="trn", dynamic=False)
+    torch.manual_seed(0)
+    want = [fn(k) for _ in range(3)]
+    torch.manual_seed(0)
+    with torch.no_grad():
+        got = [compiled(k.to("trn")) for _ in range(3)]
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None, stats
+    for g_, w_ in zip(got, want):
+        torch.testing.assert_close(g_.cpu(), w_)
+    assert not torch.equal(want[0], want[1])  # fresh draws per call

@@ -265,6 +265,14 @@ def _gathered_bmm_fake(w, ids, x, w_first):
     return w.new_empty((x.shape[0], x.shape[1], w.shape[2]))
 
 
+def _contiguous_strides(sizes: list[int]) -> list[int]:
+    strides, step = [], 1
+    for n in reversed(sizes):
+        strides.insert(0, step)
+        step *= max(n, 1)
+    return strides
+
+
 def _is_number(x) -> bool:
     return isinstance(x, (int, float, bool)) and not isinstance(x, torch.Tensor)
 
@@ -322,6 +330,10 @@ class _Lowering:
         # eager steps' complex64 inputs (positions) and output, keyed by core node.
         self.complex_inputs: list[int] = []
         self.complex_steps: dict[int, tuple[list[int], bool]] = {}
+        # Note [Host prelude]: CPU values computed per call before the program
+        # (graph order), and those of them the program takes as inputs.
+        self.prelude: list[fx.Node] = []
+        self.prelude_inputs: list[fx.Node] = []
 
     # Meta of a FakeTensor as add_input/add_node take it.
     def _meta(self, v: torch.Tensor, cpu_scalar_ok: bool = False) -> dict:
@@ -365,11 +377,7 @@ class _Lowering:
         """A contiguous cast of x, a core node no fx node stands for (its eager
         form, should the core leave it to one, is _to_copy)."""
         m = self._meta(self.vals[x])
-        strides, step = [], 1
-        for s in reversed(m["sizes"]):  # contiguous
-            strides.insert(0, step)
-            step *= max(s, 1)
-        m.update(dtype=dtype, strides=strides, storage_offset=0)
+        m.update(dtype=dtype, strides=_contiguous_strides(m["sizes"]), storage_offset=0)
         gid = self.g.add_node(op="cast", target="aten._to_copy.default", inputs=[self.ids[x]], **m)
         call = types.SimpleNamespace(target=aten._to_copy.default, args=(x,), kwargs={"dtype": dtype})
         self.calls[gid] = (call, [x], None)
@@ -437,9 +445,43 @@ class _Lowering:
                 host.add(node)
         return host
 
+    def _host_prelude(self, host: set[fx.Node]) -> list[fx.Node]:
+        """Note [Host prelude]: CPU tensors a graph makes from constants alone
+        where Note [Host constants] cannot fold them: a graph output (DeBERTa's
+        torch.tensor span, which .item() reads after the graph) or an impure op
+        (Informer's torch.randint key sample, without a device). They are
+        computed on the CPU at every call, before the program, in graph order
+        (so a random draw takes the CPU generator's next values, as eagerly);
+        trn-side users take them as program inputs copied to the device, a graph
+        output is returned as it is. Before, such a value ran the whole graph
+        eagerly. Only get_attr constants and other prelude values may feed one."""
+        prelude: list[fx.Node] = []
+        known: set[fx.Node] = set()
+        for node in self.gm.graph.nodes:
+            v = self.vals.get(node)
+            if node.op == "get_attr":
+                v = getattr(self.gm, node.target, None)
+            if not (isinstance(v, torch.Tensor) and v.device.type == "cpu") or node in host:
+                continue
+            if v.dtype == torch.complex64:
+                continue
+            ins = [a for a in pytree.tree_leaves((node.args, node.kwargs)) if isinstance(a, fx.Node)]
+            if node.op == "get_attr" or (node.op == "call_function" and all(a in known for a in ins)):
+                known.add(node)
+                prelude.append(node)
+        # Constants only a folded user read, and values no one reads, stay out.
+        out = next(n for n in self.gm.graph.nodes if n.op == "output")
+        needed: set[fx.Node] = set()
+        for node in reversed(prelude):
+            if node in needed or any(u not in known for u in node.users):
+                needed.add(node)
+                needed.update(a for a in node.all_input_nodes if a in known)
+        return [n for n in prelude if n in needed or n in out.all_input_nodes]
+
     def lower(self) -> None:
         host = self._host_inputs()
         self.host_vals = {id(self.vals[n]) for n in host}
+        self.prelude = self._host_prelude(host)
         for i, node in enumerate(n for n in self.gm.graph.nodes if n.op == "placeholder"):
             self.num_placeholders = i + 1
             v = self.vals[node]
@@ -459,7 +501,18 @@ class _Lowering:
                 self.consts[node] = v
             else:
                 raise _Unsupported(f"placeholder {node.name} is a {type(v).__name__}")
+        in_prelude = set(self.prelude)
+        for node in self.prelude:  # Note [Host prelude]: read by the program
+            if any(u not in in_prelude and u.op != "output" for u in node.users):
+                v = self.vals[node] if node.op != "get_attr" else getattr(self.gm, node.target)
+                self.host_vals.add(id(v))
+                m = self._meta(v)
+                m.update(strides=_contiguous_strides(m["sizes"]), storage_offset=0)
+                self.ids[node] = self.g.add_input(**m)
+                self.prelude_inputs.append(node)
         for node in self.gm.graph.nodes:
+            if node in in_prelude:
+                continue
             if node.op == "get_attr":
                 v = getattr(self.gm, node.target)
                 if not isinstance(v, torch.Tensor):
@@ -472,7 +525,9 @@ class _Lowering:
             elif node.op == "output":
                 outs = []
                 for a in pytree.tree_leaves(node.args[0]):
-                    if self._tensor(a):
+                    if a in in_prelude:  # Note [Host prelude]: the CPU value itself
+                        self.output_template.append(("h", a))
+                    elif self._tensor(a):
                         kind = "z" if _is_complex(self.vals[a]) else "t"  # Note [Complex values]
                         self.output_template.append((kind, len(outs)))
                         outs.append(self.ids[a])
@@ -1352,6 +1407,9 @@ class _Compiled:
         self.attrs_bound = self.device is not None and all(a.device == self.device for a in self.attrs)
         self.template = lowering.output_template
         self.complex_inputs = lowering.complex_inputs
+        self.gm = gm
+        self.prelude = lowering.prelude  # Note [Host prelude]
+        self.prelude_inputs = lowering.prelude_inputs
         self.assert_msgs = [msg for _, msg in lowering.asserts]
         n = len(self.template)
         self.plain_outputs = self.template == [("t", i) for i in range(n)]
@@ -1359,6 +1417,7 @@ class _Compiled:
             not self.cpu_inputs
             and not self.complex_inputs
             and not self.attrs
+            and not self.prelude
             and self.tensor_inputs == list(range(lowering.num_placeholders))
         )
         # None: the program has no eager steps, so no callable is made per call.
@@ -1380,23 +1439,39 @@ class _Compiled:
             else None
         )
 
-    def bind_inputs(self, args: list) -> list:
-        """The program's input tensors for the graph's arguments."""
+    def run_prelude(self) -> dict:
+        """Note [Host prelude]: the graph's per-call CPU values, in graph order."""
+        env: dict = {}
+        for node in self.prelude:
+            if node.op == "get_attr":
+                env[node] = getattr(self.gm, node.target)
+                continue
+            a, kw = pytree.tree_map(lambda x: env[x] if isinstance(x, fx.Node) else x,
+                                    (node.args, node.kwargs))
+            with torch.no_grad():
+                env[node] = node.target(*a, **kw)
+        return env
+
+    def bind_inputs(self, args: list, host: dict | None = None) -> list:
+        """The program's input tensors for the graph's arguments (and the host
+        prelude's values, Note [Host prelude])."""
         if self.all_args:
             return args
         tensors = [args[i] for i in self.tensor_inputs]
-        if self.attrs_bound and not self.cpu_inputs and not self.complex_inputs:
+        if self.attrs_bound and not self.cpu_inputs and not self.complex_inputs and not host:
             return tensors + self.attrs
         dev = next((t.device for t in tensors if t.device.type == "trn"), None)
-        dev = dev or torch.device("trn")
+        dev = dev or self.device or torch.device("trn")
         for i in self.cpu_inputs:
             tensors[i] = tensors[i].to(dev)
         for i in self.complex_inputs:  # Note [Complex values]
             tensors[i] = torch.view_as_real(tensors[i].resolve_conj())
-        return tensors + [a.to(dev) for a in self.attrs]
+        made = [host[n].contiguous().to(dev) for n in self.prelude_inputs] if host else []
+        return tensors + made + [a.to(dev) for a in self.attrs]
 
     def __call__(self, args: list) -> list:
-        outs = self.program.run(self.bind_inputs(args), self._eager)
+        host = self.run_prelude() if self.prelude else None
+        outs = self.program.run(self.bind_inputs(args, host), self._eager)
         if self.assert_msgs:  # Note [Graph asserts]: a read-back per assert
             n = len(outs) - len(self.assert_msgs)
             for cond, msg in zip(outs[n:], self.assert_msgs):
@@ -1409,6 +1484,7 @@ class _Compiled:
             outs[x] if k == "t"
             else torch.view_as_complex(outs[x]) if k == "z"
             else x(args) if k == "f"
+            else (host[x].clone() if x.op == "get_attr" else host[x]) if k == "h"
             else x
             for k, x in self.template
         ]
