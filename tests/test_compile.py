@@ -240,6 +240,22 @@ def test_number_inputs_key_programs_only_when_tensor_ops_read_them():
     assert len(trnscope.compile_stats()) == 1
 
 
+def test_a_number_input_passed_through_is_the_calls_own():
+    """A graph that returns a size unchanged (the part before a graph break, as
+    JetMoE's router has) returned the first dynamic call's value forever."""
+    def f(x):
+        n = x.size(1)
+        torch._dynamo.graph_break()
+        return x.new_full((n,), 1.0) * x.mean()
+
+    compiled = torch.compile(f, backend="trn")
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for length in (12, 7, 10, 5):
+            x = torch.randn(2, length, 4, generator=torch.Generator().manual_seed(length))
+            torch.testing.assert_close(compiled(x.to("trn")).cpu(), f(x))
+
+
 def test_many_signatures_warn_once_with_a_bucket_list(monkeypatch):
     monkeypatch.setattr(trnscope.compile.config, "max_signatures_before_warning", 2)
     model = Softmax()

@@ -1792,7 +1792,9 @@ class _GraphRunner:
         out = next(n for n in self.gm.graph.nodes if n.op == "output")
         leaves = pytree.tree_leaves(out.args[0])
         for i, (a, (kind, _)) in enumerate(zip(leaves, lowering.output_template)):
-            if kind == "c" and isinstance(a, fx.Node) and unkeyed & _ancestors(a):
+            # The output may be the number input itself (a graph that only passes
+            # a size on: JetMoE's router graph-breaks on .tolist()).
+            if kind == "c" and isinstance(a, fx.Node) and unkeyed & (_ancestors(a) | {a}):
                 lowering.output_template[i] = ("f", _number_output(a, index))
 
     def __call__(self, args: list) -> list:
