@@ -9,7 +9,6 @@
 // - D2D on one device is a kernels::Copy (casts, strides, broadcast).
 // - Dtypes the kernels do not know, and copies across devices, synchronize and
 //   copy on the host: device memory is host memory.
-#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/from_blob.h>
@@ -21,6 +20,7 @@
 #include "torch_bridge/bridge.h"
 #include "torch_bridge/device.h"
 #include "torch_bridge/ops_complex.h"
+#include "torch_bridge/ops_util.h"
 
 namespace trn::bridge {
 namespace {
@@ -121,8 +121,7 @@ at::Tensor CopyFrom(const at::Tensor& self, const at::Tensor& dst, bool non_bloc
   if (dst.numel() == 0) return dst;
   // CPU's copy_ errors (its TensorIterator's): an expanded destination, a
   // source overlapping it in part (copy_impl returned early for the same data).
-  at::assert_no_internal_overlap(dst);
-  at::assert_no_partial_overlap(dst, self);
+  ops::CheckWriteOverlaps(dst, {&self});
   // Note [Copies into conjugate views]: _copy_from passes the Conjugate and
   // Negative keys through (below), so a conj / negative view of a trn tensor
   // is written itself (t.conj().copy_(x), t.conj()[0] = v): its memory takes

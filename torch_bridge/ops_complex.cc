@@ -16,7 +16,6 @@
 #include <ATen/ops/div.h>
 #include <ATen/ops/mul.h>
 #include <ATen/ops/sub.h>
-#include <ATen/MemoryOverlap.h>
 #include <ATen/ops/conj_physical.h>
 #include <ATen/ops/mean.h>
 #include <ATen/ops/sum.h>
@@ -153,8 +152,7 @@ namespace {
 // raise CPU's errors first: other may be self itself (or a conj view of it),
 // whose elements the kernel reads at the index it writes.
 bool InPlaceNative(const at::Tensor& self, const at::Tensor& other) {
-  at::assert_no_internal_overlap(self);  // CPU's errors (the fallback's copies lose the aliasing)
-  if (!IsCpuScalar(other)) at::assert_no_partial_overlap(self, other);
+  CheckWriteOverlaps(self, {&other});  // the fallback's copies would lose the aliasing
   if (self.scalar_type() != at::kComplexFloat || self.is_conj() || self.is_neg() ||
       !TakesComplex64(self, other)) {
     return false;

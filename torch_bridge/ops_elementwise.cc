@@ -18,7 +18,6 @@
 // read on the host and passed to the kernel as a scalar.
 #include <ATen/Dispatch.h>
 #include <ATen/ExpandUtils.h>
-#include <ATen/MemoryOverlap.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/WrapDimUtils.h>
 #include <ATen/core/Tensor.h>
@@ -86,16 +85,10 @@ enum class Into { kNew, kSelf, kOut };
 // result <- a op b. `common` is at::result_type of the operands; comparisons
 // produce bool, true division of integers produces the default float dtype.
 
-// CPU's (TensorIterator's) memory-overlap errors for an in-place or out=
-// result: no two of its elements at one address, no input overlapping it
-// partially (fully is the in-place case).
+// CPU's overlap errors for an in-place or out= result.
 void CheckOverlaps(Into into, const at::Tensor* out,
                    std::initializer_list<const at::Tensor*> inputs) {
-  if (into == Into::kNew) return;
-  at::assert_no_internal_overlap(*out);
-  for (const at::Tensor* t : inputs) {
-    if (t != nullptr) at::assert_no_partial_overlap(*out, *t);
-  }
+  if (into != Into::kNew) CheckWriteOverlaps(*out, inputs);
 }
 
 at::Tensor BinaryImpl(BinaryOp op, const char* name, Operand a, Operand b,

@@ -1,6 +1,7 @@
 // Helpers of the aten compute kernels: see ops_util.h.
 #include "torch_bridge/ops_util.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/native/Resize.h>
 #include <c10/core/DefaultDtype.h>
 #include <c10/util/BFloat16.h>
@@ -98,6 +99,13 @@ at::Tensor CastTo(const at::Tensor& t, at::ScalarType dtype, const char* op) {
 void CheckCanCast(at::ScalarType result, at::ScalarType out, const char* op) {
   TORCH_CHECK(c10::canCast(result, out), op, ": result type ", result,
               " can't be cast to the desired output type ", out);
+}
+
+void CheckWriteOverlaps(const at::Tensor& out, std::initializer_list<const at::Tensor*> inputs) {
+  at::assert_no_internal_overlap(out);
+  for (const at::Tensor* t : inputs) {
+    if (t != nullptr && !IsCpuScalar(*t)) at::assert_no_partial_overlap(out, *t);
+  }
 }
 
 at::Tensor& CopyIntoOut(const at::Tensor& result, at::Tensor& out, const char* op) {

@@ -43,6 +43,10 @@ at::Tensor CastTo(const at::Tensor& t, at::ScalarType dtype, const char* op);
 // that the computed dtype can be written into out.
 void PrepareOut(at::Tensor& out, at::IntArrayRef sizes, at::ScalarType result, const char* op);
 void CheckCanCast(at::ScalarType result, at::ScalarType out, const char* op);
+// CPU's (TensorIterator's) memory-overlap errors for a tensor an op writes: no
+// two of its elements at one address, no input overlapping it in part (fully
+// is the in-place case). Null inputs and CPU scalars are skipped.
+void CheckWriteOverlaps(const at::Tensor& out, std::initializer_list<const at::Tensor*> inputs);
 // The out= overload of an op composed of other trn ops: its functional
 // result, resized (PrepareOut) and copied into out (nothing when out is it).
 at::Tensor& CopyIntoOut(const at::Tensor& result, at::Tensor& out, const char* op);
