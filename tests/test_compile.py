@@ -739,10 +739,20 @@ def _chunk_mask_then_expand(y, cond):
     return torch.where(cond, m, out * 2 + 1)
 
 
+def _scatter_into_last_row_then_views(a, b):
+    # Longformer's sliding-chunk mask at other lengths: part of the last row of a
+    # buffer set (a slice_scatter whose FakeTensor starts at the row's storage
+    # offset), then that row read back unsqueezed and expanded over the rows.
+    out = b * 1
+    out[:, -1, :, 2:] = a[:, -1, :, :3]
+    return out[:, -1].unsqueeze(1).expand(2, 6, 2, 5) * 2 + out
+
+
 @pytest.mark.parametrize("fn, args", [
     (_shift_right_first_column, (torch.randint(0, 10, (3, 7)), torch.randn(10, 4))),
     (_column_then_views, (torch.randn(3, 4, 5),)),
     (_chunk_mask_then_expand, (torch.randn(8, 4, 5), torch.rand(1, 8, 1, 1) > 0.5)),
+    (_scatter_into_last_row_then_views, (torch.randn(2, 6, 2, 5), torch.randn(2, 6, 2, 5))),
 ])
 def test_views_of_a_strided_copy_index_its_strides(fn, args):
     """Note [Functional copy]: a copy (or a slice_scatter) into a strided part of a
@@ -753,6 +763,36 @@ def test_views_of_a_strided_copy_index_its_strides(fn, args):
     for g, w in zip(pytree.tree_leaves(got), pytree.tree_leaves(want)):
         torch.testing.assert_close(g.cpu(), w)
     assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
+
+
+def _scan_into_columns(x, a):
+    # RecurrentGemma's _rnn_scan: each step written into a column of a buffer with
+    # a transposed layout (strides (T*C, 1, T), as after a conv1d).
+    h = x.transpose(1, 2) * 2
+    out = torch.zeros_like(h)
+    s = torch.zeros(h.shape[0], h.shape[2], device=h.device)
+    for t in range(h.shape[1]):
+        s = a[:, t] * s + h[:, t]
+        out[:, t] = s
+    return out
+
+
+def test_copies_into_views_of_a_dynamic_graph_compile_at_every_length():
+    """A dynamic graph is re-derived per signature under FakeTensorMode, whose copy
+    kept the destination view's storage offset (the traced copy starts at 0): each
+    step's copy became an eager step, the expand after it was refused, and from the
+    third length on (over 8 refusals) the whole graph ran eagerly."""
+    compiled = torch.compile(_scan_into_columns, backend="trn")
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for t in (12, 7, 10):
+            x, a = torch.randn(2, 16, t, generator=gen), torch.rand(2, t, 16, generator=gen)
+            got = compiled(x.to("trn"), a.to("trn"))
+            torch.testing.assert_close(got.cpu(), _scan_into_columns(x, a), rtol=1e-5, atol=1e-5)
+    stats = trnscope.compile_stats()
+    assert len(stats) == 3 and stats[-1]["specialized"], stats
+    for s in stats:
+        assert s["eager_nodes"] == [] and s["fallback"] is None, s
 
 
 @pytest.mark.parametrize("w_first", [True, False])
@@ -1972,3 +2012,26 @@ def test_cpu_random_index_runs_in_the_host_prelude():
     for g_, w_ in zip(got, want):
         torch.testing.assert_close(g_.cpu(), w_)
     assert not torch.equal(want[0], want[1])  # fresh draws per call
+
+
+def test_cpu_value_from_a_dynamic_size_runs_in_the_host_prelude():
+    """Note [Host prelude]: a 0-dim CPU tensor computed from a symbolic size
+    (Longformer's and LED's chunk count, torch.div(seq_len, w) - 1) is computed
+    per call from the call's sizes; the graph ran eagerly at every length."""
+    def fn(x):
+        chunks = torch.div(x.shape[1], 4, rounding_mode="trunc") - 1
+        return (x @ x.transpose(1, 2)).softmax(-1) * chunks, chunks
+
+    compiled = torch.compile(fn, backend="trn", dynamic=True)
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        for seq in (12, 7, 21):
+            x = torch.randn(2, seq, 16, generator=gen)
+            got, chunks = compiled(x.to("trn"))
+            want, want_chunks = fn(x)
+            torch.testing.assert_close(got.cpu(), want, rtol=1e-5, atol=1e-5)
+            assert chunks.device.type == "cpu" and chunks.item() == want_chunks.item() == seq // 4 - 1
+    stats = trnscope.compile_stats()
+    assert len(stats) == 3 and stats[-1]["specialized"], stats
+    for s in stats:
+        assert s["fallback"] is None and s["eager_nodes"] == [], s

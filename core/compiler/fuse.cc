@@ -95,10 +95,13 @@ void Fuser::Place(int id) {
   // mask: select, then slice_scatter, then unsqueeze + expand of the result).
   const bool copies = n.op == Op::kEager || n.op == Op::kClone || n.op == Op::kCast ||
                       n.op == Op::kSliceScatter;
-  if (!dense && copies && !n.meta.strides.empty() && n.meta.storage_offset == 0 &&
-      IsNonOverlapping(n.meta.sizes, n.meta.strides)) {
-    v.view.strides = n.meta.strides;
-  }
+  const bool kept = dense || (copies && !n.meta.strides.empty() &&
+                              IsNonOverlapping(n.meta.sizes, n.meta.strides));
+  if (kept) v.view.strides = n.meta.strides;
+  // The FakeTensor may also start past its storage's start (a slice_scatter into
+  // the last row of a select: Longformer at other lengths); its views' offsets
+  // count from there, as an input's do.
+  v.root_offset = kept ? n.meta.storage_offset : 0;
   const bool fusable = n.op != Op::kView && n.op != Op::kEager && n.op != Op::kInput &&
                        n.op != Op::kConstant && !IsMatmulOp(n.op) && Fusable(n);
   if (!fusable || !ir_.options.fuse) {  // pending_ inputs are read from memory: give them kernels

@@ -41,7 +41,7 @@ struct Value {
   bool is_view = false;
   bool clone_view = false;  // a view backed by its own contiguous copy
   int root = -1;            // the value whose buffer holds it
-  int64_t root_offset = 0;  // storage offset of the root (inputs)
+  int64_t root_offset = 0;  // the root's FakeTensor storage offset (its views count from it)
   View view;                // layout (buffer filled once assigned)
   bool materialized = false;
   std::vector<int> users;

@@ -334,6 +334,7 @@ class _Lowering:
         # (graph order), and those of them the program takes as inputs.
         self.prelude: list[fx.Node] = []
         self.prelude_inputs: list[fx.Node] = []
+        self.prelude_args: dict[fx.Node, int] = {}  # an input the prelude reads -> its position
 
     # Meta of a FakeTensor as add_input/add_node take it.
     def _meta(self, v: torch.Tensor, cpu_scalar_ok: bool = False) -> dict:
@@ -454,11 +455,19 @@ class _Lowering:
         (so a random draw takes the CPU generator's next values, as eagerly);
         trn-side users take them as program inputs copied to the device, a graph
         output is returned as it is. Before, such a value ran the whole graph
-        eagerly. Only get_attr constants and other prelude values may feed one."""
+        eagerly. Only get_attr constants, number and 0-dim CPU tensor inputs (a
+        dynamic graph's sizes, Longformer's chunk count: torch.div(seq_len, w) - 1,
+        and that count passed on after a graph break) and other prelude values may
+        feed one."""
         prelude: list[fx.Node] = []
         known: set[fx.Node] = set()
         for node in self.gm.graph.nodes:
             v = self.vals.get(node)
+            if node.op == "placeholder":
+                if _is_number(v) or (isinstance(v, torch.Tensor) and v.device.type == "cpu"
+                                     and v.dim() == 0):
+                    known.add(node)  # read from the call's arguments (run_prelude)
+                continue
             if node.op == "get_attr":
                 v = getattr(self.gm, node.target, None)
             if not (isinstance(v, torch.Tensor) and v.device.type == "cpu") or node in host:
@@ -476,6 +485,10 @@ class _Lowering:
             if node in needed or any(u not in known for u in node.users):
                 needed.add(node)
                 needed.update(a for a in node.all_input_nodes if a in known)
+        self.prelude_args = {
+            n: i for i, n in enumerate(p for p in self.gm.graph.nodes if p.op == "placeholder")
+            if n in needed
+        }
         return [n for n in prelude if n in needed or n in out.all_input_nodes]
 
     def lower(self) -> None:
@@ -1410,6 +1423,7 @@ class _Compiled:
         self.gm = gm
         self.prelude = lowering.prelude  # Note [Host prelude]
         self.prelude_inputs = lowering.prelude_inputs
+        self.prelude_args = lowering.prelude_args
         self.assert_msgs = [msg for _, msg in lowering.asserts]
         n = len(self.template)
         self.plain_outputs = self.template == [("t", i) for i in range(n)]
@@ -1439,9 +1453,9 @@ class _Compiled:
             else None
         )
 
-    def run_prelude(self) -> dict:
+    def run_prelude(self, args: list) -> dict:
         """Note [Host prelude]: the graph's per-call CPU values, in graph order."""
-        env: dict = {}
+        env: dict = {n: args[i] for n, i in self.prelude_args.items()}
         for node in self.prelude:
             if node.op == "get_attr":
                 env[node] = getattr(self.gm, node.target)
@@ -1470,7 +1484,7 @@ class _Compiled:
         return tensors + made + [a.to(dev) for a in self.attrs]
 
     def __call__(self, args: list) -> list:
-        host = self.run_prelude() if self.prelude else None
+        host = self.run_prelude(args) if self.prelude else None
         outs = self.program.run(self.bind_inputs(args, host), self._eager)
         if self.assert_msgs:  # Note [Graph asserts]: a read-back per assert
             n = len(outs) - len(self.assert_msgs)
@@ -1510,6 +1524,12 @@ def _concrete_vals(gm: fx.GraphModule, args: list) -> dict[fx.Node, Any]:
     class _Prop(fx.Interpreter):
         def run_node(self, n):
             r = super().run_node(n)
+            if n.target is aten.copy.default and isinstance(r, torch.Tensor) \
+                    and r.storage_offset() != 0:
+                # A functional copy is a new tensor in dst's layout from offset 0, as the
+                # traced meta has it; the fake kernel keeps a view dst's offset, so the
+                # views of the copy read past its buffer (Note [Functional copy]).
+                r = torch.empty_strided(r.shape, r.stride(), dtype=r.dtype, device=r.device)
             vals[n] = r
             return r
 
