@@ -1806,6 +1806,55 @@ def test_index_put_broadcasts_values_and_rejects_out_of_range_indices():
             torch.trn.synchronize()
 
 
+@pytest.mark.parametrize("dim", [0, 1])
+def test_index_add_is_the_index_put_kernel_accumulating(dim):
+    # JetMoE's expert outputs summed per token: index_add is index_put(accumulate=True),
+    # repeated and negative indices included.
+    def fn(x, idx, src):
+        return (x * 2).index_add(dim, idx, src * 3) + 1
+
+    torch.manual_seed(0)
+    x = torch.randn(5, 6, 3)
+    idx = torch.tensor([4, 0, 4, 2, 4])
+    shape = [5, 6, 3]
+    shape[dim] = 5
+    src = torch.randn(shape)
+    got, stats = compiled_on_trn(fn, x, idx, src)
+    torch.testing.assert_close(got.cpu(), fn(x, idx, src), rtol=1e-5, atol=1e-5)
+    assert "index_put" in stats["kernels"] and stats["eager_nodes"] == [], stats
+
+
+def _mask_fill_leading(x, mask):
+    y = x * 2
+    y[mask] = 7.0  # mask over the leading dims: each selected row set
+    return y + 1
+
+
+def _mask_fill_all(x, mask):
+    y = x.transpose(0, 1) * 2
+    y[mask.transpose(0, 1)] = -3.0  # mask over every dim, both non-contiguous
+    return y
+
+
+def _mask_fill_middle(x, mask):
+    y = x - 1
+    y[:, mask[0]] = torch.tensor(5.0)  # after a leading slice; a CPU 0-dim value
+    return y
+
+
+@pytest.mark.parametrize("fn, mask_shape", [
+    (_mask_fill_leading, (4, 6)), (_mask_fill_all, (4, 6, 3)), (_mask_fill_middle, (4, 6)),
+])
+def test_a_boolean_mask_put_of_one_value_is_a_where(fn, mask_shape):
+    """Longformer's global-attention mask: index_put with a boolean mask and one value
+    is a where on the mask (given unit dims for the dims after it)."""
+    torch.manual_seed(0)
+    x, mask = torch.randn(4, 6, 3), torch.rand(mask_shape) > 0.5
+    got, stats = compiled_on_trn(fn, x, mask)
+    torch.testing.assert_close(got.cpu(), fn(x, mask))
+    assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
+
+
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float32])
 def test_arange_of_constants_is_a_library_kernel(dtype):
     def fn(x):

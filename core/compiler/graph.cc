@@ -434,17 +434,18 @@ void NodeCheck::BatchNorm() {
 void NodeCheck::IndexPut() {
   Arity(3);
   const auto& self = InSizes(0);
-  const int64_t d = node_.dims.size() == 1 ? node_.dims[0] : -1;
+  const size_t nd = node_.dims.size();
+  const int64_t d = nd == 1 || nd == 2 ? node_.dims[0] : -1;
   bool ok = out_ == self && d >= 0 && d < static_cast<int64_t>(self.size()) &&
-            InSizes(1).size() == 1;
+            InSizes(1).size() == 1 && (nd == 1 || node_.dims[1] == 0 || node_.dims[1] == 1);
   if (ok) {
     std::vector<int64_t> slice = self;
     slice[d] = InSizes(1)[0];
     ok = Broadcasts(InSizes(2), slice);
   }
   if (!ok) {
-    Fail(fmt::format("index_put into {} on dim {} by index {} of values {} "
-                     "cannot give {}", Shape(self), d, Shape(InSizes(1)),
+    Fail(fmt::format("index_put into {} on dims {} by index {} of values {} "
+                     "cannot give {}", Shape(self), Shape(node_.dims), Shape(InSizes(1)),
                      Shape(InSizes(2)), Shape(out_)));
   }
 }

@@ -66,7 +66,8 @@ enum class Op : uint8_t {
   // clipped to input + padding); attr pool, dilation 1.
   kAvgPool2d,
   // out = self with out[..., index[i], ...] = values[..., i, ...] on dim
-  // dims[0] (index_put with one index tensor, a static KV cache's update):
+  // dims[0] (index_put with one index tensor, a static KV cache's update), or
+  // += with dims[1] = 1 (accumulate: index_add, MoE experts' outputs summed):
   // inputs self, 1-D int32/int64 index, values broadcasting to that slice.
   kIndexPut,
   // out[i] = scalar + i * alpha, 1-D, no inputs (an arange of constants).

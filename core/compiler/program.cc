@@ -194,15 +194,15 @@ TensorRef DimFirst(TensorRef t, int d) {
 // out = self, then out[..., index[i], ...] = values[..., i, ...] on dim d: the
 // indexing kernel sees the indexed dim first (kernels/indexing.h).
 Status RunIndexPut(const TensorRef& out, const TensorRef& self, const TensorRef& index,
-                   const TensorRef& values, int d) {
+                   const TensorRef& values, int d, bool accumulate) {
   if (out.data != self.data) {
     Status s = kernels::Copy(out, self);
     if (!s.ok()) return s;
   }
   TensorRef slice = out;  // the sizes values broadcast to
   slice.sizes[d] = index.sizes[0];
-  return kernels::IndexPut(DimFirst(out, d), {index}, DimFirst(Expand(values, slice), d), false,
-                           {d});
+  return kernels::IndexPut(DimFirst(out, d), {index}, DimFirst(Expand(values, slice), d),
+                           accumulate, {d});
 }
 
 // self[i0, i1, ...] on `dims` (Op::kIndex): the kernel sees self with the
@@ -372,7 +372,9 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     }
     case Op::kMaxPool2d: return kernels::MaxPool2d(out, TensorRef{}, in(0), PoolParamsOf(ki));
     case Op::kAvgPool2d: return kernels::AvgPool2d(out, in(0), PoolParamsOf(ki));
-    case Op::kIndexPut: return RunIndexPut(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]));
+    case Op::kIndexPut:
+      return RunIndexPut(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]),
+                         ki.lib_dims.size() > 1 && ki.lib_dims[1] != 0);
     case Op::kArange: return kernels::Arange(out, ki.lib_scalar, ki.lib_alpha);
     case Op::kGather: return kernels::Gather(out, in(0), static_cast<int>(ki.lib_dims[0]), in(1));
     case Op::kIndexSelect:

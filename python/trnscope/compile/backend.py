@@ -854,18 +854,47 @@ class _Lowering:
         return self._add(node, "avg_pool2d", [x], pool=attrs)
 
     def _lower_index_put(self, node: fx.Node, args, kw) -> int | None:
-        """index_put(self, indices, values) with one 1-D integer index tensor (the others
-        None) and no accumulate -> the index_put kernel (or None: run it eagerly)."""
+        """index_put(self, indices, values[, accumulate]) with one index tensor (the others
+        None): a 1-D integer one -> the index_put kernel (accumulate too: index_add); a
+        boolean mask without accumulate and one value -> a where (or None: run it eagerly)."""
         self_, indices, values = args[:3]
-        accumulate = kw.get("accumulate", args[3] if len(args) > 3 else False)
+        accumulate = bool(self._value(kw.get("accumulate", args[3] if len(args) > 3 else False)))
         given = [(d, i) for d, i in enumerate(indices) if i is not None]
-        if self._value(accumulate) or len(given) != 1 or not self._tensor(values):
+        if len(given) != 1 or not self._tensor(values) or not self._tensor(given[0][1]):
             return None
         dim, index = given[0]
-        iv = self.vals.get(index)
-        if not (self._tensor(index) and iv.dim() == 1 and iv.dtype in (torch.int32, torch.int64)):
+        iv = self.vals[index]
+        if iv.dtype == torch.bool and not accumulate:
+            return self._lower_masked_put(node, self_, dim, index, values)
+        if not (iv.dim() == 1 and iv.dtype in (torch.int32, torch.int64)):
             return None
-        return self._add(node, "index_put", [self_, index, values], dims=[dim])
+        return self._add(node, "index_put", [self_, index, values], dims=[dim, int(accumulate)])
+
+    def _lower_masked_put(self, node: fx.Node, x: fx.Node, dim: int, mask: fx.Node,
+                          value: fx.Node) -> int | None:
+        """x[..., mask] = value (a boolean mask over dims dim.., one value: Longformer's
+        global-attention mask fill) is where(mask, value, x), the mask given trailing
+        unit dims for x's dims after it; None where the mask's shape is not x's there
+        (eager raises the error) or the value is not one element."""
+        xv, mv, vv = self.vals[x], self.vals[mask], self.vals[value]
+        m = mv.dim()
+        if m == 0 or tuple(xv.shape[dim:dim + m]) != tuple(mv.shape) or vv.numel() != 1 \
+                or vv.dim() > xv.dim() or vv.dtype != xv.dtype:
+            return None
+        cond = self.ids[mask]
+        rest = xv.dim() - dim - m
+        if rest:
+            sizes = list(mv.shape) + [1] * rest
+            cond = self.g.add_node(
+                op="view", target="aten.reshape.default", inputs=[cond], dtype=torch.bool,
+                sizes=sizes, strides=[int(t) for t in mv.stride()] + [1] * rest,
+                storage_offset=int(mv.storage_offset()))
+            self.calls[cond] = (types.SimpleNamespace(target=aten.reshape.default,
+                                                      args=(mask, sizes), kwargs={}), [mask], None)
+        # Its eager form (should the core leave it to one): where on the shaped mask.
+        call = types.SimpleNamespace(target=aten.where.self, args=(mask, value, x), kwargs={})
+        return self._add(node, "where", [mask, value, x], call=(call, [mask, value, x], None),
+                         input_ids=[cond, self.ids[value], self.ids[x]])
 
     def _lower_conv(self, node: fx.Node, args, kw) -> int | None:
         names = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
