@@ -1035,7 +1035,7 @@ _CORE_OPS = [
 _EAGER_OPS = [
     lambda x: torch.fmax(x, x.flip(0) * 0.5),
     lambda x: torch.hypot(x, x * 0.5),
-    lambda x: x.scatter(-1, torch.argsort(x, -1), x * 2),
+    lambda x: x.scatter_reduce(-1, torch.argsort(x, -1), x * 2, "amax"),
     lambda x: torch.tan(x * 0.5),
 ]
 _OTHER_OPS = _EAGER_OPS + [
@@ -1853,6 +1853,43 @@ def test_a_boolean_mask_put_of_one_value_is_a_where(fn, mask_shape):
     got, stats = compiled_on_trn(fn, x, mask)
     torch.testing.assert_close(got.cpu(), fn(x, mask))
     assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
+
+
+def _one_hot_by_scatter(logits, _):
+    # The MoE routers' expert mask: zeros scattered with 1 at the top-k experts.
+    top = logits.topk(2, dim=-1).indices
+    return torch.zeros_like(logits).scatter(-1, top, 1.0) * logits.softmax(-1)
+
+
+def _scatter_src_strided(x, idx):
+    src = (x * 3).transpose(0, 1)  # non-contiguous src, index smaller than src
+    return (x + 1).scatter(0, idx, src[: idx.shape[0], : idx.shape[1]])
+
+
+def _scatter_add_repeats(x, idx):
+    return torch.zeros(4, 5, 3, device=x.device).scatter_add(1, idx.unsqueeze(-1).expand(-1, -1, 3) % 5,
+                                            x[:, :4].unsqueeze(-1).expand(-1, -1, 3) * 2)
+
+
+def _scatter_int_mask(x, idx):
+    hits = torch.zeros(4, 6, dtype=torch.int64, device=x.device).scatter(1, idx % 6, 7)
+    mask = torch.zeros(4, 6, dtype=torch.bool, device=x.device).scatter(1, idx % 6, True)
+    return x * hits[:, :5], mask
+
+
+@pytest.mark.parametrize("fn", [_one_hot_by_scatter, _scatter_src_strided, _scatter_add_repeats,
+                                _scatter_int_mask])
+def test_scatter_is_a_library_kernel(fn):
+    torch.manual_seed(0)
+    x = torch.randn(4, 5)
+    idx = torch.randint(0, 4, (3, 4))  # repeats: the last write wins, as eager on CPU
+    if fn is _scatter_src_strided:  # one write per target so the order cannot matter
+        idx = torch.stack([torch.randperm(4)[:3] for _ in range(4)], 1)
+    got, stats = compiled_on_trn(fn, x, idx)
+    for g, w in zip(pytree.tree_leaves(got), pytree.tree_leaves(fn(x, idx))):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-5, atol=1e-5)
+    assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
+    assert any("scatter" in k for k in stats["kernels"]), stats
 
 
 @pytest.mark.parametrize("dtype", [torch.int64, torch.float32])

@@ -52,6 +52,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"gt", Op::kGt},
       {"ge", Op::kGe},
       {"where", Op::kWhere},
+      {"scatter", Op::kScatter},
       {"neg", Op::kNeg},
       {"abs", Op::kAbs},
       {"relu", Op::kRelu},

@@ -294,6 +294,8 @@ bool Fuser::RunsAsLibrary(int id) const {
       return in(0) == out && in(2) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
     case Op::kArange: return out != DType::kBool;
     case Op::kGather: return in(0) == out && in(1) == DType::kInt64;
+    case Op::kScatter:
+      return in(0) == out && in(1) == DType::kInt64 && (n.inputs.size() == 2 || in(2) == out);
     case Op::kIndexSelect:
       return in(0) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
     case Op::kIndex: {

@@ -77,6 +77,7 @@ const char* OpName(Op op) {
     case Op::kIndexPut: return "index_put";
     case Op::kArange: return "arange";
     case Op::kGather: return "gather";
+    case Op::kScatter: return "scatter";
     case Op::kIndexSelect: return "index_select";
     case Op::kIndex: return "index";
     case Op::kCumsum: return "cumsum";
@@ -186,6 +187,7 @@ class NodeCheck {
   void GroupNorm();
   void Embedding();
   void Gather();
+  void Scatter();
   void IndexSelect();
   void Index();
   void Cumsum();
@@ -271,6 +273,7 @@ void NodeCheck::Run() {
     case Op::kGroupNorm: GroupNorm(); break;
     case Op::kEmbedding: Embedding(); break;
     case Op::kGather: Gather(); break;
+    case Op::kScatter: Scatter(); break;
     case Op::kIndexSelect: IndexSelect(); break;
     case Op::kIndex: Index(); break;
     case Op::kCumsum:
@@ -532,6 +535,25 @@ void NodeCheck::Gather() {
   if (!ok) {
     Fail(fmt::format("gather of {} on dim {} by index {} cannot give {}", Shape(self), d,
                      Shape(index), Shape(out_)));
+  }
+}
+
+void NodeCheck::Scatter() {
+  if (n_in_ != 2 && n_in_ != 3) Fail(fmt::format("takes self, index and src or a scalar, got {} inputs", n_in_));
+  const auto& self = InSizes(0);
+  const auto& index = InSizes(1);
+  const int64_t d = node_.dims.size() == 2 ? node_.dims[0] : -1;
+  bool ok = d >= 0 && d < static_cast<int64_t>(self.size()) && index.size() == self.size() &&
+            out_ == self && (node_.dims[1] == 0 || node_.dims[1] == 1) &&
+            (n_in_ == 2 || InSizes(2).size() == index.size());
+  for (size_t k = 0; ok && k < index.size(); ++k) {
+    ok = (static_cast<int64_t>(k) == d || index[k] <= self[k]) &&
+         (n_in_ == 2 || index[k] <= InSizes(2)[k]);
+  }
+  if (!ok) {
+    Fail(fmt::format("scatter into {} on dims {} by index {}{} cannot give {}", Shape(self),
+                     Shape(node_.dims), Shape(index),
+                     n_in_ == 3 ? " of src " + Shape(InSizes(2)) : std::string(), Shape(out_)));
   }
 }
 

@@ -74,6 +74,11 @@ enum class Op : uint8_t {
   kArange,
   // torch.gather on attr dims[0]: inputs self, int64 index; out has index's sizes.
   kGather,
+  // torch.scatter / scatter_add on attr dims = {dim, add}: out = self with
+  // out[p with p[dim] = index[p]] = src[p] (+= when add) for every p of index's
+  // sizes; inputs self, int64 index (sizes <= self's but on dim, <= src's) and
+  // src, or no src: the attr scalar (scatter.value: the MoE routers' one-hot).
+  kScatter,
   // self.index_select(dims[0], index): inputs self, 1-D int32/int64 index; out
   // is self with that dim's size replaced by the index's (an index outside
   // [0, size), negatives included, is an error as in torch).

@@ -205,6 +205,18 @@ Status RunIndexPut(const TensorRef& out, const TensorRef& self, const TensorRef&
                            accumulate, {d});
 }
 
+// out = self, then src (or the scalar) scattered into it by index (Op::kScatter).
+Status RunScatter(const TensorRef& out, const KernelImpl& ki, const TensorRef& self,
+                  const TensorRef& index, const TensorRef& src) {
+  if (out.data != self.data) {
+    Status s = kernels::Copy(out, self);
+    if (!s.ok()) return s;
+  }
+  return kernels::Scatter(out, static_cast<int>(ki.lib_dims[0]), index, src, ki.lib_scalar,
+                          ki.lib_dims[1] != 0 ? kernels::ScatterReduce::kAdd
+                                              : kernels::ScatterReduce::kNone);
+}
+
 // self[i0, i1, ...] on `dims` (Op::kIndex): the kernel sees self with the
 // indexed dims first and the indices broadcast to B, and writes out seen as
 // [B..., rest...] (kernels/indexing.h); torch's result order puts B after
@@ -377,6 +389,8 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
                          ki.lib_dims.size() > 1 && ki.lib_dims[1] != 0);
     case Op::kArange: return kernels::Arange(out, ki.lib_scalar, ki.lib_alpha);
     case Op::kGather: return kernels::Gather(out, in(0), static_cast<int>(ki.lib_dims[0]), in(1));
+    case Op::kScatter:
+      return RunScatter(out, ki, in(0), in(1), ki.lib_ins.size() > 2 ? in(2) : TensorRef{});
     case Op::kIndexSelect:
       return kernels::IndexSelect(out, in(0), static_cast<int>(ki.lib_dims[0]), in(1));
     case Op::kIndex: {

@@ -1155,6 +1155,18 @@ class _Lowering:
                 if x.dim() > 0 and not kw.get("sparse_grad", False):
                     dim = int(self._value(args[1])) % x.dim()
                     return self._add(node, "gather", [args[0], args[2]], dims=[dim])
+            if t in (aten.scatter.value, aten.scatter.src, aten.scatter_add.default) \
+                    and self._tensor(args[0]) and self._tensor(args[2]):
+                x, src = self.vals[args[0]], args[3]  # the MoE routers' one-hot: scatter.value
+                if x.dim() > 0 and not kw and self.vals[args[2]].dtype == torch.int64:
+                    dim = int(self._value(args[1])) % x.dim()
+                    add = int(t is aten.scatter_add.default)
+                    value = self._value(src) if t is aten.scatter.value else None
+                    if isinstance(value, (bool, int, float)) and float(value) == value:
+                        return self._add(node, "scatter", [args[0], args[2]], dims=[dim, add],
+                                         scalar=float(value))
+                    if t is not aten.scatter.value and self._tensor(src):
+                        return self._add(node, "scatter", [args[0], args[2], src], dims=[dim, add])
             if t is aten.logcumsumexp.default and self._tensor(args[0]):
                 x = self.vals[args[0]]
                 if x.dim() > 0 and x.dtype.is_floating_point:
