@@ -330,12 +330,12 @@ def test_unsupported_node_runs_eagerly_inside_the_program():
 
 
 def test_eager_step_with_an_out_overload_writes_the_program_buffer():
-    """An eager node with an out= overload (tan, which the core does not take)
-    writes its planned buffer through tan.out: no copy after it."""
+    """An eager node with an out= overload (atan2, which the core does not take)
+    writes its planned buffer through atan2.out: no copy after it."""
     from torch.profiler import ProfilerActivity, profile
 
     def fn(x, y):
-        return torch.tan(x.abs()) * y  # the eager step feeds a core op
+        return torch.atan2(x.abs(), y) * y  # the eager step feeds a core op
 
     x, y = torch.randn(3, 5), torch.randn(3, 5)
     compiled = torch.compile(fn, backend="trn", dynamic=False)
@@ -349,9 +349,9 @@ def test_eager_step_with_an_out_overload_writes_the_program_buffer():
             torch.trn.synchronize()
     torch.testing.assert_close(got.cpu(), fn(x, y))
     (stats,) = trnscope.compile_stats()
-    assert stats["eager_nodes"] == ["aten.tan.default"]
+    assert stats["eager_nodes"] == ["aten.atan2.default"]
     keys = {k.key for k in p.key_averages()}
-    assert "tan_f32" in keys and not any(k.startswith("copy_") for k in keys), keys
+    assert "atan2_f32" in keys and not any(k.startswith("copy_") for k in keys), keys
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -1036,7 +1036,7 @@ _EAGER_OPS = [
     lambda x: torch.fmax(x, x.flip(0) * 0.5),
     lambda x: torch.hypot(x, x * 0.5),
     lambda x: x.scatter_reduce(-1, torch.argsort(x, -1), x * 2, "amax"),
-    lambda x: torch.tan(x * 0.5),
+    lambda x: torch.atan2(x, x.flip(0) + 0.5),
 ]
 _OTHER_OPS = _EAGER_OPS + [
     lambda x: torch.cummax(x, -1).values,
@@ -1282,6 +1282,69 @@ def test_conv1d_relu_is_one_kernel_in_the_program(geom, bias):
     (stats,) = trnscope.compile_stats()
     assert stats["kernels"] == ["fused[convolution,relu]"], stats
     assert stats["eager_nodes"] == []
+
+
+@pytest.mark.parametrize(
+    "geom",
+    [
+        dict(stride=2, padding=1, output_padding=1, dilation=1, groups=1),
+        dict(stride=4, padding=2, output_padding=0, dilation=1, groups=1),  # EnCodec's upsampling
+        dict(stride=1, padding=3, output_padding=0, dilation=2, groups=4),
+        dict(stride=3, padding=0, output_padding=2, dilation=1, groups=8),
+    ],
+)
+@pytest.mark.parametrize("rank", [1, 2])
+@pytest.mark.parametrize("bias", [True, False])
+def test_transposed_conv_is_a_library_kernel(geom, rank, bias):
+    """The audio codecs' upsampling (EnCodec, Mimi, DAC) and DPT's reassembly: a
+    transposed 1-D / 2-D convolution is one kernel of the program, output_padding
+    and a non-contiguous input included."""
+    torch.manual_seed(0)
+    conv = (nn.ConvTranspose1d if rank == 1 else nn.ConvTranspose2d)(8, 16, 5, bias=bias, **geom)
+    fn = conv.eval()
+    x = torch.randn(2, 8, 13) if rank == 1 else torch.randn(2, 8, 7, 6)
+    want = fn(x)
+    fn.to("trn")
+    xt = x.to("trn").transpose(1, -1).contiguous().transpose(1, -1)  # channels last
+    with torch.inference_mode():
+        got = torch.compile(fn, backend="trn", dynamic=False)(xt)
+    torch.testing.assert_close(got.cpu(), want, rtol=1e-4, atol=1e-4)
+    (stats,) = trnscope.compile_stats()
+    assert stats["kernels"] == ["convolution"] and stats["eager_nodes"] == [], stats
+
+
+_MATH_DOMAINS = {
+    "tan": (-1.2, 1.2), "asin": (-0.95, 0.95), "acos": (-0.95, 0.95), "atan": (-4, 4),
+    "sinh": (-4, 4), "cosh": (-4, 4), "asinh": (-4, 4), "acosh": (1.05, 5), "atanh": (-0.95, 0.95),
+    "log2": (0.05, 8), "log10": (0.05, 8), "exp2": (-6, 6), "erfc": (-3, 3), "lgamma": (0.1, 6),
+    "sinc": (-3, 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_MATH_DOMAINS))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_floating_functions_are_library_kernels(name, dtype):
+    """YOSO's acos and the other libm functions the fused rows do not compute: one
+    library kernel each (they were eager steps), on a transposed input."""
+    lo, hi = _MATH_DOMAINS[name]
+    x = (torch.rand(6, 9, generator=torch.Generator().manual_seed(0)) * (hi - lo) + lo).to(dtype)
+
+    def fn(x):
+        return getattr(torch, name)(x.t()) * 2
+
+    got, stats = compiled_on_trn(fn, x)
+    torch.testing.assert_close(got.cpu(), fn(x), rtol=1e-5, atol=1e-5)
+    assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
+
+
+@pytest.mark.parametrize("fn", [F.elu, F.selu, lambda x: F.elu(x, alpha=0.5),
+                                lambda x: F.leaky_relu(x, 0.1), F.leaky_relu])
+def test_elu_and_leaky_relu_fuse_into_one_kernel(fn):
+    """EnCodec's ELU and leaky_relu arrive decomposed (they were eager steps)."""
+    x = torch.randn(4, 33, generator=torch.Generator().manual_seed(0))
+    got, stats = compiled_on_trn(lambda x: fn(x * 2) + 1, x)
+    torch.testing.assert_close(got.cpu(), fn(x * 2) + 1)
+    assert len(stats["kernels"]) == 1 and stats["eager_nodes"] == [], stats
 
 
 @pytest.mark.parametrize(

@@ -15,6 +15,7 @@
 
 #include "core/common/error.h"
 #include "core/compiler/executor.h"
+#include "core/kernels/kernels.h"
 #include "torch_bridge/bridge.h"
 #include "torch_bridge/device.h"
 #include "torch_bridge/ops_util.h"
@@ -90,6 +91,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"embedding", Op::kEmbedding},
       {"sdpa", Op::kSdpa},
       {"conv", Op::kConv},
+      {"conv_transpose", Op::kConvTranspose},
       {"layer_norm", Op::kLayerNorm},
       {"group_norm", Op::kGroupNorm},
       {"batch_norm", Op::kBatchNorm},
@@ -127,6 +129,23 @@ compiler::Op ParseOp(const std::string& name) {
   auto it = kOps.find(name);
   TORCH_CHECK_VALUE(it != kOps.end(), "trn compile: unknown graph op '", name, "'");
   return it->second;
+}
+
+// The floating functions the core runs as one library kernel (Op::kMath).
+bool ParseMath(const std::string& name, int64_t* code) {
+  using kernels::UnaryOp;
+  static const std::unordered_map<std::string, UnaryOp> kMath = {
+      {"tan", UnaryOp::kTan},     {"asin", UnaryOp::kAsin},   {"acos", UnaryOp::kAcos},
+      {"atan", UnaryOp::kAtan},   {"sinh", UnaryOp::kSinh},   {"cosh", UnaryOp::kCosh},
+      {"asinh", UnaryOp::kAsinh}, {"acosh", UnaryOp::kAcosh}, {"atanh", UnaryOp::kAtanh},
+      {"log2", UnaryOp::kLog2},   {"log10", UnaryOp::kLog10}, {"exp2", UnaryOp::kExp2},
+      {"erfc", UnaryOp::kErfc},   {"lgamma", UnaryOp::kLgamma}, {"frac", UnaryOp::kFrac},
+      {"sinc", UnaryOp::kSinc},
+  };
+  auto it = kMath.find(name);
+  if (it == kMath.end()) return false;
+  *code = static_cast<int64_t>(it->second);
+  return true;
 }
 
 DType GraphDType(at::ScalarType s, const std::string& what) {
@@ -257,14 +276,15 @@ int GraphBuilder::AddNode(const std::string& op, const std::string& target, std:
                           bool causal, std::vector<int64_t> conv, std::vector<int64_t> pool,
                           bool pure) {
   compiler::Node node;
-  node.op = ParseOp(op);
+  int64_t math = 0;
+  node.op = ParseMath(op, &math) ? compiler::Op::kMath : ParseOp(op);
   node.target = target;
   node.inputs = std::move(inputs);
   node.meta.dtype = GraphDType(dtype, "the output of " + target);
   node.meta.sizes = std::move(sizes);
   node.meta.strides = std::move(strides);
   node.meta.storage_offset = storage_offset;
-  node.dims = std::move(dims);
+  node.dims = node.op == compiler::Op::kMath ? std::vector<int64_t>{math} : std::move(dims);
   node.has_scalar = scalar.has_value();
   node.scalar = scalar.value_or(0.0);
   node.scalar_first = scalar_first;

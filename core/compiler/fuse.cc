@@ -275,6 +275,9 @@ bool Fuser::RunsAsLibrary(int id) const {
     case Op::kConv:
       return IsFloating(out) && in(0) == out && in(1) == out &&
              (n.inputs.size() == 2 || IsFloating(in(2)));
+    case Op::kMath: return IsFloating(out) && in(0) == out;
+    case Op::kConvTranspose:  // one dtype, bias included (as the eager op)
+      return IsFloating(out) && all_inputs(out);
     case Op::kLayerNorm: return IsFloating(out) && all_inputs(out);
     case Op::kGroupNorm: {  // kernels::GroupNorm walks contiguous groups
       bool ok = IsFloating(out) && in(0) == out &&

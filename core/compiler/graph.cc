@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include "core/common/error.h"
+#include "core/kernels/kernels.h"
 
 namespace trn::compiler {
 
@@ -69,6 +70,8 @@ const char* OpName(Op op) {
     case Op::kEmbedding: return "embedding";
     case Op::kSdpa: return "scaled_dot_product_attention";
     case Op::kConv: return "convolution";
+    case Op::kConvTranspose: return "conv_transpose";
+    case Op::kMath: return "math";
     case Op::kLayerNorm: return "layer_norm";
     case Op::kGroupNorm: return "group_norm";
     case Op::kBatchNorm: return "batch_norm";
@@ -105,6 +108,12 @@ const char* OpName(Op op) {
     case Op::kEager: return "eager";
   }
   return "?";
+}
+
+bool IsLibraryMath(int64_t unary_op) {
+  using kernels::UnaryOp;
+  return unary_op >= static_cast<int64_t>(UnaryOp::kTan) &&
+         unary_op <= static_cast<int64_t>(UnaryOp::kSinc);
 }
 
 void FailNode(size_t index, const Node& node, const std::string& problem) {
@@ -179,6 +188,7 @@ class NodeCheck {
   void Cat();
   void Sdpa();
   void Conv();
+  void ConvTranspose();
   void BatchNorm();
   void IndexPut();
   void Pool2d();
@@ -261,6 +271,15 @@ void NodeCheck::Run() {
       break;
     case Op::kSdpa: Sdpa(); break;
     case Op::kConv: Conv(); break;
+    case Op::kConvTranspose: ConvTranspose(); break;
+    case Op::kMath:
+      Arity(1);
+      if (node_.dims.size() != 1 || !IsLibraryMath(node_.dims[0])) {
+        Fail(fmt::format("math takes one function code of kernels::UnaryOp (tan .. sinc), got {}",
+                         Shape(node_.dims)));
+      }
+      if (InSizes(0) != out_) Fail("output sizes must equal the input's");
+      break;
     case Op::kBatchNorm: BatchNorm(); break;
     case Op::kIndexPut: IndexPut(); break;
     case Op::kArange:
@@ -416,6 +435,36 @@ void NodeCheck::Conv() {
   }
   if (!ok) {
     Fail(fmt::format("convolution of {} by weight {} (groups {}) cannot give {}",
+                     Shape(x), Shape(w), c.groups, Shape(out_)));
+  }
+}
+
+void NodeCheck::ConvTranspose() {
+  if (n_in_ != 2 && n_in_ != 3) {
+    Fail(fmt::format("expects input, weight and an optional bias, got {}", n_in_));
+  }
+  const auto& x = InSizes(0);
+  const auto& w = InSizes(1);
+  const auto& c = node_.conv;
+  const size_t rank = x.size();
+  bool ok = (rank == 3 || rank == 4) && w.size() == rank && out_.size() == rank &&
+            c.groups > 0 && x[1] == w[0] && w[0] % c.groups == 0 && out_[0] == x[0] &&
+            out_[1] == w[1] * c.groups &&
+            (n_in_ == 2 || InSizes(2) == std::vector<int64_t>{out_[1]});
+  const int first = Node::kConvDims - static_cast<int>(rank) + 2;
+  for (int d = 0; ok && d < first; ++d) {
+    ok = c.stride[d] == 1 && c.padding[d] == 0 && c.padding_end[d] == 0 && c.dilation[d] == 1;
+  }
+  for (int d = first; ok && d < Node::kConvDims; ++d) {
+    const size_t at = 2 + static_cast<size_t>(d - first);
+    const int64_t base = (x[at] - 1) * c.stride[d] - 2 * c.padding[d] +
+                         c.dilation[d] * (w[at] - 1) + 1;  // output_padding 0
+    ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 &&
+         c.padding[d] == c.padding_end[d] && out_[at] >= std::max<int64_t>(base, 1) &&
+         out_[at] < base + std::max(c.stride[d], c.dilation[d]);
+  }
+  if (!ok) {
+    Fail(fmt::format("transposed convolution of {} by weight {} (groups {}) cannot give {}",
                      Shape(x), Shape(w), c.groups, Shape(out_)));
   }
 }

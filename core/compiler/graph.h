@@ -51,6 +51,17 @@ enum class Op : uint8_t {
   // Convolution (1-D as 2-D with H = 1): inputs x [N,C,H,W], weight, optional
   // bias [Cout]; attr conv. A following relu joins it (Note [Library kernels]).
   kConv,
+  // Transposed convolution, 1-D or 2-D (the audio codecs' upsampling: EnCodec,
+  // Mimi, DAC; DPT's reassembly): inputs x [N,Cin,(H,)W], weight [Cin,Cout/groups,
+  // (KH,)KW], optional bias [Cout]; attr conv (padding alike on both sides);
+  // output_padding is what out's sizes add to the formula (below max(stride,
+  // dilation)). No epilogue joins it.
+  kConvTranspose,
+  // A floating function the fused rows do not compute (tan, asin .. atanh,
+  // sinh, cosh, log2, log10, exp2, erfc, lgamma, frac, sinc: YOSO's acos):
+  // attr dims = {kernels::UnaryOp}, input x, out like x; libm in float32 as the
+  // eager kernel (kernels::Unary). IsLibraryMath names the ops it takes.
+  kMath,
   // layer_norm over the last attr dims[0] dims: inputs x, weight, bias; attr eps.
   kLayerNorm,
   // group_norm of x [N, C, *] in attr dims[0] groups of channels: inputs x,
@@ -146,6 +157,9 @@ struct Meta {
   std::vector<int64_t> strides;  // in elements; empty = contiguous
   int64_t storage_offset = 0;    // kView only: relative to input 0's storage
 };
+
+// The kernels::UnaryOp codes kMath takes: floating in and out, the libm ones.
+bool IsLibraryMath(int64_t unary_op);
 
 struct Node {
   Op op = Op::kEager;

@@ -105,6 +105,10 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
       flops += static_cast<uint64_t>(Numel(ir.N(n.inputs[0]).meta.sizes));
     } else if (IsSoftmaxOp(n.op)) {
       flops += 5 * out_n;
+    } else if (n.op == Op::kConvTranspose) {  // every input element meets Cout/groups x taps
+      const Sizes& w = ir.N(n.inputs[1]).meta.sizes;  // [Cin, Cout/groups, (kh,) kw]
+      flops += 2 * static_cast<uint64_t>(Numel(ir.N(n.inputs[0]).meta.sizes)) *
+               static_cast<uint64_t>(Numel(w) / w[0]);
     } else if (n.op == Op::kConv) {
       const Sizes& w = ir.N(n.inputs[1]).meta.sizes;  // [O, I/groups, (kh,) kw]
       flops += 2 * out_n * static_cast<uint64_t>(Numel(w) / w[0]);

@@ -430,6 +430,20 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       return RunArgExtremum(kernels::ReduceOp::kArgmin, out, in(0), static_cast<int>(ki.lib_dims[0]));
     case Op::kPad: return RunPad(out, in(0), ki.lib_dims, ki.lib_scalar);
     case Op::kSliceScatter: return RunSliceScatter(out, in(0), in(1), ki.lib_dims);
+    case Op::kMath:
+      return kernels::Unary(static_cast<kernels::UnaryOp>(ki.lib_dims[0]), out, in(0));
+    case Op::kConvTranspose: {
+      const Node::ConvAttrs& c = ki.lib_conv;
+      kernels::ConvParams p;  // (H, W): the last two attributes; 1-D is 2-D with H = 1
+      for (int d = 0; d < 2; ++d) {
+        p.stride[d] = c.stride[d + 1];
+        p.pad_begin[d] = p.pad_end[d] = c.padding[d + 1];
+        p.dilation[d] = c.dilation[d + 1];
+      }
+      p.groups = c.groups;
+      return kernels::ConvTranspose2d(WithUnitH(out), WithUnitH(in(0)), WithUnitH(in(1)),
+                                      ki.lib_ins.size() == 3 ? in(2) : TensorRef{}, p);
+    }
     case Op::kConv: {
       const Node::ConvAttrs& c = ki.lib_conv;
       if (out.ndim == 5) {  // no epilogue joins a 3-D convolution (Note [Conv epilogue])

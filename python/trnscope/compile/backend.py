@@ -115,6 +115,8 @@ def decomposition_table() -> dict:
     # core's group_norm kernel (its decomposition, one row kernel, took 760 us
     # per wav2vec2 forward against the kernel's 347 us).
     table.update(get_decompositions([aten.linalg_vector_norm.default, aten.clamp.Tensor]))
+    # elu (EnCodec's, SELU's) and leaky_relu: where + expm1 / mul rows (eager steps before).
+    table.update(get_decompositions([aten.elu.default, aten.leaky_relu.default]))
     table[aten.repeat.default] = _repeat
     table[aten.eye.default] = table[aten.eye.m] = _eye
     return table
@@ -172,6 +174,13 @@ _UNARY = {
     aten.trunc.default: "trunc",
     aten.round.default: "round",
     aten.sign.default: "sign",
+}
+# Floating functions the fused rows do not compute: one library kernel each, libm in
+# float32 as the eager kernel (YOSO's acos).
+_MATH = {
+    getattr(aten, name).default: name
+    for name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                 "log2", "log10", "exp2", "erfc", "lgamma", "frac", "sinc")
 }
 _SDPA_OVERRIDEABLE = aten._scaled_dot_product_fused_attention_overrideable.default
 
@@ -901,10 +910,12 @@ class _Lowering:
                  "output_padding", "groups")
         a = dict(zip(names, args), **kw)
         x, w, bias = a["input"], a["weight"], a.get("bias")
-        if a.get("transposed") or not (self._tensor(x) and self._tensor(w)):
+        transposed = bool(self._value(a.get("transposed", False)))
+        if not (self._tensor(x) and self._tensor(w)):
             return None
         rank = self.vals[x].dim()
-        if rank not in (3, 4, 5) or (bias is not None and not self._tensor(bias)):
+        if rank not in ((3, 4) if transposed else (3, 4, 5)) \
+                or (bias is not None and not self._tensor(bias)):
             return None
         stride, padding, dilation = (
             [int(self._value(e)) for e in a[key]] for key in ("stride", "padding", "dilation")
@@ -916,7 +927,7 @@ class _Lowering:
         if not (len(stride) == len(padding) == len(dilation) == rank - 2):
             return None
         begin, end = list(padding), list(padding)
-        if rank < 5:  # kernels::Conv3d pads each side alike: no pad folded into it
+        if rank < 5 and not transposed:  # kernels::Conv3d pads each side alike: no pad folded
             x = self._fold_zero_pad(x, rank, begin, end)
         # The core's attributes run over (T, H, W); a lower rank leaves the first unused.
         unused = 5 - rank
@@ -925,7 +936,8 @@ class _Lowering:
         )
         inputs = [x, w] + ([bias] if bias is not None else [])
         conv = stride + begin + end + dilation + [int(self._value(a["groups"]))]
-        return self._add(node, "conv", inputs, conv=conv)
+        # A transposed one's output_padding is in the node's sizes (the core checks them).
+        return self._add(node, "conv_transpose" if transposed else "conv", inputs, conv=conv)
 
     def _fold_zero_pad(self, x: fx.Node, rank: int, begin: list, end: list) -> fx.Node:
         """A zero constant_pad_nd of the spatial dims feeding a convolution (HF
@@ -1079,7 +1091,7 @@ class _Lowering:
                     return gid
                 return self._add_eager(
                     node, reason="a convolution the core does not lower (it takes 1-D, 2-D "
-                    "and 3-D, not transposed): trn's native kernel runs"
+                    "and 3-D, transposed 1-D and 2-D): trn's native kernel runs"
                 )
             if (
                 t in _CLAMPS
@@ -1098,6 +1110,9 @@ class _Lowering:
                     return gid
             if t in _UNARY:
                 return self._add(node, _UNARY[t], [args[0]])
+            if t in _MATH and self._tensor(args[0]) and v.dtype.is_floating_point \
+                    and self.vals[args[0]].dtype == v.dtype:
+                return self._add(node, _MATH[t], [args[0]])
             if t is aten.isnan.default and self._tensor(args[0]):  # clamp's decomposition
                 if self.vals[args[0]].dtype.is_floating_point:
                     return self._add(node, "ne", [args[0], args[0]])  # only NaN != NaN
