@@ -21,6 +21,7 @@
 #include "core/compiler/executor.h"
 #include "core/compiler/graph.h"
 #include "core/compiler/program.h"
+#include "core/kernels/kernels.h"
 #include "core/kernels/kernels_test_util.h"
 
 namespace trn::compiler {
@@ -1013,6 +1014,54 @@ TEST(CompilerTest, MalformedGraphsNameTheNode) {
   select.meta = M(DType::kFloat32, {4, 5});
   expect_error(select, "index_select of [4, 5] on dim 1 by index [4, 5] cannot give [4, 5]");
   EXPECT_THROW(g.SetOutputs({3}), trn::InvalidArgument);
+}
+
+// The library ops the sweep of transformers families added: scatter, index_put
+// accumulating, the libm functions, transposed convolution.
+TEST(CompilerTest, LibraryOpsRejectBadNodes) {
+  Graph g;
+  const int x = g.AddInput(M(DType::kFloat32, {4, 5}));
+  const int tall = g.AddInput(M(DType::kInt64, {6, 2}));
+  const int pos = g.AddInput(M(DType::kInt64, {2}));
+  const int idx = g.AddInput(M(DType::kInt64, {4, 2}));
+  const int row = g.AddInput(M(DType::kFloat32, {5}));
+  const int x3 = g.AddInput(M(DType::kFloat32, {2, 5, 4}));
+  const int w3 = g.AddInput(M(DType::kFloat32, {5, 2, 3}));
+  auto node = [](Op op, std::vector<int> inputs, std::vector<int64_t> dims, Sizes out) {
+    Node n;
+    n.op = op;
+    n.inputs = std::move(inputs);
+    n.dims = std::move(dims);
+    n.meta = M(DType::kFloat32, std::move(out));
+    return n;
+  };
+  auto expect_error = [&](const Node& n, const std::string& what) {
+    try {
+      g.AddNode(n);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const trn::InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  // An index taller than self off the scattered dim.
+  expect_error(node(Op::kScatter, {x, tall}, {1, 0}, {4, 5}),
+               "scatter into [4, 5] on dims [1, 0] by index [6, 2] cannot give [4, 5]");
+  EXPECT_NO_THROW(g.AddNode(node(Op::kScatter, {x, idx}, {1, 1}, {4, 5})));
+  expect_error(node(Op::kIndexPut, {x, pos, row}, {0, 2}, {4, 5}),  // accumulate is 0 or 1
+               "index_put into [4, 5] on dims [0, 2]");
+  EXPECT_NO_THROW(g.AddNode(node(Op::kIndexPut, {x, pos, row}, {0, 1}, {4, 5})));
+  // exp is a fused row op, not a library function.
+  expect_error(node(Op::kMath, {x}, {static_cast<int64_t>(kernels::UnaryOp::kExp)}, {4, 5}),
+               "math takes one function code");
+  EXPECT_NO_THROW(
+      g.AddNode(node(Op::kMath, {x}, {static_cast<int64_t>(kernels::UnaryOp::kAcos)}, {4, 5})));
+  // [2, 5, 4] by [5, 2, 3], stride 2: W = 3 * 2 + 3 = 9, or 10 with output_padding 1.
+  Node up = node(Op::kConvTranspose, {x3, w3}, {}, {2, 2, 10});
+  up.conv.stride[2] = 2;
+  EXPECT_NO_THROW(g.AddNode(up));
+  up.meta.sizes = {2, 2, 11};
+  expect_error(up, "transposed convolution of [2, 5, 4] by weight [5, 2, 3] (groups 1) cannot "
+                   "give [2, 2, 11]");
 }
 
 // kConv's attributes run over (T, H, W): a 2-D conv leaves T's unused and a

@@ -187,8 +187,7 @@ class NodeCheck {
   void Matmul();
   void Cat();
   void Sdpa();
-  void Conv();
-  void ConvTranspose();
+  void Conv();  // and kConvTranspose
   void BatchNorm();
   void IndexPut();
   void Pool2d();
@@ -271,7 +270,7 @@ void NodeCheck::Run() {
       break;
     case Op::kSdpa: Sdpa(); break;
     case Op::kConv: Conv(); break;
-    case Op::kConvTranspose: ConvTranspose(); break;
+    case Op::kConvTranspose: Conv(); break;
     case Op::kMath:
       Arity(1);
       if (node_.dims.size() != 1 || !IsLibraryMath(node_.dims[0])) {
@@ -403,20 +402,23 @@ void NodeCheck::Sdpa() {
   }
 }
 
-// Convolutions of rank 3, 4 and 5 (1-D, 2-D, 3-D): their stride, padding and
-// dilation are the last rank - 2 of the (T, H, W) entries, the others 1 / 0 / 1
-// (a 1-D conv then runs as 2-D with H = 1).
+// Convolutions of rank 3, 4 and 5 (1-D, 2-D, 3-D; transposed: 1-D, 2-D): their
+// stride, padding and dilation are the last rank - 2 of the (T, H, W) entries,
+// the others 1 / 0 / 1 (a 1-D conv then runs as 2-D with H = 1).
 void NodeCheck::Conv() {
   if (n_in_ != 2 && n_in_ != 3) {
     Fail(fmt::format("expects input, weight and an optional bias, got {}", n_in_));
   }
+  const bool transposed = node_.op == Op::kConvTranspose;
   const auto& x = InSizes(0);
-  const auto& w = InSizes(1);
+  const auto& w = InSizes(1);  // [Cout, Cin/groups, ...]; transposed [Cin, Cout/groups, ...]
   const auto& c = node_.conv;
   const size_t rank = x.size();
-  bool ok = rank >= 3 && rank <= 5 && w.size() == rank && out_.size() == rank && c.groups > 0 &&
-            x[1] == w[1] * c.groups && w[0] % c.groups == 0 && out_[0] == x[0] &&
-            out_[1] == w[0] && (n_in_ == 2 || InSizes(2) == std::vector<int64_t>{w[0]});
+  const int64_t cout = transposed ? w[1] * c.groups : w[0];
+  bool ok = rank >= 3 && rank <= (transposed ? 4u : 5u) && w.size() == rank &&
+            out_.size() == rank && c.groups > 0 && w[0] % c.groups == 0 &&
+            x[1] == (transposed ? w[0] : w[1] * c.groups) && out_[0] == x[0] &&
+            out_[1] == cout && (n_in_ == 2 || InSizes(2) == std::vector<int64_t>{cout});
   // The param index of the first spatial dim: the entries before it are unused.
   const int first = Node::kConvDims - static_cast<int>(rank) + 2;
   for (int d = 0; ok && d < first; ++d) {
@@ -424,48 +426,24 @@ void NodeCheck::Conv() {
   }
   for (int d = first; ok && d < Node::kConvDims; ++d) {
     const size_t at = 2 + static_cast<size_t>(d - first);
+    const int64_t span = c.dilation[d] * (w[at] - 1) + 1;
+    ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 && c.padding_end[d] >= 0;
+    if (transposed) {  // out's sizes add output_padding, below max(stride, dilation)
+      const int64_t base = (x[at] - 1) * c.stride[d] - 2 * c.padding[d] + span;
+      ok = ok && c.padding[d] == c.padding_end[d] && out_[at] >= std::max<int64_t>(base, 1) &&
+           out_[at] < base + std::max(c.stride[d], c.dilation[d]);
+      continue;
+    }
     const int64_t padded = x[at] + c.padding[d] + c.padding_end[d];
-    ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 && c.padding_end[d] >= 0 &&
-         padded >= c.dilation[d] * (w[at] - 1) + 1 &&
-         out_[at] == (padded - c.dilation[d] * (w[at] - 1) - 1) / c.stride[d] + 1;
+    ok = ok && padded >= span && out_[at] == (padded - span) / c.stride[d] + 1;
     if (ok && rank == 5 && c.padding[d] != c.padding_end[d]) {
       Fail(fmt::format("3-D convolution pads each side of a dim alike, got {} before and {} "
                        "after dim {}", c.padding[d], c.padding_end[d], at));
     }
   }
   if (!ok) {
-    Fail(fmt::format("convolution of {} by weight {} (groups {}) cannot give {}",
-                     Shape(x), Shape(w), c.groups, Shape(out_)));
-  }
-}
-
-void NodeCheck::ConvTranspose() {
-  if (n_in_ != 2 && n_in_ != 3) {
-    Fail(fmt::format("expects input, weight and an optional bias, got {}", n_in_));
-  }
-  const auto& x = InSizes(0);
-  const auto& w = InSizes(1);
-  const auto& c = node_.conv;
-  const size_t rank = x.size();
-  bool ok = (rank == 3 || rank == 4) && w.size() == rank && out_.size() == rank &&
-            c.groups > 0 && x[1] == w[0] && w[0] % c.groups == 0 && out_[0] == x[0] &&
-            out_[1] == w[1] * c.groups &&
-            (n_in_ == 2 || InSizes(2) == std::vector<int64_t>{out_[1]});
-  const int first = Node::kConvDims - static_cast<int>(rank) + 2;
-  for (int d = 0; ok && d < first; ++d) {
-    ok = c.stride[d] == 1 && c.padding[d] == 0 && c.padding_end[d] == 0 && c.dilation[d] == 1;
-  }
-  for (int d = first; ok && d < Node::kConvDims; ++d) {
-    const size_t at = 2 + static_cast<size_t>(d - first);
-    const int64_t base = (x[at] - 1) * c.stride[d] - 2 * c.padding[d] +
-                         c.dilation[d] * (w[at] - 1) + 1;  // output_padding 0
-    ok = c.stride[d] > 0 && c.dilation[d] > 0 && c.padding[d] >= 0 &&
-         c.padding[d] == c.padding_end[d] && out_[at] >= std::max<int64_t>(base, 1) &&
-         out_[at] < base + std::max(c.stride[d], c.dilation[d]);
-  }
-  if (!ok) {
-    Fail(fmt::format("transposed convolution of {} by weight {} (groups {}) cannot give {}",
-                     Shape(x), Shape(w), c.groups, Shape(out_)));
+    Fail(fmt::format("{}convolution of {} by weight {} (groups {}) cannot give {}",
+                     transposed ? "transposed " : "", Shape(x), Shape(w), c.groups, Shape(out_)));
   }
 }
 
