@@ -1313,6 +1313,23 @@ def test_transposed_conv_is_a_library_kernel(geom, rank, bias):
     assert stats["kernels"] == ["convolution"] and stats["eager_nodes"] == [], stats
 
 
+@pytest.mark.parametrize("hw, out", [((8, 8), (2, 2)), ((7, 7), (3, 3)), ((6, 10), (4, 5)),
+                                     ((5, 3), (7, 6))])
+def test_adaptive_avg_pool_to_any_size_is_a_library_kernel(hw, out):
+    """TextNet's 2 x 2 head (it was an eager step; 1 x 1 arrives as a mean):
+    uneven, overlapping and upsampling windows, on a channels-last input."""
+    x = torch.randn(2, 3, *hw, generator=torch.Generator().manual_seed(0))
+    x = x.to(memory_format=torch.channels_last)
+
+    def fn(x):
+        return F.adaptive_avg_pool2d(x * 2, out) + 1
+
+    got, stats = compiled_on_trn(fn, x)
+    torch.testing.assert_close(got.cpu(), fn(x))
+    assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
+    assert any("adaptive_avg_pool2d" in k for k in stats["kernels"]), stats
+
+
 _MATH_DOMAINS = {
     "tan": (-1.2, 1.2), "asin": (-0.95, 0.95), "acos": (-0.95, 0.95), "atan": (-4, 4),
     "sinh": (-4, 4), "cosh": (-4, 4), "asinh": (-4, 4), "acosh": (1.05, 5), "atanh": (-0.95, 0.95),

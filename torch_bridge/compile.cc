@@ -97,6 +97,7 @@ compiler::Op ParseOp(const std::string& name) {
       {"batch_norm", Op::kBatchNorm},
       {"max_pool2d", Op::kMaxPool2d},
       {"avg_pool2d", Op::kAvgPool2d},
+      {"adaptive_avg_pool2d", Op::kAdaptiveAvgPool2d},
       {"slice_scatter", Op::kSliceScatter},
       {"div_trunc", Op::kDivTrunc},
       {"div_floor", Op::kDivFloor},

@@ -77,6 +77,7 @@ const char* OpName(Op op) {
     case Op::kBatchNorm: return "batch_norm";
     case Op::kMaxPool2d: return "max_pool2d";
     case Op::kAvgPool2d: return "avg_pool2d";
+    case Op::kAdaptiveAvgPool2d: return "adaptive_avg_pool2d";
     case Op::kIndexPut: return "index_put";
     case Op::kArange: return "arange";
     case Op::kGather: return "gather";
@@ -287,6 +288,15 @@ void NodeCheck::Run() {
       break;
     case Op::kMaxPool2d:
     case Op::kAvgPool2d: Pool2d(); break;
+    case Op::kAdaptiveAvgPool2d: {
+      Arity(1);
+      const auto& x = InSizes(0);
+      if (x.size() != 4 || out_.size() != 4 || out_[0] != x[0] || out_[1] != x[1] ||
+          x[2] == 0 || x[3] == 0) {
+        Fail(fmt::format("adaptive_avg_pool2d of {} cannot give {}", Shape(x), Shape(out_)));
+      }
+      break;
+    }
     case Op::kLayerNorm: LayerNorm(); break;
     case Op::kGroupNorm: GroupNorm(); break;
     case Op::kEmbedding: Embedding(); break;

@@ -76,6 +76,10 @@ enum class Op : uint8_t {
   // Average pooling over H, W of x [N,C,H,W] (torch's avg_pool2d: the window
   // clipped to input + padding); attr pool, dilation 1.
   kAvgPool2d,
+  // Adaptive average pooling of x [N,C,H,W] to out [N,C,OH,OW]: window
+  // [floor(o*I/O), ceil((o+1)*I/O)) per output index (TextNet's 2 x 2 head;
+  // 1 x 1 arrives as a mean).
+  kAdaptiveAvgPool2d,
   // out = self with out[..., index[i], ...] = values[..., i, ...] on dim
   // dims[0] (index_put with one index tensor, a static KV cache's update), or
   // += with dims[1] = 1 (accumulate: index_add, MoE experts' outputs summed):

@@ -384,6 +384,7 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     }
     case Op::kMaxPool2d: return kernels::MaxPool2d(out, TensorRef{}, in(0), PoolParamsOf(ki));
     case Op::kAvgPool2d: return kernels::AvgPool2d(out, in(0), PoolParamsOf(ki));
+    case Op::kAdaptiveAvgPool2d: return kernels::AdaptiveAvgPool2d(out, in(0));
     case Op::kIndexPut:
       return RunIndexPut(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]),
                          ki.lib_dims.size() > 1 && ki.lib_dims[1] != 0);

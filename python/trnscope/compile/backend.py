@@ -1230,6 +1230,10 @@ class _Lowering:
                 if self.vals[src].shape == v.shape and (dense or holes or scattered):
                     op = "cast" if v.dtype != self.vals[src].dtype else "clone"
                     return self._add(node, op, [src])
+            if t is aten._adaptive_avg_pool2d.default and self._tensor(args[0]) \
+                    and self.vals[args[0]].dim() == 4 and v.dtype == self.vals[args[0]].dtype \
+                    and v.dtype.is_floating_point and v.numel() > 0:
+                return self._add(node, "adaptive_avg_pool2d", [args[0]])  # TextNet's head
             if t is aten.avg_pool2d.default:
                 gid = self._lower_avg_pool(node, args, kw)
                 if gid is not None:
