@@ -1330,6 +1330,30 @@ def test_adaptive_avg_pool_to_any_size_is_a_library_kernel(hw, out):
     assert any("adaptive_avg_pool2d" in k for k in stats["kernels"]), stats
 
 
+def _weight_standardized_conv(x):
+    # BiT's StdConv2d: the weight normalized per output channel by a batch norm
+    # over its own batch statistics (no running ones) before the convolution.
+    w = x[:2, :3, :3, :3] * 1.5
+    w = F.batch_norm(w.reshape(1, 2, -1), None, None, training=True, momentum=0.0, eps=1e-8)
+    return F.conv2d(x, w.reshape(2, 3, 3, 3))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: F.instance_norm(x * 2),
+    lambda x: F.instance_norm(x, weight=torch.arange(1.0, 4.0, device=x.device),
+                              bias=torch.full((3,), 0.5, device=x.device)),
+    lambda x: F.batch_norm(x.transpose(2, 3), None, None, training=True),
+    _weight_standardized_conv,
+])
+def test_batch_statistics_normalize_without_eager_steps(fn):
+    """_native_batch_norm_legit.no_stats (instance_norm, BiT's weight
+    standardization) decomposes into mean / variance rows (it was an eager step)."""
+    x = torch.randn(4, 3, 6, 5, generator=torch.Generator().manual_seed(0))
+    got, stats = compiled_on_trn(fn, x)
+    torch.testing.assert_close(got.cpu(), fn(x), rtol=1e-4, atol=1e-4)
+    assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
+
+
 _MATH_DOMAINS = {
     "tan": (-1.2, 1.2), "asin": (-0.95, 0.95), "acos": (-0.95, 0.95), "atan": (-4, 4),
     "sinh": (-4, 4), "cosh": (-4, 4), "asinh": (-4, 4), "acosh": (1.05, 5), "atanh": (-0.95, 0.95),

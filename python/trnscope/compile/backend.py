@@ -117,6 +117,9 @@ def decomposition_table() -> dict:
     table.update(get_decompositions([aten.linalg_vector_norm.default, aten.clamp.Tensor]))
     # elu (EnCodec's, SELU's) and leaky_relu: where + expm1 / mul rows (eager steps before).
     table.update(get_decompositions([aten.elu.default, aten.leaky_relu.default]))
+    # Batch statistics without running ones (instance_norm, BiT's weight
+    # standardization): var_mean rows (above) and elementwise ones.
+    table.update(get_decompositions([aten._native_batch_norm_legit.no_stats]))
     table[aten.repeat.default] = _repeat
     table[aten.eye.default] = table[aten.eye.m] = _eye
     return table
