@@ -364,9 +364,8 @@ def test_meta_complex_rotary_attention_eager_and_compiled():
     want, eager, compiled, stats = _eager_and_compiled(MetaAttention().eval(), x=real(2, 16, 64))
     close(eager, want)
     close(compiled, want)
-    # One program; the complex products are eager steps on trn's complex kernels.
-    assert len(stats) == 1 and stats[0]["fallback"] is None
-    assert "aten.mul.Tensor" in stats[0]["eager_nodes"]
+    # One program; the complex products are library kernels of it (Op::kComplex).
+    assert len(stats) == 1 and stats[0]["fallback"] is None and stats[0]["eager_nodes"] == []
 
 
 def test_compiled_graph_with_complex_inputs_and_outputs():
@@ -381,7 +380,50 @@ def test_compiled_graph_with_complex_inputs_and_outputs():
     want = f(z, w)
     close(got[0], want[0], 1e-4, 1e-4)
     close(got[1], want[1], 1e-4, 1e-4)
-    assert trnscope.compile_stats()[0]["fallback"] is None
+    (stats,) = trnscope.compile_stats()
+    assert stats["fallback"] is None and stats["eager_nodes"] == [], stats
+
+
+def _compiled(f, *args):
+    trnscope.reset_compile_stats()
+    with torch.no_grad():
+        got = torch.compile(f, backend="trn", dynamic=False)(*(a.to("trn") for a in args))
+    (stats,) = trnscope.compile_stats()
+    return got, stats
+
+
+@pytest.mark.parametrize("f", [
+    lambda z, w, x: z * w + x,                      # complex op complex, then + real
+    lambda z, w, x: x * z - w[:1],                  # real op complex, broadcast
+    lambda z, w, x: z / (w + 2.0 * x) * 0.5,        # division, real number scales
+    lambda z, w, x: torch.polar(x.abs(), x) * z.conj(),
+    lambda z, w, x: (z.t() * w.t()).clone() + x.t().to(C64),  # transposed; cast of a real
+])
+def test_complex_arithmetic_is_library_kernels_of_the_program(f):
+    """Note [Complex values]: arithmetic, polar, conj and casts on the pairs are core
+    library ops (Op::kComplex); they were eager steps (Llama 4's and DeepSeek-V2's
+    rotary: x * freqs_cis)."""
+    z, w, x = cplx(5, 6), cplx(5, 6, seed=1), real(5, 6, seed=2)
+    got, stats = _compiled(f, z, w, x)
+    close(got, f(z, w, x))
+    assert stats["fallback"] is None and stats["eager_nodes"] == [], stats
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: torch.fft.fftn(x, dim=(1, 2)).real,   # FNet: r2c (all bins) then c2c
+    lambda x: torch.fft.rfft(x, dim=1, norm="ortho"),
+    lambda x: torch.fft.irfft(torch.fft.rfft(x.transpose(1, 2)), n=7, norm="forward"),
+    lambda x: torch.fft.irfftn(torch.fft.rfftn(x, dim=(0, 2)), s=(4, 10), dim=(0, 2)),
+    lambda x: torch.fft.ifft(torch.fft.fft(x.to(C64), dim=0), dim=0, norm="backward").imag,
+])
+def test_ffts_are_one_pass_per_dim_in_the_program(f):
+    """Note [FFT passes]: each torch.fft op is one core kFft pass per transformed dim,
+    the last one scaled (FNet's fftn, Autoformer's rfft / irfft were eager steps)."""
+    x = real(4, 6, 10)
+    got, stats = _compiled(f, x)
+    close(got, f(x), 1e-4, 1e-4)
+    assert stats["fallback"] is None and stats["eager_nodes"] == [], stats
+    assert any(k == "fft" or "fft" in k for k in stats["kernels"]), stats
 
 
 def test_fnet_eager_and_compiled():
@@ -395,4 +437,4 @@ def test_fnet_eager_and_compiled():
     want, eager, compiled, stats = _eager_and_compiled(T.FNetModel(cfg).eval(), input_ids=ids)
     close(eager.last_hidden_state, want.last_hidden_state, 1e-4, 1e-4)
     close(compiled.last_hidden_state, want.last_hidden_state, 1e-4, 1e-4)
-    assert len(stats) == 1 and stats[0]["fallback"] is None
+    assert len(stats) == 1 and stats[0]["fallback"] is None and stats[0]["eager_nodes"] == []

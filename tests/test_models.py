@@ -317,13 +317,27 @@ def _families():
                                   encoder_attention_type="transient-global", local_radius=4,
                                   global_block_size=4),
                    T.LongT5Model, {**text, "decoder_input_ids": ids[:, :8]}, False),
+        # the rotary embedding as a complex product with freqs_cis (Note [Complex
+        # values]), top-1 MoE layers, chunked attention
+        "llama4": (T.Llama4TextConfig(vocab_size=256, num_key_value_heads=2, head_dim=16,
+                                      intermediate_size_mlp=128, num_local_experts=4,
+                                      num_experts_per_tok=1, interleave_moe_layer_step=1,
+                                      no_rope_layers=[1, 1], attention_chunk_size=8,
+                                      pad_token_id=0, **layers),
+                   T.Llama4ForCausalLM, text, False),
+        # an audio codec: transposed 1-D convolutions upsample, ELU, an LSTM
+        "encodec": (T.EncodecConfig(hidden_size=16, num_filters=4, upsampling_ratios=[4, 2],
+                                    codebook_size=32, codebook_dim=16, num_lstm_layers=1),
+                    T.EncodecModel,
+                    {"input_values": torch.randn(1, 1, 400, generator=torch.Generator().manual_seed(2))},
+                    False),
     }
 
 
 FAMILIES = [
     "mistral", "gemma2", "phi", "gpt_neox", "gptj", "bloom", "falcon", "opt", "bart", "deberta-v2",
     "deberta-v2-relative", "speech_to_text", "beit", "siglip-vision", "clip", "swin", "convnext",
-    "efficientnet", "segformer", "wavlm", "longt5", "qwen3_5",
+    "efficientnet", "segformer", "wavlm", "longt5", "qwen3_5", "llama4", "encodec",
 ]
 def _redraw(model):
     """He-scaled weights and non-trivial batch-norm statistics: transformers'
@@ -342,7 +356,7 @@ def _redraw(model):
 
 
 def _main_output(out):
-    for key in ("logits", "logits_per_image", "last_hidden_state"):
+    for key in ("logits", "logits_per_image", "last_hidden_state", "audio_values"):
         if getattr(out, key, None) is not None:
             return getattr(out, key)
     raise AssertionError(f"no output to compare in {type(out).__name__}")

@@ -54,6 +54,8 @@ compiler::Op ParseOp(const std::string& name) {
       {"ge", Op::kGe},
       {"where", Op::kWhere},
       {"scatter", Op::kScatter},
+      {"complex", Op::kComplex},
+      {"fft", Op::kFft},
       {"neg", Op::kNeg},
       {"abs", Op::kAbs},
       {"relu", Op::kRelu},

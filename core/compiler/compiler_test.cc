@@ -1062,6 +1062,20 @@ TEST(CompilerTest, LibraryOpsRejectBadNodes) {
   up.meta.sizes = {2, 2, 11};
   expect_error(up, "transposed convolution of [2, 5, 4] by weight [5, 2, 3] (groups 1) cannot "
                    "give [2, 2, 11]");
+  // Note [Complex values]: [4, 5] pairs are 4 complex numbers; a real [4, 5] broadcasts to
+  // complex [3, 4, 5] only as values.
+  const int z = g.AddInput(M(DType::kFloat32, {4, 5, 2}));
+  const int64_t mul = static_cast<int64_t>(ComplexCode::kMul);
+  EXPECT_NO_THROW(g.AddNode(node(Op::kComplex, {z, x}, {mul, 2}, {4, 5, 2})));
+  expect_error(node(Op::kComplex, {z, x}, {mul, 0}, {4, 5, 2}),
+               "complex op 2 (real-input bits 0) of [4, 5, 2], [4, 5] cannot give [4, 5, 2]");
+  expect_error(node(Op::kComplex, {x, x}, {mul, 3}, {4, 5, 2}), "real-input bits 3");
+  expect_error(node(Op::kComplex, {z}, {9, 0}, {4, 5, 2}), "complex takes dims (code 0..6");
+  // FFT passes: r2c keeps at most the input's bins, c2c the same count.
+  EXPECT_NO_THROW(g.AddNode(node(Op::kFft, {x}, {1, 1, 1}, {4, 3, 2})));
+  expect_error(node(Op::kFft, {x}, {1, 1, 1}, {4, 6, 2}), "fft pass [1, 1, 1] of [4, 5]");
+  expect_error(node(Op::kFft, {z}, {0, 1, 1}, {4, 4, 2}), "fft pass [0, 1, 1] of [4, 5, 2]");
+  EXPECT_NO_THROW(g.AddNode(node(Op::kFft, {z}, {2, 1, 0}, {4, 8})));
 }
 
 // kConv's attributes run over (T, H, W): a 2-D conv leaves T's unused and a

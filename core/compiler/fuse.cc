@@ -276,6 +276,8 @@ bool Fuser::RunsAsLibrary(int id) const {
       return IsFloating(out) && in(0) == out && in(1) == out &&
              (n.inputs.size() == 2 || IsFloating(in(2)));
     case Op::kMath: return IsFloating(out) && in(0) == out;
+    case Op::kComplex:
+    case Op::kFft: return out == DType::kFloat32 && all_inputs(DType::kFloat32);
     case Op::kConvTranspose:  // one dtype, bias included (as the eager op)
       return IsFloating(out) && all_inputs(out);
     case Op::kLayerNorm: return IsFloating(out) && all_inputs(out);

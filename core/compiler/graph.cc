@@ -72,6 +72,8 @@ const char* OpName(Op op) {
     case Op::kConv: return "convolution";
     case Op::kConvTranspose: return "conv_transpose";
     case Op::kMath: return "math";
+    case Op::kComplex: return "complex";
+    case Op::kFft: return "fft";
     case Op::kLayerNorm: return "layer_norm";
     case Op::kGroupNorm: return "group_norm";
     case Op::kBatchNorm: return "batch_norm";
@@ -189,6 +191,8 @@ class NodeCheck {
   void Cat();
   void Sdpa();
   void Conv();  // and kConvTranspose
+  void Complex();
+  void Fft();
   void BatchNorm();
   void IndexPut();
   void Pool2d();
@@ -272,6 +276,8 @@ void NodeCheck::Run() {
     case Op::kSdpa: Sdpa(); break;
     case Op::kConv: Conv(); break;
     case Op::kConvTranspose: Conv(); break;
+    case Op::kComplex: Complex(); break;
+    case Op::kFft: Fft(); break;
     case Op::kMath:
       Arity(1);
       if (node_.dims.size() != 1 || !IsLibraryMath(node_.dims[0])) {
@@ -454,6 +460,62 @@ void NodeCheck::Conv() {
   if (!ok) {
     Fail(fmt::format("{}convolution of {} by weight {} (groups {}) cannot give {}",
                      transposed ? "transposed " : "", Shape(x), Shape(w), c.groups, Shape(out_)));
+  }
+}
+
+// Note [Complex values]: a complex operand is pairs (a trailing dim of 2), a
+// real one float32 values; both broadcast to out's complex sizes.
+void NodeCheck::Complex() {
+  const int64_t code = node_.dims.empty() ? -1 : node_.dims[0];
+  const int64_t real = node_.dims.size() > 1 ? node_.dims[1] : 0;
+  const bool binary = code >= 0 && code <= static_cast<int64_t>(ComplexCode::kDiv);
+  const bool polar = code == static_cast<int64_t>(ComplexCode::kPolar);
+  const bool from_real = code == static_cast<int64_t>(ComplexCode::kFromReal);
+  const bool conj = code == static_cast<int64_t>(ComplexCode::kConj);
+  if (node_.dims.size() != 2 || !(binary || polar || from_real || conj)) {
+    Fail(fmt::format("complex takes dims (code 0..6, real-input bits), got {}", Shape(node_.dims)));
+  }
+  Arity(binary || polar ? 2 : 1);
+  // The real-input bits each kind requires or allows.
+  const int64_t want = polar ? 3 : from_real ? 1 : conj ? 0 : real;
+  bool ok = real == want && !(binary && real == 3) && !out_.empty() && out_.back() == 2;
+  const std::vector<int64_t> zs(out_.begin(), out_.end() - (out_.empty() ? 0 : 1));
+  for (size_t i = 0; ok && i < n_in_; ++i) {
+    std::vector<int64_t> s = InSizes(i);
+    if (!((real >> i) & 1)) {
+      ok = !s.empty() && s.back() == 2;
+      if (ok) s.pop_back();
+    }
+    ok = ok && Broadcasts(s, zs);
+  }
+  if (!ok) {
+    std::vector<std::string> ins;
+    for (size_t i = 0; i < n_in_; ++i) ins.push_back(Shape(InSizes(i)));
+    Fail(fmt::format("complex op {} (real-input bits {}) of {} cannot give {}", code, real,
+                     fmt::join(ins, ", "), Shape(out_)));
+  }
+}
+
+void NodeCheck::Fft() {
+  Arity(1);
+  const int64_t kind = node_.dims.size() == 3 ? node_.dims[0] : -1;
+  std::vector<int64_t> in = InSizes(0), out = out_;
+  bool ok = kind >= 0 && kind <= 2;
+  if (ok && kind != 1) {  // c2c, c2r read pairs
+    ok = !in.empty() && in.back() == 2;
+    if (ok) in.pop_back();
+  }
+  if (ok && kind != 2) {  // c2c, r2c write pairs
+    ok = !out.empty() && out.back() == 2;
+    if (ok) out.pop_back();
+  }
+  const int64_t d = ok ? node_.dims[1] : -1;
+  ok = ok && d >= 0 && d < static_cast<int64_t>(in.size()) && in.size() == out.size() &&
+       in[d] > 0 && out[d] > 0 && (kind != 0 || in[d] == out[d]) && (kind != 1 || out[d] <= in[d]);
+  for (size_t k = 0; ok && k < in.size(); ++k) ok = static_cast<int64_t>(k) == d || in[k] == out[k];
+  if (!ok) {
+    Fail(fmt::format("fft pass {} of {} cannot give {}", Shape(node_.dims), Shape(InSizes(0)),
+                     Shape(out_)));
   }
 }
 

@@ -62,6 +62,18 @@ enum class Op : uint8_t {
   // attr dims = {kernels::UnaryOp}, input x, out like x; libm in float32 as the
   // eager kernel (kernels::Unary). IsLibraryMath names the ops it takes.
   kMath,
+  // complex64 values as their (re, im) float32 pairs, a trailing dim of 2
+  // (Note [Complex values] in backend.py; kernels/complex.h): attr dims =
+  // {ComplexCode, real inputs (bit i: input i is float32 values, imaginary 0)}.
+  // kComplexAdd .. kComplexDiv: a op b, a and b broadcasting to out (Llama 4's
+  // and DeepSeek-V2's rotary: x * freqs_cis); kComplexPolar: abs, angle float32
+  // -> pairs; kComplexConj: conj(a); kComplexFromReal: float32 a -> a + 0i.
+  kComplex,
+  // One 1-D FFT pass along attr dims[1] of every line (kernels::Fft): dims =
+  // {FftCode (0 c2c, 1 r2c, 2 c2r), dim, forward}, scalar = the scale; input and
+  // output pairs or float32 values as the kind says, sizes equal but at dim.
+  // An n-dimensional torch.fft op is one node per dim (Note [FFT passes]).
+  kFft,
   // layer_norm over the last attr dims[0] dims: inputs x, weight, bias; attr eps.
   kLayerNorm,
   // group_norm of x [N, C, *] in attr dims[0] groups of channels: inputs x,
@@ -164,6 +176,9 @@ struct Meta {
 
 // The kernels::UnaryOp codes kMath takes: floating in and out, the libm ones.
 bool IsLibraryMath(int64_t unary_op);
+
+// Op::kComplex's dims[0].
+enum class ComplexCode : int64_t { kAdd, kSub, kMul, kDiv, kPolar, kConj, kFromReal };
 
 struct Node {
   Op op = Op::kEager;

@@ -13,6 +13,7 @@
 #include "core/common/names.h"
 #include "core/compiler/program_internal.h"
 #include "core/kernels/attention.h"
+#include "core/kernels/complex.h"
 #include "core/kernels/conv.h"
 #include "core/kernels/indexing.h"
 #include "core/kernels/kernels.h"
@@ -203,6 +204,56 @@ Status RunIndexPut(const TensorRef& out, const TensorRef& self, const TensorRef&
   slice.sizes[d] = index.sizes[0];
   return kernels::IndexPut(DimFirst(out, d), {index}, DimFirst(Expand(values, slice), d),
                            accumulate, {d});
+}
+
+// A pairs tensor (Note [Complex as pairs] in kernels/complex.h) without its pair dim.
+TensorRef Unpaired(TensorRef t) {
+  --t.ndim;
+  return t;
+}
+
+// Op::kComplex (graph.h): each operand pairs or real, broadcast to out's sizes.
+static_assert(static_cast<int>(kernels::ComplexBinaryOp::kDiv) ==
+                  static_cast<int>(ComplexCode::kDiv),
+              "ComplexCode's arithmetic codes are kernels::ComplexBinaryOp's");
+Status RunComplex(const TensorRef& out, const KernelImpl& ki, const std::vector<TensorRef>& ins) {
+  const TensorRef o = Unpaired(out);
+  const int64_t real = ki.lib_dims[1];
+  auto operand = [&](size_t i) {
+    kernels::ComplexOperand c;
+    c.real = (real >> i) & 1;
+    c.t = Expand(c.real ? ins[i] : Unpaired(ins[i]), o);
+    return c;
+  };
+  kernels::ComplexOperand zero;  // the scalar 0 + 0i
+  switch (static_cast<ComplexCode>(ki.lib_dims[0])) {
+    case ComplexCode::kAdd:
+    case ComplexCode::kSub:
+    case ComplexCode::kMul:
+    case ComplexCode::kDiv:
+      return kernels::ComplexBinary(static_cast<kernels::ComplexBinaryOp>(ki.lib_dims[0]), o,
+                                    operand(0), operand(1));
+    case ComplexCode::kPolar:
+      return kernels::Polar(o, Expand(ins[0], o), Expand(ins[1], o));
+    case ComplexCode::kConj: {
+      kernels::ComplexOperand a = operand(0);
+      a.conj = true;
+      return kernels::ComplexBinary(kernels::ComplexBinaryOp::kAdd, o, a, zero);
+    }
+    case ComplexCode::kFromReal:
+      return kernels::ComplexBinary(kernels::ComplexBinaryOp::kAdd, o, operand(0), zero);
+  }
+  return Status::Error("complex: unknown code");
+}
+
+// Op::kFft: one 1-D pass (Note [FFT passes] in torch_bridge/ops_complex.cc).
+Status RunFft(const TensorRef& out, const KernelImpl& ki, const TensorRef& in) {
+  const auto kind = static_cast<kernels::FftKind>(ki.lib_dims[0]);
+  kernels::ComplexOperand c;
+  c.real = kind == kernels::FftKind::kR2C;
+  c.t = c.real ? in : Unpaired(in);
+  return kernels::Fft(kind, kind == kernels::FftKind::kC2R ? out : Unpaired(out), c,
+                      static_cast<int>(ki.lib_dims[1]), ki.lib_dims[2] != 0, ki.lib_scalar);
 }
 
 // out = self, then src (or the scalar) scattered into it by index (Op::kScatter).
@@ -433,6 +484,12 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kSliceScatter: return RunSliceScatter(out, in(0), in(1), ki.lib_dims);
     case Op::kMath:
       return kernels::Unary(static_cast<kernels::UnaryOp>(ki.lib_dims[0]), out, in(0));
+    case Op::kComplex: {
+      std::vector<TensorRef> ins;
+      for (size_t i = 0; i < ki.lib_ins.size(); ++i) ins.push_back(in(i));
+      return RunComplex(out, ki, ins);
+    }
+    case Op::kFft: return RunFft(out, ki, in(0));
     case Op::kConvTranspose: {
       const Node::ConvAttrs& c = ki.lib_conv;
       kernels::ConvParams p;  // (H, W): the last two attributes; 1-D is 2-D with H = 1

@@ -29,6 +29,7 @@ from typing import Any, Callable
 
 import torch
 import torch.fx as fx
+from torch._prims_common import is_non_overlapping_and_dense_or_false
 from torch.utils import _pytree as pytree
 
 from trnscope import _C
@@ -185,6 +186,8 @@ _MATH = {
     for name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
                  "log2", "log10", "exp2", "erfc", "lgamma", "frac", "sinc")
 }
+# Note [Complex values]: Op::kComplex's arithmetic codes (graph.h's ComplexCode).
+_COMPLEX_BINARY = {aten.add.Tensor: 0, aten.sub.Tensor: 1, aten.mul.Tensor: 2, aten.div.Tensor: 3}
 _SDPA_OVERRIDEABLE = aten._scaled_dot_product_fused_attention_overrideable.default
 
 
@@ -637,7 +640,99 @@ class _Lowering:
         if (self._tensor(src) and _is_view_op(t) and v.dtype == self.vals[src].dtype
                 and t not in (aten._conj.default, aten._neg_view.default)):
             return self._add(node, "view", [src])
+        gid = self._lower_complex_op(node, t, args, node.kwargs)
+        if gid is not None:
+            return gid
         return self._add_eager(node, reason="complex values run as eager steps")
+
+    def _complex_kind(self, a) -> str | None:
+        """'z': a complex64 tensor (its pairs), 'r': a float32 one, else None."""
+        if not self._tensor(a):
+            return None
+        d = self.vals[a].dtype
+        return "z" if d == torch.complex64 else "r" if d == torch.float32 else None
+
+    def _lower_complex_op(self, node: fx.Node, t, args, kw) -> int | None:
+        """Note [Complex values]: the complex ops models hit in their hot paths as core
+        library ops on the pairs (Op::kComplex, Op::kFft): arithmetic (Llama 4's and
+        DeepSeek-V2's rotary x * freqs_cis), polar, conj, real -> complex casts and
+        copies, and the FFTs (FNet, Autoformer); None: an eager step."""
+        v = self.vals[node]
+        kinds = [self._complex_kind(a) for a in args[:2]]
+        out = "z" if v.dtype == torch.complex64 else "r" if v.dtype == torch.float32 else None
+        if out is None:
+            return None
+        code = _COMPLEX_BINARY.get(t)
+        if t in (aten.mul.Tensor, aten.div.Tensor) and kinds[0] == "z" and len(args) == 2 \
+                and not kw and isinstance(args[1], (int, float)) and not isinstance(args[1], bool):
+            # A complex times / over a real number scales both parts: a fused row op.
+            return self._add(node, "mul" if t is aten.mul.Tensor else "div", [args[0]],
+                             scalar=float(args[1]))
+        if code is not None and out == "z" and len(args) == 2 and not kw \
+                and None not in kinds and kinds != ["r", "r"]:
+            real = int(kinds[0] == "r") | int(kinds[1] == "r") << 1
+            return self._add(node, "complex", list(args[:2]), dims=[code, real])
+        if t is aten.polar.default and kinds == ["r", "r"] and out == "z":
+            return self._add(node, "complex", list(args[:2]), dims=[4, 3])
+        if t is aten._conj.default and kinds[0] == "z":
+            return self._add(node, "complex", [args[0]], dims=[5, 0])
+        dev = kw.get("device")  # a host input's move (Note [Host inputs]) copies on trn
+        copies = t in (aten.clone.default, aten._to_copy.default) and out == "z" \
+            and set(kw) <= {"dtype", "memory_format", "device", "layout"} \
+            and (dev is None or torch.device(dev).type == "trn")
+        if copies and kinds[0] == "z" and _C._is_non_overlapping(v.shape, v.stride()):
+            return self._add(node, "clone", [args[0]])  # the buffer keeps its strides (fuse.cc)
+        if copies and kinds[0] == "r" and is_non_overlapping_and_dense_or_false(v):  # kept (fuse.cc)
+            return self._add(node, "complex", [args[0]], dims=[6, 1])
+        if t in (aten._fft_c2c.default, aten._fft_r2c.default, aten._fft_c2r.default):
+            return self._lower_fft(node, t, args, kinds[0], out)
+        return None
+
+    def _lower_fft(self, node: fx.Node, t, args, kind: str | None, out: str) -> int | None:
+        """Note [FFT passes] (torch_bridge/ops_complex.cc): one core kFft node per
+        transformed dim, as eager launches them: r2c along the last dim first, then
+        c2c along the others; c2r the c2c passes first, then c2r along the last; the
+        last pass scales. Each pass's eager form is the whole op (a refused pass
+        runs it eagerly, Note [Refused nodes])."""
+        x, xv = args[0], self.vals[args[0]]
+        nd = xv.dim()
+        dims = [int(self._value(d)) % nd for d in args[1]] if nd else []
+        norm = int(self._value(args[2]))
+        if not dims or len(set(dims)) != len(dims) or norm not in (0, 1, 2):
+            return None
+        v = self.vals[node]
+        if t is aten._fft_c2c.default:
+            if kind != "z" or out != "z":
+                return None
+            passes = [(0, d) for d in dims]
+            forward = bool(self._value(args[3]))
+            n = math.prod(xv.shape[d] for d in dims)
+        elif t is aten._fft_r2c.default:
+            if kind != "r" or out != "z":
+                return None
+            passes = [(1, dims[-1])] + [(0, d) for d in dims[:-1]]
+            forward, n = True, math.prod(xv.shape[d] for d in dims)
+        else:
+            if kind != "z" or out != "r":
+                return None
+            passes = [(0, d) for d in dims[:-1]] + [(2, dims[-1])]
+            forward, n = False, math.prod(v.shape[d] for d in dims)
+        if n == 0 or v.numel() == 0:
+            return None
+        scale = {0: 1.0, 1: 1.0 / math.sqrt(n), 2: 1.0 / n}[norm]
+        prev, sizes = self.ids[x], list(xv.shape)
+        for i, (k, d) in enumerate(passes):
+            last = i + 1 == len(passes)
+            sizes[d] = v.shape[d] if k != 0 or last else sizes[d]
+            if last:
+                return self._add(node, "fft", [x], input_ids=[prev], dims=[k, d, int(forward)],
+                                 scalar=scale)
+            pairs = [int(s) for s in sizes] + [2]  # every pass before the last writes pairs
+            prev = self.g.add_node(op="fft", target=str(t), inputs=[prev], dims=[k, d, int(forward)],
+                                   scalar=1.0, dtype=torch.float32, sizes=pairs,
+                                   strides=_contiguous_strides(pairs), storage_offset=0)
+            self.calls[prev] = (node, [x], None)
+        return None
 
     def _lower_extremum_dim(self, node: fx.Node, src: fx.Node, idx: int) -> int | None:
         """getitem idx of max.dim / min.dim(x, dim, keepdim) -> the values as amax /
