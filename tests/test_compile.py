@@ -1354,6 +1354,25 @@ def test_batch_statistics_normalize_without_eager_steps(fn):
     assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
 
 
+@pytest.mark.parametrize("geom", [dict(kernel_size=3, padding=1, stride=2),
+                                  dict(kernel_size=(2, 3), dilation=(2, 1), stride=(1, 2)),
+                                  dict(kernel_size=2, stride=2)])  # MobileViTV2's patches
+def test_unfold_and_fold_are_library_kernels(geom):
+    """F.unfold (im2col) and F.fold (col2im: overlapping columns summed) are one
+    kernel each (fold's decomposition, an accumulating index_put, was an eager step)."""
+    x = torch.randn(2, 3, 9, 8, generator=torch.Generator().manual_seed(0)).transpose(2, 3)
+
+    def fn(x):
+        cols = F.unfold(x * 2, **geom)
+        return cols, F.fold(cols.sin(), x.shape[-2:], **geom)
+
+    got, stats = compiled_on_trn(fn, x)
+    for g, w in zip(got, fn(x)):
+        torch.testing.assert_close(g.cpu(), w, rtol=1e-5, atol=1e-5)
+    assert stats["eager_nodes"] == [] and stats["fallback"] is None, stats
+    assert "im2col" in stats["kernels"] and "col2im" in stats["kernels"], stats
+
+
 _MATH_DOMAINS = {
     "tan": (-1.2, 1.2), "asin": (-0.95, 0.95), "acos": (-0.95, 0.95), "atan": (-4, 4),
     "sinh": (-4, 4), "cosh": (-4, 4), "asinh": (-4, 4), "acosh": (1.05, 5), "atanh": (-0.95, 0.95),

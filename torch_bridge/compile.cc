@@ -100,6 +100,8 @@ compiler::Op ParseOp(const std::string& name) {
       {"max_pool2d", Op::kMaxPool2d},
       {"avg_pool2d", Op::kAvgPool2d},
       {"adaptive_avg_pool2d", Op::kAdaptiveAvgPool2d},
+      {"im2col", Op::kIm2Col},
+      {"col2im", Op::kCol2Im},
       {"slice_scatter", Op::kSliceScatter},
       {"div_trunc", Op::kDivTrunc},
       {"div_floor", Op::kDivFloor},

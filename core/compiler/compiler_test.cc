@@ -1076,6 +1076,16 @@ TEST(CompilerTest, LibraryOpsRejectBadNodes) {
   expect_error(node(Op::kFft, {x}, {1, 1, 1}, {4, 6, 2}), "fft pass [1, 1, 1] of [4, 5]");
   expect_error(node(Op::kFft, {z}, {0, 1, 1}, {4, 4, 2}), "fft pass [0, 1, 1] of [4, 5, 2]");
   EXPECT_NO_THROW(g.AddNode(node(Op::kFft, {z}, {2, 1, 0}, {4, 8})));
+  // im2col of [2, 5, 4] (3-D: no batch) and col2im to a size its columns do not tile.
+  Node unfold = node(Op::kIm2Col, {x3}, {}, {2, 45, 1});
+  unfold.pool.kernel[0] = unfold.pool.kernel[1] = 3;
+  expect_error(unfold, "im2col of [2, 5, 4] (kernel 3x3, stride 1x1, padding 0x0, dilation 1x1)");
+  const int cols = g.AddInput(M(DType::kFloat32, {2, 8, 6}));  // C = 2, 2x2 blocks, 6 of them
+  Node fold = node(Op::kCol2Im, {cols}, {}, {2, 2, 4, 3});
+  fold.pool.kernel[0] = fold.pool.kernel[1] = 2;
+  EXPECT_NO_THROW(g.AddNode(fold));
+  fold.meta.sizes = {2, 2, 4, 4};
+  expect_error(fold, "col2im of [2, 8, 6] (kernel 2x2");
 }
 
 // kConv's attributes run over (T, H, W): a 2-D conv leaves T's unused and a

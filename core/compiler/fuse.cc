@@ -295,7 +295,9 @@ bool Fuser::RunsAsLibrary(int id) const {
     }
     case Op::kMaxPool2d:
     case Op::kAvgPool2d:
-    case Op::kAdaptiveAvgPool2d: return IsFloating(out) && in(0) == out;
+    case Op::kAdaptiveAvgPool2d:
+    case Op::kIm2Col:
+    case Op::kCol2Im: return IsFloating(out) && in(0) == out;
     case Op::kIndexPut:
       return in(0) == out && in(2) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
     case Op::kArange: return out != DType::kBool;

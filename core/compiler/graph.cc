@@ -80,6 +80,8 @@ const char* OpName(Op op) {
     case Op::kMaxPool2d: return "max_pool2d";
     case Op::kAvgPool2d: return "avg_pool2d";
     case Op::kAdaptiveAvgPool2d: return "adaptive_avg_pool2d";
+    case Op::kIm2Col: return "im2col";
+    case Op::kCol2Im: return "col2im";
     case Op::kIndexPut: return "index_put";
     case Op::kArange: return "arange";
     case Op::kGather: return "gather";
@@ -196,6 +198,7 @@ class NodeCheck {
   void BatchNorm();
   void IndexPut();
   void Pool2d();
+  void Im2Col();  // and kCol2Im
   void XWeightBias();
   void LayerNorm();
   void GroupNorm();
@@ -294,6 +297,8 @@ void NodeCheck::Run() {
       break;
     case Op::kMaxPool2d:
     case Op::kAvgPool2d: Pool2d(); break;
+    case Op::kIm2Col:
+    case Op::kCol2Im: Im2Col(); break;
     case Op::kAdaptiveAvgPool2d: {
       Arity(1);
       const auto& x = InSizes(0);
@@ -571,6 +576,29 @@ void NodeCheck::Pool2d() {
     Fail(fmt::format("{} of {} (kernel {}x{}, stride {}x{}) cannot give {}", OpName(node_.op),
                      Shape(x), p.kernel[0], p.kernel[1], p.stride[0],
                      p.stride[1], Shape(out_)));
+  }
+}
+
+void NodeCheck::Im2Col() {
+  Arity(1);
+  const bool fold = node_.op == Op::kCol2Im;
+  const auto& image = fold ? out_ : InSizes(0);  // [N, C, H, W]
+  const auto& cols = fold ? InSizes(0) : out_;   // [N, C*KH*KW, OH*OW]
+  const auto& p = node_.pool;
+  bool ok = image.size() == 4 && cols.size() == 3 && image[0] == cols[0];
+  int64_t blocks = 1;
+  for (int d = 0; ok && d < 2; ++d) {
+    const int64_t span = p.dilation[d] * (p.kernel[d] - 1) + 1;
+    ok = p.kernel[d] > 0 && p.stride[d] > 0 && p.dilation[d] > 0 && p.padding[d] >= 0 &&
+         image[2 + d] + 2 * p.padding[d] >= span;
+    if (ok) blocks *= (image[2 + d] + 2 * p.padding[d] - span) / p.stride[d] + 1;
+  }
+  ok = ok && cols[1] == image[1] * p.kernel[0] * p.kernel[1] && cols[2] == blocks;
+  if (!ok) {
+    Fail(fmt::format("{} of {} (kernel {}x{}, stride {}x{}, padding {}x{}, dilation {}x{}) "
+                     "cannot give {}", OpName(node_.op), Shape(InSizes(0)), p.kernel[0],
+                     p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1],
+                     p.dilation[0], p.dilation[1], Shape(out_)));
   }
 }
 

@@ -92,6 +92,11 @@ enum class Op : uint8_t {
   // [floor(o*I/O), ceil((o+1)*I/O)) per output index (TextNet's 2 x 2 head;
   // 1 x 1 arrives as a mean).
   kAdaptiveAvgPool2d,
+  // F.unfold / F.fold (kernels::Im2Col / Col2Im; MobileViTV2's patches): im2col
+  // x [N,C,H,W] -> out [N, C*KH*KW, OH*OW]; col2im x [N, C*KH*KW, OH*OW] -> out
+  // [N,C,H,W], each element the sum of the columns that read it; attr pool
+  // (kernel, stride, padding, dilation), OH / OW from H / W as a convolution's.
+  kIm2Col, kCol2Im,
   // out = self with out[..., index[i], ...] = values[..., i, ...] on dim
   // dims[0] (index_put with one index tensor, a static KV cache's update), or
   // += with dims[1] = 1 (accumulate: index_add, MoE experts' outputs summed):

@@ -123,7 +123,7 @@ KernelImpl LowerKernel(const KernelGraph& ir, const std::vector<Buffer>& buffers
       flops += out_n * static_cast<uint64_t>(n.meta.sizes[n.meta.sizes.size() - 2]);
     } else if (n.op != Op::kView && n.op != Op::kClone && n.op != Op::kCast &&
                n.op != Op::kCat && n.op != Op::kEmbedding && n.op != Op::kGather && n.op != Op::kScatter &&
-               n.op != Op::kFft && n.op != Op::kComplex &&
+               n.op != Op::kFft && n.op != Op::kComplex && n.op != Op::kIm2Col &&
                n.op != Op::kIndexSelect &&
                n.op != Op::kIndex && n.op != Op::kPad && n.op != Op::kSliceScatter) {
       flops += out_n;

@@ -436,6 +436,19 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kMaxPool2d: return kernels::MaxPool2d(out, TensorRef{}, in(0), PoolParamsOf(ki));
     case Op::kAvgPool2d: return kernels::AvgPool2d(out, in(0), PoolParamsOf(ki));
     case Op::kAdaptiveAvgPool2d: return kernels::AdaptiveAvgPool2d(out, in(0));
+    case Op::kIm2Col:
+    case Op::kCol2Im: {
+      const kernels::PoolParams pp = PoolParamsOf(ki);
+      kernels::Im2ColParams p;
+      for (int d = 0; d < 2; ++d) {
+        p.kernel[d] = pp.kernel[d];
+        p.stride[d] = pp.stride[d];
+        p.padding[d] = pp.padding[d];
+        p.dilation[d] = pp.dilation[d];
+      }
+      return ki.lib_op == Op::kIm2Col ? kernels::Im2Col(out, in(0), p)
+                                      : kernels::Col2Im(out, in(0), p);
+    }
     case Op::kIndexPut:
       return RunIndexPut(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]),
                          ki.lib_dims.size() > 1 && ki.lib_dims[1] != 0);

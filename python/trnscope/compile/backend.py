@@ -121,6 +121,10 @@ def decomposition_table() -> dict:
     # Batch statistics without running ones (instance_norm, BiT's weight
     # standardization): var_mean rows (above) and elementwise ones.
     table.update(get_decompositions([aten._native_batch_norm_legit.no_stats]))
+    # F.unfold / F.fold stay one library kernel each (their decompositions index
+    # and index_put with accumulate: an eager step).
+    for op in (aten.im2col.default, aten.col2im.default):
+        table.pop(op, None)
     table[aten.repeat.default] = _repeat
     table[aten.eye.default] = table[aten.eye.m] = _eye
     return table
@@ -1003,6 +1007,24 @@ class _Lowering:
         return self._add(node, "where", [mask, value, x], call=(call, [mask, value, x], None),
                          input_ids=[cond, self.ids[value], self.ids[x]])
 
+    def _lower_im2col(self, node: fx.Node, t, args, kw) -> int | None:
+        """F.unfold (im2col [N,C,H,W] -> [N, C*K, L]) / F.fold (col2im back, summing
+        overlaps: MobileViTV2) -> one library kernel each, batched and floating; None
+        otherwise (an eager step on trn's kernel)."""
+        names = ("kernel_size", "dilation", "padding", "stride")
+        a = dict(zip(("self",) + (("output_size",) if t is aten.col2im.default else ()) + names,
+                     args), **kw)
+        x, v = self.vals[args[0]], self.vals[node]
+        if x.dim() != (4 if t is aten.im2col.default else 3) or not v.dtype.is_floating_point \
+                or x.dtype != v.dtype or v.numel() == 0:
+            return None
+        pairs = [[int(self._value(e)) for e in a[k]] for k in names]
+        if any(len(p) != 2 for p in pairs):
+            return None
+        (kh, kw_), (dh, dw), (ph, pw), (sh, sw) = pairs
+        op = "im2col" if t is aten.im2col.default else "col2im"
+        return self._add(node, op, [args[0]], pool=[kh, kw_, sh, sw, ph, pw, dh, dw])
+
     def _lower_conv(self, node: fx.Node, args, kw) -> int | None:
         names = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed",
                  "output_padding", "groups")
@@ -1328,6 +1350,10 @@ class _Lowering:
                 if self.vals[src].shape == v.shape and (dense or holes or scattered):
                     op = "cast" if v.dtype != self.vals[src].dtype else "clone"
                     return self._add(node, op, [src])
+            if t in (aten.im2col.default, aten.col2im.default) and self._tensor(args[0]):
+                gid = self._lower_im2col(node, t, args, kw)
+                if gid is not None:
+                    return gid
             if t is aten._adaptive_avg_pool2d.default and self._tensor(args[0]) \
                     and self.vals[args[0]].dim() == 4 and v.dtype == self.vals[args[0]].dtype \
                     and v.dtype.is_floating_point and v.numel() > 0:
