@@ -398,6 +398,8 @@ def _compiled(f, *args):
     lambda z, w, x: z / (w + 2.0 * x) * 0.5,        # division, real number scales
     lambda z, w, x: torch.polar(x.abs(), x) * z.conj(),
     lambda z, w, x: (z.t() * w.t()).clone() + x.t().to(C64),  # transposed; cast of a real
+    lambda z, w, x: (z * w).abs() ** 2 + z.angle() * x,     # |stft|^2; real out
+    lambda z, w, x: torch.exp(z * 0.5).t() - w.t(),
 ])
 def test_complex_arithmetic_is_library_kernels_of_the_program(f):
     """Note [Complex values]: arithmetic, polar, conj and casts on the pairs are core

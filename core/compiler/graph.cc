@@ -476,15 +476,19 @@ void NodeCheck::Complex() {
   const bool binary = code >= 0 && code <= static_cast<int64_t>(ComplexCode::kDiv);
   const bool polar = code == static_cast<int64_t>(ComplexCode::kPolar);
   const bool from_real = code == static_cast<int64_t>(ComplexCode::kFromReal);
-  const bool conj = code == static_cast<int64_t>(ComplexCode::kConj);
-  if (node_.dims.size() != 2 || !(binary || polar || from_real || conj)) {
-    Fail(fmt::format("complex takes dims (code 0..6, real-input bits), got {}", Shape(node_.dims)));
+  const bool unary = code >= static_cast<int64_t>(ComplexCode::kConj) &&
+                     code <= static_cast<int64_t>(ComplexCode::kExp) && !from_real;
+  const bool real_out = code == static_cast<int64_t>(ComplexCode::kAbs) ||
+                        code == static_cast<int64_t>(ComplexCode::kAngle);
+  if (node_.dims.size() != 2 || !(binary || polar || from_real || unary)) {
+    Fail(fmt::format("complex takes dims (code 0..9, real-input bits), got {}", Shape(node_.dims)));
   }
   Arity(binary || polar ? 2 : 1);
   // The real-input bits each kind requires or allows.
-  const int64_t want = polar ? 3 : from_real ? 1 : conj ? 0 : real;
-  bool ok = real == want && !(binary && real == 3) && !out_.empty() && out_.back() == 2;
-  const std::vector<int64_t> zs(out_.begin(), out_.end() - (out_.empty() ? 0 : 1));
+  const int64_t want = polar ? 3 : from_real ? 1 : unary ? 0 : real;
+  bool ok = real == want && !(binary && real == 3) && !out_.empty() &&
+            (real_out || out_.back() == 2);
+  const std::vector<int64_t> zs(out_.begin(), out_.end() - (real_out || out_.empty() ? 0 : 1));
   for (size_t i = 0; ok && i < n_in_; ++i) {
     std::vector<int64_t> s = InSizes(i);
     if (!((real >> i) & 1)) {

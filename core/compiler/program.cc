@@ -217,7 +217,9 @@ static_assert(static_cast<int>(kernels::ComplexBinaryOp::kDiv) ==
                   static_cast<int>(ComplexCode::kDiv),
               "ComplexCode's arithmetic codes are kernels::ComplexBinaryOp's");
 Status RunComplex(const TensorRef& out, const KernelImpl& ki, const std::vector<TensorRef>& ins) {
-  const TensorRef o = Unpaired(out);
+  const auto code = static_cast<ComplexCode>(ki.lib_dims[0]);
+  const bool real_out = code == ComplexCode::kAbs || code == ComplexCode::kAngle;
+  const TensorRef o = real_out ? out : Unpaired(out);  // out's complex sizes
   const int64_t real = ki.lib_dims[1];
   auto operand = [&](size_t i) {
     kernels::ComplexOperand c;
@@ -226,7 +228,7 @@ Status RunComplex(const TensorRef& out, const KernelImpl& ki, const std::vector<
     return c;
   };
   kernels::ComplexOperand zero;  // the scalar 0 + 0i
-  switch (static_cast<ComplexCode>(ki.lib_dims[0])) {
+  switch (code) {
     case ComplexCode::kAdd:
     case ComplexCode::kSub:
     case ComplexCode::kMul:
@@ -242,6 +244,12 @@ Status RunComplex(const TensorRef& out, const KernelImpl& ki, const std::vector<
     }
     case ComplexCode::kFromReal:
       return kernels::ComplexBinary(kernels::ComplexBinaryOp::kAdd, o, operand(0), zero);
+    case ComplexCode::kAbs:
+      return kernels::ComplexUnary(kernels::ComplexUnaryOp::kAbs, o, operand(0));
+    case ComplexCode::kAngle:
+      return kernels::ComplexUnary(kernels::ComplexUnaryOp::kAngle, o, operand(0));
+    case ComplexCode::kExp:
+      return kernels::ComplexUnary(kernels::ComplexUnaryOp::kExp, o, operand(0));
   }
   return Status::Error("complex: unknown code");
 }
