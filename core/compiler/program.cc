@@ -216,7 +216,9 @@ TensorRef Unpaired(TensorRef t) {
 static_assert(static_cast<int>(kernels::ComplexBinaryOp::kDiv) ==
                   static_cast<int>(ComplexCode::kDiv),
               "ComplexCode's arithmetic codes are kernels::ComplexBinaryOp's");
-Status RunComplex(const TensorRef& out, const KernelImpl& ki, const std::vector<TensorRef>& ins) {
+Status RunComplex(const TensorRef& out, const KernelImpl& ki, const TensorRef& a,
+                  const TensorRef& b) {
+  const TensorRef* ins[2] = {&a, &b};
   const auto code = static_cast<ComplexCode>(ki.lib_dims[0]);
   const bool real_out = code == ComplexCode::kAbs || code == ComplexCode::kAngle;
   const TensorRef o = real_out ? out : Unpaired(out);  // out's complex sizes
@@ -224,7 +226,7 @@ Status RunComplex(const TensorRef& out, const KernelImpl& ki, const std::vector<
   auto operand = [&](size_t i) {
     kernels::ComplexOperand c;
     c.real = (real >> i) & 1;
-    c.t = Expand(c.real ? ins[i] : Unpaired(ins[i]), o);
+    c.t = Expand(c.real ? *ins[i] : Unpaired(*ins[i]), o);
     return c;
   };
   kernels::ComplexOperand zero;  // the scalar 0 + 0i
@@ -236,11 +238,11 @@ Status RunComplex(const TensorRef& out, const KernelImpl& ki, const std::vector<
       return kernels::ComplexBinary(static_cast<kernels::ComplexBinaryOp>(ki.lib_dims[0]), o,
                                     operand(0), operand(1));
     case ComplexCode::kPolar:
-      return kernels::Polar(o, Expand(ins[0], o), Expand(ins[1], o));
+      return kernels::Polar(o, Expand(a, o), Expand(b, o));
     case ComplexCode::kConj: {
-      kernels::ComplexOperand a = operand(0);
-      a.conj = true;
-      return kernels::ComplexBinary(kernels::ComplexBinaryOp::kAdd, o, a, zero);
+      kernels::ComplexOperand c = operand(0);
+      c.conj = true;
+      return kernels::ComplexBinary(kernels::ComplexBinaryOp::kAdd, o, c, zero);
     }
     case ComplexCode::kFromReal:
       return kernels::ComplexBinary(kernels::ComplexBinaryOp::kAdd, o, operand(0), zero);
@@ -505,11 +507,8 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kSliceScatter: return RunSliceScatter(out, in(0), in(1), ki.lib_dims);
     case Op::kMath:
       return kernels::Unary(static_cast<kernels::UnaryOp>(ki.lib_dims[0]), out, in(0));
-    case Op::kComplex: {
-      std::vector<TensorRef> ins;
-      for (size_t i = 0; i < ki.lib_ins.size(); ++i) ins.push_back(in(i));
-      return RunComplex(out, ki, ins);
-    }
+    case Op::kComplex:
+      return RunComplex(out, ki, in(0), ki.lib_ins.size() > 1 ? in(1) : TensorRef{});
     case Op::kFft: return RunFft(out, ki, in(0));
     case Op::kConvTranspose: {
       const Node::ConvAttrs& c = ki.lib_conv;
