@@ -1003,11 +1003,10 @@ class _Lowering:
                 op="view", target="aten.reshape.default", inputs=[cond], dtype=torch.bool,
                 sizes=sizes, strides=[int(t) for t in mv.stride()] + [1] * rest,
                 storage_offset=int(mv.storage_offset()))
-            self.calls[cond] = (types.SimpleNamespace(target=aten.reshape.default,
-                                                      args=(mask, sizes), kwargs={}), [mask], None)
-        # Its eager form (should the core leave it to one): where on the shaped mask.
-        call = types.SimpleNamespace(target=aten.where.self, args=(mask, value, x), kwargs={})
-        return self._add(node, "where", [mask, value, x], call=(call, [mask, value, x], None),
+            # Named by the index_put: a refused view runs the whole put eagerly
+            # (Note [Refused nodes]), as a refused where does.
+            self.calls[cond] = (node, [mask], None)
+        return self._add(node, "where", [mask, value, x],
                          input_ids=[cond, self.ids[value], self.ids[x]])
 
     def _lower_im2col(self, node: fx.Node, t, args, kw) -> int | None:
