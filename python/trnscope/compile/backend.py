@@ -633,8 +633,9 @@ class _Lowering:
         """Note [Complex values]: the core has no complex dtype. A complex64 value is
         its (re, im) pairs, a float32 tensor with a trailing dim of 2 (view_as_real's
         layout), so views of it (and view_as_real / view_as_complex) are core views;
-        every other op on a complex value is an eager step, run on complex views of
-        its buffers (trn's complex kernels: ops_complex.cc)."""
+        the ops models hit are core library ops on the pairs (_lower_complex_op); any
+        other op on a complex value is an eager step, run on complex views of its
+        buffers (trn's complex kernels: ops_complex.cc)."""
         v = self.vals[node]
         src = args[0] if args else None
         if self._tensor(src) and t in (aten.view_as_real.default, aten.view_as_complex.default):
