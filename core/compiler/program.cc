@@ -192,14 +192,16 @@ TensorRef DimFirst(TensorRef t, int d) {
   return t;
 }
 
+// out starts as self (the scatters below write into a copy; nothing when in place).
+Status StartFromSelf(const TensorRef& out, const TensorRef& self) {
+  return out.data == self.data ? Status::Ok() : kernels::Copy(out, self);
+}
+
 // out = self, then out[..., index[i], ...] = values[..., i, ...] on dim d: the
 // indexing kernel sees the indexed dim first (kernels/indexing.h).
 Status RunIndexPut(const TensorRef& out, const TensorRef& self, const TensorRef& index,
                    const TensorRef& values, int d, bool accumulate) {
-  if (out.data != self.data) {
-    Status s = kernels::Copy(out, self);
-    if (!s.ok()) return s;
-  }
+  if (Status s = StartFromSelf(out, self); !s.ok()) return s;
   TensorRef slice = out;  // the sizes values broadcast to
   slice.sizes[d] = index.sizes[0];
   return kernels::IndexPut(DimFirst(out, d), {index}, DimFirst(Expand(values, slice), d),
@@ -269,10 +271,7 @@ Status RunFft(const TensorRef& out, const KernelImpl& ki, const TensorRef& in) {
 // out = self, then src (or the scalar) scattered into it by index (Op::kScatter).
 Status RunScatter(const TensorRef& out, const KernelImpl& ki, const TensorRef& self,
                   const TensorRef& index, const TensorRef& src) {
-  if (out.data != self.data) {
-    Status s = kernels::Copy(out, self);
-    if (!s.ok()) return s;
-  }
+  if (Status s = StartFromSelf(out, self); !s.ok()) return s;
   return kernels::Scatter(out, static_cast<int>(ki.lib_dims[0]), index, src, ki.lib_scalar,
                           ki.lib_dims[1] != 0 ? kernels::ScatterReduce::kAdd
                                               : kernels::ScatterReduce::kNone);
@@ -359,10 +358,7 @@ Status RunPad(const TensorRef& out, const TensorRef& in, const std::vector<int64
 // out = self, then src into out's slice start:end:step of dim d (Op::kSliceScatter).
 Status RunSliceScatter(const TensorRef& out, const TensorRef& self, const TensorRef& src,
                        const std::vector<int64_t>& a) {
-  if (out.data != self.data) {
-    Status s = kernels::Copy(out, self);
-    if (!s.ok()) return s;
-  }
+  if (Status s = StartFromSelf(out, self); !s.ok()) return s;
   const int d = static_cast<int>(a[0]);
   TensorRef slice = out;
   slice.data = static_cast<char*>(out.data) +
@@ -448,13 +444,13 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
     case Op::kAdaptiveAvgPool2d: return kernels::AdaptiveAvgPool2d(out, in(0));
     case Op::kIm2Col:
     case Op::kCol2Im: {
-      const kernels::PoolParams pp = PoolParamsOf(ki);
+      const Node::PoolAttrs& a = ki.lib_pool;
       kernels::Im2ColParams p;
       for (int d = 0; d < 2; ++d) {
-        p.kernel[d] = pp.kernel[d];
-        p.stride[d] = pp.stride[d];
-        p.padding[d] = pp.padding[d];
-        p.dilation[d] = pp.dilation[d];
+        p.kernel[d] = a.kernel[d];
+        p.stride[d] = a.stride[d];
+        p.padding[d] = a.padding[d];
+        p.dilation[d] = a.dilation[d];
       }
       return ki.lib_op == Op::kIm2Col ? kernels::Im2Col(out, in(0), p)
                                       : kernels::Col2Im(out, in(0), p);
