@@ -176,7 +176,7 @@ struct KernelImpl {
   kernels::ConvActivation lib_act = kernels::ConvActivation::kNone;
   double lib_lo = 0, lib_hi = 0;
   Node::ConvAttrs lib_conv;  // kConv
-  Node::PoolAttrs lib_pool;  // kMaxPool2d, kAvgPool2d
+  Node::PoolAttrs lib_pool;  // kMaxPool2d, kAvgPool2d, kIm2Col, kCol2Im
   // What the kernel reads and writes in memory (JSON shapes, bytes).
   std::vector<View> reads, writes;
 };
