@@ -5,6 +5,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cstdint>
 
 #include "core/analysis/reader/trace_model.h"
 
@@ -20,6 +21,18 @@ Elem Find(dom::object o, std::initializer_list<const char*> keys) {
     if (!e.error()) return e;
   }
   return Elem(simdjson::NO_SUCH_FIELD);
+}
+
+// A JSON number as a count or a size. A double outside the integer type's range
+// (1e308, NaN) makes the plain cast undefined behaviour: counts saturate, sizes
+// become `dflt` (unknown).
+uint64_t Count(double d) {
+  if (!(d > 0)) return 0;
+  return d < 0x1p64 ? static_cast<uint64_t>(d) : UINT64_MAX;
+}
+
+int64_t Size(double d, int64_t dflt) {
+  return d >= -0x1p63 && d < 0x1p63 ? static_cast<int64_t>(d) : dflt;
 }
 
 void OpCounts(Elem e, std::vector<std::pair<std::string, uint64_t>>* out) {
@@ -42,7 +55,7 @@ void OpCounts(Elem e, std::vector<std::pair<std::string, uint64_t>>* out) {
     } else if (!v.get_int64().get(i)) {
       n = i > 0 ? static_cast<uint64_t>(i) : 0;
     } else if (!v.get_double().get(d)) {
-      n = d > 0 ? static_cast<uint64_t>(d) : 0;
+      n = Count(d);
     } else {
       n = 1;
     }
@@ -67,7 +80,7 @@ std::vector<int64_t> Shape(Elem e) {
   std::vector<int64_t> out;
   dom::array a;
   if (e.get_array().get(a)) return out;
-  for (dom::element x : a) out.push_back(static_cast<int64_t>(Number(Elem(dom::element(x)), -1)));
+  for (dom::element x : a) out.push_back(Size(Number(Elem(dom::element(x)), -1), -1));
   return out;
 }
 
@@ -93,10 +106,9 @@ bool ParseMeta(std::string_view json, MetaInfo* meta, std::string* error) {
   Elem d = Find(o, {"dropped_events", "dropped", "dropped_total"});
   dom::object dobj;
   if (!d.get_object().get(dobj)) {
-    meta->dropped_events =
-        static_cast<uint64_t>(Number(Find(dobj, {"total", "dropped_total", "events"})));
+    meta->dropped_events = Count(Number(Find(dobj, {"total", "dropped_total", "events"})));
   } else {
-    meta->dropped_events = static_cast<uint64_t>(Number(d));
+    meta->dropped_events = Count(Number(d));
   }
   dom::object po;
   if (!Find(o, {"host_peaks", "peaks"}).get_object().get(po)) {
@@ -115,7 +127,7 @@ bool ParseMeta(std::string_view json, MetaInfo* meta, std::string* error) {
         double ns = Number(Find(co, {"duration_ns", "compile_ns", "time_ns"}), -1);
         if (ns < 0) ns = Number(Find(co, {"duration_ms", "compile_ms"}), -1) * 1e6;
         if (ns < 0) ns = Number(Find(co, {"duration_s", "seconds", "compile_s"}), 0) * 1e9;
-        r.duration_ns = static_cast<int64_t>(std::max(0.0, ns));
+        r.duration_ns = ns > 0 ? Size(ns, INT64_MAX) : 0;
         dom::array shapes;
         if (!Find(co, {"shapes", "input_shapes", "inputs"}).get_array().get(shapes))
           for (dom::element sh : shapes) r.shapes.push_back(Shape(Elem(dom::element(sh))));
@@ -136,7 +148,7 @@ bool ParseMeta(std::string_view json, MetaInfo* meta, std::string* error) {
       meta->device_requested = b;
     if (!Find(go, {"synchronized_at_stop"}).get_bool().get(b)) meta->guard_synchronized = b;
     const double pending = Number(Find(go, {"commands_in_flight"}), -1);
-    if (pending >= 0) meta->commands_in_flight = static_cast<int64_t>(pending);
+    if (pending >= 0) meta->commands_in_flight = Size(pending, INT64_MAX);
     std::string_view w;
     if (!Find(go, {"warning"}).get_string().get(w)) meta->guard_warning = w;
   }

@@ -231,6 +231,29 @@ TEST(Reader, NegativeDurationIsSkippedWithAReason) {
       << r.model->parse.warnings[0];
 }
 
+// meta.json numbers past the integer types' range (the fuzzer's 1e308): counts
+// saturate, sizes become unknown, nothing is cast out of range (UBSan).
+TEST(Meta, HugeNumbersSaturateOrBecomeUnknown) {
+  MetaInfo meta;
+  std::string error;
+  ASSERT_TRUE(ParseMeta(R"({"dropped_events": 1e308, "fallback_ops": {"aten::x": 1e308, "aten::y": -3.5},
+    "compiles": [{"duration_ns": 1e308, "shapes": [[2, 1e308, -1e308, 3.0]]},
+                 {"duration_s": -1e308}],
+    "time_correlation": {"commands_in_flight": 1e300}})",
+                        &meta, &error))
+      << error;
+  EXPECT_EQ(meta.dropped_events, UINT64_MAX);
+  ASSERT_EQ(meta.fallback_ops.size(), 2u);
+  EXPECT_EQ(meta.fallback_ops[0].second, UINT64_MAX);
+  EXPECT_EQ(meta.fallback_ops[1].second, 0u);
+  ASSERT_EQ(meta.compiles.size(), 2u);
+  EXPECT_EQ(meta.compiles[0].duration_ns, INT64_MAX);
+  EXPECT_EQ(meta.compiles[1].duration_ns, 0);
+  ASSERT_EQ(meta.compiles[0].shapes.size(), 1u);
+  EXPECT_EQ(meta.compiles[0].shapes[0], (std::vector<int64_t>{2, -1, -1, 3}));
+  EXPECT_EQ(meta.commands_in_flight, INT64_MAX);
+}
+
 // Note [Runtime call kinds]: trnscope's "launch id" marks a launch whatever
 // the call's name; other traces are read by API name; ops never count.
 TEST(Model, RuntimeCallKinds) {
