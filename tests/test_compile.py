@@ -1929,6 +1929,44 @@ def test_index_put_broadcasts_values_and_rejects_out_of_range_indices():
             torch.trn.synchronize()
 
 
+def _sparse_attention_put(context, index, update):
+    # Informer's ProbSparse attention: context[arange(B)[:, None, None],
+    # arange(H)[None, :, None], index, :] = update (three broadcasting indices).
+    b, h = context.shape[:2]
+    context = context * 2
+    context[torch.arange(b)[:, None, None], torch.arange(h)[None, :, None], index, :] = update
+    return context + 1
+
+
+def _put_apart(x, rows, cols, v):
+    # Indexed dims 0 and 2, not adjacent: torch puts B first in the values' order.
+    return torch.ops.aten.index_put.default(x * 2, [rows, None, cols], v)
+
+
+def _put_accumulate(x, rows, cols, v):
+    return torch.ops.aten.index_put.default(x, [None, rows, cols], v, True) - 1
+
+
+@pytest.mark.parametrize("case", ["informer", "apart", "accumulate"])
+def test_index_put_with_several_index_tensors_is_the_library_kernel(case):
+    torch.manual_seed(0)
+    if case == "informer":
+        fn = _sparse_attention_put
+        args = (torch.randn(2, 3, 9, 4), torch.randint(0, 9, (2, 3, 5)),
+                torch.randn(2, 3, 5, 4).transpose(0, 1).contiguous().transpose(0, 1))
+    elif case == "apart":  # B = [2, 3] (rows [2, 1] by cols [3]), values [B..., 5]
+        fn = _put_apart
+        args = (torch.randn(4, 5, 6), torch.tensor([[3], [-1]]), torch.tensor([0, 5, 2]),
+                torch.randn(5, 3, 2).permute(2, 1, 0))
+    else:  # repeated index pairs sum, values broadcast over B = [4]
+        fn = _put_accumulate
+        args = (torch.randn(2, 3, 4), torch.tensor([1, 1, 0, 1]), torch.tensor([2, 2, 3, -2]),
+                torch.randn(2, 1))
+    got, stats = compiled_on_trn(fn, *args)
+    torch.testing.assert_close(got.cpu(), fn(*args), rtol=1e-5, atol=1e-5)
+    assert "index_put" in stats["kernels"] and stats["eager_nodes"] == [], stats
+
+
 @pytest.mark.parametrize("dim", [0, 1])
 def test_index_add_is_the_index_put_kernel_accumulating(dim):
     # JetMoE's expert outputs summed per token: index_add is index_put(accumulate=True),

@@ -1025,6 +1025,7 @@ TEST(CompilerTest, LibraryOpsRejectBadNodes) {
   const int pos = g.AddInput(M(DType::kInt64, {2}));
   const int idx = g.AddInput(M(DType::kInt64, {4, 2}));
   const int row = g.AddInput(M(DType::kFloat32, {5}));
+  const int pair = g.AddInput(M(DType::kFloat32, {2}));
   const int x3 = g.AddInput(M(DType::kFloat32, {2, 5, 4}));
   const int w3 = g.AddInput(M(DType::kFloat32, {5, 2, 3}));
   auto node = [](Op op, std::vector<int> inputs, std::vector<int64_t> dims, Sizes out) {
@@ -1048,8 +1049,16 @@ TEST(CompilerTest, LibraryOpsRejectBadNodes) {
                "scatter into [4, 5] on dims [1, 0] by index [6, 2] cannot give [4, 5]");
   EXPECT_NO_THROW(g.AddNode(node(Op::kScatter, {x, idx}, {1, 1}, {4, 5})));
   expect_error(node(Op::kIndexPut, {x, pos, row}, {0, 2}, {4, 5}),  // accumulate is 0 or 1
-               "index_put into [4, 5] on dims [0, 2]");
+               "index_put into [4, 5] on dims [0] by 1 indices of values [5] (accumulate 2)");
   EXPECT_NO_THROW(g.AddNode(node(Op::kIndexPut, {x, pos, row}, {0, 1}, {4, 5})));
+  // x[idx, pos] (both dims; broadcast [4, 2]) takes values broadcasting to [4, 2]:
+  // not a row of 5, nor dims out of order or missing accumulate.
+  expect_error(node(Op::kIndexPut, {x, idx, pos, row}, {0, 1, 0}, {4, 5}),
+               "index_put into [4, 5] on dims [0, 1] by 2 indices of values [5]");
+  expect_error(node(Op::kIndexPut, {x, idx, pos, pair}, {1, 0, 0}, {4, 5}), "on dims [1, 0]");
+  expect_error(node(Op::kIndexPut, {x, idx, pos, pair}, {0, 1}, {4, 5}), "on dims [0] by 2 indices");
+  expect_error(node(Op::kIndexPut, {x, pos}, {0, 0}, {4, 5}), "got 2 inputs");
+  EXPECT_NO_THROW(g.AddNode(node(Op::kIndexPut, {x, idx, pos, pair}, {0, 1, 0}, {4, 5})));
   // exp is a fused row op, not a library function.
   expect_error(node(Op::kMath, {x}, {static_cast<int64_t>(kernels::UnaryOp::kExp)}, {4, 5}),
                "math takes one function code");

@@ -298,8 +298,13 @@ bool Fuser::RunsAsLibrary(int id) const {
     case Op::kAdaptiveAvgPool2d:
     case Op::kIm2Col:
     case Op::kCol2Im: return IsFloating(out) && in(0) == out;
-    case Op::kIndexPut:
-      return in(0) == out && in(2) == out && (in(1) == DType::kInt32 || in(1) == DType::kInt64);
+    case Op::kIndexPut: {  // self, indices..., values
+      bool ok = in(0) == out && in(n.inputs.size() - 1) == out;
+      for (size_t i = 1; i + 1 < n.inputs.size(); ++i) {
+        ok = ok && (in(i) == DType::kInt32 || in(i) == DType::kInt64);
+      }
+      return ok;
+    }
     case Op::kArange: return out != DType::kBool;
     case Op::kGather: return in(0) == out && in(1) == DType::kInt64;
     case Op::kScatter:

@@ -207,6 +207,7 @@ class NodeCheck {
   void Scatter();
   void IndexSelect();
   void Index();
+  bool IndexResult(const std::vector<int64_t>& dims, std::vector<int64_t>* result);
   void Cumsum();
   void SolveTriangular();
   void TopkSort();
@@ -543,21 +544,18 @@ void NodeCheck::BatchNorm() {
 }
 
 void NodeCheck::IndexPut() {
-  Arity(3);
-  const auto& self = InSizes(0);
-  const size_t nd = node_.dims.size();
-  const int64_t d = nd == 1 || nd == 2 ? node_.dims[0] : -1;
-  bool ok = out_ == self && d >= 0 && d < static_cast<int64_t>(self.size()) &&
-            InSizes(1).size() == 1 && (nd == 1 || node_.dims[1] == 0 || node_.dims[1] == 1);
-  if (ok) {
-    std::vector<int64_t> slice = self;
-    slice[d] = InSizes(1)[0];
-    ok = Broadcasts(InSizes(2), slice);
-  }
+  if (n_in_ < 3) Fail(fmt::format("expects self, index tensor(s) and values, got {} inputs", n_in_));
+  const auto& d = node_.dims;
+  const bool acc_ok = !d.empty() && (d.back() == 0 || d.back() == 1);
+  const std::vector<int64_t> dims(d.begin(), d.end() - (d.empty() ? 0 : 1));
+  std::vector<int64_t> slice;  // what values broadcast to
+  const bool ok = acc_ok && n_in_ == dims.size() + 2 && out_ == InSizes(0) &&
+                  IndexResult(dims, &slice) && Broadcasts(InSizes(n_in_ - 1), slice);
   if (!ok) {
-    Fail(fmt::format("index_put into {} on dims {} by index {} of values {} "
-                     "cannot give {}", Shape(self), Shape(node_.dims), Shape(InSizes(1)),
-                     Shape(InSizes(2)), Shape(out_)));
+    Fail(fmt::format("index_put into {} on dims [{}] by {} indices of values {} (accumulate "
+                     "{}) cannot give {}", Shape(InSizes(0)), fmt::join(dims, ", "),
+                     n_in_ - 2, Shape(InSizes(n_in_ - 1)),
+                     d.empty() ? -1 : d.back(), Shape(out_)));
   }
 }
 
@@ -702,11 +700,13 @@ void NodeCheck::IndexSelect() {
   }
 }
 
-void NodeCheck::Index() {
+// The shape self[i0, i1, ...] has for indices inputs 1..k on `dims` (torch's
+// advanced-indexing order: kIndex in graph.h); false where dims or the
+// indices' broadcast are not valid.
+bool NodeCheck::IndexResult(const std::vector<int64_t>& dims, std::vector<int64_t>* result) {
   const auto& self = InSizes(0);
-  const auto& dims = node_.dims;
   const size_t k = dims.size();
-  bool ok = k >= 1 && n_in_ == k + 1 && k <= self.size();
+  bool ok = k >= 1 && n_in_ >= k + 1 && k <= self.size();
   for (size_t j = 0; ok && j < k; ++j) {
     ok = dims[j] >= 0 && dims[j] < static_cast<int64_t>(self.size()) &&
          (j == 0 || dims[j] > dims[j - 1]);
@@ -723,21 +723,24 @@ void NodeCheck::Index() {
     }
     b = std::move(r);
   }
-  if (ok) {
-    const bool adjacent = dims.back() - dims.front() + 1 == static_cast<int64_t>(k);
-    std::vector<int64_t> want;
-    const int64_t at = adjacent ? dims.front() : 0;
-    std::vector<int64_t> rest;
-    for (int64_t d = 0; d < static_cast<int64_t>(self.size()); ++d) {
-      if (std::find(dims.begin(), dims.end(), d) == dims.end()) rest.push_back(self[d]);
-    }
-    want.assign(rest.begin(), rest.begin() + at);
-    want.insert(want.end(), b.begin(), b.end());
-    want.insert(want.end(), rest.begin() + at, rest.end());
-    ok = want == out_;
+  if (!ok) return false;
+  const bool adjacent = dims.back() - dims.front() + 1 == static_cast<int64_t>(k);
+  const int64_t at = adjacent ? dims.front() : 0;
+  std::vector<int64_t> rest;
+  for (int64_t d = 0; d < static_cast<int64_t>(self.size()); ++d) {
+    if (std::find(dims.begin(), dims.end(), d) == dims.end()) rest.push_back(self[d]);
   }
-  if (!ok) {
-    Fail(fmt::format("index of {} on dims [{}] by {} indices cannot give {}", Shape(self),
+  result->assign(rest.begin(), rest.begin() + at);
+  result->insert(result->end(), b.begin(), b.end());
+  result->insert(result->end(), rest.begin() + at, rest.end());
+  return true;
+}
+
+void NodeCheck::Index() {
+  const auto& dims = node_.dims;
+  std::vector<int64_t> want;
+  if (n_in_ != dims.size() + 1 || !IndexResult(dims, &want) || want != out_) {
+    Fail(fmt::format("index of {} on dims [{}] by {} indices cannot give {}", Shape(InSizes(0)),
                      fmt::join(dims, ", "), n_in_ - 1, Shape(out_)));
   }
 }

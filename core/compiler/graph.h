@@ -98,10 +98,11 @@ enum class Op : uint8_t {
   // [N,C,H,W], each element the sum of the columns that read it; attr pool
   // (kernel, stride, padding, dilation), OH / OW from H / W as a convolution's.
   kIm2Col, kCol2Im,
-  // out = self with out[..., index[i], ...] = values[..., i, ...] on dim
-  // dims[0] (index_put with one index tensor, a static KV cache's update), or
-  // += with dims[1] = 1 (accumulate: index_add, MoE experts' outputs summed):
-  // inputs self, 1-D int32/int64 index, values broadcasting to that slice.
+  // out = self with out[i0, i1, ...] = values (index_put: a static KV cache's
+  // update, Informer's sparse attention), or += with the last attr dim 1
+  // (accumulate: index_add, MoE experts' outputs summed): inputs self, one
+  // int32/int64 index per indexed dim (attr dims before the last, ascending;
+  // the indices broadcast), values broadcasting to what kIndex would give.
   kIndexPut,
   // out[i] = scalar + i * alpha, 1-D, no inputs (an arange of constants).
   kArange,

@@ -183,29 +183,9 @@ bool UnaryOf(Op op, kernels::UnaryOp* u) {
   }
 }
 
-// `t` with dim d moved to the front.
-TensorRef DimFirst(TensorRef t, int d) {
-  for (int i = d; i > 0; --i) {
-    std::swap(t.sizes[i], t.sizes[i - 1]);
-    std::swap(t.strides[i], t.strides[i - 1]);
-  }
-  return t;
-}
-
 // out starts as self (the scatters below write into a copy; nothing when in place).
 Status StartFromSelf(const TensorRef& out, const TensorRef& self) {
   return out.data == self.data ? Status::Ok() : kernels::Copy(out, self);
-}
-
-// out = self, then out[..., index[i], ...] = values[..., i, ...] on dim d: the
-// indexing kernel sees the indexed dim first (kernels/indexing.h).
-Status RunIndexPut(const TensorRef& out, const TensorRef& self, const TensorRef& index,
-                   const TensorRef& values, int d, bool accumulate) {
-  if (Status s = StartFromSelf(out, self); !s.ok()) return s;
-  TensorRef slice = out;  // the sizes values broadcast to
-  slice.sizes[d] = index.sizes[0];
-  return kernels::IndexPut(DimFirst(out, d), {index}, DimFirst(Expand(values, slice), d),
-                           accumulate, {d});
 }
 
 // A pairs tensor (Note [Complex as pairs] in kernels/complex.h) without its pair dim.
@@ -277,57 +257,91 @@ Status RunScatter(const TensorRef& out, const KernelImpl& ki, const TensorRef& s
                                               : kernels::ScatterReduce::kNone);
 }
 
-// self[i0, i1, ...] on `dims` (Op::kIndex): the kernel sees self with the
-// indexed dims first and the indices broadcast to B, and writes out seen as
-// [B..., rest...] (kernels/indexing.h); torch's result order puts B after
-// self's leading unindexed dims when the indexed dims are adjacent.
+// Advanced indexing self[i0, i1, ...] on `dims` as the indexing kernels see it
+// (kernels/indexing.h): self with the indexed dims first, the indices broadcast
+// to B, and the result [B..., rest...]. Torch's result puts B after self's
+// leading unindexed dims when the indexed dims are adjacent (kIndex in graph.h).
+struct AdvancedIndex {
+  TensorRef self;                  // indexed dims first, then the rest in order
+  std::vector<TensorRef> indices;  // broadcast to B
+  int b_ndim = 0;
+  int lead = 0;      // the rest dims before B in torch's order
+  TensorRef result;  // sizes only: the result in torch's order
+
+  AdvancedIndex(const TensorRef& t, std::vector<TensorRef> idx, const std::vector<int64_t>& dims)
+      : self(t), indices(std::move(idx)) {
+    const int k = static_cast<int>(dims.size());
+    TensorRef b;
+    b.ndim = 0;
+    for (const TensorRef& i : indices) {
+      const int nd = std::max(b.ndim, i.ndim);
+      TensorRef r;
+      r.ndim = nd;
+      for (int d = 0; d < nd; ++d) {
+        const int ib = d - (nd - b.ndim), it = d - (nd - i.ndim);
+        const int64_t x = ib >= 0 ? b.sizes[ib] : 1, y = it >= 0 ? i.sizes[it] : 1;
+        r.sizes[d] = x == 1 ? y : x;
+      }
+      b = r;
+    }
+    for (TensorRef& i : indices) i = Expand(i, b);
+    b_ndim = b.ndim;
+    int at = 0;
+    for (int j = 0; j < k; ++j, ++at) {
+      self.sizes[at] = t.sizes[dims[j]];
+      self.strides[at] = t.strides[dims[j]];
+    }
+    for (int d = 0; d < t.ndim; ++d) {
+      if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
+      self.sizes[at] = t.sizes[d];
+      self.strides[at] = t.strides[d];
+      ++at;
+    }
+    lead = dims.back() - dims.front() + 1 == k ? static_cast<int>(dims.front()) : 0;
+    // The result's torch order: lead rest dims, B, the other rest dims.
+    result.ndim = b_ndim + t.ndim - k;
+    at = 0;
+    for (int j = 0; j < lead; ++j) result.sizes[at++] = self.sizes[k + j];
+    for (int j = 0; j < b_ndim; ++j) result.sizes[at++] = b.sizes[j];
+    for (int j = k + lead; j < t.ndim; ++j) result.sizes[at++] = self.sizes[j];
+  }
+
+  // `t` (the result's sizes, torch's order) seen as [B..., rest...].
+  TensorRef BFirst(const TensorRef& t) const {
+    TensorRef o = t;
+    int at = 0;
+    for (int j = 0; j < b_ndim; ++j, ++at) {
+      o.sizes[at] = t.sizes[lead + j];
+      o.strides[at] = t.strides[lead + j];
+    }
+    for (int j = 0; j < lead; ++j, ++at) {
+      o.sizes[at] = t.sizes[j];
+      o.strides[at] = t.strides[j];
+    }
+    for (int j = lead + b_ndim; j < t.ndim; ++j, ++at) {
+      o.sizes[at] = t.sizes[j];
+      o.strides[at] = t.strides[j];
+    }
+    return o;
+  }
+};
+
+// self[i0, i1, ...] on `dims` (Op::kIndex).
 Status RunIndex(const TensorRef& out, const TensorRef& self, std::vector<TensorRef> indices,
                 const std::vector<int64_t>& dims) {
-  const int k = static_cast<int>(dims.size());
-  TensorRef b;  // B: the indices' broadcast shape
-  b.ndim = 0;
-  for (const TensorRef& t : indices) {
-    const int nd = std::max(b.ndim, t.ndim);
-    TensorRef r;
-    r.ndim = nd;
-    for (int i = 0; i < nd; ++i) {
-      const int ib = i - (nd - b.ndim), it = i - (nd - t.ndim);
-      const int64_t x = ib >= 0 ? b.sizes[ib] : 1, y = it >= 0 ? t.sizes[it] : 1;
-      r.sizes[i] = x == 1 ? y : x;
-    }
-    b = r;
-  }
-  for (TensorRef& t : indices) t = Expand(t, b);
-  TensorRef in = self;  // indexed dims first, then the rest in order
-  int at = 0;
-  for (int j = 0; j < k; ++j) {
-    in.sizes[at] = self.sizes[dims[j]];
-    in.strides[at] = self.strides[dims[j]];
-    ++at;
-  }
-  for (int d = 0; d < self.ndim; ++d) {
-    if (std::find(dims.begin(), dims.end(), d) != dims.end()) continue;
-    in.sizes[at] = self.sizes[d];
-    in.strides[at] = self.strides[d];
-    ++at;
-  }
-  const bool adjacent = dims.back() - dims.front() + 1 == k;
-  const int lead = adjacent ? static_cast<int>(dims.front()) : 0;  // rest dims before B
-  TensorRef o = out;  // [lead rest..., B..., rest...] -> [B..., lead rest..., rest...]
-  at = 0;
-  for (int j = 0; j < b.ndim; ++j, ++at) {
-    o.sizes[at] = out.sizes[lead + j];
-    o.strides[at] = out.strides[lead + j];
-  }
-  for (int j = 0; j < lead; ++j, ++at) {
-    o.sizes[at] = out.sizes[j];
-    o.strides[at] = out.strides[j];
-  }
-  for (int j = lead + b.ndim; j < out.ndim; ++j, ++at) {
-    o.sizes[at] = out.sizes[j];
-    o.strides[at] = out.strides[j];
-  }
-  return kernels::Index(o, in, indices, std::vector<int>(dims.begin(), dims.end()));
+  const AdvancedIndex ix(self, std::move(indices), dims);
+  return kernels::Index(ix.BFirst(out), ix.self, ix.indices,
+                        std::vector<int>(dims.begin(), dims.end()));
+}
+
+// out = self, then out[i0, i1, ...] = values (+= when accumulate) on `dims`
+// (Op::kIndexPut); values broadcast to what self[i0, i1, ...] gives.
+Status RunIndexPut(const TensorRef& out, const TensorRef& self, std::vector<TensorRef> indices,
+                   const TensorRef& values, const std::vector<int64_t>& dims, bool accumulate) {
+  if (Status s = StartFromSelf(out, self); !s.ok()) return s;
+  const AdvancedIndex ix(out, std::move(indices), dims);
+  return kernels::IndexPut(ix.self, ix.indices, ix.BFirst(Expand(values, ix.result)), accumulate,
+                           std::vector<int>(dims.begin(), dims.end()));
 }
 
 // argmax on dim d: the reduction kernel takes out with in's rank (size 1 at d).
@@ -455,9 +469,14 @@ Status RunLibraryOp(const KernelImpl& ki, const std::vector<void*>& base) {
       return ki.lib_op == Op::kIm2Col ? kernels::Im2Col(out, in(0), p)
                                       : kernels::Col2Im(out, in(0), p);
     }
-    case Op::kIndexPut:
-      return RunIndexPut(out, in(0), in(1), in(2), static_cast<int>(ki.lib_dims[0]),
-                         ki.lib_dims.size() > 1 && ki.lib_dims[1] != 0);
+    case Op::kIndexPut: {  // inputs self, indices..., values; dims indexed..., accumulate
+      const size_t k = ki.lib_ins.size() - 2;
+      std::vector<TensorRef> indices;
+      for (size_t i = 1; i <= k; ++i) indices.push_back(in(i));
+      return RunIndexPut(out, in(0), std::move(indices), in(k + 1),
+                         {ki.lib_dims.begin(), ki.lib_dims.begin() + static_cast<long>(k)},
+                         ki.lib_dims[k] != 0);
+    }
     case Op::kArange: return kernels::Arange(out, ki.lib_scalar, ki.lib_alpha);
     case Op::kGather: return kernels::Gather(out, in(0), static_cast<int>(ki.lib_dims[0]), in(1));
     case Op::kScatter:

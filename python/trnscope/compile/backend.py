@@ -969,21 +969,22 @@ class _Lowering:
         return self._add(node, "avg_pool2d", [x], pool=attrs)
 
     def _lower_index_put(self, node: fx.Node, args, kw) -> int | None:
-        """index_put(self, indices, values[, accumulate]) with one index tensor (the others
-        None): a 1-D integer one -> the index_put kernel (accumulate too: index_add); a
-        boolean mask without accumulate and one value -> a where (or None: run it eagerly)."""
+        """index_put(self, indices, values[, accumulate]) with integer index tensors
+        (broadcasting, on any dims: a static KV cache's update, index_add with
+        accumulate, Informer's `context[b, h, index] = update`) -> the index_put kernel;
+        one boolean mask without accumulate and one value -> a where; None otherwise
+        (run it eagerly)."""
         self_, indices, values = args[:3]
         accumulate = bool(self._value(kw.get("accumulate", args[3] if len(args) > 3 else False)))
         given = [(d, i) for d, i in enumerate(indices) if i is not None]
-        if len(given) != 1 or not self._tensor(values) or not self._tensor(given[0][1]):
+        if not given or not self._tensor(values) or not all(self._tensor(i) for _, i in given):
             return None
-        dim, index = given[0]
-        iv = self.vals[index]
-        if iv.dtype == torch.bool and not accumulate:
-            return self._lower_masked_put(node, self_, dim, index, values)
-        if not (iv.dim() == 1 and iv.dtype in (torch.int32, torch.int64)):
+        if len(given) == 1 and self.vals[given[0][1]].dtype == torch.bool and not accumulate:
+            return self._lower_masked_put(node, self_, given[0][0], given[0][1], values)
+        if any(self.vals[i].dtype not in _INDEX_DTYPES for _, i in given):
             return None
-        return self._add(node, "index_put", [self_, index, values], dims=[dim, int(accumulate)])
+        return self._add(node, "index_put", [self_] + [i for _, i in given] + [values],
+                         dims=[d for d, _ in given] + [int(accumulate)])
 
     def _lower_masked_put(self, node: fx.Node, x: fx.Node, dim: int, mask: fx.Node,
                           value: fx.Node) -> int | None:
