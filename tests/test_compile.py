@@ -271,6 +271,51 @@ def test_many_signatures_warn_once_with_a_bucket_list(monkeypatch):
     assert trnscope.compile_stats()[-1]["num_signatures"] == 4
 
 
+def test_many_signatures_of_a_dynamic_graph_pair_inputs_by_name(monkeypatch):
+    # dynamic=None: the second length makes Dynamo's graph dynamic, which gains a
+    # size input (s0) in front of x; the sizes are still x's, paired by name.
+    monkeypatch.setattr(trnscope.compile.config, "max_signatures_before_warning", 2)
+    torch._dynamo.reset()
+    compiled = torch.compile(lambda x: torch.softmax(x * 2, -1), backend="trn")
+    with warnings.catch_warnings(record=True) as caught, torch.inference_mode():
+        warnings.simplefilter("always")
+        for n in (5, 9, 17):
+            compiled(torch.randn(2, n, device="trn"))
+    ours = [str(w.message) for w in caught if "input signatures" in str(w.message)]
+    assert len(ours) == 1, ours
+    assert "'l_x_ dim 1': [5, 9, 17]" in ours[0] and "[4, 8, 16, 32]" in ours[0], ours[0]
+
+
+def _layer_block(lin, x):
+    return torch.relu(lin(x)) * 2
+
+
+def test_many_signatures_from_weights_say_padding_does_not_apply(monkeypatch):
+    # One function run for layers of different sizes: the weights change shape,
+    # so each layer gets a program; the warning must not advise padding.
+    monkeypatch.setattr(trnscope.compile.config, "max_signatures_before_warning", 2)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    sizes = [3, 5, 7, 9]
+    layers = [torch.nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
+    on_trn = [torch.nn.Linear(a, b).to("trn") for a, b in zip(sizes, sizes[1:])]
+    for cpu, trn in zip(layers, on_trn):
+        trn.load_state_dict(cpu.state_dict())
+    compiled = torch.compile(_layer_block, backend="trn")
+    x = torch.randn(2, 3)
+    with warnings.catch_warnings(record=True) as caught, torch.inference_mode():
+        warnings.simplefilter("always")
+        got, want = x.to("trn"), x
+        for cpu, trn in zip(layers, on_trn):
+            got, want = compiled(trn, got), _layer_block(cpu, want)
+    torch.testing.assert_close(got.cpu(), want)
+    ours = [str(w.message) for w in caught if "input signatures" in str(w.message)]
+    assert len(ours) == 1, ours
+    assert "Weights change shape" in ours[0] and "'l_lin_parameters_weight_ dim 0': [5, 7, 9]" \
+        in ours[0] and "padding does not apply" in ours[0], ours[0]
+    assert "pad_to_bucket" not in ours[0]
+
+
 def masked_attention(q, k, v, key_bias):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1]) + key_bias
     return torch.softmax(scores, dim=-1) @ v

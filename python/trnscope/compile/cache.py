@@ -18,6 +18,7 @@ import warnings
 from dataclasses import dataclass, field
 
 from trnscope.compile import config
+from trnscope.shapes import buckets
 
 # One input: a tensor's (sizes, strides, dtype name), or a number's
 # ("value", type name, value): a scalar input (a SymInt Dynamo lifted, such
@@ -53,7 +54,7 @@ def signature_of(args, unkeyed=()) -> Signature:
 @dataclass
 class _GraphHistory:
     signatures: list[Signature] = field(default_factory=list)
-    names: list[str] = field(default_factory=list)
+    names: list[list[str]] = field(default_factory=list)  # each signature's input names
     warned: bool = False
 
 
@@ -111,28 +112,80 @@ def _changes(old: Signature, new: Signature, old_names: list[str], names: list[s
     return changed
 
 
-def _varying_sizes(sigs: list[Signature], names: list[str]) -> dict[str, list[int]]:
-    """{'name dim d': sorted distinct sizes} for every input dim that varied."""
+def _named(sig: Signature, names: list[str]) -> dict[str, InputSig]:
+    """The signature's inputs by name (by position where the names do not fit)."""
+    if len(names) != len(sig):
+        names = [f"input{i}" for i in range(len(sig))]
+    return dict(zip(names, sig))
+
+
+def _varying_sizes(hist: _GraphHistory) -> dict[str, list[int]]:
+    """{'name dim d': sorted distinct sizes} for every input dim that varied, and
+    {'name': sorted distinct values} for every number input that did (a size
+    Dynamo made symbolic). Inputs are paired by name: a graph Dynamo made dynamic
+    gains size inputs."""
+    seen: dict[str, list[InputSig]] = {}
+    for sig, names in zip(hist.signatures, hist.names):
+        for name, s in _named(sig, names).items():
+            seen.setdefault(name, []).append(s)
     out: dict[str, list[int]] = {}
-    n = min(len(s) for s in sigs)
-    for i in range(n):
-        if any(_is_value(s[i]) for s in sigs):
+    for name, sigs in seen.items():
+        if any(_is_value(s) for s in sigs):
+            values = {s[2] for s in sigs if _is_value(s) and isinstance(s[2], int)}
+            if len(values) > 1:
+                out[name] = sorted(values)
             continue
-        shapes = {s[i][0] for s in sigs}
+        shapes = {s[0] for s in sigs}
         if len(shapes) < 2 or len({len(sh) for sh in shapes}) != 1:
             continue
         for d in range(len(next(iter(shapes)))):
             sizes = sorted({sh[d] for sh in shapes})
             if len(sizes) > 1:
-                name = names[i] if i < len(names) else f"input{i}"
                 out[f"{name} dim {d}"] = sizes
     return out
 
 
+def _is_weight(name: str) -> bool:
+    """A module's parameter or buffer, by Dynamo's input name (L['self']...
+    _parameters['weight'] -> l_self_..._parameters_weight_)."""
+    return "_parameters_" in name or "_buffers_" in name
+
+
+def _many_signatures_warning(graph_hash: int, hist: _GraphHistory) -> str:
+    """What varied across the graph's signatures and what to do about it: weights
+    that change shape (one module's code run for layers of several sizes) are
+    not padded; data sizes are, to buckets."""
+    varying = _varying_sizes(hist)
+    weights = {k: v for k, v in varying.items() if _is_weight(k)}
+    data = {k: v for k, v in varying.items() if not _is_weight(k)}
+    text = (
+        f"trn: graph {graph_hash:016x} was compiled for {len(hist.signatures)} input "
+        f"signatures (more than trnscope.compile.config.max_signatures_before_warning="
+        f"{config.max_signatures_before_warning})."
+    )
+    if weights:
+        follow = f" (the other inputs' sizes follow: {data})" if data else ""
+        text += (
+            f" Weights change shape {weights}: the same code runs for layers of different "
+            f"sizes{follow}, so each layer's shapes get a program, compiled once and cached; "
+            f"padding does not apply (raise max_signatures_before_warning to silence this)."
+        )
+    elif data:
+        tensors = {k: v for k, v in data.items() if " dim " in k}
+        text += f" Observed sizes {data}. Pad to buckets to keep a few programs"
+        if tensors:
+            text += (
+                f", e.g. trnscope.shapes.pad_to_bucket(x, dim, buckets) with buckets "
+                f"{ {k: buckets(min(v), max(v)) for k, v in tensors.items()} }"
+            )
+        text += " (docs/compile.md, static shapes)."
+    if not varying:
+        text += " The inputs differ in strides or dtypes, not sizes (see changed_inputs)."
+    return text
+
+
 def note_compile(record: dict, graph_hash: int, sig: Signature, names: list[str]) -> dict:
     """Adds `record` (keys filled by the backend) with the recompile analysis."""
-    from trnscope.shapes import buckets
-
     with _lock:
         hist = _graphs.setdefault(graph_hash, _GraphHistory())
         record["graph_hash"] = f"{graph_hash:016x}"
@@ -145,25 +198,17 @@ def note_compile(record: dict, graph_hash: int, sig: Signature, names: list[str]
         record["input_names"] = list(names)
         record["recompile"] = bool(hist.signatures)
         record["changed_inputs"] = (
-            _changes(hist.signatures[-1], sig, hist.names, names) if hist.signatures else []
+            _changes(hist.signatures[-1], sig, hist.names[-1], names) if hist.signatures else []
         )
         if sig not in hist.signatures:
             hist.signatures.append(sig)
-        hist.names = list(names)
+            hist.names.append(list(names))
         record["num_signatures"] = len(hist.signatures)
         _records.append(record)
         warn = None
         if len(hist.signatures) > config.max_signatures_before_warning and not hist.warned:
             hist.warned = True
-            varying = _varying_sizes(hist.signatures, names)
-            suggestion = {k: buckets(min(v), max(v)) for k, v in varying.items()}
-            warn = (
-                f"trn: graph {graph_hash:016x} was compiled for {len(hist.signatures)} input "
-                f"signatures (more than trnscope.compile.config.max_signatures_before_warning="
-                f"{config.max_signatures_before_warning}); observed sizes {varying}. Pad to "
-                f"buckets to keep a few programs, e.g. trnscope.shapes.pad_to_bucket(x, dim, "
-                f"buckets) with buckets {suggestion} (docs/compile.md, static shapes)."
-            )
+            warn = _many_signatures_warning(graph_hash, hist)
     if warn:
         warnings.warn(warn, UserWarning, stacklevel=3)
     return record
