@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <iterator>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
@@ -138,19 +139,13 @@ compiler::Op ParseOp(const std::string& name) {
 
 // The floating functions the core runs as one library kernel (Op::kMath).
 bool ParseMath(const std::string& name, int64_t* code) {
-  using kernels::UnaryOp;
-  static const std::unordered_map<std::string, UnaryOp> kMath = {
-      {"tan", UnaryOp::kTan},     {"asin", UnaryOp::kAsin},   {"acos", UnaryOp::kAcos},
-      {"atan", UnaryOp::kAtan},   {"sinh", UnaryOp::kSinh},   {"cosh", UnaryOp::kCosh},
-      {"asinh", UnaryOp::kAsinh}, {"acosh", UnaryOp::kAcosh}, {"atanh", UnaryOp::kAtanh},
-      {"log2", UnaryOp::kLog2},   {"log10", UnaryOp::kLog10}, {"exp2", UnaryOp::kExp2},
-      {"erfc", UnaryOp::kErfc},   {"lgamma", UnaryOp::kLgamma}, {"frac", UnaryOp::kFrac},
-      {"sinc", UnaryOp::kSinc},
-  };
-  auto it = kMath.find(name);
-  if (it == kMath.end()) return false;
-  *code = static_cast<int64_t>(it->second);
-  return true;
+  for (size_t i = 0; i < std::size(compiler::kLibraryMathNames); ++i) {
+    if (name == compiler::kLibraryMathNames[i]) {
+      *code = static_cast<int64_t>(kernels::UnaryOp::kTan) + static_cast<int64_t>(i);
+      return true;
+    }
+  }
+  return false;
 }
 
 DType GraphDType(at::ScalarType s, const std::string& what) {

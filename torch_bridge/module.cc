@@ -188,6 +188,10 @@ void BindCompile(py::module_& m) {
                                   const std::vector<int64_t>& strides) {
     return compiler::internal::IsNonOverlapping(sizes, strides);
   });
+  m.def("_compile_math_names", [] {  // Op::kMath's functions (graph.h)
+    return std::vector<std::string>(std::begin(compiler::kLibraryMathNames),
+                                    std::end(compiler::kLibraryMathNames));
+  });
   m.def("_program_kernel_launches", &ProgramKernelLaunches);
   m.def("_program_first_launch_ns", &ProgramFirstLaunchNs);
 }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <iterator>
 
 #include "core/common/error.h"
 #include "core/kernels/kernels.h"
@@ -114,6 +115,10 @@ const char* OpName(Op op) {
   }
   return "?";
 }
+
+static_assert(std::size(kLibraryMathNames) == static_cast<size_t>(kernels::UnaryOp::kSinc) -
+                                                  static_cast<size_t>(kernels::UnaryOp::kTan) + 1,
+              "kLibraryMathNames has one name per UnaryOp from kTan to kSinc");
 
 bool IsLibraryMath(int64_t unary_op) {
   using kernels::UnaryOp;

@@ -183,6 +183,12 @@ struct Meta {
 
 // The kernels::UnaryOp codes kMath takes: floating in and out, the libm ones.
 bool IsLibraryMath(int64_t unary_op);
+// kMath's functions by torch's name (the aten op), in UnaryOp order from kTan:
+// the one list the bindings parse and the Python lowering reads.
+inline constexpr const char* kLibraryMathNames[] = {
+    "tan",   "asin",  "acos", "atan",   "sinh", "cosh", "asinh", "acosh",
+    "atanh", "log2",  "log10", "exp2",  "erfc", "lgamma", "frac", "sinc",
+};
 
 // Op::kComplex's dims[0].
 enum class ComplexCode : int64_t {

@@ -185,11 +185,7 @@ _UNARY = {
 }
 # Floating functions the fused rows do not compute: one library kernel each, libm in
 # float32 as the eager kernel (YOSO's acos).
-_MATH = {
-    getattr(aten, name).default: name
-    for name in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
-                 "log2", "log10", "exp2", "erfc", "lgamma", "frac", "sinc")
-}
+_MATH = {getattr(aten, name).default: name for name in _C._compile_math_names()}
 # Note [Complex values]: Op::kComplex's arithmetic codes (graph.h's ComplexCode).
 _COMPLEX_BINARY = {aten.add.Tensor: 0, aten.sub.Tensor: 1, aten.mul.Tensor: 2, aten.div.Tensor: 3}
 _SDPA_OVERRIDEABLE = aten._scaled_dot_product_fused_attention_overrideable.default
