@@ -1059,6 +1059,10 @@ TEST(CompilerTest, LibraryOpsRejectBadNodes) {
   expect_error(node(Op::kIndexPut, {x, idx, pos, pair}, {0, 1}, {4, 5}), "on dims [0] by 2 indices");
   expect_error(node(Op::kIndexPut, {x, pos}, {0, 0}, {4, 5}), "got 2 inputs");
   EXPECT_NO_THROW(g.AddNode(node(Op::kIndexPut, {x, idx, pos, pair}, {0, 1, 0}, {4, 5})));
+  // Indices of 8 dims on dim 0 of [4, 5] would make values 9-D: past kMaxDims.
+  const int deep = g.AddInput(M(DType::kInt64, {1, 1, 1, 1, 1, 1, 1, 2}));
+  expect_error(node(Op::kIndexPut, {x, deep, row}, {0, 0}, {4, 5}),
+               "index_put into [4, 5] on dims [0] by 1 indices");
   // exp is a fused row op, not a library function.
   expect_error(node(Op::kMath, {x}, {static_cast<int64_t>(kernels::UnaryOp::kExp)}, {4, 5}),
                "math takes one function code");

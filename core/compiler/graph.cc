@@ -555,7 +555,8 @@ void NodeCheck::IndexPut() {
   const std::vector<int64_t> dims(d.begin(), d.end() - (d.empty() ? 0 : 1));
   std::vector<int64_t> slice;  // what values broadcast to
   const bool ok = acc_ok && n_in_ == dims.size() + 2 && out_ == InSizes(0) &&
-                  IndexResult(dims, &slice) && Broadcasts(InSizes(n_in_ - 1), slice);
+                  IndexResult(dims, &slice) && slice.size() <= static_cast<size_t>(kMaxDims) &&
+                  Broadcasts(InSizes(n_in_ - 1), slice);
   if (!ok) {
     Fail(fmt::format("index_put into {} on dims [{}] by {} indices of values {} (accumulate "
                      "{}) cannot give {}", Shape(InSizes(0)), fmt::join(dims, ", "),
