@@ -26,8 +26,9 @@ Wall times are medians over --rounds interleaved rounds of --repeat synchronized
 ratio within each round (Note [Per-round ratios]); tokens/s the best of 3 generate() calls.
 
 --host splits the host time of one compiled forward call (Note [Host breakdown]).
---kernels lists device time per kernel kind, eager and compiled side by side, and the
-eager trn ops slower than CPU PyTorch's (Note [Kernel kinds]).
+--kernels lists device time per kernel kind, eager and compiled side by side, the eager
+trn ops slower than CPU PyTorch's (Note [Kernel kinds]) and the forward's GEMM floor
+(Note [GEMM floor]).
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ import warnings
 
 import torch
 
-import trnscope  # noqa: F401  (registers the trn device)
+import trnscope  # registers the trn device
+import trnscope.profiling
 from benchlib import cpu_model
 from trnscope.studies import zoo
 
@@ -395,6 +397,19 @@ def print_host_breakdown(name: str, m: dict) -> None:
 # An eager trn op's device time is compared with the same CPU op's total time,
 # its children included: CPU's composite ops (clone, constant_pad_nd,
 # embedding) do their work in the ops they call, which self time leaves out.
+#
+# Note [GEMM floor]: the forward's matrix-multiply FLOPs (torch.profiler's
+# with_flops on the eager ops; a compiled program does the same GEMMs) at
+# trn:0's measured GEMM peak (trnscope.profiling.host_peaks: a 512^3 mm) is
+# the least device time any compiled program of it can take while it computes
+# every GEMM on one core. Set against eager's device time it bounds what
+# fusion can save: a forward whose GEMMs are 85 % of eager's time cannot run
+# in 0.8x eager.
+# The ops torch.profiler's with_flops counts that are GEMMs (linear and matmul
+# reach it as these; convolutions are not counted).
+_GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm"}
+
+
 def _device_kinds(prof, calls: int) -> dict:
     """Device time per kernel name (us per call) of a profile of `calls` forwards."""
     kinds = {}
@@ -413,6 +428,7 @@ def kernel_kinds(name: str, calls: int = 4, top: int = 12) -> None:
     compiled = torch.compile(trn_model, backend="trn")
     kinds = {"eager": {}, "compiled": {}}
     cpu_ops, trn_ops = {}, {}
+    gemm_flops = 0.0  # per forward (Note [GEMM floor])
     with torch.no_grad():
         for _ in range(2):
             trn_model(**trn_inputs)
@@ -420,13 +436,16 @@ def kernel_kinds(name: str, calls: int = 4, top: int = 12) -> None:
             model(**inputs)
         for _ in range(2):  # two alternations: both modes see the same host phases
             for mode, fn in (("eager", trn_model), ("compiled", compiled)):
-                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1]) as p:
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.PrivateUse1],
+                             with_flops=mode == "eager") as p:
                     for _ in range(calls):
                         fn(**trn_inputs)
                     torch.trn.synchronize()
                 for k, v in _device_kinds(p, 2 * calls).items():
                     kinds[mode][k] = kinds[mode].get(k, 0.0) + v
                 if mode == "eager":
+                    gemm_flops += sum(e.flops for e in p.key_averages()
+                                      if e.key in _GEMM_OPS) / (2 * calls)
                     for e in p.key_averages():
                         if e.key.startswith("aten::") and e.self_device_time_total > 0:
                             per_call = e.self_device_time_total / (2 * calls)
@@ -445,6 +464,13 @@ def kernel_kinds(name: str, calls: int = 4, top: int = 12) -> None:
         left = f"{eager[i][1]:9.1f} us  {eager[i][0]:28.28s}" if i < len(eager) else " " * 42
         right = f"{comp[i][1]:9.1f} us  {comp[i][0]}" if i < len(comp) else ""
         print(f"  {left} | {right}")
+    peak = trnscope.profiling.host_peaks()["gemm_gflop_s"]
+    floor_us = gemm_flops / (peak * 1e3)
+    gemm_us = sum(v for k, v in kinds["eager"].items() if k.startswith("matmul_"))
+    print(f"  GEMM floor (Note [GEMM floor]): {gemm_flops / 1e6:.0f} MFLOP per forward at trn:0's "
+          f"measured {peak:.0f} GFLOP/s = {floor_us / 1e3:.3f} ms = {floor_us / te:.2f}x eager's "
+          f"device time (eager's GEMM kernels: {gemm_us / 1e3:.3f} ms, "
+          f"{gemm_flops / 1e3 / max(gemm_us, 1e-9):.0f} GFLOP/s)")
     slow = [(k, v, cpu_ops.get(k, 0.0)) for k, v in trn_ops.items()
             if v > 20 and v > 1.25 * cpu_ops.get(k, 0.0)]
     if slow:
