@@ -1,7 +1,7 @@
 """complex64 on trn against CPU PyTorch (core/kernels/complex.h, torch_bridge/ops_complex.cc):
 arithmetic with complex, real and scalar operands (broadcast, conjugate views), in place too,
 sum and mean,
-neg, reciprocal, abs, angle, exp, polar, complex, conj_physical, cat, zero
+neg, reciprocal, abs, angle, exp, log, sqrt, polar, complex, conj_physical, cat, zero
 padding, roll, copies and casts, every torch.fft transform the three
 _fft_* ops reach (norms, lengths, dims, non-contiguous inputs), stft, Meta's
 complex rotary embedding and Hugging Face's FNet, eagerly and compiled, with no
@@ -164,6 +164,12 @@ def test_angle_exp_conj_physical_and_cat():
     close(torch.angle(zt.conj()), torch.angle(z.conj()))
     close(torch.exp(zt), torch.exp(z))
     close(torch.exp(zt.conj()), torch.exp(z.conj()))
+    for f in (torch.log, torch.sqrt):  # principal branches (the cut on the negative reals)
+        close(f(zt), f(z))
+        close(f(zt.conj().t()), f(z.conj().t()))
+    edges = torch.tensor([0, -1, complex(-1, -0.0), 1j, float("inf"), complex(-4, 1e-30)], dtype=C64)
+    for f in (torch.log, torch.sqrt):
+        torch.testing.assert_close(f(edges.to("trn")).cpu(), f(edges), equal_nan=True)
     close(torch.conj_physical(zt), torch.conj_physical(z), 0, 0)
     w = cplx(4, 3, seed=1)
     close(torch.cat([zt, w.to("trn").conj()], -1), torch.cat([z, w.conj()], -1), 0, 0)
@@ -400,6 +406,7 @@ def _compiled(f, *args):
     lambda z, w, x: (z.t() * w.t()).clone() + x.t().to(C64),  # transposed; cast of a real
     lambda z, w, x: (z * w).abs() ** 2 + z.angle() * x,     # |stft|^2; real out
     lambda z, w, x: torch.exp(z * 0.5).t() - w.t(),
+    lambda z, w, x: torch.log(z * w) + torch.sqrt(z.conj()) * x,
 ])
 def test_complex_arithmetic_is_library_kernels_of_the_program(f):
     """Note [Complex values]: arithmetic, polar, conj and casts on the pairs are core

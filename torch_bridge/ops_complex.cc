@@ -27,6 +27,8 @@
 #include <ATen/ops/angle.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/exp.h>
+#include <ATen/ops/log.h>
+#include <ATen/ops/sqrt.h>
 #include <ATen/ops/imag.h>
 #include <ATen/ops/real.h>
 #include <ATen/ops/_conj_physical.h>
@@ -359,19 +361,39 @@ at::Tensor ComplexCat(const at::ITensorListRef& tensors, int64_t dim) {
   return at::view_as_complex(at::cat(pairs, at::maybe_wrap_dim(dim, ndim)));
 }
 
-at::Tensor ComplexExp(const at::Tensor& self) {
-  constexpr const char* kName = "aten::exp";
+namespace {
+// exp / log / sqrt of complex64 (kernels::ComplexUnary); complex128 reaches
+// the CPU fallback.
+template <class AtenOp>
+at::Tensor ComplexToComplex(const at::Tensor& self, kernels::ComplexUnaryOp op,
+                            const char* aten_name, const char* kernel_name) {
   if (self.scalar_type() != at::kComplexFloat) {
-    return at::native::call_fallback_fn<&CpuFallback, at::_ops::exp>::call(self);
+    return at::native::call_fallback_fn<&CpuFallback, AtenOp>::call(self);
   }
   const int device = DeviceIndex(self);
   at::Tensor out = Empty(self.sizes(), at::kComplexFloat, device);
   if (out.numel() == 0) return out;
   const TensorRef o = Pairs(out);
   const ComplexOperand in = PairsOperand(self);
-  Launch(device, kernels::DescribeComplex("exp_c64", o, 30, kName),
-         [=] { return kernels::ComplexUnary(kernels::ComplexUnaryOp::kExp, o, in); });
+  Launch(device, kernels::DescribeComplex(kernel_name, o, 30, aten_name),
+         [=] { return kernels::ComplexUnary(op, o, in); });
   return out;
+}
+}  // namespace
+
+at::Tensor ComplexExp(const at::Tensor& self) {
+  return ComplexToComplex<at::_ops::exp>(self, kernels::ComplexUnaryOp::kExp, "aten::exp",
+                                         "exp_c64");
+}
+
+at::Tensor ComplexLog(const at::Tensor& self) {
+  return ComplexToComplex<at::_ops::log>(self, kernels::ComplexUnaryOp::kLog, "aten::log",
+                                         "log_c64");
+}
+
+at::Tensor ComplexSqrt(const at::Tensor& self) {
+  return ComplexToComplex<at::_ops::sqrt>(self, kernels::ComplexUnaryOp::kSqrt, "aten::sqrt",
+                                          "sqrt_c64");
 }
 
 at::Tensor& ComplexZero_(at::Tensor& self) {

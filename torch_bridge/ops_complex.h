@@ -27,6 +27,8 @@ at::Tensor ComplexMeanDim(const at::Tensor& self, at::OptionalIntArrayRef dim, b
 at::Tensor ComplexAbs(const at::Tensor& self);
 at::Tensor ComplexNeg(const at::Tensor& self);
 at::Tensor ComplexExp(const at::Tensor& self);
+at::Tensor ComplexLog(const at::Tensor& self);
+at::Tensor ComplexSqrt(const at::Tensor& self);
 at::Tensor& ComplexZero_(at::Tensor& self);
 at::Tensor ComplexReciprocal(const at::Tensor& self);
 // Data movement on the (re, im) pairs (view_as_real): padding with 0 (another

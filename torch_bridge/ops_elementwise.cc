@@ -1406,8 +1406,12 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl_complex("exp", TORCH_FN(Exp), TORCH_FN(ComplexExp));
   m.impl("exp_", TORCH_FN(Exp_));
   m.impl("exp.out", TORCH_FN(ExpOut));
-  TRN_REGISTER_UNARY("log", Log)
-  TRN_REGISTER_UNARY("sqrt", Sqrt)
+  m.impl_complex("log", TORCH_FN(Log), TORCH_FN(ComplexLog));
+  m.impl("log_", TORCH_FN(Log_));
+  m.impl("log.out", TORCH_FN(LogOut));
+  m.impl_complex("sqrt", TORCH_FN(Sqrt), TORCH_FN(ComplexSqrt));
+  m.impl("sqrt_", TORCH_FN(Sqrt_));
+  m.impl("sqrt.out", TORCH_FN(SqrtOut));
   TRN_REGISTER_UNARY("rsqrt", Rsqrt)
   m.impl_complex("reciprocal", TORCH_FN(Reciprocal), TORCH_FN(ComplexReciprocal));
   m.impl("reciprocal_", TORCH_FN(Reciprocal_));

@@ -1083,7 +1083,7 @@ TEST(CompilerTest, LibraryOpsRejectBadNodes) {
   expect_error(node(Op::kComplex, {z, x}, {mul, 0}, {4, 5, 2}),
                "complex op 2 (real-input bits 0) of [4, 5, 2], [4, 5] cannot give [4, 5, 2]");
   expect_error(node(Op::kComplex, {x, x}, {mul, 3}, {4, 5, 2}), "real-input bits 3");
-  expect_error(node(Op::kComplex, {z}, {12, 0}, {4, 5, 2}), "complex takes dims (code 0..9");
+  expect_error(node(Op::kComplex, {z}, {12, 0}, {4, 5, 2}), "complex takes dims (code 0..11");
   // FFT passes: r2c keeps at most the input's bins, c2c the same count.
   EXPECT_NO_THROW(g.AddNode(node(Op::kFft, {x}, {1, 1, 1}, {4, 3, 2})));
   expect_error(node(Op::kFft, {x}, {1, 1, 1}, {4, 6, 2}), "fft pass [1, 1, 1] of [4, 5]");

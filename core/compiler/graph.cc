@@ -483,11 +483,12 @@ void NodeCheck::Complex() {
   const bool polar = code == static_cast<int64_t>(ComplexCode::kPolar);
   const bool from_real = code == static_cast<int64_t>(ComplexCode::kFromReal);
   const bool unary = code >= static_cast<int64_t>(ComplexCode::kConj) &&
-                     code <= static_cast<int64_t>(ComplexCode::kExp) && !from_real;
+                     code <= static_cast<int64_t>(ComplexCode::kSqrt) && !from_real;
   const bool real_out = code == static_cast<int64_t>(ComplexCode::kAbs) ||
                         code == static_cast<int64_t>(ComplexCode::kAngle);
   if (node_.dims.size() != 2 || !(binary || polar || from_real || unary)) {
-    Fail(fmt::format("complex takes dims (code 0..9, real-input bits), got {}", Shape(node_.dims)));
+    Fail(fmt::format("complex takes dims (code 0..{}, real-input bits), got {}",
+                     static_cast<int64_t>(ComplexCode::kSqrt), Shape(node_.dims)));
   }
   Arity(binary || polar ? 2 : 1);
   // The real-input bits each kind requires or allows.

@@ -68,7 +68,8 @@ enum class Op : uint8_t {
   // kComplexAdd .. kComplexDiv: a op b, a and b broadcasting to out (Llama 4's
   // and DeepSeek-V2's rotary: x * freqs_cis); kComplexPolar: abs, angle float32
   // -> pairs; kComplexConj: conj(a); kComplexFromReal: float32 a -> a + 0i;
-  // kAbs, kAngle: |a|, arg a as float32 values (|stft|); kExp: exp(a).
+  // kAbs, kAngle: |a|, arg a as float32 values (|stft|); kExp, kLog, kSqrt:
+  // exp(a), log(a), sqrt(a) (principal branches).
   kComplex,
   // One 1-D FFT pass along attr dims[1] of every line (kernels::Fft): dims =
   // {FftCode (0 c2c, 1 r2c, 2 c2r), dim, forward}, scalar = the scale; input and
@@ -194,7 +195,7 @@ inline constexpr const char* kLibraryMathNames[] = {
 enum class ComplexCode : int64_t {
   kAdd, kSub, kMul, kDiv, kPolar, kConj, kFromReal,
   kAbs, kAngle,  // float32 values out
-  kExp,
+  kExp, kLog, kSqrt,
 };
 
 struct Node {

@@ -234,6 +234,10 @@ Status RunComplex(const TensorRef& out, const KernelImpl& ki, const TensorRef& a
       return kernels::ComplexUnary(kernels::ComplexUnaryOp::kAngle, o, operand(0));
     case ComplexCode::kExp:
       return kernels::ComplexUnary(kernels::ComplexUnaryOp::kExp, o, operand(0));
+    case ComplexCode::kLog:
+      return kernels::ComplexUnary(kernels::ComplexUnaryOp::kLog, o, operand(0));
+    case ComplexCode::kSqrt:
+      return kernels::ComplexUnary(kernels::ComplexUnaryOp::kSqrt, o, operand(0));
   }
   return Status::Error("complex: unknown code");
 }

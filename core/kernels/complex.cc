@@ -230,8 +230,13 @@ Status ComplexUnary(ComplexUnaryOp op, const TensorRef& out, const ComplexOperan
           switch (op) {
             case ComplexUnaryOp::kAbs: *o = std::hypot(u.re, u.im); break;
             case ComplexUnaryOp::kAngle: *o = std::atan2(u.im, u.re); break;
-            case ComplexUnaryOp::kExp: {
-              const std::complex<float> e = std::exp(std::complex<float>(u.re, u.im));
+            case ComplexUnaryOp::kExp:
+            case ComplexUnaryOp::kLog:
+            case ComplexUnaryOp::kSqrt: {
+              const std::complex<float> z(u.re, u.im);
+              const std::complex<float> e = op == ComplexUnaryOp::kExp   ? std::exp(z)
+                                            : op == ComplexUnaryOp::kLog ? std::log(z)
+                                                                         : std::sqrt(z);
               o[0] = e.real();
               o[1] = e.imag();
               break;

@@ -37,10 +37,11 @@ Status ComplexBinary(ComplexBinaryOp op, const TensorRef& out, const ComplexOper
 Status Polar(const TensorRef& out, const TensorRef& abs, const TensorRef& angle);
 
 // Elementwise functions of complex in (pairs): kAbs |z| (the pair's hypot) and
-// kAngle arg z (atan2(im, re)) into float32 values of in's sizes; kExp into
-// pairs, std::exp of std::complex<float> as CPU PyTorch's (exp(x + 0i) is
-// exp(x) + 0i also where exp(x) overflows).
-enum class ComplexUnaryOp : uint8_t { kAbs, kAngle, kExp };
+// kAngle arg z (atan2(im, re)) into float32 values of in's sizes; kExp, kLog,
+// kSqrt into pairs, std::exp / log / sqrt of std::complex<float> as CPU
+// PyTorch's (exp(x + 0i) is exp(x) + 0i also where exp(x) overflows; log and
+// sqrt take the principal branch, the cut along the negative reals).
+enum class ComplexUnaryOp : uint8_t { kAbs, kAngle, kExp, kLog, kSqrt };
 Status ComplexUnary(ComplexUnaryOp op, const TensorRef& out, const ComplexOperand& in);
 
 // One-dimensional FFTs along `dim` of every line of in, written to out

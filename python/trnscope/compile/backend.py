@@ -677,7 +677,8 @@ class _Lowering:
             return self._add(node, "complex", list(args[:2]), dims=[4, 3])
         if t is aten._conj.default and kinds[0] == "z":
             return self._add(node, "complex", [args[0]], dims=[5, 0])
-        unary = {aten.abs.default: (7, "r"), aten.angle.default: (8, "r"), aten.exp.default: (9, "z")}
+        unary = {aten.abs.default: (7, "r"), aten.angle.default: (8, "r"), aten.exp.default: (9, "z"),
+                 aten.log.default: (10, "z"), aten.sqrt.default: (11, "z")}
         if t in unary and kinds[0] == "z" and unary[t][1] == out and len(args) == 1:
             return self._add(node, "complex", [args[0]], dims=[unary[t][0], 0])  # |stft|
         dev = kw.get("device")  # a host input's move (Note [Host inputs]) copies on trn
