@@ -1396,26 +1396,19 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   m.impl(NAME, TORCH_FN(Fn));              \
   m.impl(NAME "_", TORCH_FN(Fn##_));       \
   m.impl(NAME ".out", TORCH_FN(Fn##Out));
-  m.impl_complex("neg", TORCH_FN(Neg), TORCH_FN(ComplexNeg));
-  m.impl("neg_", TORCH_FN(Neg_));
-  m.impl("neg.out", TORCH_FN(NegOut));
-  m.impl_complex("abs", TORCH_FN(Abs), TORCH_FN(ComplexAbs));
-  m.impl("abs_", TORCH_FN(Abs_));
-  m.impl("abs.out", TORCH_FN(AbsOut));
+// The functional form also takes complex64 (ops_complex.cc); in place and out= do not.
+#define TRN_REGISTER_UNARY_COMPLEX(NAME, Fn)                       \
+  m.impl_complex(NAME, TORCH_FN(Fn), TORCH_FN(Complex##Fn));       \
+  m.impl(NAME "_", TORCH_FN(Fn##_));                               \
+  m.impl(NAME ".out", TORCH_FN(Fn##Out));
+  TRN_REGISTER_UNARY_COMPLEX("neg", Neg)
+  TRN_REGISTER_UNARY_COMPLEX("abs", Abs)
   TRN_REGISTER_UNARY("relu", Relu)
-  m.impl_complex("exp", TORCH_FN(Exp), TORCH_FN(ComplexExp));
-  m.impl("exp_", TORCH_FN(Exp_));
-  m.impl("exp.out", TORCH_FN(ExpOut));
-  m.impl_complex("log", TORCH_FN(Log), TORCH_FN(ComplexLog));
-  m.impl("log_", TORCH_FN(Log_));
-  m.impl("log.out", TORCH_FN(LogOut));
-  m.impl_complex("sqrt", TORCH_FN(Sqrt), TORCH_FN(ComplexSqrt));
-  m.impl("sqrt_", TORCH_FN(Sqrt_));
-  m.impl("sqrt.out", TORCH_FN(SqrtOut));
+  TRN_REGISTER_UNARY_COMPLEX("exp", Exp)
+  TRN_REGISTER_UNARY_COMPLEX("log", Log)
+  TRN_REGISTER_UNARY_COMPLEX("sqrt", Sqrt)
   TRN_REGISTER_UNARY("rsqrt", Rsqrt)
-  m.impl_complex("reciprocal", TORCH_FN(Reciprocal), TORCH_FN(ComplexReciprocal));
-  m.impl("reciprocal_", TORCH_FN(Reciprocal_));
-  m.impl("reciprocal.out", TORCH_FN(ReciprocalOut));
+  TRN_REGISTER_UNARY_COMPLEX("reciprocal", Reciprocal)
   TRN_REGISTER_UNARY("sigmoid", Sigmoid)
   TRN_REGISTER_UNARY("tanh", Tanh)
   TRN_REGISTER_UNARY("silu", Silu)
@@ -1457,6 +1450,7 @@ TORCH_LIBRARY_IMPL(aten, PrivateUse1, lib) {
   TRN_REGISTER_UNARY("mish", Mish)
   TRN_REGISTER_UNARY("rrelu_with_noise", RreluWithNoise)
 #undef TRN_REGISTER_UNARY
+#undef TRN_REGISTER_UNARY_COMPLEX
   m.impl_floating("threshold", TORCH_FN(ThresholdFloat));
   m.impl_floating("threshold_", TORCH_FN(ThresholdFloat_));
   m.impl_floating("threshold.out", TORCH_FN(ThresholdOut));
