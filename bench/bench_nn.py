@@ -94,6 +94,9 @@ FFTS = [
     ("rfft [64, 512]", torch.fft.rfft, [(64, 512)]),
     ("irfft(rfft) [32, 1024]", lambda x: torch.fft.irfft(torch.fft.rfft(x)), [(32, 1024)]),
     ("fft complex [256, 400]", lambda x: torch.fft.fft(x.to(torch.complex64)), [(256, 400)]),
+    # Few long lines (Note [Four-step]): one signal, four signals.
+    ("fft complex [1, 2^20]", lambda x: torch.fft.fft(x.to(torch.complex64)), [(1, 1 << 20)]),
+    ("fft complex [4, 2^16]", lambda x: torch.fft.fft(x.to(torch.complex64)), [(4, 1 << 16)]),
     ("|stft|^2 400/160 of 120000 samples", _stft_power, [(1, 120000)]),
     ("Meta rotary x * freqs_cis [2, 128, 8, 64]", _rope, [(2, 128, 8, 64), (128, 1, 32)]),
 ]

@@ -227,6 +227,29 @@ def test_rfft_lines_do_not_mix(rows):
         assert torch.equal(got[0].isnan(), want[0].isnan())
 
 
+@pytest.mark.parametrize("case", ["2^20", "4 lines", "3*5*2^12 conj ortho", "2^14 inverse",
+                                  "along dim 0", "no smooth split"])
+def test_few_long_c2c_lines_match_cpu(case):
+    """Note [Four-step]: fewer long c2c lines than lanes run as column FFTs, a
+    twiddle and row FFTs into a transposed view of the output; a length with no
+    split into radices 2..5 keeps the one-lane path."""
+    fn, x = torch.fft.fft, {
+        "2^20": lambda: cplx(1 << 20),
+        "4 lines": lambda: cplx(4, 1 << 16),
+        "3*5*2^12 conj ortho": lambda: cplx(2, 3 * 5 * 4096).conj(),
+        "2^14 inverse": lambda: cplx(3, 1 << 14),
+        "along dim 0": lambda: cplx(1 << 15, 2),
+        "no smooth split": lambda: cplx(16411 * 2),  # 2 x a prime: Bluestein's path
+    }[case]()
+    if case == "3*5*2^12 conj ortho":
+        fn = lambda v: torch.fft.fft(v, norm="ortho")
+    elif case == "2^14 inverse":
+        fn = torch.fft.ifft
+    elif case == "along dim 0":
+        fn = lambda v: torch.fft.fft(v, dim=0)
+    close(fn(x.to("trn")), fn(x.resolve_conj()), 1e-4, 1e-4)
+
+
 def test_one_long_signal():
     """Fewer lines than SIMD lanes run one line at a time (Note [Few lines])."""
     x = real(1, 65536)

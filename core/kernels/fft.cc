@@ -674,6 +674,98 @@ void MakePlan(fft::Plan& plan, int64_t n, bool forward, int64_t real_n) {
   }
 }
 
+// Note [Four-step]: fewer long c2c lines than lanes would run one lane wide
+// (Note [Few lines]) over buffers far larger than the caches. Seen as a matrix
+// [n1][n2] (j = j1 n2 + j2), a line's DFT is n2 column DFTs of n1 points
+// (n2 lanes), the twiddle W_n^(k1 j2), then n1 row DFTs of n2 points whose
+// element k2 is bin k1 + n1 k2 (the rows written into a transposed view of
+// the output). A factor pair near sqrt(n) of radices 2..5, both sides at least
+// a vector wide; 0 when n has none.
+constexpr int64_t kFourStepMin = int64_t{1} << 14;
+
+int64_t FourStepSplit(int64_t n, int64_t lanes) {
+  const auto smooth = [](int64_t m) {
+    for (int64_t p : {2, 3, 5}) {
+      while (m % p == 0) m /= p;
+    }
+    return m == 1;
+  };
+  int64_t best = 0;
+  for (int64_t n1 = lanes; n1 * n1 <= n; ++n1) {
+    if (n % n1 == 0 && smooth(n1) && smooth(n / n1)) best = n1;
+  }
+  return best;
+}
+
+// The four-step's per-thread state for its last n, kept as a plan's twiddles
+// are (Note [FFT plans]): the twiddles W_n^(k1 j2) as pairs of the [n1][n2]
+// matrix (tabulated in double, once per n), and the scratch matrix itself.
+struct FourStepTables {
+  int64_t n = 0, n1 = 0;
+  bool forward = true;
+  std::vector<float> twiddle;
+  std::vector<float> matrix;
+};
+
+FourStepTables& FourStepFor(int64_t n, int64_t n1, bool forward) {
+  thread_local FourStepTables t;
+  if (t.n == n && t.n1 == n1 && t.forward == forward) return t;
+  const int64_t n2 = n / n1;
+  t.twiddle.resize(static_cast<size_t>(2 * n));
+  t.matrix.resize(static_cast<size_t>(2 * n));
+  const double sign = forward ? -1.0 : 1.0;
+  for (int64_t k1 = 0; k1 < n1; ++k1) {
+    for (int64_t j2 = 0; j2 < n2; ++j2) {
+      const int64_t e = k1 * j2 % n;  // the angle mod 2 pi, exactly
+      const double a = sign * 2.0 * std::numbers::pi * static_cast<double>(e) / static_cast<double>(n);
+      t.twiddle[static_cast<size_t>(2 * (k1 * n2 + j2))] = static_cast<float>(std::cos(a));
+      t.twiddle[static_cast<size_t>(2 * (k1 * n2 + j2) + 1)] = static_cast<float>(std::sin(a));
+    }
+  }
+  t.n = n, t.n1 = n1, t.forward = forward;
+  return t;
+}
+
+Status FourStep(const TensorRef& out, const ComplexOperand& in_op, int dim, bool forward,
+                double scale, int64_t n1) {
+  const TensorRef& in = in_op.t;
+  const int64_t n = in.sizes[dim], n2 = n / n1;
+  FourStepTables& tables = FourStepFor(n, n1, forward);
+  TensorRef mat;  // the scratch matrix [n1][n2] of pairs
+  mat.data = tables.matrix.data();
+  mat.ndim = 2;
+  mat.sizes[0] = n1, mat.sizes[1] = n2;
+  mat.strides[0] = 2 * n2, mat.strides[1] = 2;
+  ComplexOperand twiddle;
+  twiddle.t = mat;
+  twiddle.t.data = tables.twiddle.data();
+  TensorRef out_lines = out, in_lines = in;
+  out_lines.sizes[dim] = in_lines.sizes[dim] = 1;
+  Status status;
+  internal::ForEachRun<2>(
+      {&out_lines, &in_lines},
+      [&](const std::array<char*, 2>& p, int64_t count, const std::array<int64_t, 2>& st) {
+        for (int64_t r = 0; r < count && status.ok(); ++r) {
+          ComplexOperand cols = in_op;  // the line as [n1][n2], columns transformed
+          cols.t.data = reinterpret_cast<float*>(p[1]) + r * st[1];
+          cols.t.ndim = 2;
+          cols.t.sizes[0] = n1, cols.t.sizes[1] = n2;
+          cols.t.strides[0] = n2 * in.strides[dim], cols.t.strides[1] = in.strides[dim];
+          status = Fft(FftKind::kC2C, mat, cols, 0, forward, 1.0);
+          ComplexOperand rows;
+          rows.t = mat;
+          if (status.ok()) status = ComplexBinary(ComplexBinaryOp::kMul, mat, rows, twiddle);
+          TensorRef bins = out;  // bin k1 + n1 k2 at [k1][k2]
+          bins.data = reinterpret_cast<float*>(p[0]) + r * st[0];
+          bins.ndim = 2;
+          bins.sizes[0] = n1, bins.sizes[1] = n2;
+          bins.strides[0] = out.strides[dim], bins.strides[1] = n1 * out.strides[dim];
+          if (status.ok()) status = Fft(FftKind::kC2C, bins, rows, 1, forward, scale);
+        }
+      });
+  return status;
+}
+
 }  // namespace
 
 Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int dim, bool forward,
@@ -691,6 +783,13 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
   TRN_ASSERT(kind != FftKind::kR2C || out_len <= n, "Fft: r2c keeps at most n bins");
   if (out.numel() == 0) return Status::Ok();
   TRN_ASSERT(n >= 1, "Fft: an empty transform with a nonempty output");
+  const int64_t total_lines = out.numel() / out_len;
+  const int64_t full_lanes = HWY_DYNAMIC_DISPATCH(FftLanes)();
+  if (kind == FftKind::kC2C && total_lines < full_lanes && n >= kFourStepMin) {
+    if (const int64_t n1 = FourStepSplit(n, full_lanes); n1 > 0) {  // Note [Four-step]
+      return FourStep(out, in_op, dim, forward, scale, n1);
+    }
+  }
   // Note [Real transforms]: a real line of even length is a complex one of half.
   const bool split = kind != FftKind::kC2C && n % 2 == 0;
   const int64_t fft_n = split ? n / 2 : n, real_n = split ? n : 0;
@@ -708,8 +807,6 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
     MakePlan(*found, fft_n, forward, real_n);
   }
   const fft::Plan& plan = *found;
-  const int64_t total_lines = out.numel() / out_len;
-  const int64_t full_lanes = HWY_DYNAMIC_DISPATCH(FftLanes)();
   const int64_t N = total_lines < full_lanes ? 1 : full_lanes;  // Note [Few lines]
   const auto group_fn = N == 1 ? HWY_DYNAMIC_DISPATCH(FftLine) : HWY_DYNAMIC_DISPATCH(FftGroup);
   // Four SoA line buffers (two pairs of re and im) and the generic radix's scratch.
