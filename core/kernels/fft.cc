@@ -544,6 +544,7 @@ HWY_AFTER_NAMESPACE();
 #include <array>
 #include <cmath>
 #include <complex>
+#include <new>
 #include <numbers>
 #include <string>
 
@@ -680,8 +681,9 @@ void MakePlan(fft::Plan& plan, int64_t n, bool forward, int64_t real_n) {
 // (n2 lanes), the twiddle W_n^(k1 j2), then n1 row DFTs of n2 points whose
 // element k2 is bin k1 + n1 k2 (the rows written into a transposed view of
 // the output). A factor pair near sqrt(n) of radices 2..5, both sides at least
-// a vector wide; 0 when n has none.
-constexpr int64_t kFourStepMin = int64_t{1} << 14;
+// a vector wide; 0 when n has none. Up to 2^22 points: the tables a thread
+// keeps (below) are then at most 64 MiB.
+constexpr int64_t kFourStepMin = int64_t{1} << 14, kFourStepMax = int64_t{1} << 22;
 
 int64_t FourStepSplit(int64_t n, int64_t lanes) {
   const auto smooth = [](int64_t m) {
@@ -707,38 +709,49 @@ struct FourStepTables {
   std::vector<float> matrix;
 };
 
-FourStepTables& FourStepFor(int64_t n, int64_t n1, bool forward) {
+// nullptr when the host has no memory for them (kernels do not throw).
+FourStepTables* FourStepFor(int64_t n, int64_t n1, bool forward) {
   thread_local FourStepTables t;
-  if (t.n == n && t.n1 == n1 && t.forward == forward) return t;
+  if (t.n == n && t.n1 == n1 && t.forward == forward) return &t;
   const int64_t n2 = n / n1;
-  t.twiddle.resize(static_cast<size_t>(2 * n));
-  t.matrix.resize(static_cast<size_t>(2 * n));
+  t.n = 0;
+  try {
+    t.twiddle.resize(static_cast<size_t>(2 * n));
+    t.matrix.resize(static_cast<size_t>(2 * n));
+  } catch (const std::bad_alloc&) {
+    t.twiddle = {}, t.matrix = {};
+    return nullptr;
+  }
   const double sign = forward ? -1.0 : 1.0;
   for (int64_t k1 = 0; k1 < n1; ++k1) {
     for (int64_t j2 = 0; j2 < n2; ++j2) {
       const int64_t e = k1 * j2 % n;  // the angle mod 2 pi, exactly
-      const double a = sign * 2.0 * std::numbers::pi * static_cast<double>(e) / static_cast<double>(n);
+      const double a =
+          sign * 2.0 * std::numbers::pi * static_cast<double>(e) / static_cast<double>(n);
       t.twiddle[static_cast<size_t>(2 * (k1 * n2 + j2))] = static_cast<float>(std::cos(a));
       t.twiddle[static_cast<size_t>(2 * (k1 * n2 + j2) + 1)] = static_cast<float>(std::sin(a));
     }
   }
   t.n = n, t.n1 = n1, t.forward = forward;
-  return t;
+  return &t;
 }
 
 Status FourStep(const TensorRef& out, const ComplexOperand& in_op, int dim, bool forward,
                 double scale, int64_t n1) {
   const TensorRef& in = in_op.t;
   const int64_t n = in.sizes[dim], n2 = n / n1;
-  FourStepTables& tables = FourStepFor(n, n1, forward);
+  FourStepTables* tables = FourStepFor(n, n1, forward);
+  if (tables == nullptr) {
+    return Status::Error("fft: no host memory for a line of " + std::to_string(n));
+  }
   TensorRef mat;  // the scratch matrix [n1][n2] of pairs
-  mat.data = tables.matrix.data();
+  mat.data = tables->matrix.data();
   mat.ndim = 2;
   mat.sizes[0] = n1, mat.sizes[1] = n2;
   mat.strides[0] = 2 * n2, mat.strides[1] = 2;
   ComplexOperand twiddle;
   twiddle.t = mat;
-  twiddle.t.data = tables.twiddle.data();
+  twiddle.t.data = tables->twiddle.data();
   TensorRef out_lines = out, in_lines = in;
   out_lines.sizes[dim] = in_lines.sizes[dim] = 1;
   Status status;
@@ -785,7 +798,8 @@ Status Fft(FftKind kind, const TensorRef& out, const ComplexOperand& in_op, int 
   TRN_ASSERT(n >= 1, "Fft: an empty transform with a nonempty output");
   const int64_t total_lines = out.numel() / out_len;
   const int64_t full_lanes = HWY_DYNAMIC_DISPATCH(FftLanes)();
-  if (kind == FftKind::kC2C && total_lines < full_lanes && n >= kFourStepMin) {
+  if (kind == FftKind::kC2C && total_lines < full_lanes && n >= kFourStepMin &&
+      n <= kFourStepMax) {
     if (const int64_t n1 = FourStepSplit(n, full_lanes); n1 > 0) {  // Note [Four-step]
       return FourStep(out, in_op, dim, forward, scale, n1);
     }
