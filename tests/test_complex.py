@@ -228,7 +228,7 @@ def test_rfft_lines_do_not_mix(rows):
 
 
 @pytest.mark.parametrize("case", ["2^20", "4 lines", "3*5*2^12 conj ortho", "2^14 inverse",
-                                  "along dim 0", "no smooth split"])
+                                  "fft then ifft", "along dim 0", "no smooth split"])
 def test_few_long_c2c_lines_match_cpu(case):
     """Note [Four-step]: fewer long c2c lines than lanes run as column FFTs, a
     twiddle and row FFTs into a transposed view of the output; a length with no
@@ -238,6 +238,7 @@ def test_few_long_c2c_lines_match_cpu(case):
         "4 lines": lambda: cplx(4, 1 << 16),
         "3*5*2^12 conj ortho": lambda: cplx(2, 3 * 5 * 4096).conj(),
         "2^14 inverse": lambda: cplx(3, 1 << 14),
+        "fft then ifft": lambda: cplx(2, 1 << 15),  # one length's tables, read both ways
         "along dim 0": lambda: cplx(1 << 15, 2),
         "no smooth split": lambda: cplx(16411 * 2),  # 2 x a prime: Bluestein's path
     }[case]()
@@ -245,6 +246,8 @@ def test_few_long_c2c_lines_match_cpu(case):
         fn = lambda v: torch.fft.fft(v, norm="ortho")
     elif case == "2^14 inverse":
         fn = torch.fft.ifft
+    elif case == "fft then ifft":
+        fn = lambda v: torch.fft.ifft(torch.fft.fft(v) * torch.arange(1 << 15, device=v.device))
     elif case == "along dim 0":
         fn = lambda v: torch.fft.fft(v, dim=0)
     close(fn(x.to("trn")), fn(x.resolve_conj()), 1e-4, 1e-4)

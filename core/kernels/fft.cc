@@ -700,19 +700,20 @@ int64_t FourStepSplit(int64_t n, int64_t lanes) {
 }
 
 // The four-step's per-thread state for its last n, kept as a plan's twiddles
-// are (Note [FFT plans]): the twiddles W_n^(k1 j2) as pairs of the [n1][n2]
-// matrix (tabulated in double, once per n), and the scratch matrix itself.
+// are (Note [FFT plans]): the forward twiddles W_n^(k1 j2) as pairs of the
+// [n1][n2] matrix (tabulated in double, once per n; an inverse reads them
+// conjugated, so fft and ifft of one length share them), and the scratch
+// matrix itself.
 struct FourStepTables {
   int64_t n = 0, n1 = 0;
-  bool forward = true;
   std::vector<float> twiddle;
   std::vector<float> matrix;
 };
 
 // nullptr when the host has no memory for them (kernels do not throw).
-FourStepTables* FourStepFor(int64_t n, int64_t n1, bool forward) {
+FourStepTables* FourStepFor(int64_t n, int64_t n1) {
   thread_local FourStepTables t;
-  if (t.n == n && t.n1 == n1 && t.forward == forward) return &t;
+  if (t.n == n && t.n1 == n1) return &t;
   const int64_t n2 = n / n1;
   t.n = 0;
   try {
@@ -722,17 +723,15 @@ FourStepTables* FourStepFor(int64_t n, int64_t n1, bool forward) {
     t.twiddle = {}, t.matrix = {};
     return nullptr;
   }
-  const double sign = forward ? -1.0 : 1.0;
   for (int64_t k1 = 0; k1 < n1; ++k1) {
     for (int64_t j2 = 0; j2 < n2; ++j2) {
       const int64_t e = k1 * j2 % n;  // the angle mod 2 pi, exactly
-      const double a =
-          sign * 2.0 * std::numbers::pi * static_cast<double>(e) / static_cast<double>(n);
+      const double a = -2.0 * std::numbers::pi * static_cast<double>(e) / static_cast<double>(n);
       t.twiddle[static_cast<size_t>(2 * (k1 * n2 + j2))] = static_cast<float>(std::cos(a));
       t.twiddle[static_cast<size_t>(2 * (k1 * n2 + j2) + 1)] = static_cast<float>(std::sin(a));
     }
   }
-  t.n = n, t.n1 = n1, t.forward = forward;
+  t.n = n, t.n1 = n1;
   return &t;
 }
 
@@ -740,7 +739,7 @@ Status FourStep(const TensorRef& out, const ComplexOperand& in_op, int dim, bool
                 double scale, int64_t n1) {
   const TensorRef& in = in_op.t;
   const int64_t n = in.sizes[dim], n2 = n / n1;
-  FourStepTables* tables = FourStepFor(n, n1, forward);
+  FourStepTables* tables = FourStepFor(n, n1);
   if (tables == nullptr) {
     return Status::Error("fft: no host memory for a line of " + std::to_string(n));
   }
@@ -752,6 +751,7 @@ Status FourStep(const TensorRef& out, const ComplexOperand& in_op, int dim, bool
   ComplexOperand twiddle;
   twiddle.t = mat;
   twiddle.t.data = tables->twiddle.data();
+  twiddle.conj = !forward;
   TensorRef out_lines = out, in_lines = in;
   out_lines.sizes[dim] = in_lines.sizes[dim] = 1;
   Status status;
